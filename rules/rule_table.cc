@@ -1,0 +1,367 @@
+#include "rules/rule_table.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/container/flat_hash_map.h"
+#include "re2/re2.h"
+#include "re2/set.h"
+#include "util/strings.h"
+
+namespace sroute {
+namespace {
+
+struct RangedEntry {
+  uint64_t start;
+  uint64_t end;
+  const RuleEntry* entry;
+};
+
+bool Passes(const RuleEntry* e, const IoHeader& h) {
+  const HeaderPattern& p = e->rule().pattern;
+  return (p.ops & h.op_class()) != 0 && p.source.Matches(h);
+}
+
+int SlashDepth(std::string_view dir) {
+  return static_cast<int>(std::count(dir.begin(), dir.end(), '/'));
+}
+
+}  // namespace
+
+// All rules of one bucket match the same files (up to source and ops).
+struct Bucket {
+  std::vector<const RuleEntry*> whole;  // no byte range, precedence order
+  std::vector<RangedEntry> ranged;      // sorted by start
+  std::vector<uint64_t> max_end;        // max_end[i] = max end of ranged[0..i]
+
+  void Add(const RuleEntry* e) {
+    const auto& range = e->rule().pattern.file.range;
+    if (range) {
+      ranged.push_back({range->start, range->end, e});
+    } else {
+      whole.push_back(e);
+    }
+  }
+  void Finish() {
+    // Entries arrive in precedence order, so `whole` is sorted already.
+    std::stable_sort(ranged.begin(), ranged.end(),
+                     [](const RangedEntry& a, const RangedEntry& b) {
+                       return a.start < b.start;
+                     });
+    max_end.resize(ranged.size());
+    uint64_t m = 0;
+    for (size_t i = 0; i < ranged.size(); ++i) {
+      m = std::max(m, ranged[i].end);
+      max_end[i] = m;
+    }
+  }
+};
+
+class RuleIndex {
+ public:
+  explicit RuleIndex(std::vector<RuleEntryPtr> rules) : entries_(std::move(rules)) {
+    std::sort(entries_.begin(), entries_.end(),
+              [](const RuleEntryPtr& a, const RuleEntryPtr& b) {
+                return a->order() < b->order();
+              });
+    by_id_.reserve(entries_.size());
+    std::vector<std::string> regex_texts;
+    absl::flat_hash_map<std::string, int> regex_slot;
+    for (const RuleEntryPtr& ptr : entries_) {
+      const RuleEntry* e = ptr.get();
+      by_id_[e->id()] = e;
+      const FilePattern& f = e->rule().pattern.file;
+      const SourcePattern& src = e->rule().pattern.source;
+      switch (f.kind) {
+        case FilePattern::Kind::kExact:
+          exact_[f.text].Add(e);
+          break;
+        case FilePattern::Kind::kPrefix: {
+          const size_t slash = f.text.rfind('/');
+          std::string dir = f.text.substr(0, slash + 1);
+          std::string partial = f.text.substr(slash + 1);
+          prefix_depths_ |= uint64_t{1} << std::min(SlashDepth(dir), 63);
+          auto& groups = prefix_[dir];
+          auto it = std::find_if(groups.begin(), groups.end(),
+                                 [&](const PrefixGroup& g) {
+                                   return g.partial == partial;
+                                 });
+          if (it == groups.end()) {
+            groups.push_back({partial, {}});
+            it = groups.end() - 1;
+          }
+          it->bucket.Add(e);
+          break;
+        }
+        case FilePattern::Kind::kRegex: {
+          auto [it, inserted] =
+              regex_slot.try_emplace(f.text, static_cast<int>(regex_texts.size()));
+          if (inserted) {
+            regex_texts.push_back(f.text);
+            regex_buckets_.emplace_back();
+          }
+          regex_buckets_[it->second].Add(e);
+          break;
+        }
+        case FilePattern::Kind::kAny:
+          switch (src.kind) {
+            case SourcePattern::Kind::kAny: any_any_.Add(e); break;
+            case SourcePattern::Kind::kTenant: any_tenant_[src.name].Add(e); break;
+            case SourcePattern::Kind::kStage: any_stage_[src.name].Add(e); break;
+          }
+          break;
+      }
+    }
+    for (auto& [k, b] : exact_) b.Finish();
+    for (auto& [k, groups] : prefix_) {
+      for (auto& g : groups) g.bucket.Finish();
+    }
+    for (auto& b : regex_buckets_) b.Finish();
+    any_any_.Finish();
+    for (auto& [k, b] : any_tenant_) b.Finish();
+    for (auto& [k, b] : any_stage_) b.Finish();
+    if (!regex_texts.empty()) {
+      RE2::Options opts;
+      opts.set_log_errors(false);
+      regexes_ = std::make_unique<RE2::Set>(opts, RE2::ANCHOR_BOTH);
+      for (const std::string& re : regex_texts) {
+        // The parser validated every regex; a failure here is a bug.
+        regexes_->Add(re, nullptr);
+      }
+      regexes_->Compile();
+    }
+  }
+
+  template <typename Fn>
+  void ForEachBucket(const IoHeader& h, Fn&& fn) const {
+    const std::string& file = h.file;
+    if (!exact_.empty()) {
+      auto it = exact_.find(file);
+      if (it != exact_.end()) fn(it->second);
+    }
+    if (!prefix_.empty()) {
+      int depth = 0;
+      for (size_t p = 0; p < file.size(); ++p) {
+        if (file[p] != '/') continue;
+        ++depth;
+        if (p < 2) continue;
+        if (!(prefix_depths_ & (uint64_t{1} << std::min(depth, 63)))) continue;
+        auto it = prefix_.find(std::string_view(file.data(), p + 1));
+        if (it == prefix_.end()) continue;
+        std::string_view rest(file.data() + p + 1, file.size() - p - 1);
+        for (const PrefixGroup& g : it->second) {
+          if (rest.starts_with(g.partial)) fn(g.bucket);
+        }
+      }
+    }
+    if (regexes_) {
+      thread_local std::vector<int> hits;
+      hits.clear();
+      if (regexes_->Match(file, &hits)) {
+        for (int i : hits) fn(regex_buckets_[i]);
+      }
+    }
+    if (h.stage.empty()) {
+      if (!any_any_.whole.empty() || !any_any_.ranged.empty()) fn(any_any_);
+      if (!any_tenant_.empty()) {
+        auto it = any_tenant_.find(h.source);
+        if (it != any_tenant_.end()) fn(it->second);
+      }
+    } else if (!any_stage_.empty()) {
+      auto it = any_stage_.find(h.stage);
+      if (it != any_stage_.end()) fn(it->second);
+    }
+  }
+
+  const RuleEntry* Find(uint64_t id) const {
+    auto it = by_id_.find(id);
+    return it == by_id_.end() ? nullptr : it->second;
+  }
+  const std::vector<RuleEntryPtr>& entries() const { return entries_; }
+
+ private:
+  struct PrefixGroup {
+    std::string partial;
+    Bucket bucket;
+  };
+  std::vector<RuleEntryPtr> entries_;  // precedence order; owns the rules
+  absl::flat_hash_map<uint64_t, const RuleEntry*> by_id_;
+  absl::flat_hash_map<std::string, Bucket, StringHash, StringEq> exact_;
+  absl::flat_hash_map<std::string, std::vector<PrefixGroup>, StringHash, StringEq> prefix_;
+  uint64_t prefix_depths_ = 0;  // bit d: a prefix directory with d slashes
+  std::unique_ptr<RE2::Set> regexes_;
+  std::vector<Bucket> regex_buckets_;
+  Bucket any_any_;
+  absl::flat_hash_map<std::string, Bucket, StringHash, StringEq> any_tenant_;
+  absl::flat_hash_map<std::string, Bucket, StringHash, StringEq> any_stage_;
+};
+
+RuleTable::RuleTable() = default;
+RuleTable::~RuleTable() = default;
+
+RuleTablePtr RuleTable::Empty() {
+  static const RuleTablePtr kEmpty = Build({});
+  return kEmpty;
+}
+
+RuleTablePtr RuleTable::Build(std::vector<RuleEntryPtr> rules, uint64_t version) {
+  auto t = std::make_shared<RuleTable>();
+  t->size_ = rules.size();
+  t->base_ = std::make_shared<RuleIndex>(std::move(rules));
+  t->delta_ = std::make_shared<RuleIndex>(std::vector<RuleEntryPtr>{});
+  t->removed_ = std::make_shared<absl::flat_hash_set<uint64_t>>();
+  t->version_ = version;
+  return t;
+}
+
+RuleTablePtr RuleTable::Apply(std::vector<RuleEntryPtr> add,
+                              const std::vector<uint64_t>& remove,
+                              uint64_t version) const {
+  absl::flat_hash_set<uint64_t> remove_set(remove.begin(), remove.end());
+  std::vector<RuleEntryPtr> delta;
+  delta.reserve(delta_->entries().size() + add.size());
+  for (const RuleEntryPtr& e : delta_->entries()) {
+    if (!remove_set.contains(e->id())) delta.push_back(e);
+  }
+  auto removed = std::make_shared<absl::flat_hash_set<uint64_t>>(*removed_);
+  for (uint64_t id : remove) {
+    if (base_->Find(id) != nullptr) removed->insert(id);
+  }
+  for (RuleEntryPtr& e : add) delta.push_back(std::move(e));
+
+  const size_t live = base_->entries().size() - removed->size() + delta.size();
+  const size_t threshold = std::max<size_t>(
+      64, static_cast<size_t>(2 * std::sqrt(static_cast<double>(live))));
+  if (delta.size() + removed->size() > threshold) {
+    std::vector<RuleEntryPtr> all;
+    all.reserve(live);
+    for (const RuleEntryPtr& e : base_->entries()) {
+      if (!removed->contains(e->id())) all.push_back(e);
+    }
+    for (RuleEntryPtr& e : delta) all.push_back(std::move(e));
+    return Build(std::move(all), version);
+  }
+  auto t = std::make_shared<RuleTable>();
+  t->base_ = base_;
+  t->delta_ = std::make_shared<RuleIndex>(std::move(delta));
+  t->removed_ = std::move(removed);
+  t->size_ = live;
+  t->version_ = version;
+  return t;
+}
+
+const RuleEntry* RuleTable::MatchWhole(const IoHeader& h) const {
+  const RuleEntry* best = nullptr;
+  auto visit = [&](const Bucket& b, const absl::flat_hash_set<uint64_t>* removed) {
+    for (const RuleEntry* e : b.whole) {
+      if (best != nullptr && !(e->order() < best->order())) return;
+      if (!Passes(e, h)) continue;
+      if (removed != nullptr && removed->contains(e->id())) continue;
+      best = e;
+      return;
+    }
+  };
+  const auto* removed = removed_->empty() ? nullptr : removed_.get();
+  base_->ForEachBucket(h, [&](const Bucket& b) { visit(b, removed); });
+  if (!delta_->entries().empty()) {
+    delta_->ForEachBucket(h, [&](const Bucket& b) { visit(b, nullptr); });
+  }
+  return best;
+}
+
+void RuleTable::Match(const IoHeader& h, Pieces* out) const {
+  out->clear();
+  const RuleEntry* whole = MatchWhole(h);
+  const uint64_t a = h.offset;
+  const uint64_t b = h.length == 0 ? a + 1 : h.end();
+
+  absl::InlinedVector<const RuleEntry*, 4> ranged;
+  auto visit = [&](const Bucket& bucket,
+                   const absl::flat_hash_set<uint64_t>* removed) {
+    if (bucket.ranged.empty()) return;
+    // Entries starting before b; walk back while some entry may reach past a.
+    auto it = std::lower_bound(
+        bucket.ranged.begin(), bucket.ranged.end(), b,
+        [](const RangedEntry& r, uint64_t v) { return r.start < v; });
+    for (size_t i = it - bucket.ranged.begin(); i-- > 0;) {
+      if (bucket.max_end[i] <= a) break;
+      const RangedEntry& r = bucket.ranged[i];
+      if (r.end <= a) continue;
+      if (whole != nullptr && !(r.entry->order() < whole->order())) continue;
+      if (!Passes(r.entry, h)) continue;
+      if (removed != nullptr && removed->contains(r.entry->id())) continue;
+      ranged.push_back(r.entry);
+    }
+  };
+  const auto* removed = removed_->empty() ? nullptr : removed_.get();
+  base_->ForEachBucket(h, [&](const Bucket& bk) { visit(bk, removed); });
+  if (!delta_->entries().empty()) {
+    delta_->ForEachBucket(h, [&](const Bucket& bk) { visit(bk, nullptr); });
+  }
+  if (ranged.empty()) {
+    out->push_back({h.offset, h.length, whole});
+    return;
+  }
+  std::sort(ranged.begin(), ranged.end(),
+            [](const RuleEntry* x, const RuleEntry* y) {
+              return x->order() < y->order();
+            });
+  // Carve [a, b) in precedence order.
+  absl::InlinedVector<std::pair<uint64_t, uint64_t>, 4> uncovered = {{a, b}};
+  absl::InlinedVector<std::pair<uint64_t, uint64_t>, 4> next;
+  for (const RuleEntry* e : ranged) {
+    const ByteRange& r = *e->rule().pattern.file.range;
+    next.clear();
+    for (auto [x, y] : uncovered) {
+      const uint64_t s = std::max(x, r.start);
+      const uint64_t t = std::min(y, r.end);
+      if (s >= t) {
+        next.push_back({x, y});
+        continue;
+      }
+      out->push_back({s, t - s, e});
+      if (x < s) next.push_back({x, s});
+      if (t < y) next.push_back({t, y});
+    }
+    uncovered.swap(next);
+    if (uncovered.empty()) break;
+  }
+  for (auto [x, y] : uncovered) out->push_back({x, y - x, whole});
+  std::sort(out->begin(), out->end(),
+            [](const Piece& p, const Piece& q) { return p.offset < q.offset; });
+  if (h.length == 0) {
+    const RuleEntry* rule = (*out)[0].rule;
+    out->clear();
+    out->push_back({h.offset, 0, rule});
+  }
+}
+
+void RuleTable::Route(const IoHeader& h, Pieces* out) const {
+  if (HasByteExtent(h.op)) {
+    Match(h, out);
+  } else {
+    out->clear();
+    out->push_back({h.offset, h.length, MatchWhole(h)});
+  }
+}
+
+const RuleEntry* RuleTable::Find(uint64_t id) const {
+  if (const RuleEntry* e = delta_->Find(id)) return e;
+  if (removed_->contains(id)) return nullptr;
+  return base_->Find(id);
+}
+
+std::vector<RuleEntryPtr> RuleTable::Rules() const {
+  std::vector<RuleEntryPtr> all;
+  all.reserve(size_);
+  for (const RuleEntryPtr& e : base_->entries()) {
+    if (!removed_->contains(e->id())) all.push_back(e);
+  }
+  for (const RuleEntryPtr& e : delta_->entries()) all.push_back(e);
+  std::sort(all.begin(), all.end(), [](const RuleEntryPtr& x, const RuleEntryPtr& y) {
+    return x->order() < y->order();
+  });
+  return all;
+}
+
+}  // namespace sroute

@@ -1,0 +1,53 @@
+// Where IOs go: endpoints (bytes live there), stages (a hop that does
+// something and hands the IO back), and the controller sink.
+#ifndef SROUTE_SSWITCH_ENDPOINT_H_
+#define SROUTE_SSWITCH_ENDPOINT_H_
+
+#include <string>
+#include <string_view>
+
+#include "absl/functional/any_invocable.h"
+#include "rules/io_header.h"
+#include "sswitch/io.h"
+
+namespace sroute {
+
+class Endpoint {
+ public:
+  virtual ~Endpoint() = default;
+  // Performs `io` on `path` (relative to the endpoint's root, no leading
+  // '/'), using io->header.op, offset, length and io->args, and completes it
+  // exactly once, possibly before Submit returns.
+  // Thread-safe: called from many threads at once.
+  virtual void Submit(Io* io, std::string_view path) = 0;
+};
+
+class Stage {
+ public:
+  // Hands an IO back to the sSwitch, which routes it on with source
+  // "stage:NAME" (the tenant in the header is kept).
+  using Forward = absl::AnyInvocable<void(Io*) const>;
+  virtual ~Stage() = default;
+  // Either completes `io` (e.g. a cache hit) or calls forward(io). To act on
+  // the response path, add a response hook before forwarding.
+  // Thread-safe.
+  virtual void Submit(Io* io, const Forward& forward) = 0;
+};
+
+// Receives controller-bound detours. Thread-safe.
+class ControllerSink {
+ public:
+  virtual ~ControllerSink() = default;
+  // <IOHeader, controller>: a copy of the header.
+  virtual void OnHeader(const IoHeader& header, uint64_t rule_id) = 0;
+  // <F, controller>: a delegate's emitted value.
+  virtual void OnValue(const IoHeader& header, uint64_t rule_id,
+                       const std::string& value) = 0;
+  // <IO, controller>: the controller serializes the IO and sends it on; it
+  // must complete it.
+  virtual void OnIo(Io* io, uint64_t rule_id) = 0;
+};
+
+}  // namespace sroute
+
+#endif  // SROUTE_SSWITCH_ENDPOINT_H_

@@ -1,0 +1,47 @@
+#include "sswitch/io.h"
+
+#include "sswitch/sswitch.h"
+
+namespace sroute {
+
+std::atomic<uint64_t> Io::extra_completions{0};
+
+Io::~Io() = default;
+
+void Io::AddResponseHook(ResponseHook hook) {
+  Frame f;
+  f.hook = std::move(hook);
+  frames_.push_back(std::move(f));
+}
+
+void Io::Complete(absl::Status s) {
+  if (completed_) {
+    extra_completions.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  status = std::move(s);
+  // Unwind the response path: newest frame first.
+  while (!frames_.empty()) {
+    Frame f = std::move(frames_.back());
+    frames_.pop_back();
+    if (f.hook) {
+      f.hook(*this);
+    } else if (router_ != nullptr) {
+      router_->FinishRuleFrame(*this, f);
+    }
+  }
+  completed_ = true;
+  absl::InlinedVector<std::shared_ptr<DrainWaiter>, 1> waiters;
+  if (router_ != nullptr) router_->Unregister(this, &waiters);
+  // The completion may destroy this Io: move it out first.
+  Completion done = std::move(done_);
+  if (done) done(*this);
+  // Drain() waits for the completion itself, so signal only now.
+  for (auto& w : waiters) SSwitch::SignalDrained(*w);
+}
+
+uint64_t Io::routed_version() const {
+  return snapshot_ ? SnapshotVersion(*snapshot_) : 0;
+}
+
+}  // namespace sroute

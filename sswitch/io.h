@@ -1,0 +1,129 @@
+// Io: one request in flight: a header, a payload, and a completion that runs
+// exactly once.
+#ifndef SROUTE_SSWITCH_IO_H_
+#define SROUTE_SSWITCH_IO_H_
+
+#include <sys/stat.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/container/inlined_vector.h"
+#include "absl/functional/any_invocable.h"
+#include "absl/status/status.h"
+#include "rules/io_header.h"
+
+namespace sroute {
+
+class SSwitch;
+class RuleEntry;
+struct Snapshot;
+struct DrainWaiter;
+
+// Operation arguments beyond the header. Only the fields an op uses are set.
+struct IoArgs {
+  uint32_t mode = 0;     // create, mkdir, mknod, setattr (chmod)
+  int flags = 0;         // open/create flags; rename flags; xattr flags
+  uint32_t uid = 0;      // caller's credentials, and chown targets
+  uint32_t gid = 0;
+  uint32_t to_set = 0;   // setattr: which of the fields below are set
+  uint64_t size = 0;     // setattr/truncate: new size; fallocate mode in flags
+  struct timespec atime = {0, 0};
+  struct timespec mtime = {0, 0};
+  std::string other;     // rename/link target file, symlink text, xattr name
+};
+
+enum SetattrField : uint32_t {
+  kSetMode = 1,
+  kSetUid = 2,
+  kSetGid = 4,
+  kSetSize = 8,
+  kSetAtime = 16,
+  kSetMtime = 32,
+};
+
+struct DirEntry {
+  std::string name;
+  uint32_t type = 0;  // DT_* value
+  uint64_t ino = 0;
+};
+
+class Io {
+ public:
+  using Completion = absl::AnyInvocable<void(Io&)>;
+  // Runs on the response path before the completion (a stage filling a cache,
+  // a tracer stamping time). May change status and results.
+  using ResponseHook = absl::AnyInvocable<void(Io&)>;
+
+  Io() = default;
+  Io(const Io&) = delete;
+  Io& operator=(const Io&) = delete;
+  ~Io();
+
+  IoHeader header;
+  IoArgs args;
+  // Write payload (owned by the issuer; valid until completion).
+  std::span<const char> write_data;
+  // Read destination (owned by the issuer; valid until completion).
+  std::span<char> read_buffer;
+
+  // Results, valid in the completion.
+  absl::Status status;
+  uint64_t bytes = 0;          // bytes read or written
+  struct stat attr = {};       // getattr, create, mkdir, ...
+  std::string data;            // readlink text, xattr value/list
+  std::vector<DirEntry> entries;  // readdir
+  // The file this IO was last sent to ("//HOST/PATH"), for traces and for
+  // delegates on the response path.
+  std::string target;
+
+  void set_completion(Completion done) { done_ = std::move(done); }
+  // Adds a hook that runs, newest first, when the IO completes.
+  void AddResponseHook(ResponseHook hook);
+
+  // Sets the status and runs the response path and then the completion.
+  // Exactly once: later calls are ignored (and counted by `extra_completions`).
+  void Complete(absl::Status s);
+  void Complete() { Complete(absl::OkStatus()); }
+  bool completed() const { return completed_; }
+  // The version of the rule snapshot the IO was routed with (0 before).
+  uint64_t routed_version() const;
+
+  static std::atomic<uint64_t> extra_completions;
+
+ private:
+  friend class SSwitch;
+  friend class InflightRegistry;
+
+  struct Frame {
+    // Either a hook or a rule the IO was routed by.
+    ResponseHook hook;
+    const RuleEntry* rule = nullptr;
+    uint64_t start_ns = 0;
+    // Where the rule sent the IO; kept only for delegates that want the
+    // response.
+    std::vector<std::string> targets;
+  };
+
+  Completion done_;
+  absl::InlinedVector<Frame, 2> frames_;
+  bool completed_ = false;
+
+  // Routing state, owned by the sSwitch that routes the IO.
+  SSwitch* router_ = nullptr;
+  std::shared_ptr<const Snapshot> snapshot_;
+  uint8_t stage_hops_ = 0;
+  // In-flight registry links (see sswitch.cc).
+  Io* inflight_prev_ = nullptr;
+  Io* inflight_next_ = nullptr;
+  int inflight_shard_ = -1;
+  absl::InlinedVector<std::shared_ptr<DrainWaiter>, 1> drain_waiters_;
+};
+
+}  // namespace sroute
+
+#endif  // SROUTE_SSWITCH_IO_H_

@@ -1,0 +1,1023 @@
+#include "sswitch/sswitch.h"
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstring>
+#include <thread>
+
+#include "absl/container/flat_hash_map.h"
+#include "re2/re2.h"
+#include "rules/parser.h"
+#include "util/errno_status.h"
+#include "util/strings.h"
+
+namespace sroute {
+
+namespace {
+
+constexpr int kMaxStageHops = 16;
+
+std::atomic<uint64_t> next_switch_uid{1};
+
+// An installed rule with its runtime state.
+class InstalledRule : public RuleEntry {
+ public:
+  InstalledRule(uint64_t id, OrderKey order, Rule rule, std::string owner)
+      : RuleEntry(id, order, std::move(rule), std::move(owner)) {
+    for (const Detour& d : this->rule().detours) {
+      if (d.what == Detour::What::kIo) ++io_detours;
+      if (d.what == Detour::What::kF) has_f_detour = true;
+    }
+  }
+  mutable RuleCounters counters;
+  std::unique_ptr<Delegate> delegate;
+  bool delegate_response = false;
+  int io_detours = 0;
+  bool has_f_detour = false;
+};
+
+const InstalledRule* AsInstalled(const RuleEntry* e) {
+  return static_cast<const InstalledRule*>(e);
+}
+
+struct StageEntry {
+  std::shared_ptr<Stage> stage;
+  Stage::Forward forward;
+};
+
+using EndpointMap = absl::flat_hash_map<std::string, std::shared_ptr<Endpoint>,
+                                        StringHash, StringEq>;
+using StageMap = absl::flat_hash_map<std::string, std::shared_ptr<StageEntry>,
+                                     StringHash, StringEq>;
+
+}  // namespace
+
+struct QuiesceGate {
+  explicit QuiesceGate(PatternMatcher m) : matcher(std::move(m)) {}
+  const PatternMatcher matcher;
+  std::mutex mu;
+  bool active = true;      // guarded by mu
+  std::deque<Io*> parked;  // guarded by mu
+};
+
+struct Snapshot {
+  uint64_t version = 0;
+  RuleTablePtr table;
+  std::shared_ptr<const EndpointMap> endpoints;
+  std::shared_ptr<const StageMap> stages;
+  std::shared_ptr<ControllerSink> controller;
+  std::vector<std::shared_ptr<QuiesceGate>> quiesced;
+};
+
+uint64_t SnapshotVersion(const Snapshot& snapshot) { return snapshot.version; }
+
+struct DrainWaiter {
+  std::mutex mu;
+  std::condition_variable cv;
+  int64_t remaining = 1;  // starts with a guard held by Drain() itself
+};
+
+// --- PatternMatcher ---------------------------------------------------------
+
+absl::StatusOr<PatternMatcher> PatternMatcher::Create(
+    const HeaderPattern& pattern) {
+  PatternMatcher m;
+  m.pattern_ = pattern;
+  if (pattern.file.kind == FilePattern::Kind::kRegex) {
+    RE2::Options opts;
+    opts.set_log_errors(false);
+    auto re = std::make_shared<RE2>(pattern.file.text, opts);
+    if (!re->ok()) {
+      return absl::InvalidArgumentError(
+          StrCat("bad regular expression: ", re->error()));
+    }
+    m.regex_ = std::move(re);
+  }
+  return m;
+}
+
+bool PatternMatcher::Matches(const IoHeader& h) const {
+  if (!pattern_.source.Matches(h)) return false;
+  if ((pattern_.ops & h.op_class()) == 0) return false;
+  const FilePattern& f = pattern_.file;
+  switch (f.kind) {
+    case FilePattern::Kind::kAny:
+      break;
+    case FilePattern::Kind::kExact:
+      if (h.file != f.text) return false;
+      break;
+    case FilePattern::Kind::kPrefix:
+      if (!h.file.starts_with(f.text)) return false;
+      break;
+    case FilePattern::Kind::kRegex:
+      if (!RE2::FullMatch(h.file, *regex_)) return false;
+      break;
+  }
+  if (f.range && HasByteExtent(h.op)) {
+    return f.range->Overlaps(h.offset, std::max(h.end(), h.offset + 1));
+  }
+  return true;
+}
+
+std::string FormatRuleInfo(const RuleInfo& info) {
+  std::string out = StrCat(info.id, ": ", FormatRule(info.rule));
+  if (!info.owner.empty()) StrAppend(&out, "  # owner=", info.owner);
+  return out;
+}
+
+// --- In-flight registry ------------------------------------------------------
+
+// IOs between admission and completion, in intrusive lists sharded by thread
+// so that routing threads rarely share a lock.
+class InflightRegistry {
+ public:
+  void Register(Io* io) {
+    const int s = ThreadShard();
+    Shard& shard = shards_[s];
+    std::lock_guard<std::mutex> l(shard.mu);
+    io->inflight_shard_ = s;
+    io->inflight_prev_ = nullptr;
+    io->inflight_next_ = shard.head;
+    if (shard.head != nullptr) shard.head->inflight_prev_ = io;
+    shard.head = io;
+    ++shard.count;
+  }
+
+  void Unregister(Io* io,
+                  absl::InlinedVector<std::shared_ptr<DrainWaiter>, 1>* waiters) {
+    if (io->inflight_shard_ < 0) return;
+    Shard& shard = shards_[io->inflight_shard_];
+    std::lock_guard<std::mutex> l(shard.mu);
+    if (io->inflight_prev_ != nullptr) {
+      io->inflight_prev_->inflight_next_ = io->inflight_next_;
+    } else {
+      shard.head = io->inflight_next_;
+    }
+    if (io->inflight_next_ != nullptr) {
+      io->inflight_next_->inflight_prev_ = io->inflight_prev_;
+    }
+    io->inflight_prev_ = io->inflight_next_ = nullptr;
+    io->inflight_shard_ = -1;
+    --shard.count;
+    waiters->swap(io->drain_waiters_);
+    io->drain_waiters_.clear();
+  }
+
+  // Attaches `waiter` to every in-flight IO that `m` matches.
+  void Collect(const PatternMatcher& m,
+               const std::shared_ptr<DrainWaiter>& waiter) {
+    for (Shard& shard : shards_) {
+      std::lock_guard<std::mutex> l(shard.mu);
+      for (Io* io = shard.head; io != nullptr; io = io->inflight_next_) {
+        if (!m.Matches(io->header)) continue;
+        io->drain_waiters_.push_back(waiter);
+        std::lock_guard<std::mutex> wl(waiter->mu);
+        ++waiter->remaining;
+      }
+    }
+  }
+
+  int64_t total() const {
+    int64_t n = 0;
+    for (const Shard& shard : shards_) {
+      std::lock_guard<std::mutex> l(shard.mu);
+      n += shard.count;
+    }
+    return n;
+  }
+
+ private:
+  static constexpr int kShards = 16;
+  struct alignas(64) Shard {
+    mutable std::mutex mu;
+    Io* head = nullptr;
+    int64_t count = 0;
+  };
+  static int ThreadShard() {
+    static std::atomic<int> next{0};
+    thread_local int shard = next.fetch_add(1) % kShards;
+    return shard;
+  }
+  Shard shards_[kShards];
+};
+
+// --- Delegate context --------------------------------------------------------
+
+class SSwitch::Context : public DelegateContext {
+ public:
+  Context(SSwitch* sw, const InstalledRule* rule) : sw_(sw), rule_(rule) {}
+
+  absl::StatusOr<std::vector<uint64_t>> Update(
+      std::vector<Rule> insert, const std::vector<uint64_t>& remove) override {
+    std::lock_guard<std::mutex> l(sw_->control_mu_);
+    return sw_->UpdateLocked(std::move(insert), remove,
+                             StrCat("delegate:", rule_->id()), rule_);
+  }
+  absl::Status Delete(const HeaderPattern& pattern) override {
+    return sw_->Delete(pattern).status();
+  }
+  absl::Status Quiesce(const HeaderPattern& pattern, bool on) override {
+    return sw_->Quiesce(pattern, on);
+  }
+  absl::Status Drain(const HeaderPattern& pattern,
+                     absl::Duration timeout) override {
+    return sw_->Drain(pattern, timeout);
+  }
+  const Rule& rule() const override { return rule_->rule(); }
+  uint64_t rule_id() const override { return rule_->id(); }
+  std::shared_ptr<void> SharedState(
+      const std::string& key,
+      std::function<std::shared_ptr<void>()> make) override {
+    std::lock_guard<std::mutex> l(sw_->shared_state_mu_);
+    for (auto& [k, v] : sw_->shared_state_) {
+      if (k == key) return v;
+    }
+    sw_->shared_state_.emplace_back(key, make());
+    return sw_->shared_state_.back().second;
+  }
+
+ private:
+  SSwitch* const sw_;
+  const InstalledRule* const rule_;
+};
+
+// --- Join: sub-IOs of a split or a scatter -----------------------------------
+
+struct SSwitch::Join {
+  enum class Kind { kSplit, kScatterAll, kScatterQuorum, kScatterFirst };
+  Kind kind;
+  Io* parent;
+  std::vector<std::unique_ptr<Io>> children;
+  std::vector<std::vector<char>> buffers;  // scatter reads: one per child
+  std::shared_ptr<std::string> data_copy;  // quorum writes outlive the caller
+  std::mutex mu;
+  size_t done = 0;       // guarded by mu
+  size_t ok = 0;         // guarded by mu
+  size_t needed = 0;     // successes that complete the parent
+  bool parent_done = false;  // guarded by mu
+  absl::Status first_error;  // guarded by mu
+  SSwitch* sw;
+
+  void ChildDone(size_t index, Io& child);
+  void FinishSplit();
+};
+
+void SSwitch::Join::FinishSplit() {
+  // Every piece is done; children are in offset order.
+  for (auto& c : children) {
+    if (!c->status.ok()) {
+      parent->Complete(c->status);
+      return;
+    }
+  }
+  const bool is_read = parent->header.op == Op::kRead;
+  uint64_t total = 0;
+  if (is_read) {
+    // Bytes end where the last piece that returned data ends; short pieces
+    // before it read a hole, which reads as zeros.
+    for (auto& c : children) {
+      if (c->bytes > 0) {
+        total = c->header.offset - parent->header.offset + c->bytes;
+      }
+    }
+    for (auto& c : children) {
+      const uint64_t start = c->header.offset - parent->header.offset;
+      if (start >= total) break;
+      const uint64_t want = std::min<uint64_t>(c->header.length, total - start);
+      if (c->bytes < want) {
+        std::memset(parent->read_buffer.data() + start + c->bytes, 0,
+                    want - c->bytes);
+      }
+    }
+  } else {
+    for (auto& c : children) total += c->bytes;
+  }
+  parent->bytes = total;
+  parent->Complete(absl::OkStatus());
+}
+
+void SSwitch::Join::ChildDone(size_t index, Io& child) {
+  Io* finish_with = nullptr;
+  bool fail = false;
+  absl::Status error;
+  {
+    std::lock_guard<std::mutex> l(mu);
+    ++done;
+    if (child.status.ok()) {
+      ++ok;
+    } else if (first_error.ok()) {
+      first_error = child.status;
+    }
+    if (parent_done) {
+      // A late scatter child: its error must not vanish.
+      if (!child.status.ok()) sw->route_errors_.fetch_add(1);
+      return;
+    }
+    switch (kind) {
+      case Kind::kSplit:
+      case Kind::kScatterAll:
+        if (done == children.size()) parent_done = true;
+        break;
+      case Kind::kScatterQuorum:
+      case Kind::kScatterFirst:
+        if (ok >= needed) {
+          parent_done = true;
+          finish_with = &child;
+        } else if (done - ok > children.size() - needed) {
+          parent_done = true;  // the policy can no longer be met
+          fail = true;
+        } else if (done == children.size()) {
+          parent_done = true;
+          fail = true;
+        }
+        break;
+    }
+    if (!parent_done) return;
+    error = first_error;
+  }
+  switch (kind) {
+    case Kind::kSplit:
+      FinishSplit();
+      return;
+    case Kind::kScatterAll: {
+      if (!error.ok()) {
+        parent->Complete(error);
+        return;
+      }
+      // Results of the first target (all targets got the same IO).
+      Io& c0 = *children[0];
+      parent->bytes = c0.bytes;
+      for (auto& c : children) parent->bytes = std::min(parent->bytes, c->bytes);
+      parent->attr = c0.attr;
+      parent->data = c0.data;
+      parent->entries = c0.entries;
+      parent->Complete(absl::OkStatus());
+      return;
+    }
+    case Kind::kScatterQuorum:
+    case Kind::kScatterFirst: {
+      if (fail) {
+        parent->Complete(error);
+        return;
+      }
+      Io& c = *finish_with;
+      parent->bytes = c.bytes;
+      parent->attr = c.attr;
+      parent->data = c.data;
+      parent->entries = c.entries;
+      parent->target = c.target;
+      if (kind == Kind::kScatterFirst && parent->header.op == Op::kRead) {
+        std::memcpy(parent->read_buffer.data(), buffers[index].data(), c.bytes);
+      }
+      parent->Complete(absl::OkStatus());
+      return;
+    }
+  }
+}
+
+// --- SSwitch -----------------------------------------------------------------
+
+SSwitch::SSwitch(std::string name)
+    : name_(std::move(name)),
+      uid_(next_switch_uid.fetch_add(1)),
+      inflight_(std::make_unique<InflightRegistry>()) {
+  auto snap = std::make_shared<Snapshot>();
+  snap->version = 0;
+  snap->table = RuleTable::Empty();
+  snap->endpoints = std::make_shared<EndpointMap>();
+  snap->stages = std::make_shared<StageMap>();
+  current_ = std::move(snap);
+}
+
+SSwitch::~SSwitch() = default;
+
+std::shared_ptr<const Snapshot> SSwitch::Load() const {
+  struct Cache {
+    uint64_t uid = 0;
+    uint64_t version = 0;
+    std::shared_ptr<const Snapshot> snap;
+  };
+  thread_local Cache cache;
+  const uint64_t v = version_.load(std::memory_order_acquire);
+  if (cache.uid == uid_ && cache.version == v && cache.snap) return cache.snap;
+  std::lock_guard<std::mutex> l(publish_mu_);
+  cache.uid = uid_;
+  cache.snap = current_;
+  cache.version = current_->version;
+  return cache.snap;
+}
+
+void SSwitch::Publish(std::shared_ptr<const Snapshot> snap) {
+  std::lock_guard<std::mutex> l(publish_mu_);
+  const uint64_t v = snap->version;
+  current_ = std::move(snap);
+  version_.store(v, std::memory_order_release);
+}
+
+absl::Status SSwitch::AddEndpoint(const std::string& name,
+                                  std::shared_ptr<Endpoint> endpoint) {
+  if (name.empty() || endpoint == nullptr) {
+    return absl::InvalidArgumentError("an endpoint needs a name and an object");
+  }
+  std::lock_guard<std::mutex> l(control_mu_);
+  auto snap = std::make_shared<Snapshot>(*current_);
+  if (snap->endpoints->contains(name)) {
+    return absl::AlreadyExistsError(StrCat("endpoint '", name, "' exists"));
+  }
+  auto endpoints = std::make_shared<EndpointMap>(*snap->endpoints);
+  (*endpoints)[name] = std::move(endpoint);
+  snap->endpoints = std::move(endpoints);
+  snap->version = current_->version + 1;
+  Publish(std::move(snap));
+  return absl::OkStatus();
+}
+
+absl::Status SSwitch::AddStage(const std::string& name,
+                               std::shared_ptr<Stage> stage) {
+  if (name.empty() || stage == nullptr) {
+    return absl::InvalidArgumentError("a stage needs a name and an object");
+  }
+  std::lock_guard<std::mutex> l(control_mu_);
+  auto snap = std::make_shared<Snapshot>(*current_);
+  if (snap->stages->contains(name)) {
+    return absl::AlreadyExistsError(StrCat("stage '", name, "' exists"));
+  }
+  auto entry = std::make_shared<StageEntry>();
+  entry->stage = std::move(stage);
+  entry->forward = [this, name](Io* io) {
+    io->header.stage = name;
+    ++io->stage_hops_;
+    Dispatch(io);
+  };
+  auto stages = std::make_shared<StageMap>(*snap->stages);
+  (*stages)[name] = std::move(entry);
+  snap->stages = std::move(stages);
+  snap->version = current_->version + 1;
+  Publish(std::move(snap));
+  return absl::OkStatus();
+}
+
+void SSwitch::SetControllerSink(std::shared_ptr<ControllerSink> sink) {
+  std::lock_guard<std::mutex> l(control_mu_);
+  auto snap = std::make_shared<Snapshot>(*current_);
+  snap->controller = std::move(sink);
+  snap->version = current_->version + 1;
+  Publish(std::move(snap));
+}
+
+// --- Data path ----------------------------------------------------------------
+
+void SSwitch::Route(Io* io) {
+  io->router_ = this;
+  io->stage_hops_ = 0;
+  // Register before loading the snapshot: a Drain() that misses this IO in
+  // the registry published its quiesce first, so this IO will see it.
+  inflight_->Register(io);
+  Admit(io);
+}
+
+void SSwitch::Admit(Io* io) {
+  for (;;) {
+    std::shared_ptr<const Snapshot> snap = Load();
+    QuiesceGate* gate = nullptr;
+    for (const auto& g : snap->quiesced) {
+      if (g->matcher.Matches(io->header)) {
+        gate = g.get();
+        break;
+      }
+    }
+    if (gate != nullptr) {
+      std::unique_lock<std::mutex> l(gate->mu);
+      if (!gate->active) continue;  // released meanwhile: look again
+      // A parked IO is not in flight: Drain() does not wait for it.
+      absl::InlinedVector<std::shared_ptr<DrainWaiter>, 1> waiters;
+      inflight_->Unregister(io, &waiters);
+      gate->parked.push_back(io);
+      l.unlock();
+      for (auto& w : waiters) SignalDrained(*w);
+      return;
+    }
+    io->snapshot_ = std::move(snap);
+    Dispatch(io);
+    return;
+  }
+}
+
+void SSwitch::Dispatch(Io* io) {
+  RuleTable::Pieces pieces;
+  io->snapshot_->table->Route(io->header, &pieces);
+  if (pieces.size() == 1) {
+    RoutePiece(io, pieces[0].rule);
+  } else {
+    Split(io, pieces);
+  }
+}
+
+void SSwitch::Split(Io* io, const RuleTable::Pieces& pieces) {
+  auto join = std::make_shared<Join>();
+  join->kind = Join::Kind::kSplit;
+  join->parent = io;
+  join->sw = this;
+  join->children.reserve(pieces.size());
+  for (const auto& piece : pieces) {
+    auto child = std::make_unique<Io>();
+    child->header = io->header;
+    child->header.offset = piece.offset;
+    child->header.length = piece.length;
+    child->args = io->args;
+    const uint64_t rel = piece.offset - io->header.offset;
+    if (!io->write_data.empty()) {
+      child->write_data = io->write_data.subspan(rel, piece.length);
+    }
+    if (!io->read_buffer.empty()) {
+      child->read_buffer = io->read_buffer.subspan(rel, piece.length);
+    }
+    child->router_ = this;
+    child->snapshot_ = io->snapshot_;
+    child->stage_hops_ = io->stage_hops_;
+    join->children.push_back(std::move(child));
+  }
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    Io* child = join->children[i].get();
+    child->set_completion(
+        [join, i](Io& c) { join->ChildDone(i, c); });
+  }
+  // The join keeps the children alive; each child holds the join.
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    RoutePiece(join->children[i].get(), pieces[i].rule);
+  }
+}
+
+void SSwitch::RoutePiece(Io* io, const RuleEntry* entry) {
+  if (entry == nullptr) {
+    SendToFile(io, io->header.file);  // default route
+    return;
+  }
+  const InstalledRule* rule = AsInstalled(entry);
+  const Rule& r = rule->rule();
+  rule->counters.Start();
+  Io::Frame frame;
+  frame.rule = rule;
+  frame.start_ns = MonotonicNanos();
+  Decision decision;
+  if (rule->delegate) {
+    Context ctx(this, rule);
+    decision = rule->delegate->OnRequest(io->header, ctx);
+  }
+  // Side detours: copies of the header, and the delegate's value.
+  const Snapshot& snap = *io->snapshot_;
+  bool emitted = false;
+  for (const Detour& d : r.detours) {
+    if (d.what == Detour::What::kHeader) {
+      if (snap.controller) {
+        snap.controller->OnHeader(io->header, rule->id());
+      } else {
+        route_errors_.fetch_add(1, std::memory_order_relaxed);
+      }
+    } else if (d.what == Detour::What::kF && decision.emit) {
+      emitted = true;
+      if (snap.controller) {
+        snap.controller->OnValue(io->header, rule->id(), *decision.emit);
+      } else {
+        route_errors_.fetch_add(1, std::memory_order_relaxed);
+      }
+    }
+  }
+  if (decision.emit && !emitted && snap.controller) {
+    snap.controller->OnValue(io->header, rule->id(), *decision.emit);
+  }
+
+  std::vector<const Detour*> chosen;
+  absl::Status bad_choice;
+  if (decision.use.empty()) {
+    for (const Detour& d : r.detours) {
+      if (d.what == Detour::What::kIo) chosen.push_back(&d);
+    }
+  } else {
+    for (uint16_t i : decision.use) {
+      if (i >= r.detours.size() || r.detours[i].what != Detour::What::kIo) {
+        bad_choice = absl::InternalError(
+            StrCat("delegate ", r.delegate->name, " chose detour ", i,
+                   ", which is not an IO detour of rule ", rule->id()));
+        break;
+      }
+      chosen.push_back(&r.detours[i]);
+    }
+  }
+  if (rule->delegate_response) {
+    if (chosen.empty()) {
+      frame.targets.push_back(io->header.file);
+    }
+    for (const Detour* d : chosen) {
+      frame.targets.push_back(
+          d->target.kind == Target::Kind::kFile
+              ? ResolveTargetFile(d->target, r.pattern.file, io->header.file)
+              : FormatTarget(d->target));
+    }
+  }
+  io->frames_.push_back(std::move(frame));
+  if (!decision.reject.ok()) {
+    io->Complete(std::move(decision.reject));
+    return;
+  }
+  if (!bad_choice.ok()) {
+    io->Complete(std::move(bad_choice));
+    return;
+  }
+  if (chosen.empty()) {
+    SendToFile(io, io->header.file);  // only side detours: the IO goes on
+  } else if (chosen.size() == 1) {
+    const Target& t = chosen[0]->target;
+    SendTo(io, t,
+           t.kind == Target::Kind::kFile
+               ? ResolveTargetFile(t, r.pattern.file, io->header.file)
+               : std::string(),
+           rule->id());
+  } else {
+    Scatter(io, rule, std::move(chosen));
+  }
+}
+
+void SSwitch::Scatter(Io* io, const RuleEntry* entry,
+                      std::vector<const Detour*> detours) {
+  const Rule& r = entry->rule();
+  const OpClass cls = io->header.op_class();
+  auto join = std::make_shared<Join>();
+  join->parent = io;
+  join->sw = this;
+  const size_t n = detours.size();
+  if (cls == kOpClassRead) {
+    join->kind = Join::Kind::kScatterFirst;
+    join->needed = 1;
+  } else if (r.ack == 0 || r.ack >= n) {
+    join->kind = Join::Kind::kScatterAll;
+    join->needed = n;
+  } else {
+    join->kind = Join::Kind::kScatterQuorum;
+    join->needed = r.ack;
+    // The caller may reuse its buffer once the quorum acked; the others
+    // still write from a copy.
+    if (!io->write_data.empty()) {
+      join->data_copy = std::make_shared<std::string>(io->write_data.data(),
+                                                      io->write_data.size());
+    }
+  }
+  if (join->kind == Join::Kind::kScatterFirst && !io->read_buffer.empty()) {
+    join->buffers.resize(n);
+  }
+  for (size_t i = 0; i < n; ++i) {
+    auto child = std::make_unique<Io>();
+    child->header = io->header;
+    child->args = io->args;
+    if (join->data_copy) {
+      child->write_data = std::span<const char>(join->data_copy->data(),
+                                                join->data_copy->size());
+    } else {
+      child->write_data = io->write_data;
+    }
+    if (!join->buffers.empty()) {
+      join->buffers[i].resize(io->read_buffer.size());
+      child->read_buffer = std::span<char>(join->buffers[i]);
+    } else {
+      child->read_buffer = io->read_buffer;
+    }
+    child->router_ = this;
+    child->snapshot_ = io->snapshot_;
+    child->stage_hops_ = io->stage_hops_;
+    join->children.push_back(std::move(child));
+  }
+  for (size_t i = 0; i < n; ++i) {
+    join->children[i]->set_completion(
+        [join, i](Io& c) { join->ChildDone(i, c); });
+  }
+  for (size_t i = 0; i < n; ++i) {
+    const Target& t = detours[i]->target;
+    SendTo(join->children[i].get(), t,
+           t.kind == Target::Kind::kFile
+               ? ResolveTargetFile(t, r.pattern.file, io->header.file)
+               : std::string(),
+           entry->id());
+  }
+}
+
+void SSwitch::SendTo(Io* io, const Target& target, std::string resolved_file,
+                     uint64_t rule_id) {
+  const Snapshot& snap = *io->snapshot_;
+  switch (target.kind) {
+    case Target::Kind::kFile:
+      SendToFile(io, std::move(resolved_file));
+      return;
+    case Target::Kind::kController:
+      if (!snap.controller) {
+        Fail(io, absl::UnavailableError(StrCat(
+                     "rule ", rule_id,
+                     " sends this IO to the controller, and none is connected")));
+        return;
+      }
+      io->target = "controller";
+      snap.controller->OnIo(io, rule_id);
+      return;
+    case Target::Kind::kStage: {
+      if (!target.stage_host.empty() && target.stage_host != name_) {
+        Fail(io, absl::UnimplementedError(
+                     StrCat("stage ", FormatTarget(target),
+                            " is on another host; remote stages are not "
+                            "reachable from this sSwitch")));
+        return;
+      }
+      auto it = snap.stages->find(target.stage);
+      if (it == snap.stages->end()) {
+        Fail(io, absl::NotFoundError(
+                     StrCat("no stage named '", target.stage, "' (rule ",
+                            rule_id, ")")));
+        return;
+      }
+      if (io->stage_hops_ >= kMaxStageHops) {
+        Fail(io, ErrnoStatus(ELOOP, StrCat("IO passed ", kMaxStageHops,
+                                           " stages: routing loop at stage:",
+                                           target.stage)));
+        return;
+      }
+      io->target = StrCat("stage:", target.stage);
+      const StageEntry& stage = *it->second;
+      stage.stage->Submit(io, stage.forward);
+      return;
+    }
+  }
+}
+
+void SSwitch::SendToFile(Io* io, std::string file) {
+  io->target = std::move(file);
+  FileName name;
+  if (!SplitFileName(io->target, &name)) {
+    Fail(io, absl::InvalidArgumentError(
+                 StrCat("'", io->target, "' is not a file name //HOST/PATH")));
+    return;
+  }
+  const auto& endpoints = *io->snapshot_->endpoints;
+  auto it = endpoints.find(name.host);
+  if (it == endpoints.end()) {
+    Fail(io, absl::NotFoundError(StrCat("no endpoint named '", name.host,
+                                        "' for ", io->target)));
+    return;
+  }
+  it->second->Submit(io, name.path);
+}
+
+void SSwitch::Fail(Io* io, absl::Status status) {
+  route_errors_.fetch_add(1, std::memory_order_relaxed);
+  io->Complete(std::move(status));
+}
+
+void SSwitch::FinishRuleFrame(Io& io, Io::Frame& frame) {
+  const InstalledRule* rule = AsInstalled(frame.rule);
+  rule->counters.Finish(io.bytes, !io.status.ok(),
+                        MonotonicNanos() - frame.start_ns);
+  if (rule->delegate_response) {
+    Context ctx(this, rule);
+    rule->delegate->OnResponse(io.header,
+                               IoOutcome{io.status, io.bytes, frame.targets},
+                               ctx);
+  }
+}
+
+void SSwitch::Unregister(
+    Io* io, absl::InlinedVector<std::shared_ptr<DrainWaiter>, 1>* waiters) {
+  inflight_->Unregister(io, waiters);
+}
+
+void SSwitch::SignalDrained(DrainWaiter& w) {
+  std::lock_guard<std::mutex> l(w.mu);
+  if (--w.remaining == 0) w.cv.notify_all();
+}
+
+// --- Control API -----------------------------------------------------------------
+
+absl::StatusOr<std::shared_ptr<const RuleEntry>> SSwitch::MakeEntry(
+    Rule rule, std::string owner, const OrderKey& order, const Snapshot& snap) {
+  for (const Detour& d : rule.detours) {
+    const Target& t = d.target;
+    if (d.what != Detour::What::kIo && t.kind != Target::Kind::kController) {
+      return absl::InvalidArgumentError(
+          "IOHeader and F detours can only go to the controller");
+    }
+    if (t.kind == Target::Kind::kFile) {
+      FileName name;
+      if (!SplitFileName(t.file, &name)) {
+        return absl::InvalidArgumentError(StrCat("bad target file ", t.file));
+      }
+      if (!snap.endpoints->contains(name.host)) {
+        return absl::NotFoundError(StrCat("unknown endpoint '", name.host,
+                                          "' in target ", t.file));
+      }
+    } else if (t.kind == Target::Kind::kStage &&
+               (t.stage_host.empty() || t.stage_host == name_) &&
+               !snap.stages->contains(t.stage)) {
+      return absl::NotFoundError(
+          StrCat("unknown stage '", t.stage, "' in target ", FormatTarget(t)));
+    }
+  }
+  if (rule.pattern.file.kind == FilePattern::Kind::kRegex) {
+    RE2 re(rule.pattern.file.text, RE2::Quiet);
+    if (!re.ok()) {
+      return absl::InvalidArgumentError(
+          StrCat("bad regular expression: ", re.error()));
+    }
+  }
+  std::unique_ptr<Delegate> delegate;
+  if (rule.delegate) {
+    auto d = DelegateRegistry::Global().Create(*rule.delegate, rule);
+    if (!d.ok()) return d.status();
+    delegate = std::move(*d);
+  }
+  auto entry = std::make_shared<InstalledRule>(next_id_++, order, std::move(rule),
+                                               std::move(owner));
+  entry->delegate_response = delegate && delegate->wants_response();
+  entry->delegate = std::move(delegate);
+  return entry;
+}
+
+absl::StatusOr<std::vector<uint64_t>> SSwitch::UpdateLocked(
+    std::vector<Rule> insert, const std::vector<uint64_t>& remove,
+    const std::string& owner, const RuleEntry* anchor) {
+  const Snapshot& cur = *current_;
+  std::vector<uint64_t> present;
+  present.reserve(remove.size());
+  for (uint64_t id : remove) {
+    if (cur.table->Find(id) != nullptr) {
+      present.push_back(id);
+    } else if (anchor == nullptr) {
+      // A delegate's view may be stale (someone deleted its rule); a
+      // user's delete of an unknown id is an error.
+      return absl::NotFoundError(StrCat("no rule with id ", id));
+    }
+  }
+  std::vector<RuleEntryPtr> entries;
+  std::vector<uint64_t> ids;
+  entries.reserve(insert.size());
+  const uint64_t saved_id = next_id_, saved_seq = next_seq_,
+                 saved_sub = next_sub_;
+  for (Rule& rule : insert) {
+    OrderKey order;
+    if (anchor != nullptr) {
+      order = anchor->order();
+      order.anchored = true;
+      order.sub = next_sub_++;
+    } else {
+      order.priority = rule.priority;
+      order.seq = next_seq_++;
+    }
+    auto entry = MakeEntry(std::move(rule), owner, order, cur);
+    if (!entry.ok()) {
+      next_id_ = saved_id, next_seq_ = saved_seq, next_sub_ = saved_sub;
+      return entry.status();
+    }
+    ids.push_back((*entry)->id());
+    entries.push_back(std::move(*entry));
+  }
+  auto snap = std::make_shared<Snapshot>(cur);
+  snap->version = cur.version + 1;
+  snap->table = cur.table->Apply(std::move(entries), present, snap->version);
+  Publish(std::move(snap));
+  return ids;
+}
+
+absl::StatusOr<uint64_t> SSwitch::Insert(Rule rule, std::string owner) {
+  std::vector<Rule> one;
+  one.push_back(std::move(rule));
+  auto ids = Update(std::move(one), {}, std::move(owner));
+  if (!ids.ok()) return ids.status();
+  return (*ids)[0];
+}
+
+absl::StatusOr<std::vector<uint64_t>> SSwitch::Update(
+    std::vector<Rule> insert, const std::vector<uint64_t>& remove,
+    std::string owner) {
+  std::lock_guard<std::mutex> l(control_mu_);
+  return UpdateLocked(std::move(insert), remove, owner, nullptr);
+}
+
+absl::Status SSwitch::Delete(uint64_t id) {
+  return Update({}, {id}).status();
+}
+
+absl::StatusOr<int> SSwitch::Delete(const HeaderPattern& pattern) {
+  std::lock_guard<std::mutex> l(control_mu_);
+  std::vector<uint64_t> ids;
+  for (const RuleEntryPtr& e : current_->table->Rules()) {
+    if (e->rule().pattern == pattern) ids.push_back(e->id());
+  }
+  if (ids.empty()) return 0;
+  auto r = UpdateLocked({}, ids, "", nullptr);
+  if (!r.ok()) return r.status();
+  return static_cast<int>(ids.size());
+}
+
+absl::Status SSwitch::Quiesce(const HeaderPattern& pattern, bool on) {
+  std::deque<Io*> release;
+  {
+    std::lock_guard<std::mutex> l(control_mu_);
+    const Snapshot& cur = *current_;
+    auto it = std::find_if(cur.quiesced.begin(), cur.quiesced.end(),
+                           [&](const std::shared_ptr<QuiesceGate>& g) {
+                             return g->matcher.pattern() == pattern;
+                           });
+    if (on) {
+      if (it != cur.quiesced.end()) return absl::OkStatus();
+      auto matcher = PatternMatcher::Create(pattern);
+      if (!matcher.ok()) return matcher.status();
+      auto snap = std::make_shared<Snapshot>(cur);
+      snap->quiesced.push_back(
+          std::make_shared<QuiesceGate>(std::move(*matcher)));
+      snap->version = cur.version + 1;
+      Publish(std::move(snap));
+      return absl::OkStatus();
+    }
+    if (it == cur.quiesced.end()) {
+      return absl::NotFoundError(
+          StrCat("not quiesced: ", FormatPattern(pattern)));
+    }
+    std::shared_ptr<QuiesceGate> gate = *it;
+    auto snap = std::make_shared<Snapshot>(cur);
+    snap->quiesced.erase(snap->quiesced.begin() + (it - cur.quiesced.begin()));
+    snap->version = cur.version + 1;
+    Publish(std::move(snap));
+    std::lock_guard<std::mutex> gl(gate->mu);
+    gate->active = false;
+    release.swap(gate->parked);
+  }
+  Release(std::move(release));
+  return absl::OkStatus();
+}
+
+void SSwitch::Release(std::deque<Io*> parked) {
+  // In arrival order, on the caller's thread, with no lock held.
+  for (Io* io : parked) {
+    inflight_->Register(io);
+    Admit(io);
+  }
+}
+
+absl::Status SSwitch::Drain(const HeaderPattern& pattern,
+                            absl::Duration timeout) {
+  auto matcher = PatternMatcher::Create(pattern);
+  if (!matcher.ok()) return matcher.status();
+  auto waiter = std::make_shared<DrainWaiter>();
+  inflight_->Collect(*matcher, waiter);
+  std::unique_lock<std::mutex> l(waiter->mu);
+  --waiter->remaining;  // drop the guard
+  const bool done = waiter->cv.wait_for(
+      l, absl::ToChronoNanoseconds(timeout),
+      [&] { return waiter->remaining == 0; });
+  if (!done) {
+    return absl::DeadlineExceededError(
+        StrCat("drain of ", FormatPattern(pattern), ": ", waiter->remaining,
+               " IO(s) still in flight after ",
+               absl::FormatDuration(timeout)));
+  }
+  return absl::OkStatus();
+}
+
+// --- Introspection -----------------------------------------------------------------
+
+std::vector<RuleInfo> SSwitch::ListRules() const {
+  std::vector<RuleInfo> out;
+  for (const RuleEntryPtr& e : Load()->table->Rules()) {
+    RuleInfo info;
+    info.id = e->id();
+    info.rule = e->rule();
+    info.owner = e->owner();
+    info.counters = AsInstalled(e.get())->counters.Read();
+    out.push_back(std::move(info));
+  }
+  return out;
+}
+
+absl::StatusOr<RuleInfo> SSwitch::GetRule(uint64_t id) const {
+  auto snap = Load();
+  const RuleEntry* e = snap->table->Find(id);
+  if (e == nullptr) return absl::NotFoundError(StrCat("no rule with id ", id));
+  RuleInfo info;
+  info.id = e->id();
+  info.rule = e->rule();
+  info.owner = e->owner();
+  info.counters = AsInstalled(e)->counters.Read();
+  return info;
+}
+
+uint64_t SSwitch::version() const {
+  return version_.load(std::memory_order_acquire);
+}
+
+int64_t SSwitch::in_flight() const { return inflight_->total(); }
+
+size_t SSwitch::parked() const {
+  size_t n = 0;
+  for (const auto& g : Load()->quiesced) {
+    std::lock_guard<std::mutex> l(g->mu);
+    n += g->parked.size();
+  }
+  return n;
+}
+
+}  // namespace sroute

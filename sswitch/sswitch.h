@@ -1,0 +1,168 @@
+// SSwitch: the router inside every process on the IO path (DESIGN.md §3).
+//
+// Route() pins the current snapshot (rule table, endpoints, stages, quiesced
+// patterns) for the whole life of the IO, parks IOs whose flow is quiesced,
+// counts the IO in flight, splits it into byte-range pieces, runs delegates
+// and sends each piece to its detours (scatter with an ack policy). With no
+// matching rule an IO goes to its own file: an empty table is a passthrough.
+//
+// Thread safety: every method is thread-safe. Route() never blocks on
+// control operations; control operations are serialized among themselves.
+// Lock order: control_mu_ > QuiesceGate::mu > inflight shard mutex >
+// DrainWaiter::mu. No lock is held while an IO is submitted or completed.
+#ifndef SROUTE_SSWITCH_SSWITCH_H_
+#define SROUTE_SSWITCH_SSWITCH_H_
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "rules/rule.h"
+#include "rules/rule_table.h"
+#include "sswitch/delegate.h"
+#include "sswitch/endpoint.h"
+#include "sswitch/io.h"
+#include "sswitch/stats.h"
+
+namespace re2 {
+class RE2;
+}  // namespace re2
+
+namespace sroute {
+
+// The version stamped on the snapshot an IO was routed with.
+uint64_t SnapshotVersion(const Snapshot& snapshot);
+
+// A compiled header pattern, for Quiesce, Drain and Delete.
+class PatternMatcher {
+ public:
+  // Fails on a bad regex.
+  static absl::StatusOr<PatternMatcher> Create(const HeaderPattern& pattern);
+  // Source, op class and file; a ranged pattern matches IOs with a byte
+  // extent only where they overlap the range (and every other op).
+  bool Matches(const IoHeader& h) const;
+  const HeaderPattern& pattern() const { return pattern_; }
+
+ private:
+  HeaderPattern pattern_;
+  std::shared_ptr<const re2::RE2> regex_;
+};
+
+struct RuleInfo {
+  uint64_t id = 0;
+  Rule rule;
+  std::string owner;
+  RuleCountersSnapshot counters;
+};
+
+// "ID: RULE" (plus "  # owner=NAME" when owned), as rule listings show it.
+std::string FormatRuleInfo(const RuleInfo& info);
+
+class SSwitch {
+ public:
+  explicit SSwitch(std::string name);
+  // REQUIRES: no IO in flight or parked.
+  ~SSwitch();
+  SSwitch(const SSwitch&) = delete;
+  SSwitch& operator=(const SSwitch&) = delete;
+
+  const std::string& name() const { return name_; }
+
+  // --- Topology. Endpoint names are the HOST of "//HOST/PATH" files.
+  absl::Status AddEndpoint(const std::string& name,
+                           std::shared_ptr<Endpoint> endpoint);
+  absl::Status AddStage(const std::string& name, std::shared_ptr<Stage> stage);
+  void SetControllerSink(std::shared_ptr<ControllerSink> sink);
+
+  // --- Data path.
+  // Routes `io` and completes it exactly once (possibly before returning).
+  // REQUIRES: io->header and the completion are set; the IO is not routed
+  // already.
+  void Route(Io* io);
+
+  // --- Control API (Insert / Delete / Quiesce / Drain).
+  // Validates the rule (delegate known and its arguments good, targets name
+  // known endpoints and stages) and installs it. Returns its id.
+  absl::StatusOr<uint64_t> Insert(Rule rule, std::string owner = "");
+  // Inserts and deletes as one atomic change; either all or nothing.
+  absl::StatusOr<std::vector<uint64_t>> Update(std::vector<Rule> insert,
+                                               const std::vector<uint64_t>& remove,
+                                               std::string owner = "");
+  // NotFound if no rule has this id.
+  absl::Status Delete(uint64_t id);
+  // Deletes every rule whose pattern equals `pattern`; returns how many.
+  absl::StatusOr<int> Delete(const HeaderPattern& pattern);
+  // While on, IOs matching `pattern` are parked (the caller's thread is not
+  // blocked); turning it off releases them in arrival order.
+  absl::Status Quiesce(const HeaderPattern& pattern, bool on);
+  // Returns once every IO matching `pattern` that is in flight at the call
+  // has completed (parked IOs are not in flight), or DeadlineExceeded.
+  absl::Status Drain(const HeaderPattern& pattern, absl::Duration timeout);
+
+  // --- Introspection.
+  std::vector<RuleInfo> ListRules() const;
+  absl::StatusOr<RuleInfo> GetRule(uint64_t id) const;
+  uint64_t version() const;
+  int64_t in_flight() const;
+  size_t parked() const;
+  // IOs that found no endpoint, stage or controller for a detour.
+  uint64_t route_errors() const { return route_errors_.load(); }
+
+ private:
+  class Context;
+  struct Join;
+
+  std::shared_ptr<const Snapshot> Load() const;
+  void Publish(std::shared_ptr<const Snapshot> snap);  // REQUIRES: control_mu_
+  absl::StatusOr<std::shared_ptr<const RuleEntry>> MakeEntry(
+      Rule rule, std::string owner, const OrderKey& order,
+      const Snapshot& snap);
+  absl::StatusOr<std::vector<uint64_t>> UpdateLocked(
+      std::vector<Rule> insert, const std::vector<uint64_t>& remove,
+      const std::string& owner, const RuleEntry* anchor);
+
+  void Admit(Io* io);
+  void Dispatch(Io* io);
+  void RoutePiece(Io* io, const RuleEntry* rule);
+  void SendTo(Io* io, const Target& target, std::string resolved_file,
+              uint64_t rule_id);
+  void SendToFile(Io* io, std::string file);
+  void Scatter(Io* io, const RuleEntry* rule,
+               std::vector<const Detour*> detours);
+  void Split(Io* io, const RuleTable::Pieces& pieces);
+  void Fail(Io* io, absl::Status status);
+  friend class Io;
+  void FinishRuleFrame(Io& io, Io::Frame& frame);
+  void Unregister(Io* io,
+                  absl::InlinedVector<std::shared_ptr<DrainWaiter>, 1>* waiters);
+  static void SignalDrained(DrainWaiter& waiter);
+  void Release(std::deque<Io*> parked);
+
+  const std::string name_;
+  const uint64_t uid_;  // distinguishes sSwitches in per-thread caches
+
+  mutable std::mutex control_mu_;  // serializes control operations
+  mutable std::mutex publish_mu_;  // guards current_
+  std::shared_ptr<const Snapshot> current_;
+  std::atomic<uint64_t> version_{0};
+  uint64_t next_id_ = 1;   // guarded by control_mu_
+  uint64_t next_seq_ = 1;  // guarded by control_mu_
+  uint64_t next_sub_ = 1;  // guarded by control_mu_
+
+  std::unique_ptr<class InflightRegistry> inflight_;
+  std::atomic<uint64_t> route_errors_{0};
+
+  std::mutex shared_state_mu_;  // guards shared_state_
+  std::vector<std::pair<std::string, std::shared_ptr<void>>> shared_state_;
+};
+
+}  // namespace sroute
+
+#endif  // SROUTE_SSWITCH_SSWITCH_H_

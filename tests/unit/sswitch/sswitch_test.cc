@@ -1,0 +1,738 @@
+#include "sswitch/sswitch.h"
+
+#include <fcntl.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <random>
+#include <set>
+#include <thread>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "rules/parser.h"
+#include "sswitch/host.h"
+#include "tests/util/temp_dir.h"
+#include "util/errno_status.h"
+
+namespace sroute {
+namespace {
+
+using ::sroute::testing::ReadWholeFile;
+using ::sroute::testing::TempDir;
+using ::sroute::testing::WriteWholeFile;
+using ::testing::HasSubstr;
+
+Rule R(std::string_view text) {
+  auto r = ParseRule(text);
+  EXPECT_TRUE(r.ok()) << text << ": " << r.status();
+  return r.ok() ? *r : Rule();
+}
+
+HeaderPattern P(std::string_view text) {
+  auto p = ParsePattern(text);
+  EXPECT_TRUE(p.ok()) << text << ": " << p.status();
+  return p.ok() ? *p : HeaderPattern();
+}
+
+std::span<const char> Bytes(const std::string& s) {
+  return std::span<const char>(s.data(), s.size());
+}
+
+std::string ReadAll(Host& host, const std::string& file, size_t n,
+                    uint64_t offset = 0, std::string_view source = "t") {
+  std::string buf(n, '\0');
+  auto got = host.Read(source, file, offset, std::span<char>(buf));
+  EXPECT_TRUE(got.ok()) << file << ": " << got.status();
+  buf.resize(got.ok() ? *got : 0);
+  return buf;
+}
+
+// Fails every IO with `status` (error injection for scatter tests).
+class FailingEndpoint : public Endpoint {
+ public:
+  explicit FailingEndpoint(absl::Status s) : status_(std::move(s)) {}
+  void Submit(Io* io, std::string_view) override {
+    ++calls;
+    io->Complete(status_);
+  }
+  std::atomic<int> calls{0};
+
+ private:
+  absl::Status status_;
+};
+
+// Holds IOs until released, to keep them in flight.
+class BlockingEndpoint : public Endpoint {
+ public:
+  void Submit(Io* io, std::string_view path) override {
+    std::lock_guard<std::mutex> l(mu_);
+    held_.emplace_back(io, std::string(path));
+    cv_.notify_all();
+  }
+  void WaitHeld(size_t n) {
+    std::unique_lock<std::mutex> l(mu_);
+    cv_.wait(l, [&] { return held_.size() >= n; });
+  }
+  // Completes the held IOs on `path`.
+  void Release(const std::string& path) {
+    std::vector<Io*> out;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      for (auto it = held_.begin(); it != held_.end();) {
+        if (it->second == path) {
+          out.push_back(it->first);
+          it = held_.erase(it);
+        } else {
+          ++it;
+        }
+      }
+    }
+    for (Io* io : out) io->Complete();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::pair<Io*, std::string>> held_;
+};
+
+class RecordingSink : public ControllerSink {
+ public:
+  void OnHeader(const IoHeader& h, uint64_t) override {
+    std::lock_guard<std::mutex> l(mu);
+    headers.push_back(h.file);
+  }
+  void OnValue(const IoHeader&, uint64_t, const std::string& v) override {
+    std::lock_guard<std::mutex> l(mu);
+    values.push_back(v);
+  }
+  void OnIo(Io* io, uint64_t) override { io->Complete(); }
+  std::mutex mu;
+  std::vector<std::string> headers;
+  std::vector<std::string> values;
+};
+
+class SSwitchTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    extra_before_ = Io::extra_completions.load();
+    ASSERT_TRUE(host_.AddLocalEndpoint("A", a_.path()).ok());
+    ASSERT_TRUE(host_.AddLocalEndpoint("B", b_.path()).ok());
+  }
+  void TearDown() override {
+    EXPECT_EQ(Io::extra_completions.load(), extra_before_)
+        << "an IO completed more than once";
+    EXPECT_EQ(host_.sswitch().in_flight(), 0);
+  }
+
+  TempDir a_, b_;
+  Host host_{"test"};
+  uint64_t extra_before_ = 0;
+};
+
+TEST_F(SSwitchTest, EmptyTableIsPassthrough) {
+  const std::string data = "hello, world";
+  auto n = host_.Write("t", "//A/dir/f", 0, Bytes(data));
+  // The parent directory does not exist: the endpoint reports ENOENT.
+  ASSERT_FALSE(n.ok());
+  EXPECT_EQ(ErrnoOf(n.status()), ENOENT);
+  IoArgs args;
+  args.mode = 0755;
+  ASSERT_TRUE(host_.Call("t", Op::kMkdir, "//A/dir", args).ok());
+  args.mode = 0644;
+  args.flags = O_RDWR;
+  ASSERT_TRUE(host_.Call("t", Op::kCreate, "//A/dir/f", args).ok());
+  n = host_.Write("t", "//A/dir/f", 0, Bytes(data));
+  ASSERT_TRUE(n.ok()) << n.status();
+  EXPECT_EQ(*n, data.size());
+  EXPECT_EQ(ReadWholeFile(a_ / "dir/f"), data);
+  EXPECT_EQ(ReadAll(host_, "//A/dir/f", 100), data);
+  auto st = host_.Call("t", Op::kGetattr, "//A/dir/f");
+  ASSERT_TRUE(st.ok());
+  EXPECT_EQ(st->st_size, static_cast<off_t>(data.size()));
+}
+
+TEST_F(SSwitchTest, EndpointRoutingSendsIoToAnotherFile) {
+  WriteWholeFile(b_ / "y", "");
+  ASSERT_TRUE(host_.LoadRules("<*, *, //A/x> -> <IO, //B/y>").ok());
+  ASSERT_TRUE(host_.Write("t", "//A/x", 0, Bytes("routed")).ok());
+  EXPECT_EQ(ReadWholeFile(b_ / "y"), "routed");
+  EXPECT_FALSE(std::filesystem::exists(a_ / "x"));
+  EXPECT_EQ(ReadAll(host_, "//A/x", 10), "routed");
+}
+
+TEST_F(SSwitchTest, PrefixRuleKeepsTheMatchedSuffix) {
+  WriteWholeFile(b_ / "vm/disk/1", "");
+  ASSERT_TRUE(host_.LoadRules("<*, w|r, //A/vm/*> -> <IO, //B/vm/*>").ok());
+  ASSERT_TRUE(host_.Write("t", "//A/vm/disk/1", 0, Bytes("abc")).ok());
+  EXPECT_EQ(ReadWholeFile(b_ / "vm/disk/1"), "abc");
+  // Outside the prefix (component-wise): default route.
+  WriteWholeFile(a_ / "vmx", "");
+  ASSERT_TRUE(host_.Write("t", "//A/vmx", 0, Bytes("def")).ok());
+  EXPECT_EQ(ReadWholeFile(a_ / "vmx"), "def");
+}
+
+TEST_F(SSwitchTest, ByteRangeSplitsAndCoalesces) {
+  WriteWholeFile(a_ / "f", "");
+  WriteWholeFile(b_ / "f", "");
+  ASSERT_TRUE(host_.LoadRules("<*, *, //A/f[4K:8K]> -> <IO, //B/f>").ok());
+  std::string data(12288, '\0');
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>(i * 7);
+  auto n = host_.Write("t", "//A/f", 0, Bytes(data));
+  ASSERT_TRUE(n.ok()) << n.status();
+  EXPECT_EQ(*n, data.size());
+  const std::string at_a = ReadWholeFile(a_ / "f");
+  const std::string at_b = ReadWholeFile(b_ / "f");
+  ASSERT_EQ(at_a.size(), 12288u);
+  ASSERT_EQ(at_b.size(), 8192u);
+  EXPECT_EQ(at_a.substr(0, 4096), data.substr(0, 4096));
+  EXPECT_EQ(at_a.substr(8192), data.substr(8192));
+  EXPECT_EQ(at_a.substr(4096, 4096), std::string(4096, '\0'));  // a hole
+  EXPECT_EQ(at_b.substr(4096), data.substr(4096, 4096));
+  // One read across the three pieces reassembles them in order.
+  EXPECT_EQ(ReadAll(host_, "//A/f", 20000), data);
+  EXPECT_EQ(ReadAll(host_, "//A/f", 4000, 3000), data.substr(3000, 4000));
+}
+
+TEST_F(SSwitchTest, SplitReadZeroFillsShortPiecesBeforeData) {
+  // [0,4K) routed to B, where the file is empty; the rest at A has data.
+  WriteWholeFile(b_ / "f", "");
+  WriteWholeFile(a_ / "f", std::string(8192, 'a'));
+  ASSERT_TRUE(host_.LoadRules("<*, r, //A/f[0:4K]> -> <IO, //B/f>").ok());
+  std::string got(8192, '#');  // not zeros: the sSwitch must fill the hole
+  auto n = host_.Read("t", "//A/f", 0, std::span<char>(got));
+  ASSERT_TRUE(n.ok()) << n.status();
+  ASSERT_EQ(*n, 8192u);
+  EXPECT_EQ(got.substr(0, 4096), std::string(4096, '\0'));
+  EXPECT_EQ(got.substr(4096), std::string(4096, 'a'));
+}
+
+TEST_F(SSwitchTest, ScatterWritesLandOnEveryTarget) {
+  WriteWholeFile(a_ / "f", "");
+  WriteWholeFile(b_ / "f", "");
+  ASSERT_TRUE(
+      host_.LoadRules("<*, w, //A/f> -> <IO, //A/f>, <IO, //B/f>").ok());
+  std::string data(100000, 'x');
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>(i % 251);
+  ASSERT_TRUE(host_.Write("t", "//A/f", 0, Bytes(data)).ok());
+  EXPECT_EQ(ReadWholeFile(a_ / "f"), data);
+  EXPECT_EQ(ReadWholeFile(b_ / "f"), data);
+}
+
+TEST_F(SSwitchTest, ScatterWriteReportsAnErrorFromAnyTarget) {
+  auto bad = std::make_shared<FailingEndpoint>(ErrnoStatus(ENOSPC, "full"));
+  ASSERT_TRUE(host_.AddEndpoint("Bad", bad).ok());
+  WriteWholeFile(a_ / "f", "");
+  ASSERT_TRUE(
+      host_.LoadRules("<*, w, //A/f> -> <IO, //A/f>, <IO, //Bad/f>").ok());
+  auto n = host_.Write("t", "//A/f", 0, Bytes("data"));
+  ASSERT_FALSE(n.ok());
+  EXPECT_EQ(ErrnoOf(n.status()), ENOSPC);
+  EXPECT_EQ(bad->calls.load(), 1);
+  // The good target got it too: the write reached every target.
+  EXPECT_EQ(ReadWholeFile(a_ / "f"), "data");
+}
+
+TEST_F(SSwitchTest, ScatterAckPolicyKOfN) {
+  auto bad = std::make_shared<FailingEndpoint>(ErrnoStatus(EIO, "broken"));
+  ASSERT_TRUE(host_.AddEndpoint("Bad", bad).ok());
+  WriteWholeFile(a_ / "f", "");
+  WriteWholeFile(b_ / "f", "");
+  ASSERT_TRUE(host_.LoadRules("<*, w, //A/f> -> <IO, //A/f>, <IO, //Bad/f>, "
+                              "<IO, //B/f> ack=2")
+                  .ok());
+  EXPECT_TRUE(host_.Write("t", "//A/f", 0, Bytes("quorum")).ok());
+  EXPECT_EQ(ReadWholeFile(a_ / "f"), "quorum");
+  EXPECT_EQ(ReadWholeFile(b_ / "f"), "quorum");
+  // 3 of 3 cannot be met with one broken target.
+  ASSERT_TRUE(host_.sswitch().Delete(P("<*, w, //A/f>")).ok());
+  ASSERT_TRUE(host_.LoadRules("<*, w, //A/f> -> <IO, //A/f>, <IO, //Bad/f>, "
+                              "<IO, //B/f> ack=3")
+                  .ok());
+  auto n = host_.Write("t", "//A/f", 0, Bytes("again"));
+  ASSERT_FALSE(n.ok());
+  EXPECT_EQ(ErrnoOf(n.status()), EIO);
+}
+
+TEST_F(SSwitchTest, ScatterReadTakesTheFirstGoodReply) {
+  auto bad = std::make_shared<FailingEndpoint>(ErrnoStatus(EIO, "broken"));
+  ASSERT_TRUE(host_.AddEndpoint("Bad", bad).ok());
+  WriteWholeFile(b_ / "f", "replica");
+  ASSERT_TRUE(
+      host_.LoadRules("<*, r, //A/f> -> <IO, //Bad/f>, <IO, //B/f>").ok());
+  EXPECT_EQ(ReadAll(host_, "//A/f", 100), "replica");
+  EXPECT_EQ(bad->calls.load(), 1);
+}
+
+TEST_F(SSwitchTest, PathsEscapingTheEndpointRootAreRefused) {
+  WriteWholeFile(a_ / "ok", "fine");
+  std::string buf(100, '\0');
+  for (const char* file :
+       {"//A/../etc/passwd", "//A/a/../../etc/passwd", "//A//etc/passwd"}) {
+    auto got = host_.Read("t", file, 0, std::span<char>(buf));
+    EXPECT_FALSE(got.ok()) << file;
+  }
+  std::filesystem::create_symlink("/etc", a_ / "link");
+  auto got = host_.Read("t", "//A/link/passwd", 0, std::span<char>(buf));
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(ErrnoOf(got.status()), EXDEV);
+  // Rules cannot name such paths either.
+  EXPECT_FALSE(ParseRule("<*, *, //A/x> -> <IO, //B/../x>").ok());
+}
+
+TEST_F(SSwitchTest, InsertValidatesTargetsAndDelegates) {
+  auto id = host_.sswitch().Insert(R("<*, *, //A/x> -> <IO, //Nowhere/x>"));
+  ASSERT_FALSE(id.ok());
+  EXPECT_EQ(id.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(id.status().message()), HasSubstr("Nowhere"));
+  id = host_.sswitch().Insert(R("<*, *, //A/x> -> frobnicate(); <IO, //B/x>"));
+  ASSERT_FALSE(id.ok());
+  EXPECT_THAT(std::string(id.status().message()),
+              HasSubstr("unknown delegate 'frobnicate'"));
+  EXPECT_THAT(std::string(id.status().message()), HasSubstr("track_writes"));
+  id = host_.sswitch().Insert(
+      R("<*, *, //A/x> -> pick(weighted, 1); <IO, //A/x>, <IO, //B/x>"));
+  ASSERT_FALSE(id.ok());
+  EXPECT_THAT(std::string(id.status().message()), HasSubstr("weight"));
+  id = host_.sswitch().Insert(R("<*, *, //A/x> -> <IO, stage:missing>"));
+  ASSERT_FALSE(id.ok());
+  EXPECT_EQ(host_.sswitch().ListRules().size(), 0u);
+}
+
+TEST_F(SSwitchTest, RuleIdsOwnersAndDelete) {
+  auto& sw = host_.sswitch();
+  auto id1 = sw.Insert(R("<*, r, //A/x> -> <IO, //B/x>"), "app1");
+  auto id2 = sw.Insert(R("@5 <*, w, //A/x> -> <IO, //B/x>"));
+  ASSERT_TRUE(id1.ok() && id2.ok());
+  EXPECT_NE(*id1, *id2);
+  auto rules = sw.ListRules();
+  ASSERT_EQ(rules.size(), 2u);
+  EXPECT_EQ(rules[0].id, *id2);  // higher priority first
+  EXPECT_EQ(FormatRuleInfo(rules[1]),
+            std::to_string(*id1) + ": <*, r, //A/x> -> <IO, //B/x>  # owner=app1");
+  EXPECT_TRUE(sw.Delete(*id1).ok());
+  EXPECT_EQ(sw.Delete(*id1).code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(sw.ListRules().size(), 1u);
+  EXPECT_EQ(*sw.Delete(P("<*, w, //A/x>")), 1);
+  EXPECT_EQ(sw.ListRules().size(), 0u);
+}
+
+TEST_F(SSwitchTest, UpdateIsAllOrNothing) {
+  auto& sw = host_.sswitch();
+  auto id = sw.Insert(R("<*, r, //A/x> -> <IO, //B/x>"));
+  ASSERT_TRUE(id.ok());
+  const uint64_t v = sw.version();
+  std::vector<Rule> insert = {R("<*, w, //A/x> -> <IO, //B/x>"),
+                              R("<*, w, //A/y> -> <IO, //Nope/y>")};
+  EXPECT_FALSE(sw.Update(insert, {*id}).ok());
+  EXPECT_EQ(sw.version(), v);
+  ASSERT_EQ(sw.ListRules().size(), 1u);
+  EXPECT_EQ(sw.ListRules()[0].id, *id);
+}
+
+TEST_F(SSwitchTest, LoadRulesReportsFileLineAndColumn) {
+  absl::Status s = host_.LoadRules(
+      "# demo\n<*, r, //A/x> -> <IO, //B/x>\n<*, q, //A/y> -> <IO, //B/y>\n",
+      "demo.rules");
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(std::string(s.message()), HasSubstr("demo.rules:3:5: "));
+  s = host_.LoadRules("<*, r, //A/x> -> <IO, //B/x>\n<*, r, //A/y> -> <IO, //Z/y>",
+                      "demo.rules");
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(std::string(s.message()), HasSubstr("demo.rules:2: "));
+  EXPECT_EQ(host_.sswitch().ListRules().size(), 0u) << "rolled back";
+}
+
+TEST_F(SSwitchTest, CountersPerRule) {
+  WriteWholeFile(b_ / "x", std::string(4096, 'b'));
+  ASSERT_TRUE(host_.LoadRules("<*, r, //A/x> -> <IO, //B/x>").ok());
+  for (int i = 0; i < 10; ++i) ReadAll(host_, "//A/x", 4096);
+  auto rules = host_.sswitch().ListRules();
+  ASSERT_EQ(rules.size(), 1u);
+  EXPECT_EQ(rules[0].counters.ops, 10u);
+  EXPECT_EQ(rules[0].counters.bytes, 40960u);
+  EXPECT_EQ(rules[0].counters.in_flight, 0);
+  EXPECT_EQ(rules[0].counters.errors, 0u);
+  EXPECT_GT(rules[0].counters.p50_ns, 0u);
+  EXPECT_GE(rules[0].counters.p99_ns, rules[0].counters.p50_ns);
+  EXPECT_GE(rules[0].counters.p999_ns, rules[0].counters.p99_ns);
+}
+
+TEST_F(SSwitchTest, PickFirstRandomAndWeighted) {
+  WriteWholeFile(a_ / "x", "AAAA");
+  WriteWholeFile(b_ / "x", "BBBB");
+  auto& sw = host_.sswitch();
+  ASSERT_TRUE(host_.LoadRules(
+                  "<*, r, //A/x> -> pick(first); <IO, //B/x>, <IO, //A/x>")
+                  .ok());
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(ReadAll(host_, "//A/x", 4), "BBBB");
+  ASSERT_EQ(*sw.Delete(P("<*, r, //A/x>")), 1);
+  ASSERT_TRUE(host_.LoadRules(
+                  "<*, r, //A/x> -> pick(random); <IO, //A/x>, <IO, //B/x>")
+                  .ok());
+  std::map<std::string, int> seen;
+  for (int i = 0; i < 200; ++i) ++seen[ReadAll(host_, "//A/x", 4)];
+  EXPECT_GT(seen["AAAA"], 20);
+  EXPECT_GT(seen["BBBB"], 20);
+  ASSERT_EQ(*sw.Delete(P("<*, r, //A/x>")), 1);
+  ASSERT_TRUE(host_.LoadRules("<*, r, //A/x> -> pick(weighted, 1, 1000); "
+                              "<IO, //A/x>, <IO, //B/x>")
+                  .ok());
+  seen.clear();
+  for (int i = 0; i < 300; ++i) ++seen[ReadAll(host_, "//A/x", 4)];
+  EXPECT_GT(seen["BBBB"], 280);
+}
+
+TEST_F(SSwitchTest, ControllerDetours) {
+  auto sink = std::make_shared<RecordingSink>();
+  WriteWholeFile(a_ / "x", "x");
+  // Without a controller an IO detoured to it fails clearly.
+  ASSERT_TRUE(host_.LoadRules("<*, w, //A/y> -> <IO, controller>").ok());
+  auto n = host_.Write("t", "//A/y", 0, Bytes("zz"));
+  ASSERT_FALSE(n.ok());
+  EXPECT_EQ(n.status().code(), absl::StatusCode::kUnavailable);
+  host_.sswitch().SetControllerSink(sink);
+  EXPECT_TRUE(host_.Write("t", "//A/y", 0, Bytes("zz")).ok());
+  ASSERT_TRUE(host_.LoadRules("<*, r, //A/x> -> <IOHeader, controller>\n"
+                              "<*, w, //A/x> -> notify(); <F, controller>, "
+                              "<IO, //A/x>")
+                  .ok());
+  EXPECT_EQ(ReadAll(host_, "//A/x", 10), "x");  // the IO itself goes on
+  EXPECT_TRUE(host_.Write("t", "//A/x", 0, Bytes("w")).ok());
+  std::lock_guard<std::mutex> l(sink->mu);
+  EXPECT_EQ(sink->headers, std::vector<std::string>{"//A/x"});
+  ASSERT_EQ(sink->values.size(), 1u);
+  EXPECT_THAT(sink->values[0], HasSubstr("write, //A/x, 0, 1>"));
+}
+
+// Passes IOs on and stamps the response path.
+class CountingStage : public Stage {
+ public:
+  void Submit(Io* io, const Forward& forward) override {
+    ++requests;
+    io->AddResponseHook([this](Io&) { ++responses; });
+    forward(io);
+  }
+  std::atomic<int> requests{0}, responses{0};
+};
+
+TEST_F(SSwitchTest, StagesForwardAndSeeTheResponse) {
+  auto stage = std::make_shared<CountingStage>();
+  ASSERT_TRUE(host_.AddStage("S", stage).ok());
+  WriteWholeFile(a_ / "x", "");
+  WriteWholeFile(b_ / "x", "");
+  ASSERT_TRUE(host_.LoadRules("<*, w, //A/x> -> <IO, stage:S>\n"
+                              "<stage:S, w, //A/x> -> <IO, //B/x>")
+                  .ok());
+  ASSERT_TRUE(host_.Write("t", "//A/x", 0, Bytes("via stage")).ok());
+  EXPECT_EQ(stage->requests.load(), 1);
+  EXPECT_EQ(stage->responses.load(), 1);
+  EXPECT_EQ(ReadWholeFile(b_ / "x"), "via stage");
+  // A loop through a stage ends with ELOOP instead of spinning.
+  ASSERT_TRUE(host_.LoadRules("<stage:S, r, //A/x> -> <IO, stage:S>\n"
+                              "<*, r, //A/x> -> <IO, stage:S>")
+                  .ok());
+  std::string buf(10, '\0');
+  auto got = host_.Read("t", "//A/x", 0, std::span<char>(buf));
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(ErrnoOf(got.status()), ELOOP);
+}
+
+TEST_F(SSwitchTest, QuiescedIosParkWithoutBlockingAndReleaseInOrder) {
+  WriteWholeFile(a_ / "q", "");
+  WriteWholeFile(a_ / "other", "o");
+  auto& sw = host_.sswitch();
+  ASSERT_TRUE(sw.Quiesce(P("<*, w, //A/q>"), true).ok());
+  constexpr int kIos = 5;
+  std::vector<std::unique_ptr<Io>> ios;
+  std::vector<std::string> payload;
+  std::mutex mu;
+  std::vector<int> completed;
+  for (int i = 0; i < kIos; ++i) payload.push_back(std::string(1, 'a' + i));
+  for (int i = 0; i < kIos; ++i) {
+    auto io = std::make_unique<Io>();
+    io->header = {"t", "", Op::kWrite, "//A/q", static_cast<uint64_t>(i), 1};
+    io->write_data = Bytes(payload[i]);
+    io->set_completion([&, i](Io& done) {
+      EXPECT_TRUE(done.status.ok()) << done.status;
+      std::lock_guard<std::mutex> l(mu);
+      completed.push_back(i);
+    });
+    sw.Route(io.get());  // returns at once: the IO is parked
+    ios.push_back(std::move(io));
+  }
+  EXPECT_EQ(sw.parked(), static_cast<size_t>(kIos));
+  EXPECT_TRUE(completed.empty());
+  EXPECT_EQ(sw.in_flight(), 0);
+  // Other flows go on.
+  EXPECT_EQ(ReadAll(host_, "//A/other", 10), "o");
+  // A read of the quiesced file is not a write: it is not parked either.
+  EXPECT_EQ(ReadAll(host_, "//A/q", 10), "");
+  ASSERT_TRUE(sw.Quiesce(P("<*, w, //A/q>"), false).ok());
+  EXPECT_EQ(completed, (std::vector<int>{0, 1, 2, 3, 4}));
+  EXPECT_EQ(ReadWholeFile(a_ / "q"), "abcde");
+  EXPECT_EQ(sw.Quiesce(P("<*, w, //A/q>"), false).code(),
+            absl::StatusCode::kNotFound);
+}
+
+TEST_F(SSwitchTest, QuiesceParksIosFromOtherThreads) {
+  WriteWholeFile(a_ / "q", "");
+  auto& sw = host_.sswitch();
+  ASSERT_TRUE(sw.Quiesce(P("<*, *, //A/q>"), true).ok());
+  std::atomic<bool> done{false};
+  std::thread writer([&] {
+    // Host::Write blocks this thread until the IO completes.
+    EXPECT_TRUE(host_.Write("t", "//A/q", 0, Bytes("late")).ok());
+    done = true;
+  });
+  while (sw.parked() == 0) std::this_thread::yield();
+  EXPECT_FALSE(done.load());
+  ASSERT_TRUE(sw.Quiesce(P("<*, *, //A/q>"), false).ok());
+  writer.join();
+  EXPECT_TRUE(done.load());
+  EXPECT_EQ(ReadWholeFile(a_ / "q"), "late");
+}
+
+TEST_F(SSwitchTest, DrainWaitsForMatchingIosOnly) {
+  auto blocking = std::make_shared<BlockingEndpoint>();
+  ASSERT_TRUE(host_.AddEndpoint("Slow", blocking).ok());
+  auto& sw = host_.sswitch();
+  Io x, y;
+  x.header = {"t", "", Op::kWrite, "//Slow/x", 0, 0};
+  y.header = {"t", "", Op::kWrite, "//Slow/y", 0, 0};
+  std::atomic<int> completions{0};
+  x.set_completion([&](Io&) { ++completions; });
+  y.set_completion([&](Io&) { ++completions; });
+  sw.Route(&x);
+  sw.Route(&y);
+  blocking->WaitHeld(2);
+  EXPECT_EQ(sw.in_flight(), 2);
+  // Times out while x is in flight.
+  absl::Status s = sw.Drain(P("<*, *, //Slow/x>"), absl::Milliseconds(20));
+  EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("1 IO(s) still in flight"));
+  std::atomic<bool> drained{false};
+  std::thread drainer([&] {
+    EXPECT_TRUE(sw.Drain(P("<*, *, //Slow/x>"), absl::Seconds(30)).ok());
+    drained = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_FALSE(drained.load());
+  blocking->Release("x");
+  drainer.join();
+  EXPECT_TRUE(drained.load());
+  EXPECT_EQ(completions.load(), 1);  // y is still in flight: not waited for
+  EXPECT_TRUE(sw.Drain(P("<*, *, //Slow/x>"), absl::Seconds(1)).ok());
+  blocking->Release("y");
+  EXPECT_EQ(completions.load(), 2);
+}
+
+TEST_F(SSwitchTest, QuiesceAndDrainGiveAConsistentSwitch) {
+  // The sRoute update: quiesce, drain, change the rule, release. Writes in
+  // flight finish on the old path; parked ones take the new one.
+  auto blocking = std::make_shared<BlockingEndpoint>();
+  ASSERT_TRUE(host_.AddEndpoint("Old", blocking).ok());
+  WriteWholeFile(b_ / "f", "");
+  auto& sw = host_.sswitch();
+  auto old_rule = sw.Insert(R("<*, w, //A/f> -> <IO, //Old/f>"));
+  ASSERT_TRUE(old_rule.ok());
+  Io first;
+  first.header = {"t", "", Op::kWrite, "//A/f", 0, 0};
+  std::atomic<int> done{0};
+  first.set_completion([&](Io&) { ++done; });
+  sw.Route(&first);
+  blocking->WaitHeld(1);
+  ASSERT_TRUE(sw.Quiesce(P("<*, w, //A/f>"), true).ok());
+  Io second;
+  std::string data = "new";
+  second.header = {"t", "", Op::kWrite, "//A/f", 0, 3};
+  second.write_data = Bytes(data);
+  second.set_completion([&](Io&) { ++done; });
+  sw.Route(&second);
+  std::thread releaser([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    blocking->Release("f");
+  });
+  ASSERT_TRUE(sw.Drain(P("<*, w, //A/f>"), absl::Seconds(30)).ok());
+  releaser.join();
+  EXPECT_EQ(done.load(), 1);
+  ASSERT_TRUE(sw.Delete(*old_rule).ok());
+  ASSERT_TRUE(sw.Insert(R("<*, w, //A/f> -> <IO, //B/f>")).ok());
+  ASSERT_TRUE(sw.Quiesce(P("<*, w, //A/f>"), false).ok());
+  EXPECT_EQ(done.load(), 2);
+  EXPECT_EQ(first.target, "//Old/f");
+  EXPECT_EQ(second.target, "//B/f");
+  EXPECT_GT(second.routed_version(), first.routed_version());
+  EXPECT_EQ(ReadWholeFile(b_ / "f"), "new");
+}
+
+TEST_F(SSwitchTest, SplitPiecesOfOneIoSeeOneVersion) {
+  auto& sw = host_.sswitch();
+  // Endpoints that record (io parent address, endpoint id) per piece.
+  struct Tagging : Endpoint {
+    Tagging(int id, std::mutex* mu, std::map<const char*, std::set<int>>* seen)
+        : id(id), mu(mu), seen(seen) {}
+    void Submit(Io* io, std::string_view) override {
+      {
+        std::lock_guard<std::mutex> l(*mu);
+        // Pieces of one IO share the parent's read buffer: key by the
+        // buffer's base (piece offset subtracted).
+        (*seen)[io->read_buffer.data() - (io->header.offset - 2048)].insert(id);
+      }
+      io->bytes = io->header.length;
+      io->Complete();
+    }
+    int id;
+    std::mutex* mu;
+    std::map<const char*, std::set<int>>* seen;
+  };
+  std::mutex mu;
+  std::map<const char*, std::set<int>> seen;
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_TRUE(sw.AddEndpoint("T" + std::to_string(i),
+                               std::make_shared<Tagging>(i, &mu, &seen))
+                    .ok());
+  }
+  auto make_rules = [](int e) {
+    const std::string t = "//T" + std::to_string(e) + "/f";
+    return std::vector<Rule>{
+        R("<*, r, //A/f[0:4K]> -> <IO, " + t + ">"),
+        R("<*, r, //A/f[4K:8K]> -> <IO, " + t + ">")};
+  };
+  auto ids = sw.Update(make_rules(0), {});
+  ASSERT_TRUE(ids.ok());
+  std::atomic<bool> stop{false};
+  std::atomic<int> checked{0}, mixed{0}, updates{0};
+  // Rules change continuously while three threads each route 2000 IOs.
+  std::thread updater([&] {
+    for (int k = 1; !stop.load(); ++k) {
+      auto next = sw.Update(make_rules(k % 4), *ids);
+      ASSERT_TRUE(next.ok()) << next.status();
+      ids = std::move(next);
+      ++updates;
+    }
+  });
+  std::vector<std::thread> routers;
+  for (int t = 0; t < 3; ++t) {
+    routers.emplace_back([&] {
+      std::vector<char> buf(4096);
+      for (int i = 0; i < 2000; ++i) {
+        Io io;
+        io.header = {"t", "", Op::kRead, "//A/f", 2048, 4096};
+        io.read_buffer = std::span<char>(buf);
+        std::atomic<bool> done{false};
+        io.set_completion([&](Io&) { done = true; });
+        sw.Route(&io);
+        while (!done.load()) std::this_thread::yield();
+        std::lock_guard<std::mutex> l(mu);
+        auto it = seen.find(buf.data());
+        ASSERT_NE(it, seen.end());
+        if (it->second.size() != 1) ++mixed;
+        seen.erase(it);
+        ++checked;
+      }
+    });
+  }
+  for (auto& t : routers) t.join();
+  stop = true;
+  updater.join();
+  EXPECT_GT(updates.load(), 10);
+  EXPECT_EQ(checked.load(), 6000);
+  EXPECT_EQ(mixed.load(), 0);
+}
+
+// Randomized: writes routed by track_writes to another endpoint, reads
+// anywhere, the write target switched back and forth; every read returns
+// what a byte-array model says.
+TEST_F(SSwitchTest, TrackWritesReadsTheLastWrittenBytes) {
+  constexpr size_t kSize = 256 * 1024;
+  std::mt19937_64 rng(42);
+  std::string model(kSize, '\0');
+  for (char& c : model) c = static_cast<char>(rng());
+  WriteWholeFile(a_ / "vhd", model);
+  WriteWholeFile(b_ / "tmp", "");
+  auto& sw = host_.sswitch();
+  auto write_rule = sw.Insert(R("<*, w, //A/vhd> -> track_writes(); <IO, //B/tmp>"));
+  ASSERT_TRUE(write_rule.ok()) << write_rule.status();
+  for (int step = 0; step < 3000; ++step) {
+    if (step % 1000 == 500) {
+      // Reclaim: writes go home again; tracked ranges follow new writes.
+      const bool home = (step / 1000) % 2 == 0;
+      ASSERT_TRUE(sw.Delete(*write_rule).ok());
+      write_rule = sw.Insert(R(home ? "<*, w, //A/vhd> -> track_writes(); <IO, //A/vhd>"
+                                    : "<*, w, //A/vhd> -> track_writes(); <IO, //B/tmp>"));
+      ASSERT_TRUE(write_rule.ok());
+    }
+    const uint64_t off = rng() % kSize;
+    const uint64_t len = 1 + rng() % std::min<uint64_t>(16384, kSize - off);
+    if (rng() % 2 == 0) {
+      std::string data(len, '\0');
+      for (char& c : data) c = static_cast<char>(rng());
+      auto n = host_.Write("t", "//A/vhd", off, Bytes(data));
+      ASSERT_TRUE(n.ok()) << n.status();
+      ASSERT_EQ(*n, len);
+      model.replace(off, len, data);
+    } else {
+      ASSERT_EQ(ReadAll(host_, "//A/vhd", len, off), model.substr(off, len))
+          << "step " << step << " read [" << off << ", " << off + len << ")";
+    }
+  }
+  EXPECT_EQ(ReadAll(host_, "//A/vhd", kSize), model);
+  // Ranges merge and split: far fewer rules than writes.
+  EXPECT_LT(sw.ListRules().size(), 1500u);
+}
+
+TEST_F(SSwitchTest, TrackWritesMergesSequentialWrites) {
+  WriteWholeFile(a_ / "log", "");
+  WriteWholeFile(b_ / "log", "");
+  auto& sw = host_.sswitch();
+  ASSERT_TRUE(
+      sw.Insert(R("<*, w, //A/log> -> track_writes(); <IO, //B/log>")).ok());
+  std::string all;
+  for (int i = 0; i < 100; ++i) {
+    std::string chunk(1000, static_cast<char>('a' + i % 26));
+    ASSERT_TRUE(host_.Write("t", "//A/log", all.size(), Bytes(chunk)).ok());
+    all += chunk;
+  }
+  auto rules = sw.ListRules();
+  ASSERT_EQ(rules.size(), 2u);  // the write rule and one merged read range
+  EXPECT_EQ(FormatRule(rules[0].rule),
+            "<*, r, //A/log[0:100000]> -> <IO, //B/log>");
+  EXPECT_EQ(ReadAll(host_, "//A/log", 200000), all);
+}
+
+TEST_F(SSwitchTest, ConcurrentTrackWritesOnDisjointRegions) {
+  constexpr int kThreads = 4;
+  constexpr size_t kRegion = 64 * 1024;
+  WriteWholeFile(a_ / "f", std::string(kThreads * kRegion, 'z'));
+  WriteWholeFile(b_ / "f", "");
+  ASSERT_TRUE(host_.sswitch()
+                  .Insert(R("<*, w, //A/f> -> track_writes(); <IO, //B/f>"))
+                  .ok());
+  std::vector<std::thread> threads;
+  std::vector<std::string> models(kThreads, std::string(kRegion, 'z'));
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      std::mt19937_64 rng(t);
+      for (int i = 0; i < 300; ++i) {
+        const uint64_t off = rng() % kRegion;
+        const uint64_t len = 1 + rng() % std::min<uint64_t>(4096, kRegion - off);
+        std::string data(len, static_cast<char>('a' + rng() % 26));
+        ASSERT_TRUE(
+            host_.Write("t", "//A/f", t * kRegion + off, Bytes(data)).ok());
+        models[t].replace(off, len, data);
+        const uint64_t roff = rng() % kRegion;
+        const uint64_t rlen = 1 + rng() % std::min<uint64_t>(8192, kRegion - roff);
+        ASSERT_EQ(ReadAll(host_, "//A/f", rlen, t * kRegion + roff),
+                  models[t].substr(roff, rlen));
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+}
+
+}  // namespace
+}  // namespace sroute

@@ -1,0 +1,43 @@
+#include "util/errno_status.h"
+
+#include <cerrno>
+#include <cstring>
+#include <string>
+
+#include "util/strings.h"
+
+namespace sroute {
+namespace {
+constexpr char kErrnoPayload[] = "sroute/errno";
+}  // namespace
+
+absl::Status ErrnoStatus(int err, std::string_view context) {
+  absl::Status s = absl::ErrnoToStatus(
+      err, StrCat(context, context.empty() ? "" : ": ", std::strerror(err)));
+  s.SetPayload(kErrnoPayload, absl::Cord(std::to_string(err)));
+  return s;
+}
+
+int ErrnoOf(const absl::Status& s) {
+  if (s.ok()) return 0;
+  if (auto p = s.GetPayload(kErrnoPayload)) {
+    int v = std::atoi(std::string(*p).c_str());
+    if (v > 0) return v;
+  }
+  switch (s.code()) {
+    case absl::StatusCode::kInvalidArgument: return EINVAL;
+    case absl::StatusCode::kNotFound: return ENOENT;
+    case absl::StatusCode::kAlreadyExists: return EEXIST;
+    case absl::StatusCode::kPermissionDenied: return EACCES;
+    case absl::StatusCode::kResourceExhausted: return ENOSPC;
+    case absl::StatusCode::kDeadlineExceeded: return ETIMEDOUT;
+    case absl::StatusCode::kUnavailable: return EIO;
+    case absl::StatusCode::kUnimplemented: return ENOSYS;
+    case absl::StatusCode::kOutOfRange: return EFBIG;
+    case absl::StatusCode::kFailedPrecondition: return EPERM;
+    case absl::StatusCode::kAborted: return EAGAIN;
+    default: return EIO;
+  }
+}
+
+}  // namespace sroute

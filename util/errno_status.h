@@ -1,0 +1,22 @@
+// errno <-> absl::Status at the syscall and FUSE edges. The errno travels as
+// a payload so the FUSE front end can reply with exactly the errno a syscall
+// gave (canonical codes alone would merge ENOTEMPTY and EEXIST, say).
+#ifndef SROUTE_UTIL_ERRNO_STATUS_H_
+#define SROUTE_UTIL_ERRNO_STATUS_H_
+
+#include <string_view>
+
+#include "absl/status/status.h"
+
+namespace sroute {
+
+// A status for errno `err`, with message "CONTEXT: strerror(err)".
+absl::Status ErrnoStatus(int err, std::string_view context);
+
+// The errno to report for `s`: its errno payload, or one derived from its
+// code (0 for OK).
+int ErrnoOf(const absl::Status& s);
+
+}  // namespace sroute
+
+#endif  // SROUTE_UTIL_ERRNO_STATUS_H_
