@@ -1,0 +1,957 @@
+// LocalEndpoint: syscalls confined beneath a root directory.
+//
+// Path safety. A path is checked up front (no leading '/', no "." or ".."
+// component, no empty component, no NUL) and then resolved only with
+// openat2(RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS) starting at the root fd, so
+// a symlink whose target leaves the root fails with EXDEV instead of being
+// followed out. Ops that act on the final component itself (getattr, unlink,
+// rename, mkdir, readlink, chown, utimens, ...) resolve the *parent* directory
+// that way and then call the *at() syscall on the single last component, never
+// following it (AT_SYMLINK_NOFOLLOW where the syscall has the choice). Where
+// Linux has no *at()/no-follow form (chmod, truncate of an exact inode, the
+// l*xattr calls) the call goes through "/proc/self/fd/N[/leaf]" of an fd that
+// was itself resolved beneath the root, so /proc must be mounted for those.
+//
+// Data IO (read, write, truncate, fsync, fallocate) uses a bounded LRU cache
+// of fds keyed by path, opened O_RDWR (O_RDONLY when that is refused and the
+// op only reads). A handle is a shared_ptr: eviction or invalidation drops the
+// cache's reference, and the fd is closed when the last IO using it is done.
+// Namespace ops that remove or move names invalidate the affected entries:
+// the names themselves, everything cached beneath a removed directory, every
+// other cached name of the removed inode (aliases through symlinks), and the
+// whole cache when a directory or symlink is renamed or a symlink removed
+// (cached names reached through it can no longer be told apart). A
+// generation counter keeps an fd opened concurrently with an invalidation out
+// of the cache.
+//
+// Lock order: `mu` is a leaf lock. It guards only the cache containers; no
+// syscall runs under it (fds are closed after it is released).
+//
+// The endpoint performs no permission checks of its own (the caller's uid/gid
+// in IoArgs are not used) and creates with the process umask applied.
+#include "sswitch/local_endpoint.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <stdio.h>  // renameat2
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/syscall.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <functional>
+#include <list>
+#include <mutex>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "util/errno_status.h"
+#include "util/strings.h"
+
+namespace sroute {
+namespace {
+
+constexpr uint64_t kResolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS;
+
+class UniqueFd {
+ public:
+  UniqueFd() = default;
+  explicit UniqueFd(int fd) : fd_(fd) {}
+  UniqueFd(UniqueFd&& o) noexcept : fd_(o.release()) {}
+  UniqueFd& operator=(UniqueFd&& o) noexcept {
+    reset(o.release());
+    return *this;
+  }
+  UniqueFd(const UniqueFd&) = delete;
+  UniqueFd& operator=(const UniqueFd&) = delete;
+  ~UniqueFd() { reset(); }
+
+  int get() const { return fd_; }
+  bool valid() const { return fd_ >= 0; }
+  int release() {
+    const int fd = fd_;
+    fd_ = -1;
+    return fd;
+  }
+  void reset(int fd = -1) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = fd;
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+// openat2 beneath `dirfd`. `path` "" means `dirfd` itself. Returns the fd or
+// -1 with errno set. Retries EAGAIN, which RESOLVE_BENEATH returns when a
+// concurrent rename kept it from proving a ".." (from a symlink) stayed inside.
+int OpenBeneath(int dirfd, std::string_view path, int flags, mode_t mode = 0) {
+  const std::string p = path.empty() ? std::string(".") : std::string(path);
+  struct open_how how;
+  std::memset(&how, 0, sizeof(how));
+  how.flags = static_cast<uint64_t>(flags | O_CLOEXEC);
+  how.mode = (flags & (O_CREAT | O_TMPFILE)) ? mode : 0;
+  how.resolve = kResolve;
+  for (int attempt = 0;; ++attempt) {
+    const long r = ::syscall(SYS_openat2, dirfd, p.c_str(), &how, sizeof(how));
+    if (r >= 0) return static_cast<int>(r);
+    if ((errno == EAGAIN || errno == EINTR) && attempt < 16) continue;
+    return -1;
+  }
+}
+
+std::string ProcPath(int fd, std::string_view leaf = {}) {
+  if (leaf.empty()) return StrCat("/proc/self/fd/", fd);
+  return StrCat("/proc/self/fd/", fd, "/", leaf);
+}
+
+bool IsAccessError(int err) {
+  return err == EACCES || err == EPERM || err == EROFS || err == ETXTBSY;
+}
+
+struct InodeKey {
+  dev_t dev = 0;
+  ino_t ino = 0;
+  bool operator==(const InodeKey&) const = default;
+};
+struct InodeKeyHash {
+  size_t operator()(const InodeKey& k) const {
+    return std::hash<uint64_t>{}(static_cast<uint64_t>(k.ino) *
+                                     0x9E3779B97F4A7C15ull ^
+                                 static_cast<uint64_t>(k.dev));
+  }
+};
+InodeKey KeyOf(const struct stat& st) { return {st.st_dev, st.st_ino}; }
+
+// An open fd for data IO. Closed when the last reference goes.
+struct FdHandle {
+  FdHandle(int fd, bool writable, InodeKey inode, std::atomic<size_t>* live)
+      : fd(fd), writable(writable), inode(inode), live(live) {
+    live->fetch_add(1, std::memory_order_relaxed);
+  }
+  FdHandle(const FdHandle&) = delete;
+  FdHandle& operator=(const FdHandle&) = delete;
+  ~FdHandle() {
+    ::close(fd);
+    live->fetch_sub(1, std::memory_order_relaxed);
+  }
+  const int fd;
+  const bool writable;
+  const InodeKey inode;
+  std::atomic<size_t>* const live;
+};
+using Handle = std::shared_ptr<FdHandle>;
+
+// The parent directory of a path, resolved beneath the root, and the last
+// component. For the root itself: the root fd and ".".
+struct Parent {
+  UniqueFd owned;
+  int dirfd = -1;
+  std::string leaf;
+};
+
+// What a namespace change makes stale in the fd cache.
+struct Invalidation {
+  bool all = false;
+  std::vector<std::string_view> names;  // exact names
+  bool beneath = false;                 // and everything beneath the names
+  std::vector<InodeKey> inodes;         // and every name of these inodes
+};
+
+}  // namespace
+
+struct LocalEndpoint::Impl {
+  Impl(std::string root, int root_fd, size_t max_open)
+      : root(std::move(root)), root_fd(root_fd), max_open(max_open) {}
+  ~Impl() {
+    lru.clear();
+    by_path.clear();
+    ::close(root_fd);
+  }
+
+  absl::Status Dispatch(Io* io, std::string_view path);
+
+  // Errors.
+  std::string Where(std::string_view path) const {
+    return path.empty() ? root : StrCat(root, "/", path);
+  }
+  absl::Status Fail(int err, Op op, std::string_view path) const {
+    return ErrnoStatus(err, StrCat(OpName(op), " ", Where(path)));
+  }
+  // A failure of openat2: EXDEV there means the path left the root.
+  absl::Status ResolveFail(int err, Op op, std::string_view path) const {
+    if (err == EXDEV) {
+      return ErrnoStatus(err, StrCat(OpName(op), " ", Where(path),
+                                     ": path escapes the endpoint root"));
+    }
+    return Fail(err, op, path);
+  }
+  absl::Status CheckPath(Op op, std::string_view path) const;
+  absl::Status OpenParent(Op op, std::string_view path, Parent* out) const;
+
+  // Ops.
+  absl::Status Read(Io* io, std::string_view path);
+  absl::Status Write(Io* io, std::string_view path);
+  absl::Status Getattr(Io* io, std::string_view path);
+  absl::Status OpenCheck(Io* io, std::string_view path);
+  absl::Status Readdir(Io* io, std::string_view path);
+  absl::Status Readlink(Io* io, std::string_view path);
+  absl::Status Xattr(Io* io, std::string_view path);
+  absl::Status Statfs(Io* io, std::string_view path);
+  absl::Status Setattr(Io* io, std::string_view path);
+  absl::Status Truncate(Io* io, std::string_view path);
+  absl::Status Fsync(Io* io, std::string_view path);
+  absl::Status Fallocate(Io* io, std::string_view path);
+  absl::Status Create(Io* io, std::string_view path);
+  absl::Status MakeNode(Io* io, std::string_view path);
+  absl::Status Link(Io* io, std::string_view path);
+  absl::Status Remove(Io* io, std::string_view path);
+  absl::Status Rename(Io* io, Op op, std::string_view from,
+                      std::string_view to);
+
+  // The fd cache.
+  absl::Status GetHandle(Op op, std::string_view path, bool need_write,
+                         Handle* out);
+  uint64_t Generation() {
+    std::lock_guard<std::mutex> l(mu);
+    return generation;
+  }
+  void Insert(std::string_view path, Handle h, uint64_t gen);
+  void Invalidate(const Invalidation& inv);
+  // Drops `path` if it is cached for an inode other than `inode`.
+  void InvalidateIfOther(std::string_view path, InodeKey inode);
+
+  struct Entry {
+    std::string path;
+    Handle handle;
+  };
+  using EntryList = std::list<Entry>;
+  void EraseLocked(EntryList::iterator it, std::vector<Handle>* dropped);
+
+  const std::string root;
+  const int root_fd;
+  const size_t max_open;
+  std::atomic<size_t> live{0};  // FdHandles alive (cached or in use)
+
+  std::mutex mu;
+  EntryList lru;  // most recently used first
+  std::unordered_map<std::string, EntryList::iterator, StringHash, StringEq>
+      by_path;
+  std::unordered_map<InodeKey, int, InodeKeyHash> inode_refs;
+  uint64_t generation = 0;
+};
+
+// ---------------------------------------------------------------------------
+// Paths
+
+absl::Status LocalEndpoint::Impl::CheckPath(Op op,
+                                            std::string_view path) const {
+  if (path.empty()) return absl::OkStatus();
+  if (path.find('\0') != std::string_view::npos) {
+    return ErrnoStatus(
+        EINVAL, StrCat(OpName(op), " ", root, ": path contains a NUL byte"));
+  }
+  if (path.front() == '/') {
+    return ErrnoStatus(EXDEV, StrCat(OpName(op), " \"", path,
+                                     "\": path escapes the endpoint root ",
+                                     root, " (absolute path)"));
+  }
+  for (std::string_view c : StrSplit(path, '/')) {
+    if (c == "..") {
+      return ErrnoStatus(EXDEV, StrCat(OpName(op), " \"", path,
+                                       "\": path escapes the endpoint root ",
+                                       root, " ('..' component)"));
+    }
+    if (c.empty() || c == ".") {
+      return ErrnoStatus(EINVAL,
+                         StrCat(OpName(op), " \"", path,
+                                "\": malformed path (empty or '.' component)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status LocalEndpoint::Impl::OpenParent(Op op, std::string_view path,
+                                             Parent* out) const {
+  if (path.empty()) {
+    out->dirfd = root_fd;
+    out->leaf = ".";
+    return absl::OkStatus();
+  }
+  const size_t slash = path.rfind('/');
+  if (slash == std::string_view::npos) {
+    out->dirfd = root_fd;
+    out->leaf = std::string(path);
+    return absl::OkStatus();
+  }
+  const int fd =
+      OpenBeneath(root_fd, path.substr(0, slash), O_PATH | O_DIRECTORY);
+  if (fd < 0) return ResolveFail(errno, op, path);
+  out->owned.reset(fd);
+  out->dirfd = fd;
+  out->leaf = std::string(path.substr(slash + 1));
+  return absl::OkStatus();
+}
+
+// ---------------------------------------------------------------------------
+// The fd cache
+
+void LocalEndpoint::Impl::EraseLocked(EntryList::iterator it,
+                                      std::vector<Handle>* dropped) {
+  auto ref = inode_refs.find(it->handle->inode);
+  if (ref != inode_refs.end() && --ref->second <= 0) inode_refs.erase(ref);
+  auto bp = by_path.find(std::string_view(it->path));
+  if (bp != by_path.end() && bp->second == it) by_path.erase(bp);
+  dropped->push_back(std::move(it->handle));
+  lru.erase(it);
+}
+
+absl::Status LocalEndpoint::Impl::GetHandle(Op op, std::string_view path,
+                                            bool need_write, Handle* out) {
+  uint64_t gen;
+  {
+    std::lock_guard<std::mutex> l(mu);
+    auto it = by_path.find(path);
+    if (it != by_path.end() && (!need_write || it->second->handle->writable)) {
+      lru.splice(lru.begin(), lru, it->second);
+      *out = it->second->handle;
+      return absl::OkStatus();
+    }
+    gen = generation;
+  }
+  bool writable = true;
+  int fd = OpenBeneath(root_fd, path, O_RDWR);
+  if (fd < 0 && !need_write && IsAccessError(errno)) {
+    writable = false;
+    fd = OpenBeneath(root_fd, path, O_RDONLY);
+  }
+  if (fd < 0) return ResolveFail(errno, op, path);
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return Fail(err, op, path);
+  }
+  auto h = std::make_shared<FdHandle>(fd, writable, KeyOf(st), &live);
+  Insert(path, h, gen);
+  *out = std::move(h);
+  return absl::OkStatus();
+}
+
+void LocalEndpoint::Impl::Insert(std::string_view path, Handle h,
+                                 uint64_t gen) {
+  if (max_open == 0) return;
+  std::vector<Handle> dropped;  // closed after the lock is released
+  std::lock_guard<std::mutex> l(mu);
+  if (generation != gen) return;  // a namespace change raced with the open
+  auto it = by_path.find(path);
+  if (it != by_path.end()) EraseLocked(it->second, &dropped);
+  const InodeKey inode = h->inode;
+  lru.push_front(Entry{std::string(path), std::move(h)});
+  by_path.emplace(lru.front().path, lru.begin());
+  ++inode_refs[inode];
+  while (lru.size() > max_open) EraseLocked(std::prev(lru.end()), &dropped);
+}
+
+void LocalEndpoint::Impl::Invalidate(const Invalidation& inv) {
+  std::vector<Handle> dropped;  // closed after the lock is released
+  std::lock_guard<std::mutex> l(mu);
+  ++generation;
+  if (inv.all) {
+    for (Entry& e : lru) dropped.push_back(std::move(e.handle));
+    lru.clear();
+    by_path.clear();
+    inode_refs.clear();
+    return;
+  }
+  for (std::string_view name : inv.names) {
+    auto it = by_path.find(name);
+    if (it != by_path.end()) EraseLocked(it->second, &dropped);
+  }
+  bool scan = inv.beneath && !lru.empty();
+  for (const InodeKey& k : inv.inodes) {
+    if (inode_refs.count(k) != 0) scan = true;
+  }
+  if (!scan) return;
+  auto beneath = [&](const std::string& p) {
+    if (!inv.beneath) return false;
+    for (std::string_view name : inv.names) {
+      if (name.empty()) return true;
+      if (p.size() > name.size() && p[name.size()] == '/' &&
+          std::string_view(p).substr(0, name.size()) == name) {
+        return true;
+      }
+    }
+    return false;
+  };
+  for (auto it = lru.begin(); it != lru.end();) {
+    auto next = std::next(it);
+    if (beneath(it->path) || std::find(inv.inodes.begin(), inv.inodes.end(),
+                                       it->handle->inode) != inv.inodes.end()) {
+      EraseLocked(it, &dropped);
+    }
+    it = next;
+  }
+}
+
+void LocalEndpoint::Impl::InvalidateIfOther(std::string_view path,
+                                            InodeKey inode) {
+  std::vector<Handle> dropped;
+  std::lock_guard<std::mutex> l(mu);
+  auto it = by_path.find(path);
+  if (it == by_path.end() || it->second->handle->inode == inode) return;
+  ++generation;
+  EraseLocked(it->second, &dropped);
+}
+
+// ---------------------------------------------------------------------------
+// Data ops
+
+absl::Status LocalEndpoint::Impl::Read(Io* io, std::string_view path) {
+  io->bytes = 0;
+  Handle h;
+  if (auto s = GetHandle(Op::kRead, path, false, &h); !s.ok()) return s;
+  const size_t want =
+      std::min<uint64_t>(io->header.length, io->read_buffer.size());
+  size_t done = 0;
+  while (done < want) {
+    const ssize_t n = ::pread(h->fd, io->read_buffer.data() + done, want - done,
+                              static_cast<off_t>(io->header.offset + done));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (done > 0) break;  // a short read
+      return Fail(errno, Op::kRead, path);
+    }
+    if (n == 0) break;  // EOF
+    done += static_cast<size_t>(n);
+  }
+  io->bytes = done;
+  return absl::OkStatus();
+}
+
+absl::Status LocalEndpoint::Impl::Write(Io* io, std::string_view path) {
+  io->bytes = 0;
+  Handle h;
+  if (auto s = GetHandle(Op::kWrite, path, true, &h); !s.ok()) return s;
+  const size_t want = io->write_data.size();
+  size_t done = 0;
+  while (done < want) {
+    const ssize_t n = ::pwrite(h->fd, io->write_data.data() + done, want - done,
+                               static_cast<off_t>(io->header.offset + done));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (done > 0) break;  // a short write
+      return Fail(errno, Op::kWrite, path);
+    }
+    if (n == 0) {
+      if (done > 0) break;
+      return Fail(EIO, Op::kWrite, path);
+    }
+    done += static_cast<size_t>(n);
+  }
+  io->bytes = done;
+  return absl::OkStatus();
+}
+
+absl::Status LocalEndpoint::Impl::Truncate(Io* io, std::string_view path) {
+  Handle h;
+  if (auto s = GetHandle(Op::kTruncate, path, true, &h); !s.ok()) return s;
+  if (::ftruncate(h->fd, static_cast<off_t>(io->args.size)) != 0) {
+    return Fail(errno, Op::kTruncate, path);
+  }
+  if (::fstat(h->fd, &io->attr) != 0) return Fail(errno, Op::kTruncate, path);
+  return absl::OkStatus();
+}
+
+absl::Status LocalEndpoint::Impl::Fsync(Io* io, std::string_view path) {
+  const bool datasync = io->args.flags != 0;
+  auto sync = [&](int fd) {
+    const int r = datasync ? ::fdatasync(fd) : ::fsync(fd);
+    return r == 0 ? absl::OkStatus() : Fail(errno, Op::kFsync, path);
+  };
+  Handle h;
+  absl::Status s = GetHandle(Op::kFsync, path, false, &h);
+  if (s.ok()) return sync(h->fd);
+  if (ErrnoOf(s) != EISDIR) return s;
+  // A directory: sync it through a read-only fd, not cached.
+  UniqueFd dir(OpenBeneath(root_fd, path, O_RDONLY | O_DIRECTORY));
+  if (!dir.valid()) return ResolveFail(errno, Op::kFsync, path);
+  return sync(dir.get());
+}
+
+absl::Status LocalEndpoint::Impl::Fallocate(Io* io, std::string_view path) {
+  Handle h;
+  if (auto s = GetHandle(Op::kFallocate, path, true, &h); !s.ok()) return s;
+  if (::fallocate(h->fd, io->args.flags, static_cast<off_t>(io->header.offset),
+                  static_cast<off_t>(io->header.length)) != 0) {
+    return Fail(errno, Op::kFallocate, path);
+  }
+  return absl::OkStatus();
+}
+
+// ---------------------------------------------------------------------------
+// Metadata ops
+
+absl::Status LocalEndpoint::Impl::Getattr(Io* io, std::string_view path) {
+  const Op op = io->header.op;
+  Parent p;
+  if (auto s = OpenParent(op, path, &p); !s.ok()) return s;
+  if (::fstatat(p.dirfd, p.leaf.c_str(), &io->attr, AT_SYMLINK_NOFOLLOW) != 0) {
+    return Fail(errno, op, path);
+  }
+  return absl::OkStatus();
+}
+
+// open: the file exists and can be opened as asked. Follows symlinks (beneath
+// the root) unless O_NOFOLLOW; O_DIRECTORY requires a directory; write access
+// to a directory is EISDIR; O_TRUNC with write access truncates a regular
+// file (atomic O_TRUNC). Fills attr.
+absl::Status LocalEndpoint::Impl::OpenCheck(Io* io, std::string_view path) {
+  const int flags = io->args.flags;
+  UniqueFd fd(OpenBeneath(root_fd, path,
+                          O_PATH | (flags & (O_NOFOLLOW | O_DIRECTORY))));
+  if (!fd.valid()) return ResolveFail(errno, Op::kOpen, path);
+  struct stat st;
+  if (::fstat(fd.get(), &st) != 0) return Fail(errno, Op::kOpen, path);
+  const int accmode = flags & O_ACCMODE;
+  if (S_ISLNK(st.st_mode)) return Fail(ELOOP, Op::kOpen, path);
+  if (S_ISDIR(st.st_mode) && accmode != O_RDONLY) {
+    return Fail(EISDIR, Op::kOpen, path);
+  }
+  if ((flags & O_TRUNC) && accmode != O_RDONLY && S_ISREG(st.st_mode) &&
+      st.st_size != 0) {
+    if (::truncate(ProcPath(fd.get()).c_str(), 0) != 0) {
+      return Fail(errno, Op::kOpen, path);
+    }
+    if (::fstat(fd.get(), &st) != 0) return Fail(errno, Op::kOpen, path);
+  }
+  io->attr = st;
+  return absl::OkStatus();
+}
+
+absl::Status LocalEndpoint::Impl::Readdir(Io* io, std::string_view path) {
+  io->entries.clear();
+  const int fd = OpenBeneath(root_fd, path, O_RDONLY | O_DIRECTORY);
+  if (fd < 0) return ResolveFail(errno, Op::kReaddir, path);
+  DIR* dir = ::fdopendir(fd);
+  if (dir == nullptr) {
+    const int err = errno;
+    ::close(fd);
+    return Fail(err, Op::kReaddir, path);
+  }
+  absl::Status status;
+  for (;;) {
+    errno = 0;
+    const struct dirent* d = ::readdir(dir);
+    if (d == nullptr) {
+      if (errno != 0) status = Fail(errno, Op::kReaddir, path);
+      break;
+    }
+    const std::string_view name = d->d_name;
+    if (name == "." || name == "..") continue;
+    DirEntry e;
+    e.name = std::string(name);
+    e.type = d->d_type;
+    e.ino = d->d_ino;
+    if (e.type == DT_UNKNOWN) {
+      struct stat st;
+      if (::fstatat(fd, d->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+        e.type = IFTODT(st.st_mode);
+      }
+    }
+    io->entries.push_back(std::move(e));
+  }
+  ::closedir(dir);  // closes fd
+  if (!status.ok()) io->entries.clear();
+  return status;
+}
+
+absl::Status LocalEndpoint::Impl::Readlink(Io* io, std::string_view path) {
+  Parent p;
+  if (auto s = OpenParent(Op::kReadlink, path, &p); !s.ok()) return s;
+  std::string buf(256, '\0');
+  for (;;) {
+    const ssize_t n =
+        ::readlinkat(p.dirfd, p.leaf.c_str(), buf.data(), buf.size());
+    if (n < 0) return Fail(errno, Op::kReadlink, path);
+    if (static_cast<size_t>(n) < buf.size()) {
+      buf.resize(static_cast<size_t>(n));
+      io->data = std::move(buf);
+      return absl::OkStatus();
+    }
+    buf.resize(buf.size() * 2);  // possibly truncated: retry larger
+  }
+}
+
+// getxattr/listxattr/setxattr/removexattr on the final component itself (a
+// symlink is not followed): l*xattr on "/proc/self/fd/PARENT/LEAF".
+absl::Status LocalEndpoint::Impl::Xattr(Io* io, std::string_view path) {
+  const Op op = io->header.op;
+  const std::string& name = io->args.other;
+  if (op != Op::kListxattr &&
+      (name.empty() || name.find('\0') != std::string::npos)) {
+    return ErrnoStatus(
+        EINVAL, StrCat(OpName(op), " ", Where(path), ": bad xattr name"));
+  }
+  Parent p;
+  if (auto s = OpenParent(op, path, &p); !s.ok()) return s;
+  const std::string proc = ProcPath(p.dirfd, p.leaf);
+  const char* f = proc.c_str();
+  switch (op) {
+    case Op::kGetxattr:
+    case Op::kListxattr:
+      for (;;) {
+        ssize_t n = op == Op::kGetxattr
+                        ? ::lgetxattr(f, name.c_str(), nullptr, 0)
+                        : ::llistxattr(f, nullptr, 0);
+        if (n < 0) return Fail(errno, op, path);
+        std::string buf(static_cast<size_t>(n), '\0');
+        n = op == Op::kGetxattr
+                ? ::lgetxattr(f, name.c_str(), buf.data(), buf.size())
+                : ::llistxattr(f, buf.data(), buf.size());
+        if (n >= 0) {
+          buf.resize(static_cast<size_t>(n));
+          io->data = std::move(buf);
+          return absl::OkStatus();
+        }
+        if (errno != ERANGE) return Fail(errno, op, path);
+        // The value grew between the two calls: ask again.
+      }
+    case Op::kSetxattr:
+      if (::lsetxattr(f, name.c_str(), io->write_data.data(),
+                      io->write_data.size(), io->args.flags) != 0) {
+        return Fail(errno, op, path);
+      }
+      return absl::OkStatus();
+    case Op::kRemovexattr:
+      if (::lremovexattr(f, name.c_str()) != 0) return Fail(errno, op, path);
+      return absl::OkStatus();
+    default:
+      return Fail(ENOSYS, op, path);
+  }
+}
+
+// statfs: io->data holds the raw bytes of a `struct statvfs` for the file
+// system holding `path` (symlinks followed beneath the root).
+absl::Status LocalEndpoint::Impl::Statfs(Io* io, std::string_view path) {
+  UniqueFd fd(OpenBeneath(root_fd, path, O_PATH));
+  if (!fd.valid()) return ResolveFail(errno, Op::kStatfs, path);
+  struct statvfs sv;
+  if (::fstatvfs(fd.get(), &sv) != 0) return Fail(errno, Op::kStatfs, path);
+  io->data.assign(reinterpret_cast<const char*>(&sv), sizeof(sv));
+  return absl::OkStatus();
+}
+
+// setattr acts on the final component itself (a symlink is not followed), in
+// the order chown, truncate, chmod, utimens (so a requested mtime wins over
+// the truncate's, and chown's clearing of set-id bits precedes chmod). chmod
+// of a symlink is EOPNOTSUPP (Linux has no symlink modes); truncate of a
+// directory is EISDIR, of other non-regular files EINVAL.
+absl::Status LocalEndpoint::Impl::Setattr(Io* io, std::string_view path) {
+  const IoArgs& a = io->args;
+  Parent p;
+  if (auto s = OpenParent(Op::kSetattr, path, &p); !s.ok()) return s;
+  UniqueFd fd(
+      ::openat(p.dirfd, p.leaf.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
+  if (!fd.valid()) return Fail(errno, Op::kSetattr, path);
+  struct stat st;
+  if (::fstat(fd.get(), &st) != 0) return Fail(errno, Op::kSetattr, path);
+
+  if (a.to_set & (kSetUid | kSetGid)) {
+    const uid_t uid = (a.to_set & kSetUid) ? a.uid : static_cast<uid_t>(-1);
+    const gid_t gid = (a.to_set & kSetGid) ? a.gid : static_cast<gid_t>(-1);
+    if (::fchownat(p.dirfd, p.leaf.c_str(), uid, gid, AT_SYMLINK_NOFOLLOW) !=
+        0) {
+      return Fail(errno, Op::kSetattr, path);
+    }
+  }
+  if (a.to_set & kSetSize) {
+    if (S_ISDIR(st.st_mode)) return Fail(EISDIR, Op::kSetattr, path);
+    if (!S_ISREG(st.st_mode)) return Fail(EINVAL, Op::kSetattr, path);
+    if (::truncate(ProcPath(fd.get()).c_str(), static_cast<off_t>(a.size)) !=
+        0) {
+      return Fail(errno, Op::kSetattr, path);
+    }
+  }
+  if (a.to_set & kSetMode) {
+    if (S_ISLNK(st.st_mode)) return Fail(EOPNOTSUPP, Op::kSetattr, path);
+    if (::chmod(ProcPath(fd.get()).c_str(), a.mode & 07777) != 0) {
+      return Fail(errno, Op::kSetattr, path);
+    }
+  }
+  if (a.to_set & (kSetAtime | kSetMtime)) {
+    struct timespec ts[2];
+    ts[0] = (a.to_set & kSetAtime) ? a.atime : timespec{0, UTIME_OMIT};
+    ts[1] = (a.to_set & kSetMtime) ? a.mtime : timespec{0, UTIME_OMIT};
+    if (::utimensat(p.dirfd, p.leaf.c_str(), ts, AT_SYMLINK_NOFOLLOW) != 0) {
+      return Fail(errno, Op::kSetattr, path);
+    }
+  }
+  if (::fstat(fd.get(), &io->attr) != 0) {
+    return Fail(errno, Op::kSetattr, path);
+  }
+  return absl::OkStatus();
+}
+
+// create: open(O_CREAT | flags) with O_ACCMODE, O_EXCL, O_TRUNC and
+// O_NOFOLLOW of args.flags honoured (the rest only matter to a real open).
+// The file is opened O_RDWR when possible so the fd can serve the data IO
+// that usually follows. Fills attr.
+absl::Status LocalEndpoint::Impl::Create(Io* io, std::string_view path) {
+  const int accmode = io->args.flags & O_ACCMODE;
+  const int extra = io->args.flags & (O_EXCL | O_TRUNC | O_NOFOLLOW);
+  const mode_t mode = io->args.mode & 07777;
+  const uint64_t gen = Generation();
+  bool writable = true;
+  int fd = OpenBeneath(root_fd, path, O_CREAT | O_RDWR | extra, mode);
+  if (fd < 0 && accmode != O_RDWR && IsAccessError(errno)) {
+    writable = false;
+    fd = OpenBeneath(root_fd, path, O_CREAT | accmode | extra, mode);
+  }
+  if (fd < 0) return ResolveFail(errno, Op::kCreate, path);
+  UniqueFd owned(fd);
+  if (::fstat(fd, &io->attr) != 0) return Fail(errno, Op::kCreate, path);
+  const InodeKey inode = KeyOf(io->attr);
+  if (writable && max_open > 0) {
+    Insert(path,
+           std::make_shared<FdHandle>(owned.release(), true, inode, &live),
+           gen);
+  } else {
+    InvalidateIfOther(path, inode);
+  }
+  return absl::OkStatus();
+}
+
+// mknod (args.mode with the file type, args.size = rdev), mkdir (args.mode),
+// symlink (args.other = link text, stored as is: it is only ever followed
+// beneath the root). Fills attr (lstat of the new name).
+absl::Status LocalEndpoint::Impl::MakeNode(Io* io, std::string_view path) {
+  const Op op = io->header.op;
+  Parent p;
+  if (auto s = OpenParent(op, path, &p); !s.ok()) return s;
+  const char* leaf = p.leaf.c_str();
+  int r = 0;
+  switch (op) {
+    case Op::kMknod:
+      r = ::mknodat(p.dirfd, leaf, io->args.mode,
+                    static_cast<dev_t>(io->args.size));
+      break;
+    case Op::kMkdir:
+      r = ::mkdirat(p.dirfd, leaf, io->args.mode & 07777);
+      break;
+    case Op::kSymlink:
+      if (io->args.other.empty() ||
+          io->args.other.find('\0') != std::string::npos) {
+        return Fail(EINVAL, op, path);
+      }
+      r = ::symlinkat(io->args.other.c_str(), p.dirfd, leaf);
+      break;
+    default:
+      return Fail(ENOSYS, op, path);
+  }
+  if (r != 0) return Fail(errno, op, path);
+  Invalidation inv;
+  inv.names = {path};
+  Invalidate(inv);
+  if (::fstatat(p.dirfd, leaf, &io->attr, AT_SYMLINK_NOFOLLOW) != 0) {
+    return Fail(errno, op, path);
+  }
+  return absl::OkStatus();
+}
+
+// link: `path` is the new name, args.other the existing one (a symlink there
+// is linked itself, not followed).
+absl::Status LocalEndpoint::Impl::Link(Io* io, std::string_view path) {
+  const std::string& existing = io->args.other;
+  if (auto s = CheckPath(Op::kLink, existing); !s.ok()) return s;
+  Parent from, to;
+  if (auto s = OpenParent(Op::kLink, existing, &from); !s.ok()) return s;
+  if (auto s = OpenParent(Op::kLink, path, &to); !s.ok()) return s;
+  if (::linkat(from.dirfd, from.leaf.c_str(), to.dirfd, to.leaf.c_str(), 0) !=
+      0) {
+    return ErrnoStatus(errno,
+                       StrCat("link ", Where(existing), " to ", Where(path)));
+  }
+  Invalidation inv;
+  inv.names = {path};
+  Invalidate(inv);
+  if (::fstatat(to.dirfd, to.leaf.c_str(), &io->attr, AT_SYMLINK_NOFOLLOW) !=
+      0) {
+    return Fail(errno, Op::kLink, path);
+  }
+  return absl::OkStatus();
+}
+
+// unlink and rmdir. The endpoint root itself cannot be removed (EBUSY).
+absl::Status LocalEndpoint::Impl::Remove(Io* io, std::string_view path) {
+  const Op op = io->header.op;
+  if (path.empty()) {
+    return ErrnoStatus(EBUSY, StrCat(OpName(op), " ", root,
+                                     ": the endpoint root cannot be removed"));
+  }
+  Parent p;
+  if (auto s = OpenParent(op, path, &p); !s.ok()) return s;
+  struct stat st;
+  const bool have_st =
+      ::fstatat(p.dirfd, p.leaf.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0;
+  if (::unlinkat(p.dirfd, p.leaf.c_str(),
+                 op == Op::kRmdir ? AT_REMOVEDIR : 0) != 0) {
+    return Fail(errno, op, path);
+  }
+  Invalidation inv;
+  inv.names = {path};
+  if (op == Op::kRmdir) {
+    inv.beneath = true;
+  } else if (have_st && S_ISLNK(st.st_mode)) {
+    inv.all = true;  // cached names may lead through this symlink
+  } else if (have_st) {
+    inv.inodes = {KeyOf(st)};
+  }
+  Invalidate(inv);
+  return absl::OkStatus();
+}
+
+// rename_from: `from` is the header's path and args.other the new name;
+// rename_to is the mirror (`to` is the header's path, args.other the old
+// name). args.flags are renameat2 flags (RENAME_NOREPLACE, RENAME_EXCHANGE).
+absl::Status LocalEndpoint::Impl::Rename(Io* io, Op op, std::string_view from,
+                                         std::string_view to) {
+  if (from.empty() || to.empty()) {
+    return ErrnoStatus(EBUSY,
+                       StrCat(OpName(op), " ", Where(from), " to ", Where(to),
+                              ": the endpoint root cannot be renamed"));
+  }
+  Parent pf, pt;
+  if (auto s = OpenParent(op, from, &pf); !s.ok()) return s;
+  if (auto s = OpenParent(op, to, &pt); !s.ok()) return s;
+  struct stat sf, st;
+  const bool have_from =
+      ::fstatat(pf.dirfd, pf.leaf.c_str(), &sf, AT_SYMLINK_NOFOLLOW) == 0;
+  const bool have_to =
+      ::fstatat(pt.dirfd, pt.leaf.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0;
+  if (::renameat2(pf.dirfd, pf.leaf.c_str(), pt.dirfd, pt.leaf.c_str(),
+                  static_cast<unsigned int>(io->args.flags)) != 0) {
+    return ErrnoStatus(errno,
+                       StrCat(OpName(op), " ", Where(from), " to ", Where(to)));
+  }
+  auto moves_names = [](bool have, const struct stat& s) {
+    return !have || S_ISDIR(s.st_mode) || S_ISLNK(s.st_mode);
+  };
+  Invalidation inv;
+  inv.names = {from, to};
+  if (moves_names(have_from, sf) ||
+      (have_to && (S_ISDIR(st.st_mode) || S_ISLNK(st.st_mode)))) {
+    inv.all = true;  // cached names may lead through what moved
+  } else {
+    inv.inodes.push_back(KeyOf(sf));
+    if (have_to) inv.inodes.push_back(KeyOf(st));
+  }
+  Invalidate(inv);
+  return absl::OkStatus();
+}
+
+// ---------------------------------------------------------------------------
+
+absl::Status LocalEndpoint::Impl::Dispatch(Io* io, std::string_view path) {
+  const Op op = io->header.op;
+  if (auto s = CheckPath(op, path); !s.ok()) return s;
+  switch (op) {
+    case Op::kRead:
+      return Read(io, path);
+    case Op::kWrite:
+      return Write(io, path);
+    case Op::kGetattr:
+    case Op::kLookup:
+      return Getattr(io, path);
+    case Op::kOpen:
+      return OpenCheck(io, path);
+    case Op::kReaddir:
+      return Readdir(io, path);
+    case Op::kReadlink:
+      return Readlink(io, path);
+    case Op::kGetxattr:
+    case Op::kListxattr:
+    case Op::kSetxattr:
+    case Op::kRemovexattr:
+      return Xattr(io, path);
+    case Op::kStatfs:
+      return Statfs(io, path);
+    case Op::kSetattr:
+      return Setattr(io, path);
+    case Op::kTruncate:
+      return Truncate(io, path);
+    case Op::kFsync:
+      return Fsync(io, path);
+    case Op::kFallocate:
+      return Fallocate(io, path);
+    case Op::kCreate:
+      return Create(io, path);
+    case Op::kMknod:
+    case Op::kMkdir:
+    case Op::kSymlink:
+      return MakeNode(io, path);
+    case Op::kLink:
+      return Link(io, path);
+    case Op::kUnlink:
+    case Op::kRmdir:
+      return Remove(io, path);
+    case Op::kRenameFrom:
+    case Op::kRenameTo: {
+      const std::string& other = io->args.other;
+      if (auto s = CheckPath(op, other); !s.ok()) return s;
+      return op == Op::kRenameFrom ? Rename(io, op, path, other)
+                                   : Rename(io, op, other, path);
+    }
+  }
+  return Fail(ENOSYS, op, path);
+}
+
+absl::StatusOr<std::shared_ptr<LocalEndpoint>> LocalEndpoint::Open(
+    const std::string& root, Options options) {
+  const int fd = ::open(root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) {
+    return ErrnoStatus(errno, StrCat("local endpoint root ", root));
+  }
+  UniqueFd owned(fd);
+  // Also proves openat2 works (Linux >= 5.6) and the root can be searched.
+  UniqueFd probe(OpenBeneath(fd, "", O_PATH | O_DIRECTORY));
+  if (!probe.valid()) {
+    const int err = errno;
+    return ErrnoStatus(
+        err,
+        StrCat("local endpoint root ", root,
+               err == ENOSYS ? ": openat2 unsupported (Linux >= 5.6)" : ""));
+  }
+  if (::faccessat(fd, ".", X_OK, 0) != 0) {
+    return ErrnoStatus(errno, StrCat("local endpoint root ", root,
+                                     ": directory not searchable"));
+  }
+  auto impl =
+      std::make_unique<Impl>(root, owned.release(), options.max_open_files);
+  return std::shared_ptr<LocalEndpoint>(new LocalEndpoint(std::move(impl)));
+}
+
+LocalEndpoint::LocalEndpoint(std::unique_ptr<Impl> impl)
+    : impl_(std::move(impl)) {}
+
+LocalEndpoint::~LocalEndpoint() = default;
+
+void LocalEndpoint::Submit(Io* io, std::string_view path) {
+  absl::Status s = impl_->Dispatch(io, path);
+  io->Complete(std::move(s));
+}
+
+const std::string& LocalEndpoint::root() const { return impl_->root; }
+
+size_t LocalEndpoint::open_files() const {
+  return impl_->live.load(std::memory_order_relaxed);
+}
+
+}  // namespace sroute
