@@ -41,31 +41,56 @@ OpClass ClassOf(Op op) {
 
 std::string_view OpName(Op op) {
   switch (op) {
-    case Op::kRead: return "read";
-    case Op::kWrite: return "write";
-    case Op::kGetattr: return "getattr";
-    case Op::kLookup: return "lookup";
-    case Op::kOpen: return "open";
-    case Op::kReaddir: return "readdir";
-    case Op::kReadlink: return "readlink";
-    case Op::kGetxattr: return "getxattr";
-    case Op::kListxattr: return "listxattr";
-    case Op::kStatfs: return "statfs";
-    case Op::kSetattr: return "setattr";
-    case Op::kTruncate: return "truncate";
-    case Op::kFsync: return "fsync";
-    case Op::kFallocate: return "fallocate";
-    case Op::kSetxattr: return "setxattr";
-    case Op::kRemovexattr: return "removexattr";
-    case Op::kCreate: return "create";
-    case Op::kMknod: return "mknod";
-    case Op::kMkdir: return "mkdir";
-    case Op::kSymlink: return "symlink";
-    case Op::kLink: return "link";
-    case Op::kUnlink: return "unlink";
-    case Op::kRmdir: return "rmdir";
-    case Op::kRenameFrom: return "rename_from";
-    case Op::kRenameTo: return "rename_to";
+    case Op::kRead:
+      return "read";
+    case Op::kWrite:
+      return "write";
+    case Op::kGetattr:
+      return "getattr";
+    case Op::kLookup:
+      return "lookup";
+    case Op::kOpen:
+      return "open";
+    case Op::kReaddir:
+      return "readdir";
+    case Op::kReadlink:
+      return "readlink";
+    case Op::kGetxattr:
+      return "getxattr";
+    case Op::kListxattr:
+      return "listxattr";
+    case Op::kStatfs:
+      return "statfs";
+    case Op::kSetattr:
+      return "setattr";
+    case Op::kTruncate:
+      return "truncate";
+    case Op::kFsync:
+      return "fsync";
+    case Op::kFallocate:
+      return "fallocate";
+    case Op::kSetxattr:
+      return "setxattr";
+    case Op::kRemovexattr:
+      return "removexattr";
+    case Op::kCreate:
+      return "create";
+    case Op::kMknod:
+      return "mknod";
+    case Op::kMkdir:
+      return "mkdir";
+    case Op::kSymlink:
+      return "symlink";
+    case Op::kLink:
+      return "link";
+    case Op::kUnlink:
+      return "unlink";
+    case Op::kRmdir:
+      return "rmdir";
+    case Op::kRenameFrom:
+      return "rename_from";
+    case Op::kRenameTo:
+      return "rename_to";
   }
   return "?";
 }
@@ -84,9 +109,9 @@ std::string JoinFileName(std::string_view host, std::string_view path) {
 }
 
 std::string ToString(const IoHeader& h) {
-  return StrCat("<", h.stage.empty() ? h.source : "stage:" + h.stage,
-                      "(", h.source, "), ", OpName(h.op), ", ", h.file, ", ",
-                      h.offset, ", ", h.length, ">");
+  return StrCat("<", h.stage.empty() ? h.source : "stage:" + h.stage, "(",
+                h.source, "), ", OpName(h.op), ", ", h.file, ", ", h.offset,
+                ", ", h.length, ">");
 }
 
 }  // namespace sroute

@@ -3,9 +3,8 @@
 #include <charconv>
 #include <limits>
 
-#include "util/strings.h"
-
 #include "re2/re2.h"
+#include "util/strings.h"
 
 namespace sroute {
 namespace {
@@ -17,8 +16,18 @@ bool IsNameChar(char c) {
 bool IsHostChar(char c) { return IsNameChar(c); }
 bool IsPathChar(char c) {
   switch (c) {
-    case ' ': case '\t': case '\r': case '\n': case ',': case '<': case '>':
-    case '[': case ']': case '*': case '"': case '#':
+    case ' ':
+    case '\t':
+    case '\r':
+    case '\n':
+    case ',':
+    case '<':
+    case '>':
+    case '[':
+    case ']':
+    case '*':
+    case '"':
+    case '#':
       return false;
     default:
       return static_cast<unsigned char>(c) >= 0x20;
@@ -88,15 +97,14 @@ class LineParser {
           uint64_t n = 0;
           auto [p, ec] =
               std::from_chars(value.data(), value.data() + value.size(), n);
-          if (ec != std::errc() || p != value.data() + value.size() ||
-              n == 0 || n > 1024) {
+          if (ec != std::errc() || p != value.data() + value.size() || n == 0 ||
+              n > 1024) {
             return Fail(vstart, "ack must be 'all' or a count of 1 or more");
           }
           rule->ack = static_cast<uint32_t>(n);
         }
       } else {
-        return Fail(start, StrCat("unknown option '", key,
-                                        "' (known: ack)"));
+        return Fail(start, StrCat("unknown option '", key, "' (known: ack)"));
       }
       SkipWs();
     }
@@ -110,14 +118,15 @@ class LineParser {
     SkipWs();
     if (!ParseHeader(p)) return false;
     SkipWs();
-    if (!AtEndOrComment()) return Fail(pos_, "unexpected text after the pattern");
+    if (!AtEndOrComment())
+      return Fail(pos_, "unexpected text after the pattern");
     return true;
   }
 
   bool AtEndOrComment() const { return pos_ >= s_.size() || s_[pos_] == '#'; }
   void SkipWs() {
-    while (pos_ < s_.size() && (s_[pos_] == ' ' || s_[pos_] == '\t' ||
-                                s_[pos_] == '\r')) {
+    while (pos_ < s_.size() &&
+           (s_[pos_] == ' ' || s_[pos_] == '\t' || s_[pos_] == '\r')) {
       ++pos_;
     }
   }
@@ -148,8 +157,7 @@ class LineParser {
   bool Expect(char c, std::string_view what) {
     SkipWs();
     if (Peek() != c) {
-      return Fail(pos_, StrCat("expected '", std::string(1, c), "' ",
-                                     what));
+      return Fail(pos_, StrCat("expected '", std::string(1, c), "' ", what));
     }
     ++pos_;
     SkipWs();
@@ -182,11 +190,28 @@ class LineParser {
     if (r.ec != std::errc()) return Fail(start, "size out of range");
     int shift = 0;
     switch (Peek()) {
-      case 'K': case 'k': shift = 10; ++pos_; break;
-      case 'M': case 'm': shift = 20; ++pos_; break;
-      case 'G': case 'g': shift = 30; ++pos_; break;
-      case 'T': case 't': shift = 40; ++pos_; break;
-      default: break;
+      case 'K':
+      case 'k':
+        shift = 10;
+        ++pos_;
+        break;
+      case 'M':
+      case 'm':
+        shift = 20;
+        ++pos_;
+        break;
+      case 'G':
+      case 'g':
+        shift = 30;
+        ++pos_;
+        break;
+      case 'T':
+      case 't':
+        shift = 40;
+        ++pos_;
+        break;
+      default:
+        break;
     }
     if (shift && v > (std::numeric_limits<uint64_t>::max() >> shift)) {
       return Fail(start, "size out of range");
@@ -203,7 +228,8 @@ class LineParser {
     if (Peek() != ':') return Fail(pos_, "expected ':' in a byte range");
     ++pos_;
     if (!ParseSize(&r.end)) return false;
-    if (Peek() != ']') return Fail(pos_, "expected ']' to close the byte range");
+    if (Peek() != ']')
+      return Fail(pos_, "expected ']' to close the byte range");
     ++pos_;
     if (r.end <= r.start) {
       return Fail(start, "empty byte range: the end must be above the start");
@@ -221,8 +247,8 @@ class LineParser {
         return Fail(at + off, "empty path component ('//')");
       }
       if (comp == "." || comp == "..") {
-        return Fail(at + off, StrCat("path component '", comp,
-                                           "' is not allowed"));
+        return Fail(at + off,
+                    StrCat("path component '", comp, "' is not allowed"));
       }
       off += comp.size() + 1;
     }
@@ -295,10 +321,10 @@ class LineParser {
             if (v.empty()) return false;
             size_t i = 0;
             while (i < v.size() && v[i] >= '0' && v[i] <= '9') ++i;
-            return i > 0 && (i == v.size() ||
-                             (i + 1 == v.size() &&
-                              std::string_view("KkMmGgTt").find(v[i]) !=
-                                  std::string_view::npos));
+            return i > 0 &&
+                   (i == v.size() || (i + 1 == v.size() &&
+                                      std::string_view("KkMmGgTt").find(v[i]) !=
+                                          std::string_view::npos));
           };
           if (colon != std::string_view::npos &&
               is_size(inside.substr(0, colon)) &&
@@ -312,8 +338,8 @@ class LineParser {
       if (f->text.empty()) return Fail(start + 3, "empty regular expression");
       RE2 compiled(f->text, RE2::Quiet);
       if (!compiled.ok()) {
-        return Fail(start + 3, StrCat("bad regular expression: ",
-                                            compiled.error()));
+        return Fail(start + 3,
+                    StrCat("bad regular expression: ", compiled.error()));
       }
     } else {
       bool star = false;
@@ -335,7 +361,8 @@ class LineParser {
       p->source.kind = SourcePattern::Kind::kAny;
     } else if (Consume("stage:")) {
       std::string_view name = TakeWhile(IsNameChar);
-      if (name.empty()) return Fail(pos_, "expected a stage name after 'stage:'");
+      if (name.empty())
+        return Fail(pos_, "expected a stage name after 'stage:'");
       p->source.kind = SourcePattern::Kind::kStage;
       p->source.name = std::string(name);
     } else {
@@ -359,15 +386,18 @@ class LineParser {
         std::string_view op =
             TakeWhile([](char c) { return c >= 'a' && c <= 'z'; });
         OpClassMask m = 0;
-        if (op == "r" || op == "read") m = kOpClassRead;
-        else if (op == "w" || op == "write") m = kOpClassWrite;
-        else if (op == "c" || op == "create") m = kOpClassCreate;
-        else if (op == "d" || op == "delete") m = kOpClassDelete;
+        if (op == "r" || op == "read")
+          m = kOpClassRead;
+        else if (op == "w" || op == "write")
+          m = kOpClassWrite;
+        else if (op == "c" || op == "create")
+          m = kOpClassCreate;
+        else if (op == "d" || op == "delete")
+          m = kOpClassDelete;
         if (m == 0) {
-          return Fail(op_start,
-                      op.empty() ? "expected an op: '*', r, w, c or d"
-                                 : StrCat("unknown op '", op,
-                                                "' (use r, w, c, d or *)"));
+          return Fail(op_start, op.empty() ? "expected an op: '*', r, w, c or d"
+                                           : StrCat("unknown op '", op,
+                                                    "' (use r, w, c, d or *)"));
         }
         p->ops |= m;
         SkipWs();
@@ -413,8 +443,7 @@ class LineParser {
           } else {
             std::string_view v = TakeWhile(IsValueChar);
             if (v.empty()) {
-              return Fail(pos_, StrCat("expected a value for '", tok,
-                                             "'"));
+              return Fail(pos_, StrCat("expected a value for '", tok, "'"));
             }
             arg.value = std::string(v);
           }
@@ -447,7 +476,8 @@ class LineParser {
       t->kind = Target::Kind::kStage;
       std::string_view host = TakeWhile(IsHostChar);
       if (host.empty()) return Fail(pos_, "expected a host after 'stage://'");
-      if (Peek() != '/') return Fail(pos_, "expected '/' after the stage's host");
+      if (Peek() != '/')
+        return Fail(pos_, "expected '/' after the stage's host");
       ++pos_;
       std::string_view name = TakeWhile(IsNameChar);
       if (name.empty()) return Fail(pos_, "expected a stage name");
@@ -458,7 +488,8 @@ class LineParser {
     if (Consume("stage:")) {
       t->kind = Target::Kind::kStage;
       std::string_view name = TakeWhile(IsNameChar);
-      if (name.empty()) return Fail(pos_, "expected a stage name after 'stage:'");
+      if (name.empty())
+        return Fail(pos_, "expected a stage name after 'stage:'");
       t->stage = std::string(name);
       return true;
     }
@@ -475,19 +506,23 @@ class LineParser {
   }
 
   bool ParseDetour(Detour* d, size_t* target_pos) {
-    if (Peek() != '<') return Fail(pos_, "expected a detour '<IO|IOHeader|F, target>'");
+    if (Peek() != '<')
+      return Fail(pos_, "expected a detour '<IO|IOHeader|F, target>'");
     ++pos_;
     SkipWs();
     size_t what_start = pos_;
     std::string_view what = TakeWhile(IsNameChar);
-    if (what == "IO") d->what = Detour::What::kIo;
-    else if (what == "IOHeader") d->what = Detour::What::kHeader;
-    else if (what == "F") d->what = Detour::What::kF;
+    if (what == "IO")
+      d->what = Detour::What::kIo;
+    else if (what == "IOHeader")
+      d->what = Detour::What::kHeader;
+    else if (what == "F")
+      d->what = Detour::What::kF;
     else {
-      return Fail(what_start,
-                  what.empty() ? "expected IO, IOHeader or F"
-                               : StrCat("unknown detour kind '", what,
-                                              "' (use IO, IOHeader or F)"));
+      return Fail(what_start, what.empty()
+                                  ? "expected IO, IOHeader or F"
+                                  : StrCat("unknown detour kind '", what,
+                                           "' (use IO, IOHeader or F)"));
     }
     if (!Expect(',', "after the detour kind")) return false;
     *target_pos = pos_;
@@ -519,9 +554,8 @@ class LineParser {
       }
     }
     if (r.ack > 0 && r.ack > io_detours) {
-      return Fail(first_detour,
-                  StrCat("ack=", r.ack, " but the rule has only ",
-                               io_detours, " IO detour(s)"));
+      return Fail(first_detour, StrCat("ack=", r.ack, " but the rule has only ",
+                                       io_detours, " IO detour(s)"));
     }
     return true;
   }
@@ -618,8 +652,12 @@ bool NeedsQuotes(std::string_view value) {
 std::string FormatPattern(const HeaderPattern& p) {
   std::string out = "<";
   switch (p.source.kind) {
-    case SourcePattern::Kind::kAny: out += "*"; break;
-    case SourcePattern::Kind::kTenant: out += p.source.name; break;
+    case SourcePattern::Kind::kAny:
+      out += "*";
+      break;
+    case SourcePattern::Kind::kTenant:
+      out += p.source.name;
+      break;
     case SourcePattern::Kind::kStage:
       StrAppend(&out, "stage:", p.source.name);
       break;
@@ -647,11 +685,18 @@ std::string FormatPattern(const HeaderPattern& p) {
   out += ", ";
   const FilePattern& f = p.file;
   switch (f.kind) {
-    case FilePattern::Kind::kAny: out += "*"; break;
-    case FilePattern::Kind::kExact: out += f.text; break;
-    case FilePattern::Kind::kPrefix: StrAppend(&out, f.text, "*"); break;
+    case FilePattern::Kind::kAny:
+      out += "*";
+      break;
+    case FilePattern::Kind::kExact:
+      out += f.text;
+      break;
+    case FilePattern::Kind::kPrefix:
+      StrAppend(&out, f.text, "*");
+      break;
     case FilePattern::Kind::kRegex: {
-      bool plain = !f.text.empty() && f.text[0] != '"' && !f.text.ends_with(']');
+      bool plain =
+          !f.text.empty() && f.text[0] != '"' && !f.text.ends_with(']');
       for (char c : f.text) {
         if (c == '>' || c == ' ' || c == '\t' || c == ',') plain = false;
       }
@@ -661,7 +706,7 @@ std::string FormatPattern(const HeaderPattern& p) {
   }
   if (f.range) {
     StrAppend(&out, "[", FormatSize(f.range->start), ":",
-                    FormatSize(f.range->end), "]");
+              FormatSize(f.range->end), "]");
   }
   out += ">";
   return out;
@@ -669,8 +714,10 @@ std::string FormatPattern(const HeaderPattern& p) {
 
 std::string FormatTarget(const Target& t) {
   switch (t.kind) {
-    case Target::Kind::kFile: return t.file;
-    case Target::Kind::kController: return "controller";
+    case Target::Kind::kFile:
+      return t.file;
+    case Target::Kind::kController:
+      return "controller";
     case Target::Kind::kStage:
       return t.stage_host.empty()
                  ? StrCat("stage:", t.stage)

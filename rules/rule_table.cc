@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <mutex>
 
 #include "absl/container/flat_hash_map.h"
 #include "re2/re2.h"
@@ -59,7 +60,8 @@ struct Bucket {
 
 class RuleIndex {
  public:
-  explicit RuleIndex(std::vector<RuleEntryPtr> rules) : entries_(std::move(rules)) {
+  explicit RuleIndex(std::vector<RuleEntryPtr> rules)
+      : entries_(std::move(rules)) {
     std::sort(entries_.begin(), entries_.end(),
               [](const RuleEntryPtr& a, const RuleEntryPtr& b) {
                 return a->order() < b->order();
@@ -82,10 +84,9 @@ class RuleIndex {
           std::string partial = f.text.substr(slash + 1);
           prefix_depths_ |= uint64_t{1} << std::min(SlashDepth(dir), 63);
           auto& groups = prefix_[dir];
-          auto it = std::find_if(groups.begin(), groups.end(),
-                                 [&](const PrefixGroup& g) {
-                                   return g.partial == partial;
-                                 });
+          auto it = std::find_if(
+              groups.begin(), groups.end(),
+              [&](const PrefixGroup& g) { return g.partial == partial; });
           if (it == groups.end()) {
             groups.push_back({partial, {}});
             it = groups.end() - 1;
@@ -94,8 +95,8 @@ class RuleIndex {
           break;
         }
         case FilePattern::Kind::kRegex: {
-          auto [it, inserted] =
-              regex_slot.try_emplace(f.text, static_cast<int>(regex_texts.size()));
+          auto [it, inserted] = regex_slot.try_emplace(
+              f.text, static_cast<int>(regex_texts.size()));
           if (inserted) {
             regex_texts.push_back(f.text);
             regex_buckets_.emplace_back();
@@ -105,9 +106,15 @@ class RuleIndex {
         }
         case FilePattern::Kind::kAny:
           switch (src.kind) {
-            case SourcePattern::Kind::kAny: any_any_.Add(e); break;
-            case SourcePattern::Kind::kTenant: any_tenant_[src.name].Add(e); break;
-            case SourcePattern::Kind::kStage: any_stage_[src.name].Add(e); break;
+            case SourcePattern::Kind::kAny:
+              any_any_.Add(e);
+              break;
+            case SourcePattern::Kind::kTenant:
+              any_tenant_[src.name].Add(e);
+              break;
+            case SourcePattern::Kind::kStage:
+              any_stage_[src.name].Add(e);
+              break;
           }
           break;
       }
@@ -123,12 +130,17 @@ class RuleIndex {
     if (!regex_texts.empty()) {
       RE2::Options opts;
       opts.set_log_errors(false);
-      regexes_ = std::make_unique<RE2::Set>(opts, RE2::ANCHOR_BOTH);
-      for (const std::string& re : regex_texts) {
-        // The parser validated every regex; a failure here is a bug.
-        regexes_->Add(re, nullptr);
+      auto set = std::make_unique<RE2::Set>(opts, RE2::ANCHOR_BOTH);
+      bool ok = true;
+      for (size_t i = 0; ok && i < regex_texts.size(); ++i) {
+        // Set indices must equal the bucket slots.
+        ok = set->Add(regex_texts[i], nullptr) == static_cast<int>(i);
       }
-      regexes_->Compile();
+      // A regex that does not parse (a Rule not from the parser), or a set
+      // too large for RE2's memory budget although each regex compiled on
+      // its own: match the regexes one by one instead (RegexList()).
+      if (ok && set->Compile()) regexes_ = std::move(set);
+      regex_texts_ = std::move(regex_texts);
     }
   }
 
@@ -154,11 +166,21 @@ class RuleIndex {
         }
       }
     }
-    if (regexes_) {
+    if (!regex_texts_.empty()) {
       thread_local std::vector<int> hits;
       hits.clear();
-      if (regexes_->Match(file, &hits)) {
+      RE2::Set::ErrorInfo error{RE2::Set::kNoError};
+      if (regexes_ != nullptr && regexes_->Match(file, &hits, &error)) {
         for (int i : hits) fn(regex_buckets_[i]);
+      } else if (regexes_ == nullptr || error.kind != RE2::Set::kNoError) {
+        // No usable set, or its DFA ran out of memory: RE2 alone falls back
+        // to the NFA and always answers.
+        const std::vector<std::unique_ptr<RE2>>& list = RegexList();
+        for (size_t i = 0; i < list.size(); ++i) {
+          if (list[i]->ok() && RE2::FullMatch(file, *list[i])) {
+            fn(regex_buckets_[i]);
+          }
+        }
       }
     }
     if (h.stage.empty()) {
@@ -187,9 +209,26 @@ class RuleIndex {
   std::vector<RuleEntryPtr> entries_;  // precedence order; owns the rules
   absl::flat_hash_map<uint64_t, const RuleEntry*> by_id_;
   absl::flat_hash_map<std::string, Bucket, StringHash, StringEq> exact_;
-  absl::flat_hash_map<std::string, std::vector<PrefixGroup>, StringHash, StringEq> prefix_;
+  absl::flat_hash_map<std::string, std::vector<PrefixGroup>, StringHash,
+                      StringEq>
+      prefix_;
   uint64_t prefix_depths_ = 0;  // bit d: a prefix directory with d slashes
-  std::unique_ptr<RE2::Set> regexes_;
+  // One RE2 per regex slot, built on first use when the set cannot answer.
+  const std::vector<std::unique_ptr<RE2>>& RegexList() const {
+    std::call_once(regex_list_once_, [this] {
+      RE2::Options opts;
+      opts.set_log_errors(false);
+      for (const std::string& re : regex_texts_) {
+        regex_list_.push_back(std::make_unique<RE2>(re, opts));
+      }
+    });
+    return regex_list_;
+  }
+
+  std::unique_ptr<RE2::Set> regexes_;  // null when the set could not be built
+  std::vector<std::string> regex_texts_;  // by slot
+  mutable std::once_flag regex_list_once_;
+  mutable std::vector<std::unique_ptr<RE2>> regex_list_;
   std::vector<Bucket> regex_buckets_;
   Bucket any_any_;
   absl::flat_hash_map<std::string, Bucket, StringHash, StringEq> any_tenant_;
@@ -204,7 +243,8 @@ RuleTablePtr RuleTable::Empty() {
   return kEmpty;
 }
 
-RuleTablePtr RuleTable::Build(std::vector<RuleEntryPtr> rules, uint64_t version) {
+RuleTablePtr RuleTable::Build(std::vector<RuleEntryPtr> rules,
+                              uint64_t version) {
   auto t = std::make_shared<RuleTable>();
   t->size_ = rules.size();
   t->base_ = std::make_shared<RuleIndex>(std::move(rules));
@@ -250,35 +290,61 @@ RuleTablePtr RuleTable::Apply(std::vector<RuleEntryPtr> add,
   return t;
 }
 
-const RuleEntry* RuleTable::MatchWhole(const IoHeader& h) const {
+// A bucket a header falls into, with the deleted-ids set of its layer.
+struct BucketRef {
+  const Bucket* bucket;
+  const absl::flat_hash_set<uint64_t>* removed;  // null: nothing removed
+};
+using BucketRefs = absl::InlinedVector<BucketRef, 8>;
+
+namespace {
+
+const RuleEntry* BestWhole(const BucketRefs& buckets, const IoHeader& h) {
   const RuleEntry* best = nullptr;
-  auto visit = [&](const Bucket& b, const absl::flat_hash_set<uint64_t>* removed) {
-    for (const RuleEntry* e : b.whole) {
-      if (best != nullptr && !(e->order() < best->order())) return;
+  for (const BucketRef& ref : buckets) {
+    for (const RuleEntry* e : ref.bucket->whole) {
+      if (best != nullptr && !(e->order() < best->order())) break;
       if (!Passes(e, h)) continue;
-      if (removed != nullptr && removed->contains(e->id())) continue;
+      if (ref.removed != nullptr && ref.removed->contains(e->id())) continue;
       best = e;
-      return;
+      break;
     }
-  };
-  const auto* removed = removed_->empty() ? nullptr : removed_.get();
-  base_->ForEachBucket(h, [&](const Bucket& b) { visit(b, removed); });
-  if (!delta_->entries().empty()) {
-    delta_->ForEachBucket(h, [&](const Bucket& b) { visit(b, nullptr); });
   }
   return best;
 }
 
+}  // namespace
+
+void RuleTable::CollectBuckets(const IoHeader& h, BucketRefs* refs) const {
+  const auto* removed = removed_->empty() ? nullptr : removed_.get();
+  base_->ForEachBucket(h, [&](const Bucket& b) {
+    refs->push_back({&b, removed});
+  });
+  if (!delta_->entries().empty()) {
+    delta_->ForEachBucket(h, [&](const Bucket& b) {
+      refs->push_back({&b, nullptr});
+    });
+  }
+}
+
+const RuleEntry* RuleTable::MatchWhole(const IoHeader& h) const {
+  BucketRefs buckets;
+  CollectBuckets(h, &buckets);
+  return BestWhole(buckets, h);
+}
+
 void RuleTable::Match(const IoHeader& h, Pieces* out) const {
   out->clear();
-  const RuleEntry* whole = MatchWhole(h);
+  BucketRefs buckets;
+  CollectBuckets(h, &buckets);
+  const RuleEntry* whole = BestWhole(buckets, h);
   const uint64_t a = h.offset;
   const uint64_t b = h.length == 0 ? a + 1 : h.end();
 
   absl::InlinedVector<const RuleEntry*, 4> ranged;
-  auto visit = [&](const Bucket& bucket,
-                   const absl::flat_hash_set<uint64_t>* removed) {
-    if (bucket.ranged.empty()) return;
+  for (const BucketRef& ref : buckets) {
+    const Bucket& bucket = *ref.bucket;
+    if (bucket.ranged.empty()) continue;
     // Entries starting before b; walk back while some entry may reach past a.
     auto it = std::lower_bound(
         bucket.ranged.begin(), bucket.ranged.end(), b,
@@ -289,14 +355,11 @@ void RuleTable::Match(const IoHeader& h, Pieces* out) const {
       if (r.end <= a) continue;
       if (whole != nullptr && !(r.entry->order() < whole->order())) continue;
       if (!Passes(r.entry, h)) continue;
-      if (removed != nullptr && removed->contains(r.entry->id())) continue;
+      if (ref.removed != nullptr && ref.removed->contains(r.entry->id())) {
+        continue;
+      }
       ranged.push_back(r.entry);
     }
-  };
-  const auto* removed = removed_->empty() ? nullptr : removed_.get();
-  base_->ForEachBucket(h, [&](const Bucket& bk) { visit(bk, removed); });
-  if (!delta_->entries().empty()) {
-    delta_->ForEachBucket(h, [&](const Bucket& bk) { visit(bk, nullptr); });
   }
   if (ranged.empty()) {
     out->push_back({h.offset, h.length, whole});
@@ -358,9 +421,10 @@ std::vector<RuleEntryPtr> RuleTable::Rules() const {
     if (!removed_->contains(e->id())) all.push_back(e);
   }
   for (const RuleEntryPtr& e : delta_->entries()) all.push_back(e);
-  std::sort(all.begin(), all.end(), [](const RuleEntryPtr& x, const RuleEntryPtr& y) {
-    return x->order() < y->order();
-  });
+  std::sort(all.begin(), all.end(),
+            [](const RuleEntryPtr& x, const RuleEntryPtr& y) {
+              return x->order() < y->order();
+            });
   return all;
 }
 

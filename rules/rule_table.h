@@ -51,7 +51,10 @@ struct OrderKey {
 class RuleEntry {
  public:
   RuleEntry(uint64_t id, OrderKey order, Rule rule, std::string owner)
-      : id_(id), order_(order), rule_(std::move(rule)), owner_(std::move(owner)) {}
+      : id_(id),
+        order_(order),
+        rule_(std::move(rule)),
+        owner_(std::move(owner)) {}
   virtual ~RuleEntry() = default;
   RuleEntry(const RuleEntry&) = delete;
   RuleEntry& operator=(const RuleEntry&) = delete;
@@ -77,6 +80,7 @@ inline bool HasByteExtent(Op op) {
 }
 
 class RuleIndex;
+struct BucketRef;  // rule_table.cc
 
 class RuleTable {
  public:
@@ -126,6 +130,9 @@ class RuleTable {
 
  private:
   friend class RuleIndex;
+  // Appends the index buckets `h` falls into.
+  void CollectBuckets(const IoHeader& h,
+                      absl::InlinedVector<BucketRef, 8>* out) const;
   std::shared_ptr<const RuleIndex> base_;
   std::shared_ptr<const RuleIndex> delta_;
   // Ids of base rules that are no longer in the table.

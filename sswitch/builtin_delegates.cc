@@ -78,8 +78,8 @@ class Pick : public Delegate {
         weights.push_back(v);
       }
     } else {
-      return absl::InvalidArgumentError(StrCat(
-          "unknown mode '", mode, "' (use random, first or weighted)"));
+      return absl::InvalidArgumentError(
+          StrCat("unknown mode '", mode, "' (use random, first or weighted)"));
     }
     return std::make_unique<Pick>(m, std::move(detours), std::move(weights));
   }

@@ -8,7 +8,8 @@
 
 namespace sroute {
 
-void RegisterBuiltinDelegates(DelegateRegistry& registry);  // builtin_delegates.cc
+void RegisterBuiltinDelegates(
+    DelegateRegistry& registry);  // builtin_delegates.cc
 
 absl::StatusOr<uint64_t> DelegateContext::Insert(Rule rule) {
   std::vector<Rule> one;
@@ -59,8 +60,8 @@ absl::StatusOr<std::unique_ptr<Delegate>> DelegateRegistry::Create(
       for (const auto& [name, f] : impl_->factories) {
         StrAppend(&known, known.empty() ? "" : ", ", name);
       }
-      return absl::NotFoundError(StrCat("unknown delegate '", spec.name,
-                                        "' (known: ", known, ")"));
+      return absl::NotFoundError(
+          StrCat("unknown delegate '", spec.name, "' (known: ", known, ")"));
     }
     factory = it->second;
   }

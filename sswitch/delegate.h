@@ -61,7 +61,7 @@ class DelegateContext {
 // What the IO a delegate decided on came to.
 struct IoOutcome {
   const absl::Status& status;
-  uint64_t bytes;                        // bytes read or written
+  uint64_t bytes;                           // bytes read or written
   const std::vector<std::string>& targets;  // files the IO was sent to
 };
 
@@ -80,9 +80,8 @@ class Delegate {
 
 // Creates a delegate from a rule's delegate spec; an error names the bad
 // argument.
-using DelegateFactory =
-    std::function<absl::StatusOr<std::unique_ptr<Delegate>>(
-        const DelegateSpec& spec, const Rule& rule)>;
+using DelegateFactory = std::function<absl::StatusOr<std::unique_ptr<Delegate>>(
+    const DelegateSpec& spec, const Rule& rule)>;
 
 // Delegate factories by name. The built-ins (track_writes, pick, notify) are
 // registered on first use. Thread-safe.

@@ -46,9 +46,9 @@ absl::Status Host::LoadRules(std::string_view text, std::string_view origin,
     auto id = sswitch_.Insert(parsed.rules[i], owner);
     if (!id.ok()) {
       if (!installed.empty()) (void)sswitch_.Update({}, installed);
-      return absl::Status(id.status().code(),
-                          StrCat(origin, ":", parsed.lines[i], ": ",
-                                 id.status().message()));
+      return absl::Status(
+          id.status().code(),
+          StrCat(origin, ":", parsed.lines[i], ": ", id.status().message()));
     }
     installed.push_back(*id);
   }

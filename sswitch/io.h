@@ -26,15 +26,15 @@ struct DrainWaiter;
 
 // Operation arguments beyond the header. Only the fields an op uses are set.
 struct IoArgs {
-  uint32_t mode = 0;     // create, mkdir, mknod, setattr (chmod)
-  int flags = 0;         // open/create flags; rename flags; xattr flags
-  uint32_t uid = 0;      // caller's credentials, and chown targets
+  uint32_t mode = 0;  // create, mkdir, mknod, setattr (chmod)
+  int flags = 0;      // open/create flags; rename flags; xattr flags
+  uint32_t uid = 0;   // caller's credentials, and chown targets
   uint32_t gid = 0;
-  uint32_t to_set = 0;   // setattr: which of the fields below are set
-  uint64_t size = 0;     // setattr/truncate: new size; fallocate mode in flags
+  uint32_t to_set = 0;  // setattr: which of the fields below are set
+  uint64_t size = 0;    // setattr/truncate: new size; fallocate mode in flags
   struct timespec atime = {0, 0};
   struct timespec mtime = {0, 0};
-  std::string other;     // rename/link target file, symlink text, xattr name
+  std::string other;  // rename/link target file, symlink text, xattr name
 };
 
 enum SetattrField : uint32_t {
@@ -73,9 +73,9 @@ class Io {
 
   // Results, valid in the completion.
   absl::Status status;
-  uint64_t bytes = 0;          // bytes read or written
-  struct stat attr = {};       // getattr, create, mkdir, ...
-  std::string data;            // readlink text, xattr value/list
+  uint64_t bytes = 0;             // bytes read or written
+  struct stat attr = {};          // getattr, create, mkdir, ...
+  std::string data;               // readlink text, xattr value/list
   std::vector<DirEntry> entries;  // readdir
   // The file this IO was last sent to ("//HOST/PATH"), for traces and for
   // delegates on the response path.

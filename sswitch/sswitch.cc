@@ -143,8 +143,8 @@ class InflightRegistry {
     ++shard.count;
   }
 
-  void Unregister(Io* io,
-                  absl::InlinedVector<std::shared_ptr<DrainWaiter>, 1>* waiters) {
+  void Unregister(
+      Io* io, absl::InlinedVector<std::shared_ptr<DrainWaiter>, 1>* waiters) {
     if (io->inflight_shard_ < 0) return;
     Shard& shard = shards_[io->inflight_shard_];
     std::lock_guard<std::mutex> l(shard.mu);
@@ -251,9 +251,9 @@ struct SSwitch::Join {
   std::vector<std::vector<char>> buffers;  // scatter reads: one per child
   std::shared_ptr<std::string> data_copy;  // quorum writes outlive the caller
   std::mutex mu;
-  size_t done = 0;       // guarded by mu
-  size_t ok = 0;         // guarded by mu
-  size_t needed = 0;     // successes that complete the parent
+  size_t done = 0;           // guarded by mu
+  size_t ok = 0;             // guarded by mu
+  size_t needed = 0;         // successes that complete the parent
   bool parent_done = false;  // guarded by mu
   absl::Status first_error;  // guarded by mu
   SSwitch* sw;
@@ -347,7 +347,8 @@ void SSwitch::Join::ChildDone(size_t index, Io& child) {
       // Results of the first target (all targets got the same IO).
       Io& c0 = *children[0];
       parent->bytes = c0.bytes;
-      for (auto& c : children) parent->bytes = std::min(parent->bytes, c->bytes);
+      for (auto& c : children)
+        parent->bytes = std::min(parent->bytes, c->bytes);
       parent->attr = c0.attr;
       parent->data = c0.data;
       parent->entries = c0.entries;
@@ -465,7 +466,8 @@ void SSwitch::SetControllerSink(std::shared_ptr<ControllerSink> sink) {
   Publish(std::move(snap));
 }
 
-// --- Data path ----------------------------------------------------------------
+// --- Data path
+// ----------------------------------------------------------------
 
 void SSwitch::Route(Io* io) {
   io->router_ = this;
@@ -539,8 +541,7 @@ void SSwitch::Split(Io* io, const RuleTable::Pieces& pieces) {
   }
   for (size_t i = 0; i < pieces.size(); ++i) {
     Io* child = join->children[i].get();
-    child->set_completion(
-        [join, i](Io& c) { join->ChildDone(i, c); });
+    child->set_completion([join, i](Io& c) { join->ChildDone(i, c); });
   }
   // The join keeps the children alive; each child holds the join.
   for (size_t i = 0; i < pieces.size(); ++i) {
@@ -709,9 +710,10 @@ void SSwitch::SendTo(Io* io, const Target& target, std::string resolved_file,
       return;
     case Target::Kind::kController:
       if (!snap.controller) {
-        Fail(io, absl::UnavailableError(StrCat(
-                     "rule ", rule_id,
-                     " sends this IO to the controller, and none is connected")));
+        Fail(io,
+             absl::UnavailableError(StrCat(
+                 "rule ", rule_id,
+                 " sends this IO to the controller, and none is connected")));
         return;
       }
       io->target = "controller";
@@ -727,9 +729,8 @@ void SSwitch::SendTo(Io* io, const Target& target, std::string resolved_file,
       }
       auto it = snap.stages->find(target.stage);
       if (it == snap.stages->end()) {
-        Fail(io, absl::NotFoundError(
-                     StrCat("no stage named '", target.stage, "' (rule ",
-                            rule_id, ")")));
+        Fail(io, absl::NotFoundError(StrCat("no stage named '", target.stage,
+                                            "' (rule ", rule_id, ")")));
         return;
       }
       if (io->stage_hops_ >= kMaxStageHops) {
@@ -775,9 +776,8 @@ void SSwitch::FinishRuleFrame(Io& io, Io::Frame& frame) {
                         MonotonicNanos() - frame.start_ns);
   if (rule->delegate_response) {
     Context ctx(this, rule);
-    rule->delegate->OnResponse(io.header,
-                               IoOutcome{io.status, io.bytes, frame.targets},
-                               ctx);
+    rule->delegate->OnResponse(
+        io.header, IoOutcome{io.status, io.bytes, frame.targets}, ctx);
   }
 }
 
@@ -791,7 +791,8 @@ void SSwitch::SignalDrained(DrainWaiter& w) {
   if (--w.remaining == 0) w.cv.notify_all();
 }
 
-// --- Control API -----------------------------------------------------------------
+// --- Control API
+// -----------------------------------------------------------------
 
 absl::StatusOr<std::shared_ptr<const RuleEntry>> SSwitch::MakeEntry(
     Rule rule, std::string owner, const OrderKey& order, const Snapshot& snap) {
@@ -807,8 +808,8 @@ absl::StatusOr<std::shared_ptr<const RuleEntry>> SSwitch::MakeEntry(
         return absl::InvalidArgumentError(StrCat("bad target file ", t.file));
       }
       if (!snap.endpoints->contains(name.host)) {
-        return absl::NotFoundError(StrCat("unknown endpoint '", name.host,
-                                          "' in target ", t.file));
+        return absl::NotFoundError(
+            StrCat("unknown endpoint '", name.host, "' in target ", t.file));
       }
     } else if (t.kind == Target::Kind::kStage &&
                (t.stage_host.empty() || t.stage_host == name_) &&
@@ -830,8 +831,8 @@ absl::StatusOr<std::shared_ptr<const RuleEntry>> SSwitch::MakeEntry(
     if (!d.ok()) return d.status();
     delegate = std::move(*d);
   }
-  auto entry = std::make_shared<InstalledRule>(next_id_++, order, std::move(rule),
-                                               std::move(owner));
+  auto entry = std::make_shared<InstalledRule>(
+      next_id_++, order, std::move(rule), std::move(owner));
   entry->delegate_response = delegate && delegate->wants_response();
   entry->delegate = std::move(delegate);
   return entry;
@@ -897,9 +898,7 @@ absl::StatusOr<std::vector<uint64_t>> SSwitch::Update(
   return UpdateLocked(std::move(insert), remove, owner, nullptr);
 }
 
-absl::Status SSwitch::Delete(uint64_t id) {
-  return Update({}, {id}).status();
-}
+absl::Status SSwitch::Delete(uint64_t id) { return Update({}, {id}).status(); }
 
 absl::StatusOr<int> SSwitch::Delete(const HeaderPattern& pattern) {
   std::lock_guard<std::mutex> l(control_mu_);
@@ -966,19 +965,18 @@ absl::Status SSwitch::Drain(const HeaderPattern& pattern,
   inflight_->Collect(*matcher, waiter);
   std::unique_lock<std::mutex> l(waiter->mu);
   --waiter->remaining;  // drop the guard
-  const bool done = waiter->cv.wait_for(
-      l, absl::ToChronoNanoseconds(timeout),
-      [&] { return waiter->remaining == 0; });
+  const bool done = waiter->cv.wait_for(l, absl::ToChronoNanoseconds(timeout),
+                                        [&] { return waiter->remaining == 0; });
   if (!done) {
     return absl::DeadlineExceededError(
         StrCat("drain of ", FormatPattern(pattern), ": ", waiter->remaining,
-               " IO(s) still in flight after ",
-               absl::FormatDuration(timeout)));
+               " IO(s) still in flight after ", absl::FormatDuration(timeout)));
   }
   return absl::OkStatus();
 }
 
-// --- Introspection -----------------------------------------------------------------
+// --- Introspection
+// -----------------------------------------------------------------
 
 std::vector<RuleInfo> SSwitch::ListRules() const {
   std::vector<RuleInfo> out;

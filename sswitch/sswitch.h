@@ -92,9 +92,9 @@ class SSwitch {
   // known endpoints and stages) and installs it. Returns its id.
   absl::StatusOr<uint64_t> Insert(Rule rule, std::string owner = "");
   // Inserts and deletes as one atomic change; either all or nothing.
-  absl::StatusOr<std::vector<uint64_t>> Update(std::vector<Rule> insert,
-                                               const std::vector<uint64_t>& remove,
-                                               std::string owner = "");
+  absl::StatusOr<std::vector<uint64_t>> Update(
+      std::vector<Rule> insert, const std::vector<uint64_t>& remove,
+      std::string owner = "");
   // NotFound if no rule has this id.
   absl::Status Delete(uint64_t id);
   // Deletes every rule whose pattern equals `pattern`; returns how many.
@@ -140,8 +140,8 @@ class SSwitch {
   void Fail(Io* io, absl::Status status);
   friend class Io;
   void FinishRuleFrame(Io& io, Io::Frame& frame);
-  void Unregister(Io* io,
-                  absl::InlinedVector<std::shared_ptr<DrainWaiter>, 1>* waiters);
+  void Unregister(
+      Io* io, absl::InlinedVector<std::shared_ptr<DrainWaiter>, 1>* waiters);
   static void SignalDrained(DrainWaiter& waiter);
   void Release(std::deque<Io*> parked);
 

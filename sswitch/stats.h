@@ -14,8 +14,8 @@ namespace sroute {
 class LatencyHistogram {
  public:
   static constexpr int kSubBuckets = 8;
-  static constexpr int kMinShift = 6;   // 64 ns
-  static constexpr int kOctaves = 30;   // up to 2^36 ns
+  static constexpr int kMinShift = 6;  // 64 ns
+  static constexpr int kOctaves = 30;  // up to 2^36 ns
   static constexpr int kBuckets = kOctaves * kSubBuckets + 2;
 
   void Record(uint64_t ns);

@@ -25,18 +25,30 @@ int ErrnoOf(const absl::Status& s) {
     if (v > 0) return v;
   }
   switch (s.code()) {
-    case absl::StatusCode::kInvalidArgument: return EINVAL;
-    case absl::StatusCode::kNotFound: return ENOENT;
-    case absl::StatusCode::kAlreadyExists: return EEXIST;
-    case absl::StatusCode::kPermissionDenied: return EACCES;
-    case absl::StatusCode::kResourceExhausted: return ENOSPC;
-    case absl::StatusCode::kDeadlineExceeded: return ETIMEDOUT;
-    case absl::StatusCode::kUnavailable: return EIO;
-    case absl::StatusCode::kUnimplemented: return ENOSYS;
-    case absl::StatusCode::kOutOfRange: return EFBIG;
-    case absl::StatusCode::kFailedPrecondition: return EPERM;
-    case absl::StatusCode::kAborted: return EAGAIN;
-    default: return EIO;
+    case absl::StatusCode::kInvalidArgument:
+      return EINVAL;
+    case absl::StatusCode::kNotFound:
+      return ENOENT;
+    case absl::StatusCode::kAlreadyExists:
+      return EEXIST;
+    case absl::StatusCode::kPermissionDenied:
+      return EACCES;
+    case absl::StatusCode::kResourceExhausted:
+      return ENOSPC;
+    case absl::StatusCode::kDeadlineExceeded:
+      return ETIMEDOUT;
+    case absl::StatusCode::kUnavailable:
+      return EIO;
+    case absl::StatusCode::kUnimplemented:
+      return ENOSYS;
+    case absl::StatusCode::kOutOfRange:
+      return EFBIG;
+    case absl::StatusCode::kFailedPrecondition:
+      return EPERM;
+    case absl::StatusCode::kAborted:
+      return EAGAIN;
+    default:
+      return EIO;
   }
 }
 

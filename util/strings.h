@@ -23,13 +23,15 @@ inline void Append(std::string* out, absl::string_view s) {
   out->append(s.data(), s.size());
 }
 template <std::integral T>
-  requires(!std::same_as<T, char> && !std::same_as<T, bool>)
-void Append(std::string* out, T v) {
+requires(!std::same_as<T, char> &&
+         !std::same_as<T, bool>) void Append(std::string* out, T v) {
   char buf[24];
   auto r = std::to_chars(buf, buf + sizeof(buf), v);
   out->append(buf, r.ptr);
 }
-inline void Append(std::string* out, bool b) { out->append(b ? "true" : "false"); }
+inline void Append(std::string* out, bool b) {
+  out->append(b ? "true" : "false");
+}
 void Append(std::string* out, double v);
 }  // namespace strings_internal
 

@@ -14,9 +14,9 @@ namespace sroute::testing {
 class TempDir {
  public:
   TempDir() {
-    std::string tmpl = (std::filesystem::temp_directory_path() /
-                        "sroute-test-XXXXXX")
-                           .string();
+    std::string tmpl =
+        (std::filesystem::temp_directory_path() / "sroute-test-XXXXXX")
+            .string();
     char* p = mkdtemp(tmpl.data());
     if (p == nullptr) std::abort();
     path_ = p;

@@ -241,16 +241,18 @@ TEST_F(SSwitchTest, ScatterAckPolicyKOfN) {
   ASSERT_TRUE(host_.AddEndpoint("Bad", bad).ok());
   WriteWholeFile(a_ / "f", "");
   WriteWholeFile(b_ / "f", "");
-  ASSERT_TRUE(host_.LoadRules("<*, w, //A/f> -> <IO, //A/f>, <IO, //Bad/f>, "
-                              "<IO, //B/f> ack=2")
+  ASSERT_TRUE(host_
+                  .LoadRules("<*, w, //A/f> -> <IO, //A/f>, <IO, //Bad/f>, "
+                             "<IO, //B/f> ack=2")
                   .ok());
   EXPECT_TRUE(host_.Write("t", "//A/f", 0, Bytes("quorum")).ok());
   EXPECT_EQ(ReadWholeFile(a_ / "f"), "quorum");
   EXPECT_EQ(ReadWholeFile(b_ / "f"), "quorum");
   // 3 of 3 cannot be met with one broken target.
   ASSERT_TRUE(host_.sswitch().Delete(P("<*, w, //A/f>")).ok());
-  ASSERT_TRUE(host_.LoadRules("<*, w, //A/f> -> <IO, //A/f>, <IO, //Bad/f>, "
-                              "<IO, //B/f> ack=3")
+  ASSERT_TRUE(host_
+                  .LoadRules("<*, w, //A/f> -> <IO, //A/f>, <IO, //Bad/f>, "
+                             "<IO, //B/f> ack=3")
                   .ok());
   auto n = host_.Write("t", "//A/f", 0, Bytes("again"));
   ASSERT_FALSE(n.ok());
@@ -311,8 +313,9 @@ TEST_F(SSwitchTest, RuleIdsOwnersAndDelete) {
   auto rules = sw.ListRules();
   ASSERT_EQ(rules.size(), 2u);
   EXPECT_EQ(rules[0].id, *id2);  // higher priority first
-  EXPECT_EQ(FormatRuleInfo(rules[1]),
-            std::to_string(*id1) + ": <*, r, //A/x> -> <IO, //B/x>  # owner=app1");
+  EXPECT_EQ(
+      FormatRuleInfo(rules[1]),
+      std::to_string(*id1) + ": <*, r, //A/x> -> <IO, //B/x>  # owner=app1");
   EXPECT_TRUE(sw.Delete(*id1).ok());
   EXPECT_EQ(sw.Delete(*id1).code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(sw.ListRules().size(), 1u);
@@ -339,8 +342,9 @@ TEST_F(SSwitchTest, LoadRulesReportsFileLineAndColumn) {
       "demo.rules");
   ASSERT_FALSE(s.ok());
   EXPECT_THAT(std::string(s.message()), HasSubstr("demo.rules:3:5: "));
-  s = host_.LoadRules("<*, r, //A/x> -> <IO, //B/x>\n<*, r, //A/y> -> <IO, //Z/y>",
-                      "demo.rules");
+  s = host_.LoadRules(
+      "<*, r, //A/x> -> <IO, //B/x>\n<*, r, //A/y> -> <IO, //Z/y>",
+      "demo.rules");
   ASSERT_FALSE(s.ok());
   EXPECT_THAT(std::string(s.message()), HasSubstr("demo.rules:2: "));
   EXPECT_EQ(host_.sswitch().ListRules().size(), 0u) << "rolled back";
@@ -365,21 +369,22 @@ TEST_F(SSwitchTest, PickFirstRandomAndWeighted) {
   WriteWholeFile(a_ / "x", "AAAA");
   WriteWholeFile(b_ / "x", "BBBB");
   auto& sw = host_.sswitch();
-  ASSERT_TRUE(host_.LoadRules(
-                  "<*, r, //A/x> -> pick(first); <IO, //B/x>, <IO, //A/x>")
-                  .ok());
+  ASSERT_TRUE(
+      host_.LoadRules("<*, r, //A/x> -> pick(first); <IO, //B/x>, <IO, //A/x>")
+          .ok());
   for (int i = 0; i < 5; ++i) EXPECT_EQ(ReadAll(host_, "//A/x", 4), "BBBB");
   ASSERT_EQ(*sw.Delete(P("<*, r, //A/x>")), 1);
-  ASSERT_TRUE(host_.LoadRules(
-                  "<*, r, //A/x> -> pick(random); <IO, //A/x>, <IO, //B/x>")
-                  .ok());
+  ASSERT_TRUE(
+      host_.LoadRules("<*, r, //A/x> -> pick(random); <IO, //A/x>, <IO, //B/x>")
+          .ok());
   std::map<std::string, int> seen;
   for (int i = 0; i < 200; ++i) ++seen[ReadAll(host_, "//A/x", 4)];
   EXPECT_GT(seen["AAAA"], 20);
   EXPECT_GT(seen["BBBB"], 20);
   ASSERT_EQ(*sw.Delete(P("<*, r, //A/x>")), 1);
-  ASSERT_TRUE(host_.LoadRules("<*, r, //A/x> -> pick(weighted, 1, 1000); "
-                              "<IO, //A/x>, <IO, //B/x>")
+  ASSERT_TRUE(host_
+                  .LoadRules("<*, r, //A/x> -> pick(weighted, 1, 1000); "
+                             "<IO, //A/x>, <IO, //B/x>")
                   .ok());
   seen.clear();
   for (int i = 0; i < 300; ++i) ++seen[ReadAll(host_, "//A/x", 4)];
@@ -396,9 +401,10 @@ TEST_F(SSwitchTest, ControllerDetours) {
   EXPECT_EQ(n.status().code(), absl::StatusCode::kUnavailable);
   host_.sswitch().SetControllerSink(sink);
   EXPECT_TRUE(host_.Write("t", "//A/y", 0, Bytes("zz")).ok());
-  ASSERT_TRUE(host_.LoadRules("<*, r, //A/x> -> <IOHeader, controller>\n"
-                              "<*, w, //A/x> -> notify(); <F, controller>, "
-                              "<IO, //A/x>")
+  ASSERT_TRUE(host_
+                  .LoadRules("<*, r, //A/x> -> <IOHeader, controller>\n"
+                             "<*, w, //A/x> -> notify(); <F, controller>, "
+                             "<IO, //A/x>")
                   .ok());
   EXPECT_EQ(ReadAll(host_, "//A/x", 10), "x");  // the IO itself goes on
   EXPECT_TRUE(host_.Write("t", "//A/x", 0, Bytes("w")).ok());
@@ -424,16 +430,18 @@ TEST_F(SSwitchTest, StagesForwardAndSeeTheResponse) {
   ASSERT_TRUE(host_.AddStage("S", stage).ok());
   WriteWholeFile(a_ / "x", "");
   WriteWholeFile(b_ / "x", "");
-  ASSERT_TRUE(host_.LoadRules("<*, w, //A/x> -> <IO, stage:S>\n"
-                              "<stage:S, w, //A/x> -> <IO, //B/x>")
+  ASSERT_TRUE(host_
+                  .LoadRules("<*, w, //A/x> -> <IO, stage:S>\n"
+                             "<stage:S, w, //A/x> -> <IO, //B/x>")
                   .ok());
   ASSERT_TRUE(host_.Write("t", "//A/x", 0, Bytes("via stage")).ok());
   EXPECT_EQ(stage->requests.load(), 1);
   EXPECT_EQ(stage->responses.load(), 1);
   EXPECT_EQ(ReadWholeFile(b_ / "x"), "via stage");
   // A loop through a stage ends with ELOOP instead of spinning.
-  ASSERT_TRUE(host_.LoadRules("<stage:S, r, //A/x> -> <IO, stage:S>\n"
-                              "<*, r, //A/x> -> <IO, stage:S>")
+  ASSERT_TRUE(host_
+                  .LoadRules("<stage:S, r, //A/x> -> <IO, stage:S>\n"
+                             "<*, r, //A/x> -> <IO, stage:S>")
                   .ok());
   std::string buf(10, '\0');
   auto got = host_.Read("t", "//A/x", 0, std::span<char>(buf));
@@ -598,9 +606,8 @@ TEST_F(SSwitchTest, SplitPiecesOfOneIoSeeOneVersion) {
   }
   auto make_rules = [](int e) {
     const std::string t = "//T" + std::to_string(e) + "/f";
-    return std::vector<Rule>{
-        R("<*, r, //A/f[0:4K]> -> <IO, " + t + ">"),
-        R("<*, r, //A/f[4K:8K]> -> <IO, " + t + ">")};
+    return std::vector<Rule>{R("<*, r, //A/f[0:4K]> -> <IO, " + t + ">"),
+                             R("<*, r, //A/f[4K:8K]> -> <IO, " + t + ">")};
   };
   auto ids = sw.Update(make_rules(0), {});
   ASSERT_TRUE(ids.ok());
@@ -655,15 +662,17 @@ TEST_F(SSwitchTest, TrackWritesReadsTheLastWrittenBytes) {
   WriteWholeFile(a_ / "vhd", model);
   WriteWholeFile(b_ / "tmp", "");
   auto& sw = host_.sswitch();
-  auto write_rule = sw.Insert(R("<*, w, //A/vhd> -> track_writes(); <IO, //B/tmp>"));
+  auto write_rule =
+      sw.Insert(R("<*, w, //A/vhd> -> track_writes(); <IO, //B/tmp>"));
   ASSERT_TRUE(write_rule.ok()) << write_rule.status();
   for (int step = 0; step < 3000; ++step) {
     if (step % 1000 == 500) {
       // Reclaim: writes go home again; tracked ranges follow new writes.
       const bool home = (step / 1000) % 2 == 0;
       ASSERT_TRUE(sw.Delete(*write_rule).ok());
-      write_rule = sw.Insert(R(home ? "<*, w, //A/vhd> -> track_writes(); <IO, //A/vhd>"
-                                    : "<*, w, //A/vhd> -> track_writes(); <IO, //B/tmp>"));
+      write_rule = sw.Insert(
+          R(home ? "<*, w, //A/vhd> -> track_writes(); <IO, //A/vhd>"
+                 : "<*, w, //A/vhd> -> track_writes(); <IO, //B/tmp>"));
       ASSERT_TRUE(write_rule.ok());
     }
     const uint64_t off = rng() % kSize;
@@ -719,13 +728,15 @@ TEST_F(SSwitchTest, ConcurrentTrackWritesOnDisjointRegions) {
       std::mt19937_64 rng(t);
       for (int i = 0; i < 300; ++i) {
         const uint64_t off = rng() % kRegion;
-        const uint64_t len = 1 + rng() % std::min<uint64_t>(4096, kRegion - off);
+        const uint64_t len =
+            1 + rng() % std::min<uint64_t>(4096, kRegion - off);
         std::string data(len, static_cast<char>('a' + rng() % 26));
         ASSERT_TRUE(
             host_.Write("t", "//A/f", t * kRegion + off, Bytes(data)).ok());
         models[t].replace(off, len, data);
         const uint64_t roff = rng() % kRegion;
-        const uint64_t rlen = 1 + rng() % std::min<uint64_t>(8192, kRegion - roff);
+        const uint64_t rlen =
+            1 + rng() % std::min<uint64_t>(8192, kRegion - roff);
         ASSERT_EQ(ReadAll(host_, "//A/f", rlen, t * kRegion + roff),
                   models[t].substr(roff, rlen));
       }

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# The README's test command: install, build, run every test; then build with
+# ASan+UBSan and run every test again. `--quick` skips the sanitizer pass.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+quick=0
+[ "${1:-}" = "--quick" ] && quick=1
+scripts/install-deps.sh
+jobs=$(nproc)
+
+echo "== build (RelWithDebInfo)"
+scripts/build.sh build
+echo "== tests"
+ctest --test-dir build --output-on-failure -j"$jobs" --timeout 600
+
+if [ "$quick" = 0 ]; then
+  echo "== build (ASan+UBSan)"
+  scripts/build.sh build-asan -DSROUTE_SANITIZE=address,undefined \
+    -DSROUTE_BUILD_BENCH=OFF
+  echo "== tests under ASan+UBSan"
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    ctest --test-dir build-asan --output-on-failure -j"$jobs" --timeout 900
+fi
+echo "== all tests passed"

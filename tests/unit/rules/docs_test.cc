@@ -1,0 +1,41 @@
+// The rules shown in the README and shipped in examples/ must stay valid.
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "gtest/gtest.h"
+#include "rules/parser.h"
+
+namespace sroute {
+namespace {
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+TEST(DocsTest, ReadmeRuleTourParses) {
+  const std::string readme = Slurp(SROUTE_SOURCE_DIR "/README.md");
+  const size_t start = readme.find("# pattern: <source, ops, file>");
+  ASSERT_NE(start, std::string::npos);
+  const size_t end = readme.find("```", start);
+  ASSERT_NE(end, std::string::npos);
+  ParsedRules parsed = ParseRules(readme.substr(start, end - start));
+  for (const ParseError& e : parsed.errors) {
+    ADD_FAILURE() << "README rule tour line " << e.line << ":" << e.column
+                  << ": " << e.reason;
+  }
+  EXPECT_EQ(parsed.rules.size(), 11u);
+}
+
+TEST(DocsTest, ExampleRuleFilesParse) {
+  ParsedRules parsed =
+      ParseRules(Slurp(SROUTE_SOURCE_DIR "/examples/rules/demo.rules"));
+  EXPECT_TRUE(parsed.ok());
+  EXPECT_EQ(parsed.rules.size(), 5u);
+}
+
+}  // namespace
+}  // namespace sroute
