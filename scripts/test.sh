@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The README's test command: install, build, run every test; then build with
-# ASan+UBSan and run every test again. `--quick` skips the sanitizer pass.
+# ASan+UBSan and run every test again, and run the concurrent components'
+# tests under TSan. `--quick` skips the sanitizer passes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 quick=0
@@ -21,5 +22,15 @@ if [ "$quick" = 0 ]; then
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     ctest --test-dir build-asan --output-on-failure -j"$jobs" --timeout 900
+
+  # The concurrent parts (sSwitch, endpoints) under ThreadSanitizer.
+  echo "== build (TSan): concurrent components"
+  cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DSROUTE_SANITIZE=thread -DSROUTE_BUILD_BENCH=OFF >/dev/null
+  ninja -C build-tsan -j"$jobs" sswitch_test
+  echo "== tests under TSan"
+  TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+    ctest --test-dir build-tsan -L sswitch_test --output-on-failure \
+    -j"$jobs" --timeout 900
 fi
 echo "== all tests passed"

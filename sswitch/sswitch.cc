@@ -588,7 +588,7 @@ void SSwitch::RoutePiece(Io* io, const RuleEntry* entry) {
     snap.controller->OnValue(io->header, rule->id(), *decision.emit);
   }
 
-  std::vector<const Detour*> chosen;
+  DetourList chosen;
   absl::Status bad_choice;
   if (decision.use.empty()) {
     for (const Detour& d : r.detours) {
@@ -635,12 +635,12 @@ void SSwitch::RoutePiece(Io* io, const RuleEntry* entry) {
                : std::string(),
            rule->id());
   } else {
-    Scatter(io, rule, std::move(chosen));
+    Scatter(io, rule, chosen);
   }
 }
 
 void SSwitch::Scatter(Io* io, const RuleEntry* entry,
-                      std::vector<const Detour*> detours) {
+                      const DetourList& detours) {
   const Rule& r = entry->rule();
   const OpClass cls = io->header.op_class();
   auto join = std::make_shared<Join>();

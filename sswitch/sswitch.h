@@ -134,8 +134,8 @@ class SSwitch {
   void SendTo(Io* io, const Target& target, std::string resolved_file,
               uint64_t rule_id);
   void SendToFile(Io* io, std::string file);
-  void Scatter(Io* io, const RuleEntry* rule,
-               std::vector<const Detour*> detours);
+  using DetourList = absl::InlinedVector<const Detour*, 4>;
+  void Scatter(Io* io, const RuleEntry* rule, const DetourList& detours);
   void Split(Io* io, const RuleTable::Pieces& pieces);
   void Fail(Io* io, absl::Status status);
   friend class Io;
