@@ -269,12 +269,13 @@ class LineParser {
     ++pos_;
     size_t path_start = pos_;
     std::string_view path = TakeWhile(IsPathChar);
-    if (!CheckPath(path, path_start)) return false;
-    *star = false;
-    if (Peek() == '*') {
-      ++pos_;
-      *star = true;
-    }
+    *star = Peek() == '*';
+    // Before a '*' the last component is only the start of a name: "//S/.*"
+    // matches hidden files, so '.' and '..' are fine there.
+    std::string_view whole = path;
+    if (*star) whole = path.substr(0, path.rfind('/') + 1);
+    if (!CheckPath(whole, path_start)) return false;
+    if (*star) ++pos_;
     *out = std::string(s_.substr(start, pos_ - start - (*star ? 1 : 0)));
     return true;
   }

@@ -339,7 +339,9 @@ void RuleTable::Match(const IoHeader& h, Pieces* out) const {
   CollectBuckets(h, &buckets);
   const RuleEntry* whole = BestWhole(buckets, h);
   const uint64_t a = h.offset;
-  const uint64_t b = h.length == 0 ? a + 1 : h.end();
+  // [a, b) with b clamped so that an extent near 2^64 cannot wrap around.
+  const uint64_t room = UINT64_MAX - a;
+  const uint64_t b = a + std::max<uint64_t>(1, std::min(h.length, room));
 
   absl::InlinedVector<const RuleEntry*, 4> ranged;
   for (const BucketRef& ref : buckets) {
