@@ -1,0 +1,167 @@
+#include "fuse/inode_table.h"
+
+#include <functional>
+
+namespace sroute {
+
+size_t InodeTable::LinkHash::operator()(
+    const std::pair<uint64_t, std::string>& l) const {
+  return std::hash<std::string>{}(l.second) * 31 + l.first;
+}
+
+InodeTable::InodeTable() {
+  Node root;
+  root.lookups = 1;  // never forgotten
+  nodes_[kRootIno] = std::move(root);
+}
+
+bool InodeTable::PathLocked(uint64_t ino, std::string* out) const {
+  std::vector<const std::string*> parts;
+  uint64_t cur = ino;
+  for (int depth = 0; cur != kRootIno; ++depth) {
+    auto it = nodes_.find(cur);
+    if (it == nodes_.end() || it->second.links.empty() || depth > 4096) {
+      return false;
+    }
+    parts.push_back(&it->second.links[0].name);
+    cur = it->second.links[0].parent;
+  }
+  out->clear();
+  for (auto p = parts.rbegin(); p != parts.rend(); ++p) {
+    if (!out->empty()) out->push_back('/');
+    out->append(**p);
+  }
+  return true;
+}
+
+std::optional<std::string> InodeTable::Path(uint64_t ino) const {
+  std::lock_guard<std::mutex> l(mu_);
+  std::string path;
+  if (!PathLocked(ino, &path)) return std::nullopt;
+  return path;
+}
+
+std::optional<std::string> InodeTable::ChildPath(uint64_t parent,
+                                                 std::string_view name) const {
+  std::lock_guard<std::mutex> l(mu_);
+  std::string path;
+  if (!PathLocked(parent, &path)) return std::nullopt;
+  if (!path.empty()) path.push_back('/');
+  path.append(name);
+  return path;
+}
+
+uint64_t InodeTable::Remember(uint64_t parent, std::string_view name, dev_t dev,
+                              ino_t file_ino) {
+  std::lock_guard<std::mutex> l(mu_);
+  Link link{parent, std::string(name)};
+  uint64_t ino;
+  auto by_file = by_file_.find({dev, file_ino});
+  if (by_file != by_file_.end()) {
+    ino = by_file->second;
+  } else {
+    ino = next_ino_++;
+    Node n;
+    n.dev = dev;
+    n.file_ino = file_ino;
+    nodes_[ino] = std::move(n);
+    by_file_[{dev, file_ino}] = ino;
+  }
+  Node& node = nodes_[ino];
+  ++node.lookups;
+  // The name may have pointed at another node (replaced behind our back).
+  auto old = by_link_.find({parent, link.name});
+  if (old != by_link_.end() && old->second != ino) {
+    DropLinkLocked(parent, link.name);
+  }
+  bool known = false;
+  for (const Link& l2 : node.links) known |= l2 == link;
+  if (!known) {
+    node.links.push_back(link);
+    by_link_[{parent, link.name}] = ino;
+  }
+  return ino;
+}
+
+bool InodeTable::Forget(uint64_t ino, uint64_t count) {
+  if (ino == kRootIno) return false;
+  std::lock_guard<std::mutex> l(mu_);
+  auto it = nodes_.find(ino);
+  if (it == nodes_.end()) return true;
+  Node& n = it->second;
+  n.lookups = count >= n.lookups ? 0 : n.lookups - count;
+  if (n.lookups > 0) return false;
+  for (const Link& link : n.links) by_link_.erase({link.parent, link.name});
+  auto f = by_file_.find({n.dev, n.file_ino});
+  if (f != by_file_.end() && f->second == ino) by_file_.erase(f);
+  nodes_.erase(it);
+  return true;
+}
+
+void InodeTable::DropLinkLocked(uint64_t parent, std::string_view name) {
+  auto it = by_link_.find({parent, std::string(name)});
+  if (it == by_link_.end()) return;
+  auto node = nodes_.find(it->second);
+  by_link_.erase(it);
+  if (node == nodes_.end()) return;
+  auto& links = node->second.links;
+  for (size_t i = 0; i < links.size(); ++i) {
+    if (links[i].parent == parent && links[i].name == name) {
+      links.erase(links.begin() + i);
+      break;
+    }
+  }
+}
+
+void InodeTable::Unlinked(uint64_t parent, std::string_view name) {
+  std::lock_guard<std::mutex> l(mu_);
+  DropLinkLocked(parent, name);
+}
+
+void InodeTable::Renamed(uint64_t parent, std::string_view name,
+                         uint64_t new_parent, std::string_view new_name) {
+  std::lock_guard<std::mutex> l(mu_);
+  DropLinkLocked(new_parent, new_name);  // a replaced target loses its name
+  auto it = by_link_.find({parent, std::string(name)});
+  if (it == by_link_.end()) return;
+  const uint64_t ino = it->second;
+  by_link_.erase(it);
+  for (Link& link : nodes_[ino].links) {
+    if (link.parent == parent && link.name == name) {
+      link = Link{new_parent, std::string(new_name)};
+    }
+  }
+  by_link_[{new_parent, std::string(new_name)}] = ino;
+}
+
+void InodeTable::Exchanged(uint64_t parent, std::string_view name,
+                           uint64_t new_parent, std::string_view new_name) {
+  std::lock_guard<std::mutex> l(mu_);
+  auto a = by_link_.find({parent, std::string(name)});
+  auto b = by_link_.find({new_parent, std::string(new_name)});
+  const std::optional<uint64_t> ia =
+      a == by_link_.end() ? std::nullopt : std::optional<uint64_t>(a->second);
+  const std::optional<uint64_t> ib =
+      b == by_link_.end() ? std::nullopt : std::optional<uint64_t>(b->second);
+  auto relink = [&](std::optional<uint64_t> ino, const Link& from,
+                    const Link& to) {
+    if (!ino) return;
+    for (Link& link : nodes_[*ino].links) {
+      if (link == from) link = to;
+    }
+    by_link_[{to.parent, to.name}] = *ino;
+  };
+  by_link_.erase({parent, std::string(name)});
+  by_link_.erase({new_parent, std::string(new_name)});
+  const Link la{parent, std::string(name)},
+      lb{new_parent, std::string(new_name)};
+  relink(ia, la, lb);
+  relink(ib, lb, la);
+}
+
+size_t InodeTable::size() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return nodes_.size();
+}
+
+}  // namespace sroute

@@ -1,0 +1,86 @@
+// InodeTable: the FUSE inode numbers of a volume and the names they stand
+// for. A node is one file (keyed by the identity its home reported: st_dev
+// and st_ino), known under one or more (parent, name) links, and counted by
+// the kernel's lookups. Nodes hold no file descriptors, so the table scales
+// past the open-files limit; a node goes away when the kernel forgets it.
+//
+// Thread safety: thread-safe (one mutex; no IO happens under it).
+#ifndef SROUTE_FUSE_INODE_TABLE_H_
+#define SROUTE_FUSE_INODE_TABLE_H_
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+
+namespace sroute {
+
+class InodeTable {
+ public:
+  static constexpr uint64_t kRootIno = 1;  // FUSE_ROOT_ID; its path is ""
+
+  InodeTable();
+
+  // The path of `ino` relative to the volume root ("" for the root), through
+  // its first link. nullopt for an unknown inode.
+  std::optional<std::string> Path(uint64_t ino) const;
+  // Path(parent) + "/" + name.
+  std::optional<std::string> ChildPath(uint64_t parent,
+                                       std::string_view name) const;
+
+  // Records a successful lookup (or create) of `name` in `parent` that found
+  // the file identified by (dev, file_ino): the node gains one kernel
+  // reference and the link. Returns the node's inode number.
+  uint64_t Remember(uint64_t parent, std::string_view name, dev_t dev,
+                    ino_t file_ino);
+  // The kernel dropped `count` references. Returns true if the node is gone.
+  bool Forget(uint64_t ino, uint64_t count);
+
+  // Namespace changes the volume performed.
+  void Unlinked(uint64_t parent, std::string_view name);
+  void Renamed(uint64_t parent, std::string_view name, uint64_t new_parent,
+               std::string_view new_name);
+  // RENAME_EXCHANGE.
+  void Exchanged(uint64_t parent, std::string_view name, uint64_t new_parent,
+                 std::string_view new_name);
+
+  size_t size() const;
+
+ private:
+  struct Link {
+    uint64_t parent;
+    std::string name;
+    bool operator==(const Link&) const = default;
+  };
+  struct Node {
+    uint64_t lookups = 0;
+    dev_t dev = 0;
+    ino_t file_ino = 0;
+    std::vector<Link> links;  // links[0] names the node
+  };
+  struct LinkHash {
+    size_t operator()(const std::pair<uint64_t, std::string>& l) const;
+  };
+
+  // REQUIRES: mu_ held.
+  bool PathLocked(uint64_t ino, std::string* out) const;
+  void DropLinkLocked(uint64_t parent, std::string_view name);
+
+  mutable std::mutex mu_;
+  uint64_t next_ino_ = kRootIno + 1;           // guarded by mu_
+  absl::flat_hash_map<uint64_t, Node> nodes_;  // guarded by mu_
+  absl::flat_hash_map<std::pair<dev_t, ino_t>, uint64_t> by_file_;  // mu_
+  absl::flat_hash_map<std::pair<uint64_t, std::string>, uint64_t, LinkHash>
+      by_link_;  // guarded by mu_
+};
+
+}  // namespace sroute
+
+#endif  // SROUTE_FUSE_INODE_TABLE_H_

@@ -1,0 +1,114 @@
+// sroute-fuse MOUNTPOINT --backing DIR [--endpoint NAME=DIR]... [--rules FILE]
+//             [--kernel-cache off|auto] [-f] [-d] [-o OPTIONS]
+//
+// Mounts a routed volume: the namespace lives in the backing directory
+// (endpoint "home"); rules may send any IO elsewhere.
+#include <sys/stat.h>
+
+#include <cstdio>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "CLI/CLI.hpp"
+#include "fuse/volume.h"
+#include "sswitch/host.h"
+
+namespace {
+
+int Die(const std::string& msg) {
+  std::cerr << "sroute-fuse: " << msg << "\n";
+  return 1;
+}
+
+// True when `path` is a mount point already (its device differs from its
+// parent's).
+bool IsMountPoint(const std::string& path) {
+  struct stat self {
+  }, parent{};
+  if (stat(path.c_str(), &self) != 0) return false;
+  if (stat((path + "/..").c_str(), &parent) != 0) return false;
+  return self.st_dev != parent.st_dev || self.st_ino == parent.st_ino;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"sroute-fuse: a FUSE volume whose IO is routed by rules"};
+  std::string mountpoint, backing, rules_file, kernel_cache = "auto", options;
+  std::vector<std::string> endpoints;
+  bool foreground = false, debug = false;
+  app.add_option("MOUNTPOINT", mountpoint, "where to mount")->required();
+  app.add_option("--backing", backing,
+                 "directory holding the volume's namespace (endpoint 'home')")
+      ->required();
+  app.add_option("--endpoint", endpoints,
+                 "more local endpoints, NAME=DIR (repeatable)");
+  app.add_option("--rules", rules_file, "rules file to install at start");
+  app.add_option("--kernel-cache", kernel_cache,
+                 "off: every read and write reaches the router; auto: the "
+                 "kernel may cache")
+      ->check(CLI::IsMember({"off", "auto"}));
+  app.add_flag("-f,--foreground", foreground, "stay in the foreground");
+  app.add_flag("-d,--debug", debug, "print every FUSE request (implies -f)");
+  app.add_option("-o", options, "FUSE mount options, comma-separated");
+  CLI11_PARSE(app, argc, argv);
+
+  sroute::Host host("fuse");
+  if (auto s = host.AddLocalEndpoint("home", backing); !s.ok()) {
+    return Die("backing directory " + backing + ": " +
+               std::string(s.message()));
+  }
+  for (const std::string& spec : endpoints) {
+    const size_t eq = spec.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      return Die("--endpoint wants NAME=DIR, got '" + spec + "'");
+    }
+    if (auto s = host.AddLocalEndpoint(spec.substr(0, eq), spec.substr(eq + 1));
+        !s.ok()) {
+      return Die("endpoint " + spec + ": " + std::string(s.message()));
+    }
+  }
+  if (!rules_file.empty()) {
+    if (auto s = host.LoadRulesFile(rules_file); !s.ok()) {
+      return Die(std::string(s.message()));
+    }
+  }
+  if (IsMountPoint(mountpoint)) {
+    return Die("mount point " + mountpoint + " is in use (already mounted)");
+  }
+
+  sroute::VolumeOptions vopts;
+  vopts.kernel_cache = kernel_cache == "off"
+                           ? sroute::VolumeOptions::KernelCache::kOff
+                           : sroute::VolumeOptions::KernelCache::kAuto;
+  sroute::Volume volume(&host.sswitch(), vopts);
+
+  // The kernel applied the caller's umask already.
+  umask(0);
+  std::vector<std::string> fargs = {argv[0], "-o",
+                                    "fsname=sroute,subtype=sroute,"
+                                    "default_permissions,allow_other"};
+  if (!options.empty()) fargs.insert(fargs.end(), {"-o", options});
+  if (debug) fargs.push_back("-d");
+  std::vector<char*> cargs;
+  for (std::string& a : fargs) cargs.push_back(a.data());
+  fuse_args args = FUSE_ARGS_INIT(static_cast<int>(cargs.size()), cargs.data());
+
+  fuse_session* se =
+      fuse_session_new(&args, &volume.ops(), sizeof(volume.ops()), &volume);
+  if (se == nullptr) return Die("bad FUSE options");
+  if (fuse_set_signal_handlers(se) != 0) return Die("cannot set signals");
+  if (fuse_session_mount(se, mountpoint.c_str()) != 0) {
+    return Die("cannot mount on " + mountpoint);
+  }
+  fuse_daemonize(foreground || debug ? 1 : 0);
+  fuse_loop_config config{};
+  config.clone_fd = 0;
+  config.max_idle_threads = 16;
+  const int rc = fuse_session_loop_mt(se, &config);
+  fuse_session_unmount(se);
+  fuse_remove_signal_handlers(se);
+  fuse_session_destroy(se);
+  return rc == 0 ? 0 : 1;
+}

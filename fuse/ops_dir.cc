@@ -1,0 +1,96 @@
+// Directory ops: opendir, readdir, releasedir, fsyncdir.
+#include <dirent.h>
+
+#include <cerrno>
+#include <cstring>
+#include <mutex>
+#include <vector>
+
+#include "fuse/ops.h"
+#include "fuse/request.h"
+
+namespace sroute::fuse_internal {
+
+namespace {
+// The listing of one open directory, read whole at the first readdir and
+// served by offset (entry index + 1) afterwards.
+struct DirHandle {
+  std::mutex mu;
+  bool loaded = false;            // guarded by mu
+  std::vector<DirEntry> entries;  // guarded by mu
+};
+DirHandle* HandleOf(fuse_file_info* fi) {
+  return reinterpret_cast<DirHandle*>(fi->fh);
+}
+
+void ReplyEntries(fuse_req_t req, DirHandle* h, size_t size, off_t off) {
+  std::vector<char> buf(size);
+  size_t used = 0;
+  std::lock_guard<std::mutex> l(h->mu);
+  for (size_t i = static_cast<size_t>(off); i < h->entries.size(); ++i) {
+    const DirEntry& e = h->entries[i];
+    struct stat st {};
+    st.st_ino = e.ino;
+    st.st_mode = static_cast<mode_t>(e.type) << 12;
+    const size_t n =
+        fuse_add_direntry(req, buf.data() + used, size - used, e.name.c_str(),
+                          &st, static_cast<off_t>(i + 1));
+    if (n > size - used) break;
+    used += n;
+  }
+  fuse_reply_buf(req, buf.data(), used);
+}
+}  // namespace
+
+void Opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  std::string path;
+  if (!PathOf(req, ino, &path)) return;
+  fi->fh = reinterpret_cast<uint64_t>(new DirHandle());
+  fuse_reply_open(req, fi);
+}
+
+void Readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+             fuse_file_info* fi) {
+  DirHandle* h = HandleOf(fi);
+  bool need_load;
+  {
+    std::lock_guard<std::mutex> l(h->mu);
+    need_load = !h->loaded || off == 0;  // offset 0: rewinddir re-reads
+  }
+  if (!need_load) return ReplyEntries(req, h, size, off);
+  std::string path;
+  if (!PathOf(req, ino, &path)) return;
+  auto r = NewRequest(req, Op::kReaddir, path);
+  const bool is_root = ino == InodeTable::kRootIno;
+  Submit(std::move(r), [h, size, off, is_root, ino](Request& rr) {
+    if (!rr.io.status.ok()) return ReplyError(rr);
+    {
+      std::lock_guard<std::mutex> l(h->mu);
+      h->entries.clear();
+      // glibc skips entries whose d_ino is 0.
+      h->entries.push_back({".", DT_DIR, ino});
+      h->entries.push_back({"..", DT_DIR, InodeTable::kRootIno});
+      for (DirEntry& e : rr.io.entries) {
+        if (is_root && e.name == kReservedDir) continue;
+        h->entries.push_back(std::move(e));
+      }
+      h->loaded = true;
+    }
+    ReplyEntries(rr.req, h, size, off);
+  });
+}
+
+void Releasedir(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
+  delete HandleOf(fi);
+  fuse_reply_err(req, 0);
+}
+
+void Fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, fuse_file_info*) {
+  std::string path;
+  if (!PathOf(req, ino, &path)) return;
+  auto r = NewRequest(req, Op::kFsync, path);
+  r->io.args.flags = datasync;
+  Submit(std::move(r), ReplyError);
+}
+
+}  // namespace sroute::fuse_internal

@@ -1,0 +1,174 @@
+// Namespace ops: lookup, forget, getattr, setattr, readlink, mknod, mkdir,
+// symlink, link, unlink, rmdir, rename.
+#include <cerrno>
+#include <cstring>
+
+#include "fuse/ops.h"
+#include "fuse/request.h"
+
+namespace sroute::fuse_internal {
+
+void Lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  if (parent == InodeTable::kRootIno && std::strcmp(name, kReservedDir) == 0) {
+    fuse_reply_err(req, ENOENT);  // invisible through the mount
+    return;
+  }
+  std::string path;
+  if (!ChildPathOf(req, parent, name, &path)) return;
+  auto r = NewRequest(req, Op::kLookup, path);
+  r->parent = parent;
+  r->name = name;
+  Submit(std::move(r), ReplyEntry);
+}
+
+void Forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup) {
+  VolumeOf(req).inodes().Forget(ino, nlookup);
+  fuse_reply_none(req);
+}
+
+void ForgetMulti(fuse_req_t req, size_t count, fuse_forget_data* forgets) {
+  for (size_t i = 0; i < count; ++i) {
+    VolumeOf(req).inodes().Forget(forgets[i].ino, forgets[i].nlookup);
+  }
+  fuse_reply_none(req);
+}
+
+void ReplyAttr(Request& r, uint64_t ino) {
+  if (!r.io.status.ok()) {
+    ReplyError(r);
+    return;
+  }
+  r.io.attr.st_ino = ino;
+  fuse_reply_attr(r.req, &r.io.attr, r.volume->attr_timeout());
+}
+
+void Getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
+  std::string path;
+  if (!PathOf(req, ino, &path)) return;
+  Submit(NewRequest(req, Op::kGetattr, path),
+         [ino](Request& r) { ReplyAttr(r, ino); });
+}
+
+void Setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set,
+             fuse_file_info*) {
+  std::string path;
+  if (!PathOf(req, ino, &path)) return;
+  auto r = NewRequest(req, Op::kSetattr, path);
+  IoArgs& a = r->io.args;
+  if (to_set & FUSE_SET_ATTR_MODE) a.to_set |= kSetMode, a.mode = attr->st_mode;
+  if (to_set & FUSE_SET_ATTR_UID) a.to_set |= kSetUid, a.uid = attr->st_uid;
+  if (to_set & FUSE_SET_ATTR_GID) a.to_set |= kSetGid, a.gid = attr->st_gid;
+  if (to_set & FUSE_SET_ATTR_SIZE) a.to_set |= kSetSize, a.size = attr->st_size;
+  if (to_set & FUSE_SET_ATTR_ATIME)
+    a.to_set |= kSetAtime, a.atime = attr->st_atim;
+  if (to_set & FUSE_SET_ATTR_MTIME)
+    a.to_set |= kSetMtime, a.mtime = attr->st_mtim;
+  if (to_set & FUSE_SET_ATTR_ATIME_NOW) {
+    a.to_set |= kSetAtime;
+    a.atime = {0, UTIME_NOW};
+  }
+  if (to_set & FUSE_SET_ATTR_MTIME_NOW) {
+    a.to_set |= kSetMtime;
+    a.mtime = {0, UTIME_NOW};
+  }
+  Submit(std::move(r), [ino](Request& rr) { ReplyAttr(rr, ino); });
+}
+
+void Readlink(fuse_req_t req, fuse_ino_t ino) {
+  std::string path;
+  if (!PathOf(req, ino, &path)) return;
+  Submit(NewRequest(req, Op::kReadlink, path), [](Request& r) {
+    if (!r.io.status.ok()) return ReplyError(r);
+    fuse_reply_readlink(r.req, r.io.data.c_str());
+  });
+}
+
+namespace {
+void MakeNode(fuse_req_t req, fuse_ino_t parent, const char* name, Op op,
+              IoArgs args) {
+  std::string path;
+  if (!ChildPathOf(req, parent, name, &path)) return;
+  auto r = NewRequest(req, op, path);
+  args.uid = r->io.args.uid;
+  args.gid = r->io.args.gid;
+  r->io.args = std::move(args);
+  r->parent = parent;
+  r->name = name;
+  Submit(std::move(r), ReplyEntry);
+}
+}  // namespace
+
+void Mknod(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
+           dev_t rdev) {
+  IoArgs a;
+  a.mode = mode;
+  a.size = rdev;
+  MakeNode(req, parent, name, Op::kMknod, std::move(a));
+}
+
+void Mkdir(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode) {
+  IoArgs a;
+  a.mode = mode;
+  MakeNode(req, parent, name, Op::kMkdir, std::move(a));
+}
+
+void Symlink(fuse_req_t req, const char* link, fuse_ino_t parent,
+             const char* name) {
+  IoArgs a;
+  a.other = link;
+  MakeNode(req, parent, name, Op::kSymlink, std::move(a));
+}
+
+void Link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
+          const char* newname) {
+  std::string old_path;
+  if (!PathOf(req, ino, &old_path)) return;
+  IoArgs a;
+  a.other = old_path;
+  MakeNode(req, newparent, newname, Op::kLink, std::move(a));
+}
+
+namespace {
+void Remove(fuse_req_t req, fuse_ino_t parent, const char* name, Op op) {
+  std::string path;
+  if (!ChildPathOf(req, parent, name, &path)) return;
+  auto r = NewRequest(req, op, path);
+  r->parent = parent;
+  r->name = name;
+  Submit(std::move(r), [](Request& rr) {
+    if (rr.io.status.ok()) rr.volume->inodes().Unlinked(rr.parent, rr.name);
+    ReplyError(rr);
+  });
+}
+}  // namespace
+
+void Unlink(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  Remove(req, parent, name, Op::kUnlink);
+}
+
+void Rmdir(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  Remove(req, parent, name, Op::kRmdir);
+}
+
+void Rename(fuse_req_t req, fuse_ino_t parent, const char* name,
+            fuse_ino_t newparent, const char* newname, unsigned int flags) {
+  std::string from, to;
+  if (!ChildPathOf(req, parent, name, &from)) return;
+  if (!ChildPathOf(req, newparent, newname, &to)) return;
+  auto r = NewRequest(req, Op::kRenameFrom, from);
+  r->io.args.other = to;
+  r->io.args.flags = static_cast<int>(flags);
+  Submit(std::move(r), [parent, newparent, name = std::string(name),
+                        newname = std::string(newname), flags](Request& rr) {
+    if (rr.io.status.ok()) {
+      if (flags & RENAME_EXCHANGE) {
+        rr.volume->inodes().Exchanged(parent, name, newparent, newname);
+      } else {
+        rr.volume->inodes().Renamed(parent, name, newparent, newname);
+      }
+    }
+    ReplyError(rr);
+  });
+}
+
+}  // namespace sroute::fuse_internal

@@ -1,0 +1,111 @@
+// File ops: open, create, read, write, flush, release, fsync, fallocate.
+#include <cerrno>
+
+#include "fuse/ops.h"
+#include "fuse/request.h"
+
+namespace sroute::fuse_internal {
+
+namespace {
+// Kernel caching of file data (DESIGN.md §3): with --kernel-cache=off every
+// read and write reaches the sSwitch (direct IO). Otherwise pages are used
+// but dropped at each open.
+void SetCaching(const Volume& v, fuse_file_info* fi) {
+  const bool off = v.options().kernel_cache == VolumeOptions::KernelCache::kOff;
+  fi->direct_io = off ? 1 : 0;
+  fi->keep_cache = 0;
+}
+}  // namespace
+
+void Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  std::string path;
+  if (!PathOf(req, ino, &path)) return;
+  auto r = NewRequest(req, Op::kOpen, path);
+  r->io.args.flags = fi->flags;
+  r->fi = *fi;
+  Submit(std::move(r), [](Request& rr) {
+    if (!rr.io.status.ok()) return ReplyError(rr);
+    SetCaching(*rr.volume, &rr.fi);
+    fuse_reply_open(rr.req, &rr.fi);
+  });
+}
+
+void Create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
+            fuse_file_info* fi) {
+  std::string path;
+  if (!ChildPathOf(req, parent, name, &path)) return;
+  auto r = NewRequest(req, Op::kCreate, path);
+  r->io.args.mode = mode;
+  r->io.args.flags = fi->flags;
+  r->parent = parent;
+  r->name = name;
+  r->fi = *fi;
+  Submit(std::move(r), [](Request& rr) {
+    if (!rr.io.status.ok()) return ReplyError(rr);
+    fuse_entry_param e = MakeEntry(rr);
+    SetCaching(*rr.volume, &rr.fi);
+    if (fuse_reply_create(rr.req, &e, &rr.fi) != 0) {
+      rr.volume->inodes().Forget(e.ino, 1);
+    }
+  });
+}
+
+void Read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+          fuse_file_info*) {
+  std::string path;
+  if (!PathOf(req, ino, &path)) return;
+  auto r = NewRequest(req, Op::kRead, path);
+  r->buffer.resize(size);
+  r->io.header.offset = static_cast<uint64_t>(off);
+  r->io.header.length = size;
+  r->io.read_buffer = std::span<char>(r->buffer);
+  Submit(std::move(r), [](Request& rr) {
+    if (!rr.io.status.ok()) return ReplyError(rr);
+    fuse_reply_buf(rr.req, rr.buffer.data(), rr.io.bytes);
+  });
+}
+
+void Write(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size,
+           off_t off, fuse_file_info*) {
+  std::string path;
+  if (!PathOf(req, ino, &path)) return;
+  auto r = NewRequest(req, Op::kWrite, path);
+  // libfuse reuses `buf` once this returns, and the IO may be parked.
+  r->buffer.assign(buf, buf + size);
+  r->io.header.offset = static_cast<uint64_t>(off);
+  r->io.header.length = size;
+  r->io.write_data = std::span<const char>(r->buffer);
+  Submit(std::move(r), [](Request& rr) {
+    if (!rr.io.status.ok()) return ReplyError(rr);
+    fuse_reply_write(rr.req, rr.io.bytes);
+  });
+}
+
+void Flush(fuse_req_t req, fuse_ino_t, fuse_file_info*) {
+  fuse_reply_err(req, 0);
+}
+
+void Release(fuse_req_t req, fuse_ino_t, fuse_file_info*) {
+  fuse_reply_err(req, 0);
+}
+
+void Fsync(fuse_req_t req, fuse_ino_t ino, int datasync, fuse_file_info*) {
+  std::string path;
+  if (!PathOf(req, ino, &path)) return;
+  auto r = NewRequest(req, Op::kFsync, path);
+  r->io.args.flags = datasync;
+  Submit(std::move(r), ReplyError);
+}
+
+void Fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset,
+               off_t length, fuse_file_info*) {
+  std::string path;
+  if (!PathOf(req, ino, &path)) return;
+  auto r = NewRequest(req, Op::kFallocate, path);
+  r->io.args.flags = mode;
+  r->io.header.offset = static_cast<uint64_t>(offset);
+  r->io.header.length = static_cast<uint64_t>(length);
+  Submit(std::move(r), ReplyError);
+}
+
+}  // namespace sroute::fuse_internal

@@ -1,0 +1,222 @@
+// sroute-fuse mounted for real: basic file system behaviour and routing
+// between local endpoints.
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "tests/util/mounted_volume.h"
+#include "tests/util/temp_dir.h"
+
+namespace sroute {
+namespace {
+
+using ::sroute::testing::MountedVolume;
+using ::sroute::testing::ReadWholeFile;
+using ::sroute::testing::TempDir;
+using ::sroute::testing::WriteWholeFile;
+
+std::vector<std::string> List(const std::string& dir) {
+  std::vector<std::string> names;
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return names;
+  while (dirent* e = readdir(d)) names.push_back(e->d_name);
+  closedir(d);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+class FuseVolumeTest : public ::testing::Test {
+ protected:
+  // Mounts with `rules` (written to a file) and endpoint "other".
+  void Mount(const std::string& rules = "",
+             std::vector<std::string> extra = {}) {
+    std::vector<std::string> args = {"--backing", backing_.path(), "--endpoint",
+                                     "other=" + other_.path()};
+    if (!rules.empty()) {
+      WriteWholeFile(rules_dir_ / "test.rules", rules);
+      args.push_back("--rules");
+      args.push_back(rules_dir_ / "test.rules");
+    }
+    args.insert(args.end(), extra.begin(), extra.end());
+    volume_ =
+        std::make_unique<MountedVolume>(SROUTE_FUSE_BINARY, mnt_.path(), args);
+    ASSERT_TRUE(volume_->ok()) << "sroute-fuse did not mount";
+  }
+  void TearDown() override { volume_.reset(); }
+
+  TempDir backing_, other_, mnt_, rules_dir_;
+  std::unique_ptr<MountedVolume> volume_;
+};
+
+TEST_F(FuseVolumeTest, FilesDirectoriesAndLinksPassThrough) {
+  Mount();
+  const std::string m = mnt_.path();
+  WriteWholeFile(m + "/a.txt", "hello");
+  EXPECT_EQ(ReadWholeFile(m + "/a.txt"), "hello");
+  EXPECT_EQ(ReadWholeFile(backing_ / "a.txt"), "hello");
+  ASSERT_EQ(mkdir((m + "/d").c_str(), 0750), 0);
+  struct stat st {};
+  ASSERT_EQ(stat((backing_ / "d").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0750u);
+  WriteWholeFile(m + "/d/x", "x");
+  ASSERT_EQ(rename((m + "/d/x").c_str(), (m + "/d/y").c_str()), 0);
+  EXPECT_EQ(List(m + "/d"), (std::vector<std::string>{".", "..", "y"}));
+  ASSERT_EQ(symlink("a.txt", (m + "/l").c_str()), 0);
+  EXPECT_EQ(ReadWholeFile(m + "/l"), "hello");
+  ASSERT_EQ(link((m + "/a.txt").c_str(), (m + "/h").c_str()), 0);
+  ASSERT_EQ(stat((m + "/a.txt").c_str(), &st), 0);
+  EXPECT_EQ(st.st_nlink, 2u);
+  ASSERT_EQ(truncate((m + "/a.txt").c_str(), 2), 0);
+  EXPECT_EQ(ReadWholeFile(m + "/h"), "he");
+  ASSERT_EQ(unlink((m + "/h").c_str()), 0);
+  EXPECT_EQ(rmdir((m + "/d").c_str()), -1);
+  EXPECT_EQ(errno, ENOTEMPTY);
+  EXPECT_EQ(open((m + "/missing").c_str(), O_RDONLY), -1);
+  EXPECT_EQ(errno, ENOENT);
+}
+
+TEST_F(FuseVolumeTest, ReservedFolderIsInvisibleAndClosed) {
+  std::filesystem::create_directories(backing_ / ".sroute/detours");
+  Mount();
+  const std::string m = mnt_.path();
+  for (const std::string& name : List(m)) EXPECT_NE(name, ".sroute");
+  struct stat st {};
+  EXPECT_EQ(stat((m + "/.sroute").c_str(), &st), -1);
+  EXPECT_EQ(errno, ENOENT);
+  EXPECT_EQ(mkdir((m + "/.sroute").c_str(), 0755), -1);
+  EXPECT_EQ(errno, EACCES);
+}
+
+TEST_F(FuseVolumeTest, FileRoutedToAnotherEndpoint) {
+  std::filesystem::create_directories(other_ / "routed");
+  WriteWholeFile(backing_ / "routed/f", "");
+  WriteWholeFile(other_ / "routed/f", "");
+  Mount("<*, r|w, //home/routed/*> -> <IO, //other/routed/*>\n");
+  const std::string m = mnt_.path();
+  {
+    int fd = open((m + "/routed/f").c_str(), O_WRONLY);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(pwrite(fd, "moved", 5, 0), 5);
+    close(fd);
+  }
+  EXPECT_EQ(ReadWholeFile(other_ / "routed/f"), "moved");
+  EXPECT_EQ(ReadWholeFile(backing_ / "routed/f"), "");
+  EXPECT_EQ(ReadWholeFile(m + "/routed/f"), "moved");
+}
+
+TEST_F(FuseVolumeTest, ByteRangeDetourReadsBackWhatWasWritten) {
+  WriteWholeFile(backing_ / "f", "");
+  WriteWholeFile(other_ / "f", "");
+  Mount("<*, *, //home/f[4K:8K]> -> <IO, //other/f>\n",
+        {"--kernel-cache", "off"});
+  std::string data(12288, '\0');
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>(i * 13);
+  const std::string f = mnt_ / "f";
+  int fd = open(f.c_str(), O_RDWR);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(pwrite(fd, data.data(), data.size(), 0),
+            static_cast<ssize_t>(data.size()));
+  std::string back(data.size(), '\0');
+  ASSERT_EQ(pread(fd, back.data(), back.size(), 0),
+            static_cast<ssize_t>(back.size()));
+  close(fd);
+  EXPECT_EQ(back, data);
+  const std::string at_other = ReadWholeFile(other_ / "f");
+  ASSERT_EQ(at_other.size(), 8192u);
+  EXPECT_EQ(at_other.substr(4096), data.substr(4096, 4096));
+  EXPECT_EQ(ReadWholeFile(backing_ / "f").substr(4096, 4096),
+            std::string(4096, '\0'));
+}
+
+TEST_F(FuseVolumeTest, ScatterWritesAreIdenticalOnTwoEndpoints) {
+  WriteWholeFile(backing_ / "s", "");
+  WriteWholeFile(other_ / "s", "");
+  Mount("<*, w, //home/s> -> <IO, //home/s>, <IO, //other/s>\n");
+  std::string data(1 << 20, '\0');
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>(i % 241);
+  int fd = open((mnt_ / "s").c_str(), O_WRONLY);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(pwrite(fd, data.data(), data.size(), 0),
+            static_cast<ssize_t>(data.size()));
+  close(fd);
+  EXPECT_EQ(ReadWholeFile(backing_ / "s"), data);
+  EXPECT_EQ(ReadWholeFile(other_ / "s"), data);
+}
+
+TEST_F(FuseVolumeTest, BadRulesFileFailsWithFileLineColumn) {
+  WriteWholeFile(rules_dir_ / "bad.rules",
+                 "\n<*, q, //home/x> -> <IO, //other/x>\n");
+  const std::string cmd = std::string(SROUTE_FUSE_BINARY) + " " + mnt_.path() +
+                          " -f --backing " + backing_.path() + " --rules " +
+                          (rules_dir_ / "bad.rules") + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  char buf[512] = {};
+  const size_t n = fread(buf, 1, sizeof(buf) - 1, p);
+  const int rc = pclose(p);
+  EXPECT_NE(rc, 0);
+  EXPECT_NE(std::string(buf, n).find("bad.rules:2:5: unknown op 'q'"),
+            std::string::npos)
+      << std::string(buf, n);
+}
+
+TEST_F(FuseVolumeTest, MissingBackingDirIsAClearError) {
+  const std::string cmd = std::string(SROUTE_FUSE_BINARY) + " " + mnt_.path() +
+                          " -f --backing /nonexistent/sroute 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  char buf[512] = {};
+  const size_t n = fread(buf, 1, sizeof(buf) - 1, p);
+  EXPECT_NE(pclose(p), 0);
+  EXPECT_NE(std::string(buf, n).find("backing directory /nonexistent/sroute"),
+            std::string::npos)
+      << std::string(buf, n);
+}
+
+TEST_F(FuseVolumeTest, KilledDaemonGivesEnotconnAndCanBeRemounted) {
+  Mount();
+  WriteWholeFile(mnt_ / "kept", "acknowledged");
+  volume_->Kill();
+  struct stat st {};
+  EXPECT_EQ(stat((mnt_ / "kept").c_str(), &st), -1);
+  EXPECT_EQ(errno, ENOTCONN);
+  volume_.reset();  // lazy unmount of the dead mount
+  Mount();
+  EXPECT_EQ(ReadWholeFile(mnt_ / "kept"), "acknowledged");
+}
+
+TEST_F(FuseVolumeTest, ConcurrentWritersToOneFile) {
+  WriteWholeFile(backing_ / "c", "");
+  Mount("", {"--kernel-cache", "off"});
+  constexpr int kThreads = 4, kBlocks = 64, kBlock = 4096;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      int fd = open((mnt_ / "c").c_str(), O_WRONLY);
+      ASSERT_GE(fd, 0);
+      std::string block(kBlock, static_cast<char>('a' + t));
+      for (int b = 0; b < kBlocks; ++b) {
+        const off_t off = (static_cast<off_t>(b) * kThreads + t) * kBlock;
+        ASSERT_EQ(pwrite(fd, block.data(), kBlock, off), kBlock);
+      }
+      close(fd);
+    });
+  }
+  for (auto& t : threads) t.join();
+  const std::string all = ReadWholeFile(mnt_ / "c");
+  ASSERT_EQ(all.size(), static_cast<size_t>(kThreads * kBlocks * kBlock));
+  for (size_t i = 0; i < all.size(); i += kBlock) {
+    EXPECT_EQ(all[i], static_cast<char>('a' + (i / kBlock) % kThreads));
+  }
+}
+
+}  // namespace
+}  // namespace sroute
