@@ -90,7 +90,7 @@ bool InodeTable::Forget(uint64_t ino, uint64_t count) {
   if (it == nodes_.end()) return true;
   Node& n = it->second;
   n.lookups = count >= n.lookups ? 0 : n.lookups - count;
-  if (n.lookups > 0) return false;
+  if (n.lookups > 0 || n.open > 0) return false;
   for (const Link& link : n.links) by_link_.erase({link.parent, link.name});
   auto f = by_file_.find({n.dev, n.file_ino});
   if (f != by_file_.end() && f->second == ino) by_file_.erase(f);
@@ -157,6 +157,67 @@ void InodeTable::Exchanged(uint64_t parent, std::string_view name,
       lb{new_parent, std::string(new_name)};
   relink(ia, la, lb);
   relink(ib, lb, la);
+}
+
+std::optional<uint64_t> InodeTable::Find(uint64_t parent,
+                                         std::string_view name) const {
+  std::lock_guard<std::mutex> l(mu_);
+  auto it = by_link_.find({parent, std::string(name)});
+  if (it == by_link_.end()) return std::nullopt;
+  return it->second;
+}
+
+void InodeTable::Opened(uint64_t ino) {
+  std::lock_guard<std::mutex> l(mu_);
+  auto it = nodes_.find(ino);
+  if (it != nodes_.end()) ++it->second.open;
+}
+
+std::optional<std::string> InodeTable::Released(uint64_t ino) {
+  std::lock_guard<std::mutex> l(mu_);
+  auto it = nodes_.find(ino);
+  if (it == nodes_.end()) return std::nullopt;
+  Node& n = it->second;
+  if (n.open > 0) --n.open;
+  if (n.open > 0) return std::nullopt;
+  std::optional<std::string> hidden;
+  if (n.hidden && !n.links.empty()) {
+    hidden = n.links[0].name;
+    by_link_.erase({n.links[0].parent, *hidden});
+    n.links.erase(n.links.begin());
+    n.hidden = false;
+  }
+  if (n.lookups == 0) {  // the kernel forgot it while it was open
+    for (const Link& link : n.links) by_link_.erase({link.parent, link.name});
+    auto f = by_file_.find({n.dev, n.file_ino});
+    if (f != by_file_.end() && f->second == ino) by_file_.erase(f);
+    nodes_.erase(it);
+  }
+  return hidden;
+}
+
+int InodeTable::open_count(uint64_t ino) const {
+  std::lock_guard<std::mutex> l(mu_);
+  auto it = nodes_.find(ino);
+  return it == nodes_.end() ? 0 : it->second.open;
+}
+
+void InodeTable::Hide(uint64_t ino, uint64_t parent, std::string_view name,
+                      std::string hidden_path) {
+  std::lock_guard<std::mutex> l(mu_);
+  DropLinkLocked(parent, name);
+  auto it = nodes_.find(ino);
+  if (it == nodes_.end()) return;
+  it->second.links.insert(it->second.links.begin(),
+                          Link{kRootIno, hidden_path});
+  it->second.hidden = true;
+  by_link_[{kRootIno, std::move(hidden_path)}] = ino;
+}
+
+bool InodeTable::hidden(uint64_t ino) const {
+  std::lock_guard<std::mutex> l(mu_);
+  auto it = nodes_.find(ino);
+  return it != nodes_.end() && it->second.hidden;
 }
 
 size_t InodeTable::size() const {

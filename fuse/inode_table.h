@@ -42,6 +42,7 @@ class InodeTable {
                     ino_t file_ino);
   // The kernel dropped `count` references. Returns true if the node is gone.
   bool Forget(uint64_t ino, uint64_t count);
+  // A node stays while it has lookups or open handles.
 
   // Namespace changes the volume performed.
   void Unlinked(uint64_t parent, std::string_view name);
@@ -50,6 +51,22 @@ class InodeTable {
   // RENAME_EXCHANGE.
   void Exchanged(uint64_t parent, std::string_view name, uint64_t new_parent,
                  std::string_view new_name);
+
+  // The node a (parent, name) link names, if the kernel knows it.
+  std::optional<uint64_t> Find(uint64_t parent, std::string_view name) const;
+
+  // Open file handles: an unlinked file that is still open keeps its data
+  // under a hidden name until the last handle goes.
+  void Opened(uint64_t ino);
+  // Returns the hidden path to remove when this was the last handle of a
+  // hidden node.
+  std::optional<std::string> Released(uint64_t ino);
+  int open_count(uint64_t ino) const;
+  // Replaces the link (parent, name) of `ino` with the root-relative
+  // `hidden_path`; getattr then reports one link less.
+  void Hide(uint64_t ino, uint64_t parent, std::string_view name,
+            std::string hidden_path);
+  bool hidden(uint64_t ino) const;
 
   size_t size() const;
 
@@ -64,6 +81,8 @@ class InodeTable {
     dev_t dev = 0;
     ino_t file_ino = 0;
     std::vector<Link> links;  // links[0] names the node
+    int open = 0;             // open file handles
+    bool hidden = false;      // unlinked while open: links[0] is hidden
   };
   struct LinkHash {
     size_t operator()(const std::pair<uint64_t, std::string>& l) const;

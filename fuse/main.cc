@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -73,6 +74,13 @@ int main(int argc, char** argv) {
     if (auto s = host.LoadRulesFile(rules_file); !s.ok()) {
       return Die(std::string(s.message()));
     }
+  }
+  // The reserved folder: files unlinked while open wait there.
+  std::error_code ec;
+  std::filesystem::create_directories(backing + "/.sroute/unlinked", ec);
+  if (ec) {
+    return Die("cannot create " + backing +
+               "/.sroute/unlinked: " + ec.message());
   }
   if (IsMountPoint(mountpoint)) {
     return Die("mount point " + mountpoint + " is in use (already mounted)");

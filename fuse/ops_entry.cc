@@ -45,8 +45,14 @@ void ReplyAttr(Request& r, uint64_t ino) {
 void Getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
   std::string path;
   if (!PathOf(req, ino, &path)) return;
-  Submit(NewRequest(req, Op::kGetattr, path),
-         [ino](Request& r) { ReplyAttr(r, ino); });
+  Submit(NewRequest(req, Op::kGetattr, path), [ino](Request& r) {
+    // An unlinked open file: its hidden name is not a link to report.
+    if (r.io.status.ok() && r.volume->inodes().hidden(ino) &&
+        r.io.attr.st_nlink > 0) {
+      --r.io.attr.st_nlink;
+    }
+    ReplyAttr(r, ino);
+  });
 }
 
 void Setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set,
@@ -129,6 +135,10 @@ void Link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 }
 
 namespace {
+std::string HiddenPath(uint64_t ino) {
+  return std::string(kReservedDir) + "/unlinked/" + std::to_string(ino);
+}
+
 void Remove(fuse_req_t req, fuse_ino_t parent, const char* name, Op op) {
   std::string path;
   if (!ChildPathOf(req, parent, name, &path)) return;
@@ -143,7 +153,43 @@ void Remove(fuse_req_t req, fuse_ino_t parent, const char* name, Op op) {
 }  // namespace
 
 void Unlink(fuse_req_t req, fuse_ino_t parent, const char* name) {
-  Remove(req, parent, name, Op::kUnlink);
+  std::string path;
+  if (!ChildPathOf(req, parent, name, &path)) return;
+  Volume& v = VolumeOf(req);
+  auto ino = v.inodes().Find(parent, name);
+  if (!ino || v.inodes().open_count(*ino) == 0) {
+    return Remove(req, parent, name, Op::kUnlink);
+  }
+  // Still open: POSIX lets the holders go on reading and writing. If this
+  // is the last link, keep the data under a hidden name until the last
+  // release (as NFS clients do).
+  auto r = NewRequest(req, Op::kGetattr, path);
+  r->parent = parent;
+  r->name = name;
+  const uint64_t node = *ino;
+  Submit(std::move(r), [node, path](Request& rr) {
+    if (!rr.io.status.ok()) return ReplyError(rr);
+    if (rr.io.attr.st_nlink > 1) {
+      auto del = NewRequest(rr.req, Op::kUnlink, path);
+      del->parent = rr.parent;
+      del->name = rr.name;
+      return Submit(std::move(del), [](Request& d) {
+        if (d.io.status.ok()) d.volume->inodes().Unlinked(d.parent, d.name);
+        ReplyError(d);
+      });
+    }
+    const std::string hidden = HiddenPath(node);
+    auto mv = NewRequest(rr.req, Op::kRenameFrom, path);
+    mv->io.args.other = hidden;
+    mv->parent = rr.parent;
+    mv->name = rr.name;
+    Submit(std::move(mv), [node, hidden](Request& m) {
+      if (m.io.status.ok()) {
+        m.volume->inodes().Hide(node, m.parent, m.name, hidden);
+      }
+      ReplyError(m);
+    });
+  });
 }
 
 void Rmdir(fuse_req_t req, fuse_ino_t parent, const char* name) {

@@ -1,5 +1,6 @@
 // File ops: open, create, read, write, flush, release, fsync, fallocate.
 #include <cerrno>
+#include <optional>
 
 #include "fuse/ops.h"
 #include "fuse/request.h"
@@ -23,10 +24,13 @@ void Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   auto r = NewRequest(req, Op::kOpen, path);
   r->io.args.flags = fi->flags;
   r->fi = *fi;
-  Submit(std::move(r), [](Request& rr) {
+  Submit(std::move(r), [ino](Request& rr) {
     if (!rr.io.status.ok()) return ReplyError(rr);
     SetCaching(*rr.volume, &rr.fi);
-    fuse_reply_open(rr.req, &rr.fi);
+    rr.volume->inodes().Opened(ino);
+    if (fuse_reply_open(rr.req, &rr.fi) != 0) {
+      rr.volume->inodes().Released(ino);  // interrupted: no release follows
+    }
   });
 }
 
@@ -44,7 +48,9 @@ void Create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
     if (!rr.io.status.ok()) return ReplyError(rr);
     fuse_entry_param e = MakeEntry(rr);
     SetCaching(*rr.volume, &rr.fi);
+    rr.volume->inodes().Opened(e.ino);
     if (fuse_reply_create(rr.req, &e, &rr.fi) != 0) {
+      rr.volume->inodes().Released(e.ino);
       rr.volume->inodes().Forget(e.ino, 1);
     }
   });
@@ -85,8 +91,15 @@ void Flush(fuse_req_t req, fuse_ino_t, fuse_file_info*) {
   fuse_reply_err(req, 0);
 }
 
-void Release(fuse_req_t req, fuse_ino_t, fuse_file_info*) {
-  fuse_reply_err(req, 0);
+void Release(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
+  std::optional<std::string> hidden = VolumeOf(req).inodes().Released(ino);
+  if (!hidden) {
+    fuse_reply_err(req, 0);
+    return;
+  }
+  // The last handle of an unlinked file: now its data can go.
+  Submit(NewRequest(req, Op::kUnlink, *hidden),
+         [](Request& r) { fuse_reply_err(r.req, 0); });
 }
 
 void Fsync(fuse_req_t req, fuse_ino_t ino, int datasync, fuse_file_info*) {

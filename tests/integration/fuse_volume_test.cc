@@ -83,6 +83,35 @@ TEST_F(FuseVolumeTest, FilesDirectoriesAndLinksPassThrough) {
   EXPECT_EQ(errno, ENOENT);
 }
 
+TEST_F(FuseVolumeTest, UnlinkedOpenFileStaysReadableUntilClosed) {
+  Mount("", {"--kernel-cache", "off"});
+  WriteWholeFile(mnt_ / "tmp", "still here");
+  int fd = open((mnt_ / "tmp").c_str(), O_RDWR);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(unlink((mnt_ / "tmp").c_str()), 0);
+  struct stat st {};
+  EXPECT_EQ(stat((mnt_ / "tmp").c_str(), &st), -1);
+  EXPECT_EQ(errno, ENOENT);
+  ASSERT_EQ(fstat(fd, &st), 0);
+  EXPECT_EQ(st.st_nlink, 0u);
+  char buf[32] = {};
+  EXPECT_EQ(pread(fd, buf, sizeof(buf), 0), 10);
+  EXPECT_EQ(std::string(buf), "still here");
+  EXPECT_EQ(pwrite(fd, "STILL", 5, 0), 5);
+  EXPECT_EQ(pread(fd, buf, 10, 0), 10);
+  EXPECT_EQ(std::string(buf, 10), "STILL here");
+  for (const std::string& name : List(mnt_.path())) EXPECT_NE(name, "tmp");
+  close(fd);
+  // After the last close the hidden copy is gone too.
+  for (int i = 0; i < 100 && !List(backing_ / ".sroute/unlinked").empty() &&
+                  List(backing_ / ".sroute/unlinked").size() > 2;
+       ++i) {
+    usleep(10000);
+  }
+  EXPECT_EQ(List(backing_ / ".sroute/unlinked"),
+            (std::vector<std::string>{".", ".."}));
+}
+
 TEST_F(FuseVolumeTest, ReservedFolderIsInvisibleAndClosed) {
   std::filesystem::create_directories(backing_ / ".sroute/detours");
   Mount();
