@@ -37,6 +37,8 @@ void Write(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size,
 void Flush(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
 void Release(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
 void Fsync(fuse_req_t req, fuse_ino_t ino, int datasync, fuse_file_info* fi);
+void Lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
+           fuse_file_info* fi);
 void Fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset,
                off_t length, fuse_file_info* fi);
 

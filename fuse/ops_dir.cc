@@ -26,18 +26,22 @@ DirHandle* HandleOf(fuse_file_info* fi) {
 void ReplyEntries(fuse_req_t req, DirHandle* h, size_t size, off_t off) {
   std::vector<char> buf(size);
   size_t used = 0;
-  std::lock_guard<std::mutex> l(h->mu);
-  for (size_t i = static_cast<size_t>(off); i < h->entries.size(); ++i) {
-    const DirEntry& e = h->entries[i];
-    struct stat st {};
-    st.st_ino = e.ino;
-    st.st_mode = static_cast<mode_t>(e.type) << 12;
-    const size_t n =
-        fuse_add_direntry(req, buf.data() + used, size - used, e.name.c_str(),
-                          &st, static_cast<off_t>(i + 1));
-    if (n > size - used) break;
-    used += n;
+  {
+    std::lock_guard<std::mutex> l(h->mu);
+    for (size_t i = static_cast<size_t>(off); i < h->entries.size(); ++i) {
+      const DirEntry& e = h->entries[i];
+      struct stat st {};
+      st.st_ino = e.ino;
+      st.st_mode = static_cast<mode_t>(e.type) << 12;
+      const size_t n =
+          fuse_add_direntry(req, buf.data() + used, size - used, e.name.c_str(),
+                            &st, static_cast<off_t>(i + 1));
+      if (n > size - used) break;
+      used += n;
+    }
   }
+  // No lock across the reply: once the kernel has it, releasedir may free
+  // the handle on another thread.
   fuse_reply_buf(req, buf.data(), used);
 }
 }  // namespace

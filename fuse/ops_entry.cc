@@ -38,6 +38,10 @@ void ReplyAttr(Request& r, uint64_t ino) {
     ReplyError(r);
     return;
   }
+  // An unlinked open file: its hidden name is not a link to report.
+  if (r.volume->inodes().hidden(ino) && r.io.attr.st_nlink > 0) {
+    --r.io.attr.st_nlink;
+  }
   r.io.attr.st_ino = ino;
   fuse_reply_attr(r.req, &r.io.attr, r.volume->attr_timeout());
 }
@@ -45,14 +49,8 @@ void ReplyAttr(Request& r, uint64_t ino) {
 void Getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
   std::string path;
   if (!PathOf(req, ino, &path)) return;
-  Submit(NewRequest(req, Op::kGetattr, path), [ino](Request& r) {
-    // An unlinked open file: its hidden name is not a link to report.
-    if (r.io.status.ok() && r.volume->inodes().hidden(ino) &&
-        r.io.attr.st_nlink > 0) {
-      --r.io.attr.st_nlink;
-    }
-    ReplyAttr(r, ino);
-  });
+  Submit(NewRequest(req, Op::kGetattr, path),
+         [ino](Request& r) { ReplyAttr(r, ino); });
 }
 
 void Setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set,

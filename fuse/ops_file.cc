@@ -1,4 +1,6 @@
 // File ops: open, create, read, write, flush, release, fsync, fallocate.
+#include <unistd.h>
+
 #include <cerrno>
 #include <optional>
 
@@ -108,6 +110,23 @@ void Fsync(fuse_req_t req, fuse_ino_t ino, int datasync, fuse_file_info*) {
   auto r = NewRequest(req, Op::kFsync, path);
   r->io.args.flags = datasync;
   Submit(std::move(r), ReplyError);
+}
+
+void Lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
+           fuse_file_info*) {
+  if (whence != SEEK_DATA && whence != SEEK_HOLE) {
+    fuse_reply_err(req, EINVAL);  // the kernel handles SET/CUR/END itself
+    return;
+  }
+  std::string path;
+  if (!PathOf(req, ino, &path)) return;
+  auto r = NewRequest(req, Op::kLseek, path);
+  r->io.header.offset = static_cast<uint64_t>(off);
+  r->io.args.flags = whence;
+  Submit(std::move(r), [](Request& rr) {
+    if (!rr.io.status.ok()) return ReplyError(rr);
+    fuse_reply_lseek(rr.req, static_cast<off_t>(rr.io.bytes));
+  });
 }
 
 void Fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset,

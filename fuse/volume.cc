@@ -29,6 +29,7 @@ Volume::Volume(SSwitch* sw, VolumeOptions options)
   ops_.release = Release;
   ops_.fsync = Fsync;
   ops_.fallocate = Fallocate;
+  ops_.lseek = Lseek;
   ops_.opendir = Opendir;
   ops_.readdir = Readdir;
   ops_.releasedir = Releasedir;

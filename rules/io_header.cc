@@ -15,6 +15,7 @@ OpClass ClassOf(Op op) {
     case Op::kGetxattr:
     case Op::kListxattr:
     case Op::kStatfs:
+    case Op::kLseek:
       return kOpClassRead;
     case Op::kWrite:
     case Op::kSetattr:
@@ -61,6 +62,8 @@ std::string_view OpName(Op op) {
       return "listxattr";
     case Op::kStatfs:
       return "statfs";
+    case Op::kLseek:
+      return "lseek";
     case Op::kSetattr:
       return "setattr";
     case Op::kTruncate:

@@ -31,6 +31,7 @@ enum class Op : uint8_t {
   kGetxattr,
   kListxattr,
   kStatfs,
+  kLseek,  // SEEK_DATA / SEEK_HOLE: offset in header.offset, whence in args
   kSetattr,
   kTruncate,
   kFsync,

@@ -208,6 +208,7 @@ struct LocalEndpoint::Impl {
   absl::Status Setattr(Io* io, std::string_view path);
   absl::Status Truncate(Io* io, std::string_view path);
   absl::Status Fsync(Io* io, std::string_view path);
+  absl::Status Lseek(Io* io, std::string_view path);
   absl::Status Fallocate(Io* io, std::string_view path);
   absl::Status Create(Io* io, std::string_view path);
   absl::Status MakeNode(Io* io, std::string_view path);
@@ -484,6 +485,18 @@ absl::Status LocalEndpoint::Impl::Fsync(Io* io, std::string_view path) {
   UniqueFd dir(OpenBeneath(root_fd, path, O_RDONLY | O_DIRECTORY));
   if (!dir.valid()) return ResolveFail(errno, Op::kFsync, path);
   return sync(dir.get());
+}
+
+// SEEK_DATA/SEEK_HOLE from header.offset (args.flags = whence); the
+// resulting offset is returned in io->bytes.
+absl::Status LocalEndpoint::Impl::Lseek(Io* io, std::string_view path) {
+  Handle h;
+  if (auto s = GetHandle(Op::kLseek, path, false, &h); !s.ok()) return s;
+  const off_t r =
+      ::lseek(h->fd, static_cast<off_t>(io->header.offset), io->args.flags);
+  if (r < 0) return Fail(errno, Op::kLseek, path);
+  io->bytes = static_cast<uint64_t>(r);
+  return absl::OkStatus();
 }
 
 absl::Status LocalEndpoint::Impl::Fallocate(Io* io, std::string_view path) {
@@ -889,6 +902,8 @@ absl::Status LocalEndpoint::Impl::Dispatch(Io* io, std::string_view path) {
       return Truncate(io, path);
     case Op::kFsync:
       return Fsync(io, path);
+    case Op::kLseek:
+      return Lseek(io, path);
     case Op::kFallocate:
       return Fallocate(io, path);
     case Op::kCreate:
