@@ -23,14 +23,16 @@ if [ "$quick" = 0 ]; then
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     ctest --test-dir build-asan --output-on-failure -j"$jobs" --timeout 900
 
-  # The concurrent parts (sSwitch, endpoints) under ThreadSanitizer.
+  # The concurrent parts under ThreadSanitizer: the sSwitch and endpoints,
+  # and the FUSE daemon (a race there kills the daemon and fails the mount
+  # tests).
   echo "== build (TSan): concurrent components"
   cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DSROUTE_SANITIZE=thread -DSROUTE_BUILD_BENCH=OFF >/dev/null
-  ninja -C build-tsan -j"$jobs" sswitch_test
+  ninja -C build-tsan -j"$jobs" sswitch_test fuse_test sroute-fuse
   echo "== tests under TSan"
   TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
-    ctest --test-dir build-tsan -L sswitch_test --output-on-failure \
-    -j"$jobs" --timeout 900
+    ctest --test-dir build-tsan -L 'sswitch_test|fuse_test' \
+    --output-on-failure -j"$jobs" --timeout 900
 fi
 echo "== all tests passed"
