@@ -37,7 +37,7 @@ bool IsMountPoint(const std::string& path) {
 int main(int argc, char** argv) {
   CLI::App app{"sroute-fuse: a FUSE volume whose IO is routed by rules"};
   std::string mountpoint, backing, rules_file, kernel_cache = "auto", options;
-  std::vector<std::string> endpoints;
+  std::vector<std::string> endpoints, tenants;
   bool foreground = false, debug = false;
   app.add_option("MOUNTPOINT", mountpoint, "where to mount")->required();
   app.add_option("--backing", backing,
@@ -46,6 +46,9 @@ int main(int argc, char** argv) {
   app.add_option("--endpoint", endpoints,
                  "more local endpoints, NAME=DIR (repeatable)");
   app.add_option("--rules", rules_file, "rules file to install at start");
+  app.add_option("--tenant", tenants,
+                 "name callers for rules: NAME=uid:N or NAME=gid:N "
+                 "(repeatable; others are uid:N)");
   app.add_option("--kernel-cache", kernel_cache,
                  "off: every read and write reaches the router; auto: the "
                  "kernel may cache")
@@ -87,6 +90,11 @@ int main(int argc, char** argv) {
   }
 
   sroute::VolumeOptions vopts;
+  for (const std::string& spec : tenants) {
+    if (auto s = vopts.tenants.Add(spec); !s.ok()) {
+      return Die(std::string(s.message()));
+    }
+  }
   vopts.kernel_cache = kernel_cache == "off"
                            ? sroute::VolumeOptions::KernelCache::kOff
                            : sroute::VolumeOptions::KernelCache::kAuto;

@@ -17,7 +17,8 @@ std::unique_ptr<Request> NewRequest(fuse_req_t req, Op op,
   r->volume = &VolumeOf(req);
   r->req = req;
   const fuse_ctx* ctx = fuse_req_ctx(req);
-  r->io.header.source = StrCat("uid:", ctx->uid);
+  r->io.header.source =
+      r->volume->options().tenants.TenantOf(ctx->uid, ctx->gid);
   r->io.header.op = op;
   r->io.header.file = r->volume->FileName(path);
   r->io.args.uid = ctx->uid;

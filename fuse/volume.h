@@ -14,6 +14,7 @@
 #include <string>
 
 #include "fuse/inode_table.h"
+#include "fuse/tenant_map.h"
 #include "sswitch/sswitch.h"
 
 namespace sroute {
@@ -27,6 +28,7 @@ struct VolumeOptions {
   KernelCache kernel_cache = KernelCache::kAuto;
   double attr_timeout = 1.0;   // seconds, for kAuto
   double entry_timeout = 1.0;  // seconds, for kAuto
+  TenantMap tenants;
 };
 
 class Volume {

@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -220,6 +221,62 @@ TEST_F(FuseVolumeTest, KilledDaemonGivesEnotconnAndCanBeRemounted) {
   volume_.reset();  // lazy unmount of the dead mount
   Mount();
   EXPECT_EQ(ReadWholeFile(mnt_ / "kept"), "acknowledged");
+}
+
+// Writes `data` to `path` from a child process running as uid:gid.
+bool WriteAs(uid_t uid, gid_t gid, const std::string& path,
+             const std::string& data) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    if (setgid(gid) != 0 || setuid(uid) != 0) _exit(2);
+    int fd = open(path.c_str(), O_CREAT | O_WRONLY | O_TRUNC, 0644);
+    if (fd < 0) _exit(3);
+    const bool ok = write(fd, data.data(), data.size()) ==
+                    static_cast<ssize_t>(data.size());
+    close(fd);
+    _exit(ok ? 0 : 4);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+TEST_F(FuseVolumeTest, TenantsAreRoutedByTheirOwnRules) {
+  std::filesystem::create_directories(backing_ / "shared");
+  std::filesystem::create_directories(other_ / "shared");
+  // mkdtemp makes 0700 roots; other uids must get in.
+  chmod(backing_.path().c_str(), 0755);
+  chmod(other_.path().c_str(), 0755);
+  for (const auto& d : {backing_ / "shared", other_ / "shared"}) {
+    chmod(d.c_str(), 0777);
+  }
+  WriteWholeFile(backing_ / "shared/a", "");
+  WriteWholeFile(backing_ / "shared/b", "");
+  WriteWholeFile(other_ / "shared/a", "");
+  chmod((backing_ / "shared/a").c_str(), 0666);
+  chmod((backing_ / "shared/b").c_str(), 0666);
+  chmod((other_ / "shared/a").c_str(), 0666);
+  Mount("<alice, w, //home/shared/*> -> <IO, //other/shared/*>\n",
+        {"--tenant", "alice=uid:4101", "--tenant", "bob=gid:4202"});
+  ASSERT_TRUE(WriteAs(4101, 4101, mnt_ / "shared/a", "from alice"));
+  ASSERT_TRUE(WriteAs(4102, 4202, mnt_ / "shared/b", "from bob"));
+  EXPECT_EQ(ReadWholeFile(other_ / "shared/a"), "from alice");
+  EXPECT_EQ(ReadWholeFile(backing_ / "shared/a"), "");
+  EXPECT_EQ(ReadWholeFile(backing_ / "shared/b"), "from bob");
+}
+
+TEST_F(FuseVolumeTest, BadTenantSpecIsAClearError) {
+  const std::string cmd = std::string(SROUTE_FUSE_BINARY) + " " + mnt_.path() +
+                          " -f --backing " + backing_.path() +
+                          " --tenant alice=pid:3 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  char buf[512] = {};
+  const size_t n = fread(buf, 1, sizeof(buf) - 1, p);
+  EXPECT_NE(pclose(p), 0);
+  EXPECT_NE(std::string(buf, n).find("tenant 'alice=pid:3': unknown id kind"),
+            std::string::npos)
+      << std::string(buf, n);
 }
 
 TEST_F(FuseVolumeTest, ConcurrentWritersToOneFile) {
