@@ -128,7 +128,7 @@ void Link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
   std::string old_path;
   if (!PathOf(req, ino, &old_path)) return;
   IoArgs a;
-  a.other = old_path;
+  a.other = VolumeOf(req).FileName(old_path);
   MakeNode(req, newparent, newname, Op::kLink, std::move(a));
 }
 
@@ -178,14 +178,24 @@ void Unlink(fuse_req_t req, fuse_ino_t parent, const char* name) {
     }
     const std::string hidden = HiddenPath(node);
     auto mv = NewRequest(rr.req, Op::kRenameFrom, path);
-    mv->io.args.other = hidden;
+    mv->io.args.other = mv->volume->FileName(hidden);
     mv->parent = rr.parent;
     mv->name = rr.name;
-    Submit(std::move(mv), [node, hidden](Request& m) {
+    Submit(std::move(mv), [node, hidden, path](Request& m) {
       if (m.io.status.ok()) {
         m.volume->inodes().Hide(node, m.parent, m.name, hidden);
+        return ReplyError(m);
       }
-      ReplyError(m);
+      if (ErrnoOf(m.io.status) != EXDEV) return ReplyError(m);
+      // The file lives on an endpoint other than the home's reserved
+      // folder: unlink it for real (open handles then see ENOENT).
+      auto del = NewRequest(m.req, Op::kUnlink, path);
+      del->parent = m.parent;
+      del->name = m.name;
+      Submit(std::move(del), [](Request& d) {
+        if (d.io.status.ok()) d.volume->inodes().Unlinked(d.parent, d.name);
+        ReplyError(d);
+      });
     });
   });
 }
@@ -200,7 +210,7 @@ void Rename(fuse_req_t req, fuse_ino_t parent, const char* name,
   if (!ChildPathOf(req, parent, name, &from)) return;
   if (!ChildPathOf(req, newparent, newname, &to)) return;
   auto r = NewRequest(req, Op::kRenameFrom, from);
-  r->io.args.other = to;
+  r->io.args.other = r->volume->FileName(to);
   r->io.args.flags = static_cast<int>(flags);
   Submit(std::move(r), [parent, newparent, name = std::string(name),
                         newname = std::string(newname), flags](Request& rr) {

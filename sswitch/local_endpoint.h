@@ -45,6 +45,8 @@ class LocalEndpoint : public Endpoint {
   //   mkdir (args.mode)  symlink (args.other = link text)
   //   link (args.other = existing path)   unlink  rmdir
   //   rename_from (args.other = new path, args.flags = RENAME_* flags)
+  //   (Paths in args.other are relative to this endpoint's root: the sSwitch
+  //   turns the full names it routes into them.)
   //   rename_to: the mirror (path = new name, args.other = old path)
   // Errors carry the syscall's errno (util/errno_status.h).
   void Submit(Io* io, std::string_view path) override;

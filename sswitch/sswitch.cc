@@ -762,7 +762,40 @@ void SSwitch::SendToFile(Io* io, std::string file) {
                                         "' for ", io->target)));
     return;
   }
+  const Op op = io->header.op;
+  if (op == Op::kRenameFrom || op == Op::kLink) {
+    // The second name is routed too (as a create-like op on it), and both
+    // must land on one endpoint; the endpoint gets its own path for it.
+    IoHeader second = io->header;
+    second.op = op == Op::kRenameFrom ? Op::kRenameTo : Op::kLink;
+    second.file = io->args.other;
+    second.offset = second.length = 0;
+    const std::string resolved = ResolveWholeFile(*io->snapshot_, second);
+    FileName other;
+    if (!SplitFileName(resolved, &other)) {
+      Fail(io, absl::InvalidArgumentError(StrCat(
+                   "'", io->args.other, "' is not a file name //HOST/PATH")));
+      return;
+    }
+    if (other.host != name.host) {
+      Fail(io, ErrnoStatus(EXDEV, StrCat(OpName(op), " ", io->target, " -> ",
+                                         resolved, ": not on one endpoint")));
+      return;
+    }
+    io->args.other = std::string(other.path);
+  }
   it->second->Submit(io, name.path);
+}
+
+std::string SSwitch::ResolveWholeFile(const Snapshot& snap, const IoHeader& h) {
+  const RuleEntry* e = snap.table->MatchWhole(h);
+  if (e == nullptr) return h.file;
+  for (const Detour& d : e->rule().detours) {
+    if (d.what != Detour::What::kIo) continue;
+    if (d.target.kind != Target::Kind::kFile) return "";
+    return ResolveTargetFile(d.target, e->rule().pattern.file, h.file);
+  }
+  return h.file;
 }
 
 void SSwitch::Fail(Io* io, absl::Status status) {

@@ -134,6 +134,9 @@ class SSwitch {
   void SendTo(Io* io, const Target& target, std::string resolved_file,
               uint64_t rule_id);
   void SendToFile(Io* io, std::string file);
+  // Where the first whole-file rule matching `h` sends it: a file name, ""
+  // for a stage or the controller. Delegates are not consulted.
+  static std::string ResolveWholeFile(const Snapshot& snap, const IoHeader& h);
   using DetourList = absl::InlinedVector<const Detour*, 4>;
   void Scatter(Io* io, const RuleEntry* rule, const DetourList& detours);
   void Split(Io* io, const RuleTable::Pieces& pieces);

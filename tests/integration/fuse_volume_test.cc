@@ -142,6 +142,20 @@ TEST_F(FuseVolumeTest, FileRoutedToAnotherEndpoint) {
   EXPECT_EQ(ReadWholeFile(m + "/routed/f"), "moved");
 }
 
+TEST_F(FuseVolumeTest, RenameAcrossEndpointsIsExdev) {
+  std::filesystem::create_directories(other_ / "routed");
+  std::filesystem::create_directories(backing_ / "routed");
+  WriteWholeFile(backing_ / "routed/f", "");
+  WriteWholeFile(other_ / "routed/f", "data");
+  Mount("<*, *, //home/routed/*> -> <IO, //other/routed/*>\n");
+  const std::string m = mnt_.path();
+  EXPECT_EQ(rename((m + "/routed/f").c_str(), (m + "/top").c_str()), -1);
+  EXPECT_EQ(errno, EXDEV);
+  ASSERT_EQ(rename((m + "/routed/f").c_str(), (m + "/routed/g").c_str()), 0);
+  EXPECT_EQ(ReadWholeFile(other_ / "routed/g"), "data");
+  EXPECT_EQ(ReadWholeFile(m + "/routed/g"), "data");
+}
+
 TEST_F(FuseVolumeTest, ByteRangeDetourReadsBackWhatWasWritten) {
   WriteWholeFile(backing_ / "f", "");
   WriteWholeFile(other_ / "f", "");

@@ -285,6 +285,30 @@ TEST_F(SSwitchTest, PathsEscapingTheEndpointRootAreRefused) {
   EXPECT_FALSE(ParseRule("<*, *, //A/x> -> <IO, //B/../x>").ok());
 }
 
+TEST_F(SSwitchTest, RenameRoutesBothNamesAndRefusesToCrossEndpoints) {
+  std::filesystem::create_directories(b_ / "vm");
+  WriteWholeFile(b_ / "vm/x", "disk");
+  ASSERT_TRUE(host_.LoadRules("<*, *, //A/vm/*> -> <IO, //B/vm/*>").ok());
+  IoArgs args;
+  args.other = "//A/vm/y";
+  ASSERT_TRUE(host_.Call("t", Op::kRenameFrom, "//A/vm/x", args).ok());
+  EXPECT_EQ(ReadWholeFile(b_ / "vm/y"), "disk");
+  EXPECT_FALSE(std::filesystem::exists(b_ / "vm/x"));
+  // //A/top routes to A itself: the two names are on different endpoints.
+  args.other = "//A/top";
+  auto r = host_.Call("t", Op::kRenameFrom, "//A/vm/y", args);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(ErrnoOf(r.status()), EXDEV);
+  EXPECT_TRUE(std::filesystem::exists(b_ / "vm/y"));
+  // Links follow the same rule.
+  args.other = "//A/vm/y";
+  ASSERT_TRUE(host_.Call("t", Op::kLink, "//A/vm/z", args).ok());
+  EXPECT_EQ(ReadWholeFile(b_ / "vm/z"), "disk");
+  r = host_.Call("t", Op::kLink, "//A/elsewhere", args);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(ErrnoOf(r.status()), EXDEV);
+}
+
 TEST_F(SSwitchTest, InsertValidatesTargetsAndDelegates) {
   auto id = host_.sswitch().Insert(R("<*, *, //A/x> -> <IO, //Nowhere/x>"));
   ASSERT_FALSE(id.ok());
