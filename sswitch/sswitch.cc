@@ -77,7 +77,7 @@ struct DrainWaiter {
   int64_t remaining = 1;  // starts with a guard held by Drain() itself
 };
 
-// --- PatternMatcher ---------------------------------------------------------
+// --- PatternMatcher ---
 
 absl::StatusOr<PatternMatcher> PatternMatcher::Create(
     const HeaderPattern& pattern) {
@@ -201,7 +201,7 @@ class InflightRegistry {
   Shard shards_[kShards];
 };
 
-// --- Delegate context --------------------------------------------------------
+// --- Delegate context ---
 
 class SSwitch::Context : public DelegateContext {
  public:
@@ -376,7 +376,7 @@ void SSwitch::Join::ChildDone(size_t index, Io& child) {
   }
 }
 
-// --- SSwitch -----------------------------------------------------------------
+// --- SSwitch ---
 
 SSwitch::SSwitch(std::string name)
     : name_(std::move(name)),
@@ -466,8 +466,7 @@ void SSwitch::SetControllerSink(std::shared_ptr<ControllerSink> sink) {
   Publish(std::move(snap));
 }
 
-// --- Data path
-// ----------------------------------------------------------------
+// --- Data path ---
 
 void SSwitch::Route(Io* io) {
   io->router_ = this;
@@ -784,7 +783,86 @@ void SSwitch::SendToFile(Io* io, std::string file) {
     }
     io->args.other = std::string(other.path);
   }
+  const OpClass cls = io->header.op_class();
+  if (cls == kOpClassCreate && io->target != io->header.file) {
+    CreateAtDetour(io, it->second, std::string(name.path));
+    return;
+  }
   it->second->Submit(io, name.path);
+}
+
+// A create sent somewhere other than its own name: the parent directories
+// exist at the home but maybe not at the target. Try the create; on ENOENT
+// make the missing parents there and try once more.
+struct SSwitch::DetourCreate {
+  Io* parent;
+  std::shared_ptr<Endpoint> endpoint;
+  std::string path;
+  std::vector<std::string> dirs;  // ancestors of path, outermost first
+  size_t next_dir = 0;
+  bool retried = false;
+  std::unique_ptr<Io> attempt;
+  std::unique_ptr<Io> mkdir;
+};
+
+void SSwitch::CreateAtDetour(Io* io, std::shared_ptr<Endpoint> endpoint,
+                             std::string path) {
+  auto st = std::make_shared<DetourCreate>();
+  st->parent = io;
+  st->endpoint = std::move(endpoint);
+  st->path = std::move(path);
+  TryDetourCreate(st);
+}
+
+void SSwitch::TryDetourCreate(const std::shared_ptr<DetourCreate>& st) {
+  auto attempt = std::make_unique<Io>();
+  attempt->header = st->parent->header;
+  attempt->args = st->parent->args;
+  attempt->write_data = st->parent->write_data;
+  attempt->target = st->parent->target;
+  attempt->set_completion([this, st](Io& a) {
+    if (ErrnoOf(a.status) == ENOENT && !st->retried) {
+      st->retried = true;
+      for (size_t p = st->path.find('/'); p != std::string::npos;
+           p = st->path.find('/', p + 1)) {
+        st->dirs.push_back(st->path.substr(0, p));
+      }
+      MakeDetourParents(st);
+      return;
+    }
+    Io& parent = *st->parent;
+    parent.attr = a.attr;
+    parent.bytes = a.bytes;
+    parent.data = std::move(a.data);
+    parent.Complete(a.status);
+  });
+  Io* raw = attempt.get();
+  st->attempt = std::move(attempt);
+  st->endpoint->Submit(raw, st->path);
+}
+
+void SSwitch::MakeDetourParents(const std::shared_ptr<DetourCreate>& st) {
+  if (st->next_dir == st->dirs.size()) {
+    TryDetourCreate(st);
+    return;
+  }
+  auto mk = std::make_unique<Io>();
+  mk->header = st->parent->header;
+  mk->header.op = Op::kMkdir;
+  mk->args = IoArgs();
+  mk->args.mode = 0755;
+  mk->set_completion([this, st](Io& m) {
+    const int err = ErrnoOf(m.status);
+    if (err != 0 && err != EEXIST) {
+      st->parent->Complete(m.status);
+      return;
+    }
+    ++st->next_dir;
+    MakeDetourParents(st);
+  });
+  Io* raw = mk.get();
+  st->mkdir = std::move(mk);
+  st->endpoint->Submit(raw, st->dirs[st->next_dir]);
 }
 
 std::string SSwitch::ResolveWholeFile(const Snapshot& snap, const IoHeader& h) {
@@ -824,8 +902,7 @@ void SSwitch::SignalDrained(DrainWaiter& w) {
   if (--w.remaining == 0) w.cv.notify_all();
 }
 
-// --- Control API
-// -----------------------------------------------------------------
+// --- Control API ---
 
 absl::StatusOr<std::shared_ptr<const RuleEntry>> SSwitch::MakeEntry(
     Rule rule, std::string owner, const OrderKey& order, const Snapshot& snap) {
@@ -1008,8 +1085,70 @@ absl::Status SSwitch::Drain(const HeaderPattern& pattern,
   return absl::OkStatus();
 }
 
-// --- Introspection
-// -----------------------------------------------------------------
+// --- Namespace questions ---
+
+std::string SSwitch::RouteOf(const IoHeader& h) const {
+  return ResolveWholeFile(*Load(), h);
+}
+
+namespace {
+std::string DirName(const std::string& file) {
+  const size_t slash = file.rfind('/');
+  return slash == std::string::npos || slash < 3 ? file : file.substr(0, slash);
+}
+}  // namespace
+
+std::vector<std::string> SSwitch::ChildPlaces(const IoHeader& dir) const {
+  auto snap = Load();
+  const std::string own = ResolveWholeFile(*snap, dir);
+  const std::string children = dir.file + "/";
+  std::vector<std::string> places;
+  for (const RuleEntryPtr& e : snap->table->Rules()) {
+    const Rule& r = e->rule();
+    const FilePattern& f = r.pattern.file;
+    if (f.range || !(r.pattern.ops & dir.op_class()) ||
+        !r.pattern.source.Matches(dir)) {
+      continue;
+    }
+    // A sample child of `dir` that the rule matches, if any.
+    std::string child;
+    switch (f.kind) {
+      case FilePattern::Kind::kAny:
+        child = children + "x";
+        break;
+      case FilePattern::Kind::kExact:
+        if (f.text.starts_with(children) &&
+            f.text.find('/', children.size()) == std::string::npos) {
+          child = f.text;
+        }
+        break;
+      case FilePattern::Kind::kPrefix:
+        if (children.starts_with(f.text)) {
+          child = children + "x";
+        } else if (f.text.starts_with(children) &&
+                   f.text.find('/', children.size()) == std::string::npos) {
+          child = f.text + "x";
+        }
+        break;
+      case FilePattern::Kind::kRegex:
+        break;
+    }
+    if (child.empty()) continue;
+    for (const Detour& d : r.detours) {
+      if (d.what != Detour::What::kIo || d.target.kind != Target::Kind::kFile) {
+        continue;
+      }
+      std::string place = DirName(ResolveTargetFile(d.target, f, child));
+      if (place != own &&
+          std::find(places.begin(), places.end(), place) == places.end()) {
+        places.push_back(std::move(place));
+      }
+    }
+  }
+  return places;
+}
+
+// --- Introspection ---
 
 std::vector<RuleInfo> SSwitch::ListRules() const {
   std::vector<RuleInfo> out;

@@ -106,6 +106,15 @@ class SSwitch {
   // has completed (parked IOs are not in flight), or DeadlineExceeded.
   absl::Status Drain(const HeaderPattern& pattern, absl::Duration timeout);
 
+  // --- Namespace questions (for front ends that list directories).
+  // Where a whole-file IO with header `h` goes now: a file name, or "" for a
+  // stage or the controller. Delegates are not consulted.
+  std::string RouteOf(const IoHeader& h) const;
+  // Directories ("//HOST/PATH") other than `dir`'s own route where rules
+  // may send children of `dir` (a read-like header for the directory).
+  // Regex rules are not considered.
+  std::vector<std::string> ChildPlaces(const IoHeader& dir) const;
+
   // --- Introspection.
   std::vector<RuleInfo> ListRules() const;
   absl::StatusOr<RuleInfo> GetRule(uint64_t id) const;
@@ -134,6 +143,11 @@ class SSwitch {
   void SendTo(Io* io, const Target& target, std::string resolved_file,
               uint64_t rule_id);
   void SendToFile(Io* io, std::string file);
+  struct DetourCreate;
+  void CreateAtDetour(Io* io, std::shared_ptr<Endpoint> endpoint,
+                      std::string path);
+  void TryDetourCreate(const std::shared_ptr<DetourCreate>& st);
+  void MakeDetourParents(const std::shared_ptr<DetourCreate>& st);
   // Where the first whole-file rule matching `h` sends it: a file name, ""
   // for a stage or the controller. Delegates are not consulted.
   static std::string ResolveWholeFile(const Snapshot& snap, const IoHeader& h);

@@ -142,6 +142,26 @@ TEST_F(FuseVolumeTest, FileRoutedToAnotherEndpoint) {
   EXPECT_EQ(ReadWholeFile(m + "/routed/f"), "moved");
 }
 
+TEST_F(FuseVolumeTest, RoutedFilesAreListedOnceWithParentsMadeAtTheTarget) {
+  std::filesystem::create_directories(backing_ / "proj/src");
+  WriteWholeFile(backing_ / "proj/README", "home");
+  // A stale copy at home of a file whose route now points elsewhere.
+  WriteWholeFile(backing_ / "proj/src/main.c", "stale");
+  Mount("<*, *, //home/proj/src/*> -> <IO, //other/mirror/src/*>\n");
+  const std::string m = mnt_.path();
+  // The target has no mirror/src yet: the create makes it.
+  WriteWholeFile(m + "/proj/src/main.c", "routed");
+  WriteWholeFile(m + "/proj/src/util.c", "util");
+  EXPECT_EQ(ReadWholeFile(other_ / "mirror/src/main.c"), "routed");
+  EXPECT_EQ(ReadWholeFile(other_ / "mirror/src/util.c"), "util");
+  EXPECT_EQ(ReadWholeFile(backing_ / "proj/src/main.c"), "stale");
+  EXPECT_EQ(List(m + "/proj/src"),
+            (std::vector<std::string>{".", "..", "main.c", "util.c"}));
+  EXPECT_EQ(ReadWholeFile(m + "/proj/src/main.c"), "routed");
+  EXPECT_EQ(List(m + "/proj"),
+            (std::vector<std::string>{".", "..", "README", "src"}));
+}
+
 TEST_F(FuseVolumeTest, RenameAcrossEndpointsIsExdev) {
   std::filesystem::create_directories(other_ / "routed");
   std::filesystem::create_directories(backing_ / "routed");

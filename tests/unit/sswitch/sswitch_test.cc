@@ -309,6 +309,27 @@ TEST_F(SSwitchTest, RenameRoutesBothNamesAndRefusesToCrossEndpoints) {
   EXPECT_EQ(ErrnoOf(r.status()), EXDEV);
 }
 
+TEST_F(SSwitchTest, CreatesAtADetourMakeTheMissingParents) {
+  ASSERT_TRUE(
+      host_.LoadRules("<*, c|w|r, //A/new/*> -> <IO, //B/deep/*>").ok());
+  IoArgs args;
+  args.mode = 0640;
+  args.flags = O_RDWR;
+  auto st = host_.Call("t", Op::kCreate, "//A/new/x/y/file", args);
+  ASSERT_TRUE(st.ok()) << st.status();
+  EXPECT_TRUE(S_ISREG(st->st_mode));
+  EXPECT_TRUE(std::filesystem::is_regular_file(b_ / "deep/x/y/file"));
+  ASSERT_TRUE(host_.Write("t", "//A/new/x/y/file", 0, Bytes("deep")).ok());
+  EXPECT_EQ(ReadWholeFile(b_ / "deep/x/y/file"), "deep");
+  args.mode = 0755;
+  ASSERT_TRUE(host_.Call("t", Op::kMkdir, "//A/new/q/r", args).ok());
+  EXPECT_TRUE(std::filesystem::is_directory(b_ / "deep/q/r"));
+  // At its own name a missing parent is still an error.
+  auto own = host_.Call("t", Op::kMkdir, "//A/none/r", args);
+  ASSERT_FALSE(own.ok());
+  EXPECT_EQ(ErrnoOf(own.status()), ENOENT);
+}
+
 TEST_F(SSwitchTest, InsertValidatesTargetsAndDelegates) {
   auto id = host_.sswitch().Insert(R("<*, *, //A/x> -> <IO, //Nowhere/x>"));
   ASSERT_FALSE(id.ok());
