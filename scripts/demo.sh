@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
-# The README's run command: install, build, and route IO through an sSwitch
-# with the embedded demo rules (no FUSE mount, no controller needed).
+# The README's run command: install, build, and mount the demo volume (two
+# local endpoints, example rules, no controller needed); it shows a few
+# routed IOs and stays mounted for you to try. `--embed` instead runs the
+# C++ embedding demo (no FUSE).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 scripts/build.sh build
-exec build/examples/embed/sroute-embed-demo "$@"
+if [ "${1:-}" = "--embed" ]; then
+  exec build/examples/embed/sroute-embed-demo
+fi
+exec examples/volume/demo.sh "$@"

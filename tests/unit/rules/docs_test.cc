@@ -35,6 +35,9 @@ TEST(DocsTest, ExampleRuleFilesParse) {
       ParseRules(Slurp(SROUTE_SOURCE_DIR "/examples/rules/demo.rules"));
   EXPECT_TRUE(parsed.ok());
   EXPECT_EQ(parsed.rules.size(), 5u);
+  parsed = ParseRules(Slurp(SROUTE_SOURCE_DIR "/examples/volume/demo.rules"));
+  EXPECT_TRUE(parsed.ok());
+  EXPECT_EQ(parsed.rules.size(), 3u);
 }
 
 }  // namespace
