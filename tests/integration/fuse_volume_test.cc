@@ -2,12 +2,15 @@
 // between local endpoints.
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -311,6 +314,69 @@ TEST_F(FuseVolumeTest, BadTenantSpecIsAClearError) {
   EXPECT_NE(std::string(buf, n).find("tenant 'alice=pid:3': unknown id kind"),
             std::string::npos)
       << std::string(buf, n);
+}
+
+long DaemonRssKb(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stol(line.substr(6));
+  }
+  return -1;
+}
+
+// Stats and reads every file of a 50000-file tree through the mount.
+void VisitTree(const std::string& root, int dirs, int per_dir) {
+  char buf[64];
+  for (int d = 0; d < dirs; ++d) {
+    for (int f = 0; f < per_dir; ++f) {
+      const std::string p =
+          root + "/d" + std::to_string(d) + "/f" + std::to_string(f);
+      struct stat st {};
+      ASSERT_EQ(stat(p.c_str(), &st), 0) << p;
+      int fd = open(p.c_str(), O_RDONLY);
+      ASSERT_GE(fd, 0) << p << ": " << strerror(errno);
+      ASSERT_EQ(read(fd, buf, sizeof(buf)), st.st_size);
+      close(fd);
+    }
+  }
+}
+
+TEST_F(FuseVolumeTest, FiftyThousandFilesWithFewDescriptorsAndFlatMemory) {
+  constexpr int kDirs = 50, kPerDir = 1000;
+  for (int d = 0; d < kDirs; ++d) {
+    const std::string dir = backing_ / ("d" + std::to_string(d));
+    ASSERT_EQ(mkdir(dir.c_str(), 0755), 0);
+    for (int f = 0; f < kPerDir; ++f) {
+      WriteWholeFile(dir + "/f" + std::to_string(f), std::to_string(f));
+    }
+  }
+  // The daemon inherits a limit far below the file count: it must not hold
+  // a descriptor per known file.
+  struct rlimit saved {};
+  getrlimit(RLIMIT_NOFILE, &saved);
+  struct rlimit low = saved;
+  low.rlim_cur = 4096;
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);
+  Mount("", {"--kernel-cache", "auto"});
+  setrlimit(RLIMIT_NOFILE, &saved);
+  auto forget_all = [] {
+    // Makes the kernel drop its dentries and inodes, which sends FORGETs.
+    sync();
+    std::ofstream("/proc/sys/vm/drop_caches") << "2";
+  };
+  VisitTree(mnt_.path(), kDirs, kPerDir);
+  forget_all();
+  const long rss_first = DaemonRssKb(volume_->pid());
+  for (int pass = 0; pass < 2; ++pass) {
+    VisitTree(mnt_.path(), kDirs, kPerDir);
+    forget_all();
+  }
+  const long rss_last = DaemonRssKb(volume_->pid());
+  ASSERT_GT(rss_first, 0);
+  // Two more full passes must not grow the daemon by more than a few MiB.
+  EXPECT_LT(rss_last, rss_first + 8 * 1024)
+      << "first " << rss_first << " KiB, last " << rss_last << " KiB";
 }
 
 TEST_F(FuseVolumeTest, ConcurrentWritersToOneFile) {
