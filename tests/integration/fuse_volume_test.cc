@@ -37,6 +37,16 @@ std::vector<std::string> List(const std::string& dir) {
   return names;
 }
 
+// Runs a shell command; returns its exit status and what it printed.
+std::pair<int, std::string> RunCommand(const std::string& cmd) {
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  if (p == nullptr) return {-1, ""};
+  std::string out;
+  char buf[512];
+  while (size_t n = fread(buf, 1, sizeof(buf), p)) out.append(buf, n);
+  return {pclose(p), out};
+}
+
 class FuseVolumeTest : public ::testing::Test {
  protected:
   // Mounts with `rules` (written to a file) and endpoint "other".
@@ -221,31 +231,22 @@ TEST_F(FuseVolumeTest, ScatterWritesAreIdenticalOnTwoEndpoints) {
 TEST_F(FuseVolumeTest, BadRulesFileFailsWithFileLineColumn) {
   WriteWholeFile(rules_dir_ / "bad.rules",
                  "\n<*, q, //home/x> -> <IO, //other/x>\n");
-  const std::string cmd = std::string(SROUTE_FUSE_BINARY) + " " + mnt_.path() +
-                          " -f --backing " + backing_.path() + " --rules " +
-                          (rules_dir_ / "bad.rules") + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  ASSERT_NE(p, nullptr);
-  char buf[512] = {};
-  const size_t n = fread(buf, 1, sizeof(buf) - 1, p);
-  const int rc = pclose(p);
+  const auto [rc, out] = RunCommand(
+      std::string(SROUTE_FUSE_BINARY) + " " + mnt_.path() + " -f --backing " +
+      backing_.path() + " --rules " + (rules_dir_ / "bad.rules"));
   EXPECT_NE(rc, 0);
-  EXPECT_NE(std::string(buf, n).find("bad.rules:2:5: unknown op 'q'"),
-            std::string::npos)
-      << std::string(buf, n);
+  EXPECT_NE(out.find("bad.rules:2:5: unknown op 'q'"), std::string::npos)
+      << out;
 }
 
 TEST_F(FuseVolumeTest, MissingBackingDirIsAClearError) {
-  const std::string cmd = std::string(SROUTE_FUSE_BINARY) + " " + mnt_.path() +
-                          " -f --backing /nonexistent/sroute 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  ASSERT_NE(p, nullptr);
-  char buf[512] = {};
-  const size_t n = fread(buf, 1, sizeof(buf) - 1, p);
-  EXPECT_NE(pclose(p), 0);
-  EXPECT_NE(std::string(buf, n).find("backing directory /nonexistent/sroute"),
+  const auto [rc, out] =
+      RunCommand(std::string(SROUTE_FUSE_BINARY) + " " + mnt_.path() +
+                 " -f --backing /nonexistent/sroute");
+  EXPECT_NE(rc, 0);
+  EXPECT_NE(out.find("backing directory /nonexistent/sroute"),
             std::string::npos)
-      << std::string(buf, n);
+      << out;
 }
 
 TEST_F(FuseVolumeTest, KilledDaemonGivesEnotconnAndCanBeRemounted) {
@@ -303,17 +304,13 @@ TEST_F(FuseVolumeTest, TenantsAreRoutedByTheirOwnRules) {
 }
 
 TEST_F(FuseVolumeTest, BadTenantSpecIsAClearError) {
-  const std::string cmd = std::string(SROUTE_FUSE_BINARY) + " " + mnt_.path() +
-                          " -f --backing " + backing_.path() +
-                          " --tenant alice=pid:3 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  ASSERT_NE(p, nullptr);
-  char buf[512] = {};
-  const size_t n = fread(buf, 1, sizeof(buf) - 1, p);
-  EXPECT_NE(pclose(p), 0);
-  EXPECT_NE(std::string(buf, n).find("tenant 'alice=pid:3': unknown id kind"),
+  const auto [rc, out] =
+      RunCommand(std::string(SROUTE_FUSE_BINARY) + " " + mnt_.path() +
+                 " -f --backing " + backing_.path() + " --tenant alice=pid:3");
+  EXPECT_NE(rc, 0);
+  EXPECT_NE(out.find("tenant 'alice=pid:3': unknown id kind"),
             std::string::npos)
-      << std::string(buf, n);
+      << out;
 }
 
 long DaemonRssKb(pid_t pid) {
