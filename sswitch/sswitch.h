@@ -8,8 +8,10 @@
 //
 // Thread safety: every method is thread-safe. Route() never blocks on
 // control operations; control operations are serialized among themselves.
-// Lock order: control_mu_ > QuiesceGate::mu > inflight shard mutex >
-// DrainWaiter::mu. No lock is held while an IO is submitted or completed.
+// Lock order: a delegate's own state lock (e.g. track_writes) > control_mu_
+// > publish_mu_; control_mu_ > QuiesceGate::mu > inflight shard mutex >
+// DrainWaiter::mu. No sSwitch lock is held while an IO is submitted to an
+// endpoint or stage, or while a completion runs.
 #ifndef SROUTE_SSWITCH_SSWITCH_H_
 #define SROUTE_SSWITCH_SSWITCH_H_
 
