@@ -225,4 +225,12 @@ size_t InodeTable::size() const {
   return nodes_.size();
 }
 
+std::vector<uint64_t> InodeTable::Inodes() const {
+  std::lock_guard<std::mutex> l(mu_);
+  std::vector<uint64_t> out;
+  out.reserve(nodes_.size());
+  for (const auto& [ino, node] : nodes_) out.push_back(ino);
+  return out;
+}
+
 }  // namespace sroute

@@ -69,6 +69,8 @@ class InodeTable {
   bool hidden(uint64_t ino) const;
 
   size_t size() const;
+  // Every inode number the kernel knows now (the root included).
+  std::vector<uint64_t> Inodes() const;
 
  private:
   struct Link {

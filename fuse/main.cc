@@ -1,10 +1,12 @@
 // sroute-fuse MOUNTPOINT --backing DIR [--endpoint NAME=DIR]... [--rules FILE]
-//             [--kernel-cache off|auto] [-f] [-d] [-o OPTIONS]
+//             [--kernel-cache off|auto] [--control SOCKET] [-f] [-d]
+//             [-o OPTIONS]
 //
 // Mounts a routed volume: the namespace lives in the backing directory
 // (endpoint "home"); rules may send any IO elsewhere.
 #include <sys/stat.h>
 
+#include <atomic>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -12,6 +14,7 @@
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "control/control_server.h"
 #include "fuse/volume.h"
 #include "sswitch/host.h"
 
@@ -36,7 +39,8 @@ bool IsMountPoint(const std::string& path) {
 
 int main(int argc, char** argv) {
   CLI::App app{"sroute-fuse: a FUSE volume whose IO is routed by rules"};
-  std::string mountpoint, backing, rules_file, kernel_cache = "auto", options;
+  std::string mountpoint, backing, rules_file, kernel_cache = "auto", options,
+                                               control_socket;
   std::vector<std::string> endpoints, tenants;
   bool foreground = false, debug = false;
   app.add_option("MOUNTPOINT", mountpoint, "where to mount")->required();
@@ -53,6 +57,9 @@ int main(int argc, char** argv) {
                  "off: every read and write reaches the router; auto: the "
                  "kernel may cache")
       ->check(CLI::IsMember({"off", "auto"}));
+  app.add_option("--control", control_socket,
+                 "serve live control (sroutectl --host unix:SOCKET) on this "
+                 "unix socket (mode 0600)");
   app.add_flag("-f,--foreground", foreground, "stay in the foreground");
   app.add_flag("-d,--debug", debug, "print every FUSE request (implies -f)");
   app.add_option("-o", options, "FUSE mount options, comma-separated");
@@ -100,6 +107,27 @@ int main(int argc, char** argv) {
                            : sroute::VolumeOptions::KernelCache::kAuto;
   sroute::Volume volume(&host.sswitch(), vopts);
 
+  // The session is created after the control server starts; the callback
+  // reads it here (nullptr until then: nothing is cached yet anyway).
+  std::atomic<fuse_session*> session{nullptr};
+  std::unique_ptr<sroute::ControlServer> control;
+  auto start_control = [&]() -> bool {
+    if (control_socket.empty()) return true;
+    auto server = sroute::ControlServer::Start(
+        &host.sswitch(), control_socket,
+        [&volume, &session] { volume.InvalidateAll(session.load()); });
+    if (!server.ok()) {
+      Die(std::string(server.status().message()));
+      return false;
+    }
+    control = *std::move(server);
+    return true;
+  };
+  // fuse_daemonize forks, and threads do not survive a fork: in the
+  // background the control server starts after it.
+  const bool stay = foreground || debug;
+  if (stay && !start_control()) return 1;
+
   // The kernel applied the caller's umask already.
   umask(0);
   std::vector<std::string> fargs = {argv[0], "-o",
@@ -118,13 +146,22 @@ int main(int argc, char** argv) {
   if (fuse_session_mount(se, mountpoint.c_str()) != 0) {
     return Die("cannot mount on " + mountpoint);
   }
-  fuse_daemonize(foreground || debug ? 1 : 0);
+  session.store(se);
+  fuse_daemonize(stay ? 1 : 0);
+  if (!stay && !start_control()) {
+    fuse_session_unmount(se);
+    return 1;
+  }
   fuse_loop_config config{};
   config.clone_fd = 0;
   config.max_idle_threads = 16;
   const int rc = fuse_session_loop_mt(se, &config);
+  // No control request may touch the session from here on.
+  control.reset();
+  session.store(nullptr);
   fuse_session_unmount(se);
   fuse_remove_signal_handlers(se);
   fuse_session_destroy(se);
+  fuse_opt_free_args(&args);
   return rc == 0 ? 0 : 1;
 }

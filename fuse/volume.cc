@@ -1,5 +1,10 @@
 #include "fuse/volume.h"
 
+#include <errno.h>
+
+#include <cstring>
+#include <iostream>
+
 #include "fuse/ops.h"
 #include "util/strings.h"
 
@@ -43,6 +48,18 @@ Volume::Volume(SSwitch* sw, VolumeOptions options)
 
 std::string Volume::FileName(const std::string& path) const {
   return StrCat("//", options_.home, "/", path);
+}
+
+void Volume::InvalidateAll(fuse_session* se) {
+  if (se == nullptr) return;
+  for (uint64_t ino : inodes_.Inodes()) {
+    const int rc = fuse_lowlevel_notify_inval_inode(se, ino, 0, 0);
+    // -ENOENT: the kernel forgot the inode already.
+    if (rc != 0 && rc != -ENOENT) {
+      std::cerr << "sroute-fuse: cannot invalidate inode " << ino << ": "
+                << std::strerror(-rc) << "\n";
+    }
+  }
 }
 
 double Volume::attr_timeout() const {

@@ -39,6 +39,10 @@ class Volume {
 
   const fuse_lowlevel_ops& ops() const { return ops_; }
 
+  // Drops the kernel's cached attributes and pages of every inode the volume
+  // knows (after the rules changed, the bytes may live elsewhere).
+  void InvalidateAll(fuse_session* se);
+
   // --- For the op implementations (fuse/ops_*.cc).
   SSwitch& sswitch() { return *sw_; }
   InodeTable& inodes() { return inodes_; }

@@ -1,0 +1,348 @@
+#include "control/control_server.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <iostream>
+#include <utility>
+#include <vector>
+
+#include "control/framing.h"
+#include "rules/parser.h"
+#include "util/strings.h"
+
+namespace sroute {
+namespace {
+
+absl::Status Errno(const std::string& what) {
+  return absl::InternalError(StrCat(what, ": ", std::strerror(errno)));
+}
+
+absl::StatusOr<sockaddr_un> UnixAddress(const std::string& path) {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (path.empty() || path.size() >= sizeof(addr.sun_path)) {
+    return absl::InvalidArgumentError(
+        StrCat("bad control socket path '", path, "' (empty or longer than ",
+               sizeof(addr.sun_path) - 1, " bytes)"));
+  }
+  std::memcpy(addr.sun_path, path.data(), path.size());
+  return addr;
+}
+
+// True when some process accepts connections on `path`.
+bool SomeoneListens(const sockaddr_un& addr) {
+  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  const bool ok =
+      connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) == 0;
+  close(fd);
+  return ok;
+}
+
+void SetStatus(proto::ControlResponse* resp, const absl::Status& s) {
+  resp->set_code(static_cast<int32_t>(s.code()));
+  resp->set_message(std::string(s.message()));
+}
+
+void AddRecords(SSwitch& sw, proto::ControlResponse* resp) {
+  for (const RuleInfo& info : sw.ListRules()) {
+    proto::RuleRecord* r = resp->add_rules();
+    r->set_id(info.id);
+    r->set_text(FormatRule(info.rule));
+    r->set_owner(info.owner);
+    r->set_ops(info.counters.ops);
+    r->set_bytes(info.counters.bytes);
+    r->set_in_flight(info.counters.in_flight);
+    r->set_errors(info.counters.errors);
+    r->set_p50_ns(info.counters.p50_ns);
+    r->set_p99_ns(info.counters.p99_ns);
+    r->set_p999_ns(info.counters.p999_ns);
+  }
+}
+
+absl::StatusOr<HeaderPattern> Pattern(const std::string& text) {
+  auto p = ParsePattern(text);
+  if (!p.ok()) {
+    return absl::InvalidArgumentError(
+        StrCat("pattern ", text, ": ", p.status().message()));
+  }
+  return p;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ControlServer>> ControlServer::Start(
+    SSwitch* sw, const std::string& socket_path,
+    std::function<void()> on_rules_changed) {
+  auto addr = UnixAddress(socket_path);
+  if (!addr.ok()) return addr.status();
+  struct stat st {};
+  if (lstat(socket_path.c_str(), &st) == 0) {
+    if (!S_ISSOCK(st.st_mode)) {
+      return absl::FailedPreconditionError(StrCat(
+          "control socket path ", socket_path, " exists and is not a socket"));
+    }
+    if (SomeoneListens(*addr)) {
+      return absl::FailedPreconditionError(StrCat(
+          "another process is listening on control socket ", socket_path));
+    }
+    if (unlink(socket_path.c_str()) != 0 && errno != ENOENT) {
+      return Errno(StrCat("cannot remove stale socket ", socket_path));
+    }
+  }
+  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return Errno("socket");
+  if (bind(fd, reinterpret_cast<const sockaddr*>(&*addr), sizeof(*addr)) != 0) {
+    absl::Status s = Errno(StrCat("cannot bind control socket ", socket_path));
+    close(fd);
+    return s;
+  }
+  if (chmod(socket_path.c_str(), 0600) != 0 || listen(fd, 16) != 0) {
+    absl::Status s = Errno(StrCat("control socket ", socket_path));
+    close(fd);
+    unlink(socket_path.c_str());
+    return s;
+  }
+  int pipe_fds[2];
+  if (pipe2(pipe_fds, O_CLOEXEC) != 0) {
+    absl::Status s = Errno("pipe");
+    close(fd);
+    unlink(socket_path.c_str());
+    return s;
+  }
+  return std::unique_ptr<ControlServer>(
+      new ControlServer(sw, socket_path, fd, pipe_fds[0], pipe_fds[1],
+                        std::move(on_rules_changed)));
+}
+
+ControlServer::ControlServer(SSwitch* sw, std::string path, int listen_fd,
+                             int cancel_r, int cancel_w,
+                             std::function<void()> on_rules_changed)
+    : sw_(sw),
+      path_(std::move(path)),
+      listen_fd_(listen_fd),
+      cancel_r_(cancel_r),
+      cancel_w_(cancel_w),
+      on_rules_changed_(std::move(on_rules_changed)) {
+  accept_thread_ = std::thread([this] { AcceptLoop(); });
+}
+
+ControlServer::~ControlServer() {
+  const char c = 'x';
+  while (write(cancel_w_, &c, 1) < 0 && errno == EINTR) {
+  }
+  shutdown(listen_fd_, SHUT_RDWR);
+  accept_thread_.join();
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    for (Connection& c : conns_) shutdown(c.fd, SHUT_RDWR);
+  }
+  // No new connections now; join without the lock (a handler may be
+  // finishing a request).
+  for (Connection& c : conns_) {
+    c.thread.join();
+    close(c.fd);
+  }
+  conns_.clear();
+  close(listen_fd_);
+  close(cancel_r_);
+  close(cancel_w_);
+  unlink(path_.c_str());
+}
+
+void ControlServer::ReapDone() {
+  for (auto it = conns_.begin(); it != conns_.end();) {
+    if (it->done.load()) {
+      it->thread.join();
+      close(it->fd);
+      it = conns_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void ControlServer::AcceptLoop() {
+  while (true) {
+    pollfd fds[2] = {{listen_fd_, POLLIN, 0}, {cancel_r_, POLLIN, 0}};
+    const int n = poll(fds, 2, -1);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      std::cerr << "sroute control: poll: " << std::strerror(errno) << "\n";
+      return;
+    }
+    if (fds[1].revents != 0) return;
+    if (fds[0].revents == 0) continue;
+    const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EINTR || errno == EAGAIN || errno == ECONNABORTED) continue;
+      if (errno == EMFILE || errno == ENFILE) {
+        std::cerr << "sroute control: accept: " << std::strerror(errno) << "\n";
+        poll(nullptr, 0, 100);
+        continue;
+      }
+      return;  // shut down
+    }
+    std::lock_guard<std::mutex> l(mu_);
+    ReapDone();
+    Connection& c = conns_.emplace_back();
+    c.fd = fd;
+    c.thread = std::thread([this, &c] { Serve(&c); });
+  }
+}
+
+void ControlServer::Serve(Connection* conn) {
+  while (true) {
+    proto::ControlRequest req;
+    absl::Status s =
+        ReadFrame(conn->fd, &req, absl::InfiniteFuture(), cancel_r_);
+    if (!s.ok()) {
+      if (!absl::IsOutOfRange(s) && !absl::IsCancelled(s)) {
+        std::cerr << "sroute control: closing connection on " << path_ << ": "
+                  << s.message() << "\n";
+      }
+      break;
+    }
+    proto::ControlResponse resp = Handle(req);
+    s = WriteFrame(conn->fd, resp, absl::Now() + absl::Seconds(10));
+    if (!s.ok()) {
+      std::cerr << "sroute control: closing connection on " << path_ << ": "
+                << s.message() << "\n";
+      break;
+    }
+  }
+  shutdown(conn->fd, SHUT_RDWR);
+  conn->done.store(true);
+}
+
+proto::ControlResponse ControlServer::Handle(const proto::ControlRequest& req) {
+  proto::ControlResponse resp;
+  resp.set_protocol_version(kControlProtocolVersion);
+  resp.set_request_id(req.request_id());
+  if (req.protocol_version() > kControlProtocolVersion) {
+    SetStatus(&resp, absl::FailedPreconditionError(
+                         StrCat("protocol version ", req.protocol_version(),
+                                " is newer than this host's (",
+                                kControlProtocolVersion, ")")));
+    return resp;
+  }
+  absl::Status status;
+  bool changed = false;
+  switch (req.request_case()) {
+    case proto::ControlRequest::kListRules:
+      AddRecords(*sw_, &resp);
+      break;
+    case proto::ControlRequest::kStats:
+      AddRecords(*sw_, &resp);
+      resp.set_in_flight(sw_->in_flight());
+      resp.set_parked(sw_->parked());
+      break;
+    case proto::ControlRequest::kAddRules: {
+      const proto::AddRules& add = req.add_rules();
+      std::vector<Rule> rules;
+      for (int i = 0; i < add.text_size() && status.ok(); ++i) {
+        auto r = ParseRule(add.text(i));
+        if (!r.ok()) {
+          status = absl::InvalidArgumentError(
+              add.text_size() > 1
+                  ? StrCat("rule ", i + 1, ": ", r.status().message())
+                  : std::string(r.status().message()));
+        } else {
+          rules.push_back(*std::move(r));
+        }
+      }
+      if (status.ok() && rules.empty()) {
+        status = absl::InvalidArgumentError("no rules to add");
+      }
+      if (status.ok()) {
+        auto ids = sw_->Update(std::move(rules), {}, add.owner());
+        if (ids.ok()) {
+          for (uint64_t id : *ids) resp.add_ids(id);
+          changed = true;
+        } else {
+          status = ids.status();
+        }
+      }
+      break;
+    }
+    case proto::ControlRequest::kDeleteRules: {
+      const proto::DeleteRules& del = req.delete_rules();
+      if (del.id_size() == 0 && del.pattern().empty()) {
+        status = absl::InvalidArgumentError("no rule ids or pattern to delete");
+        break;
+      }
+      if (del.id_size() > 0 && !del.pattern().empty()) {
+        status = absl::InvalidArgumentError(
+            "delete by ids or by pattern, not both at once");
+        break;
+      }
+      if (del.id_size() > 0) {
+        std::vector<uint64_t> ids(del.id().begin(), del.id().end());
+        auto r = sw_->Update({}, ids);
+        status = r.status();
+        if (status.ok()) {
+          changed = true;
+          resp.set_message(StrCat("deleted ", ids.size(), " rule",
+                                  ids.size() == 1 ? "" : "s"));
+        }
+      } else {
+        auto p = Pattern(del.pattern());
+        if (!p.ok()) {
+          status = p.status();
+          break;
+        }
+        auto n = sw_->Delete(*p);
+        if (!n.ok()) {
+          status = n.status();
+        } else if (*n == 0) {
+          status = absl::NotFoundError(
+              StrCat("no rule has the pattern ", FormatPattern(*p)));
+        } else {
+          changed = true;
+          resp.set_message(StrCat("deleted ", *n, " rule", *n == 1 ? "" : "s"));
+        }
+      }
+      break;
+    }
+    case proto::ControlRequest::kQuiesce: {
+      auto p = Pattern(req.quiesce().pattern());
+      status = p.ok() ? sw_->Quiesce(*p, req.quiesce().on()) : p.status();
+      break;
+    }
+    case proto::ControlRequest::kDrain: {
+      auto p = Pattern(req.drain().pattern());
+      if (!p.ok()) {
+        status = p.status();
+        break;
+      }
+      // 0 means the default; a drain never holds a connection past 10 min.
+      const uint32_t ms =
+          req.drain().timeout_ms() == 0
+              ? 30000
+              : std::min<uint32_t>(req.drain().timeout_ms(), 600000);
+      status = sw_->Drain(*p, absl::Milliseconds(ms));
+      break;
+    }
+    case proto::ControlRequest::REQUEST_NOT_SET:
+      status = absl::InvalidArgumentError("empty control request");
+      break;
+  }
+  resp.set_version(sw_->version());
+  if (!status.ok()) {
+    SetStatus(&resp, status);
+    resp.clear_ids();
+    return resp;
+  }
+  resp.set_code(0);
+  if (changed && on_rules_changed_) on_rules_changed_();
+  return resp;
+}
+
+}  // namespace sroute

@@ -1,0 +1,75 @@
+// ControlServer: a host's control port. Listens on a unix stream socket
+// (mode 0600) and serves framed ControlRequests (control/framing.h) by
+// calling the sSwitch's control API: list, add and delete rules, quiesce,
+// drain and stats.
+//
+// Thread safety: one accept thread and one thread per connection; the
+// sSwitch's control API is thread-safe. on_rules_changed runs on a
+// connection thread after every successful add or delete.
+#ifndef SROUTE_CONTROL_CONTROL_SERVER_H_
+#define SROUTE_CONTROL_CONTROL_SERVER_H_
+
+#include <atomic>
+#include <functional>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "absl/status/statusor.h"
+#include "proto/control.pb.h"
+#include "sswitch/sswitch.h"
+
+namespace sroute {
+
+inline constexpr uint32_t kControlProtocolVersion = 1;
+
+class ControlServer {
+ public:
+  // Removes a stale socket file at `socket_path` (nothing listening), and
+  // refuses (FailedPrecondition) if another process is listening there.
+  // REQUIRES: `sw` outlives the server.
+  static absl::StatusOr<std::unique_ptr<ControlServer>> Start(
+      SSwitch* sw, const std::string& socket_path,
+      std::function<void()> on_rules_changed);
+
+  // Stops accepting, closes connections, joins threads and removes the
+  // socket file.
+  ~ControlServer();
+  ControlServer(const ControlServer&) = delete;
+  ControlServer& operator=(const ControlServer&) = delete;
+
+  const std::string& socket_path() const { return path_; }
+
+  // Serves one request (what a connection does with each frame).
+  proto::ControlResponse Handle(const proto::ControlRequest& request);
+
+ private:
+  struct Connection {
+    int fd = -1;
+    std::thread thread;
+    std::atomic<bool> done{false};
+  };
+
+  ControlServer(SSwitch* sw, std::string path, int listen_fd, int cancel_r,
+                int cancel_w, std::function<void()> on_rules_changed);
+  void AcceptLoop();
+  void Serve(Connection* conn);
+  void ReapDone();  // joins finished connections; REQUIRES: mu_ held
+
+  SSwitch* const sw_;
+  const std::string path_;
+  const int listen_fd_;
+  // Written once at shutdown; readable from then on.
+  const int cancel_r_;
+  const int cancel_w_;
+  const std::function<void()> on_rules_changed_;
+  std::thread accept_thread_;
+  std::mutex mu_;
+  std::list<Connection> conns_;  // guarded by mu_
+};
+
+}  // namespace sroute
+
+#endif  // SROUTE_CONTROL_CONTROL_SERVER_H_
