@@ -15,6 +15,7 @@
 
 #include "gtest/gtest.h"
 #include "tests/util/mounted_volume.h"
+#include "tests/util/run_command.h"
 #include "tests/util/temp_dir.h"
 
 namespace sroute {
@@ -22,20 +23,13 @@ namespace {
 
 using ::sroute::testing::MountedVolume;
 using ::sroute::testing::ReadWholeFile;
+using ::sroute::testing::RunCommand;
 using ::sroute::testing::TempDir;
 using ::sroute::testing::WriteWholeFile;
 
-// Runs sroutectl with `args` (shell words); returns its exit status and
-// what it printed (stdout and stderr).
+// Runs sroutectl with `args` (shell words).
 std::pair<int, std::string> Ctl(const std::string& args) {
-  const std::string cmd = std::string(SROUTECTL_BINARY) + " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  if (p == nullptr) return {-1, ""};
-  std::string out;
-  char buf[512];
-  while (size_t n = fread(buf, 1, sizeof(buf), p)) out.append(buf, n);
-  const int rc = pclose(p);
-  return {WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, out};
+  return RunCommand(std::string(SROUTECTL_BINARY) + " " + args);
 }
 
 // Writes `data` to `path` with plain POSIX calls; false on any error.

@@ -17,6 +17,7 @@
 
 #include "gtest/gtest.h"
 #include "tests/util/mounted_volume.h"
+#include "tests/util/run_command.h"
 #include "tests/util/temp_dir.h"
 
 namespace sroute {
@@ -24,6 +25,7 @@ namespace {
 
 using ::sroute::testing::MountedVolume;
 using ::sroute::testing::ReadWholeFile;
+using ::sroute::testing::RunCommand;
 using ::sroute::testing::TempDir;
 using ::sroute::testing::WriteWholeFile;
 
@@ -35,16 +37,6 @@ std::vector<std::string> List(const std::string& dir) {
   closedir(d);
   std::sort(names.begin(), names.end());
   return names;
-}
-
-// Runs a shell command; returns its exit status and what it printed.
-std::pair<int, std::string> RunCommand(const std::string& cmd) {
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  if (p == nullptr) return {-1, ""};
-  std::string out;
-  char buf[512];
-  while (size_t n = fread(buf, 1, sizeof(buf), p)) out.append(buf, n);
-  return {pclose(p), out};
 }
 
 class FuseVolumeTest : public ::testing::Test {
