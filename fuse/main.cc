@@ -15,6 +15,7 @@
 
 #include "CLI/CLI.hpp"
 #include "control/control_server.h"
+#include "fuse/config.h"
 #include "fuse/volume.h"
 #include "sswitch/host.h"
 
@@ -42,21 +43,26 @@ int main(int argc, char** argv) {
   std::string mountpoint, backing, rules_file, kernel_cache = "auto", options,
                                                control_socket;
   std::vector<std::string> endpoints, tenants;
+  std::string config_file;
   bool foreground = false, debug = false;
   app.add_option("MOUNTPOINT", mountpoint, "where to mount")->required();
-  app.add_option("--backing", backing,
-                 "directory holding the volume's namespace (endpoint 'home')")
-      ->required();
+  app.add_option("--config", config_file,
+                 "configuration file (protobuf text format, "
+                 "proto/config.proto); flags add to it or override it");
+  auto* backing_opt = app.add_option(
+      "--backing", backing,
+      "directory holding the volume's namespace (endpoint 'home')");
   app.add_option("--endpoint", endpoints,
                  "more local endpoints, NAME=DIR (repeatable)");
   app.add_option("--rules", rules_file, "rules file to install at start");
   app.add_option("--tenant", tenants,
                  "name callers for rules: NAME=uid:N or NAME=gid:N "
                  "(repeatable; others are uid:N)");
-  app.add_option("--kernel-cache", kernel_cache,
-                 "off: every read and write reaches the router; auto: the "
-                 "kernel may cache")
-      ->check(CLI::IsMember({"off", "auto"}));
+  auto* kernel_cache_opt =
+      app.add_option("--kernel-cache", kernel_cache,
+                     "off: every read and write reaches the router; auto: the "
+                     "kernel may cache")
+          ->check(CLI::IsMember({"off", "auto"}));
   app.add_option("--control", control_socket,
                  "serve live control (sroutectl --host unix:SOCKET) on this "
                  "unix socket (mode 0600)");
@@ -64,6 +70,42 @@ int main(int argc, char** argv) {
   app.add_flag("-d,--debug", debug, "print every FUSE request (implies -f)");
   app.add_option("-o", options, "FUSE mount options, comma-separated");
   CLI11_PARSE(app, argc, argv);
+
+  // The config file first; flags add endpoints and tenants and override the
+  // rest.
+  std::vector<std::string> inline_rules;
+  if (!config_file.empty()) {
+    auto config = sroute::LoadVolumeConfig(config_file);
+    if (!config.ok()) return Die(std::string(config.status().message()));
+    if (backing_opt->count() == 0) backing = config->backing();
+    std::vector<std::string> from_config;
+    for (const auto& e : config->endpoint()) {
+      from_config.push_back(e.name() + "=" + e.dir());
+    }
+    endpoints.insert(endpoints.begin(), from_config.begin(), from_config.end());
+    std::vector<std::string> config_tenants;
+    for (const auto& t : config->tenant()) {
+      config_tenants.push_back(
+          t.name() + (t.has_uid() ? "=uid:" + std::to_string(t.uid())
+                                  : "=gid:" + std::to_string(t.gid())));
+    }
+    tenants.insert(tenants.begin(), config_tenants.begin(),
+                   config_tenants.end());
+    if (rules_file.empty()) rules_file = config->rules_file();
+    inline_rules.assign(config->rule().begin(), config->rule().end());
+    if (kernel_cache_opt->count() == 0 && !config->kernel_cache().empty()) {
+      kernel_cache = config->kernel_cache();
+    }
+    if (control_socket.empty()) control_socket = config->control_socket();
+    for (const std::string& o : config->fuse_option()) {
+      options += (options.empty() ? "" : ",") + o;
+    }
+  }
+  if (backing.empty()) {
+    return Die(
+        "no backing directory: give --backing DIR or backing: in "
+        "--config");
+  }
 
   sroute::Host host("fuse");
   if (auto s = host.AddLocalEndpoint("home", backing); !s.ok()) {
@@ -82,6 +124,14 @@ int main(int argc, char** argv) {
   }
   if (!rules_file.empty()) {
     if (auto s = host.LoadRulesFile(rules_file); !s.ok()) {
+      return Die(std::string(s.message()));
+    }
+  }
+  if (!inline_rules.empty()) {
+    std::string text;
+    for (const std::string& r : inline_rules) text += r + "\n";
+    if (auto s = host.LoadRules(text, config_file + " rule", "config");
+        !s.ok()) {
       return Die(std::string(s.message()));
     }
   }

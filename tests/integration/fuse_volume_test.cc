@@ -13,6 +13,7 @@
 #include <fstream>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -228,6 +229,58 @@ TEST_F(FuseVolumeTest, BadRulesFileFailsWithFileLineColumn) {
       backing_.path() + " --rules " + (rules_dir_ / "bad.rules"));
   EXPECT_NE(rc, 0);
   EXPECT_NE(out.find("bad.rules:2:5: unknown op 'q'"), std::string::npos)
+      << out;
+}
+
+TEST_F(FuseVolumeTest, ConfigFileDescribesTheWholeVolume) {
+  std::filesystem::create_directories(other_ / "cfg");
+  WriteWholeFile(backing_ / "cfg/a", "");
+  WriteWholeFile(other_ / "cfg/a", "");
+  WriteWholeFile(rules_dir_ / "volume.rules",
+                 "<*, r|w, //home/cfg/a> -> <IO, //other/cfg/a>\n");
+  WriteWholeFile(
+      rules_dir_ / "volume.conf",
+      "# a comment\n"
+      "backing: \"" +
+          backing_.path() +
+          "\"\n"
+          "endpoint { name: \"other\" dir: \"" +
+          other_.path() +
+          "\" }\n"
+          "tenant { name: \"alice\" uid: 4101 }\n"
+          "rules_file: \"volume.rules\"\n"
+          "rule: \"<alice, w, //home/cfg/b> -> <IO, //other/cfg/b>\"\n"
+          "kernel_cache: \"off\"\n");
+  volume_ = std::make_unique<MountedVolume>(
+      SROUTE_FUSE_BINARY, mnt_.path(),
+      std::vector<std::string>{"--config", rules_dir_ / "volume.conf"});
+  ASSERT_TRUE(volume_->ok()) << "sroute-fuse did not mount";
+  int fd = open((mnt_ / "cfg/a").c_str(), O_WRONLY);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(pwrite(fd, "configured", 10, 0), 10);
+  close(fd);
+  EXPECT_EQ(ReadWholeFile(other_ / "cfg/a"), "configured");
+  EXPECT_EQ(ReadWholeFile(backing_ / "cfg/a"), "");
+}
+
+TEST_F(FuseVolumeTest, BadConfigFileNamesLineAndColumn) {
+  WriteWholeFile(rules_dir_ / "bad.conf",
+                 "backing: \"/tmp\"\nendpoint { nam: \"x\" }\n");
+  auto [rc, out] =
+      RunCommand(std::string(SROUTE_FUSE_BINARY) + " " + mnt_.path() +
+                 " -f --config " + (rules_dir_ / "bad.conf"));
+  EXPECT_NE(rc, 0);
+  // Protobuf's parser points just past the unknown field's name.
+  EXPECT_NE(out.find("bad.conf:2:15: "), std::string::npos) << out;
+  EXPECT_NE(out.find("no field named \"nam\""), std::string::npos) << out;
+  WriteWholeFile(rules_dir_ / "bad2.conf",
+                 "backing: \"/tmp\"\nkernel_cache: \"sometimes\"\n");
+  std::tie(rc, out) =
+      RunCommand(std::string(SROUTE_FUSE_BINARY) + " " + mnt_.path() +
+                 " -f --config " + (rules_dir_ / "bad2.conf"));
+  EXPECT_NE(rc, 0);
+  EXPECT_NE(out.find("kernel_cache must be \"off\" or \"auto\""),
+            std::string::npos)
       << out;
 }
 
