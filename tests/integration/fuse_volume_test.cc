@@ -263,6 +263,27 @@ TEST_F(FuseVolumeTest, ConfigFileDescribesTheWholeVolume) {
   EXPECT_EQ(ReadWholeFile(backing_ / "cfg/a"), "");
 }
 
+TEST_F(FuseVolumeTest, MountHelperTakesFstabStyleArguments) {
+  // As mount(8) calls /sbin/mount.fuse.sroute for an fstab line
+  //   BACKING MNT fuse.sroute defaults,kernel_cache=off,endpoint=other=DIR,...
+  WriteWholeFile(backing_ / "m", "");
+  WriteWholeFile(other_ / "m", "");
+  WriteWholeFile(rules_dir_ / "m.rules",
+                 "<*, r|w, //home/m> -> <IO, //other/m>\n");
+  const std::string helper =
+      std::filesystem::path(SROUTE_FUSE_BINARY).parent_path() /
+      "mount.fuse.sroute";
+  auto [rc, out] = RunCommand(
+      helper + " " + backing_.path() + " " + mnt_.path() +
+      " -o defaults,_netdev,kernel_cache=off,endpoint=other=" + other_.path() +
+      ",rules=" + (rules_dir_ / "m.rules") + ",noatime");
+  ASSERT_EQ(rc, 0) << out;
+  WriteWholeFile(mnt_ / "m", "via fstab");
+  EXPECT_EQ(ReadWholeFile(other_ / "m"), "via fstab");
+  // Unmounting ends the daemon (it went to the background).
+  EXPECT_EQ(RunCommand("fusermount3 -u " + mnt_.path()).first, 0);
+}
+
 TEST_F(FuseVolumeTest, BadConfigFileNamesLineAndColumn) {
   WriteWholeFile(rules_dir_ / "bad.conf",
                  "backing: \"/tmp\"\nendpoint { nam: \"x\" }\n");
