@@ -10,6 +10,7 @@
 
 #include "control/control_server.h"
 #include "control/framing.h"
+#include "util/errno_status.h"
 #include "util/strings.h"
 
 namespace sroute {
@@ -25,14 +26,14 @@ absl::StatusOr<std::unique_ptr<ControlClient>> ControlClient::Connect(
   std::memcpy(addr.sun_path, socket_path.data(), socket_path.size());
   const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) {
-    return absl::InternalError(StrCat("socket: ", std::strerror(errno)));
+    return absl::InternalError(StrCat("socket: ", ErrnoText(errno)));
   }
   if (connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) !=
       0) {
     const int err = errno;
     close(fd);
     return absl::UnavailableError(
-        StrCat("cannot connect to ", socket_path, ": ", std::strerror(err)));
+        StrCat("cannot connect to ", socket_path, ": ", ErrnoText(err)));
   }
   return std::unique_ptr<ControlClient>(new ControlClient(fd, socket_path));
 }

@@ -15,13 +15,14 @@
 
 #include "control/framing.h"
 #include "rules/parser.h"
+#include "util/errno_status.h"
 #include "util/strings.h"
 
 namespace sroute {
 namespace {
 
 absl::Status Errno(const std::string& what) {
-  return absl::InternalError(StrCat(what, ": ", std::strerror(errno)));
+  return absl::InternalError(StrCat(what, ": ", ErrnoText(errno)));
 }
 
 absl::StatusOr<sockaddr_un> UnixAddress(const std::string& path) {
@@ -80,7 +81,8 @@ absl::StatusOr<HeaderPattern> Pattern(const std::string& text) {
 
 absl::StatusOr<std::unique_ptr<ControlServer>> ControlServer::Start(
     SSwitch* sw, const std::string& socket_path,
-    std::function<void()> on_rules_changed) {
+    std::function<void()> on_rules_changed,
+    std::function<void(proto::ControlResponse*)> add_stats) {
   auto addr = UnixAddress(socket_path);
   if (!addr.ok()) return addr.status();
   struct stat st {};
@@ -119,18 +121,20 @@ absl::StatusOr<std::unique_ptr<ControlServer>> ControlServer::Start(
   }
   return std::unique_ptr<ControlServer>(
       new ControlServer(sw, socket_path, fd, pipe_fds[0], pipe_fds[1],
-                        std::move(on_rules_changed)));
+                        std::move(on_rules_changed), std::move(add_stats)));
 }
 
-ControlServer::ControlServer(SSwitch* sw, std::string path, int listen_fd,
-                             int cancel_r, int cancel_w,
-                             std::function<void()> on_rules_changed)
+ControlServer::ControlServer(
+    SSwitch* sw, std::string path, int listen_fd, int cancel_r, int cancel_w,
+    std::function<void()> on_rules_changed,
+    std::function<void(proto::ControlResponse*)> add_stats)
     : sw_(sw),
       path_(std::move(path)),
       listen_fd_(listen_fd),
       cancel_r_(cancel_r),
       cancel_w_(cancel_w),
-      on_rules_changed_(std::move(on_rules_changed)) {
+      on_rules_changed_(std::move(on_rules_changed)),
+      add_stats_(std::move(add_stats)) {
   accept_thread_ = std::thread([this] { AcceptLoop(); });
 }
 
@@ -175,7 +179,7 @@ void ControlServer::AcceptLoop() {
     const int n = poll(fds, 2, -1);
     if (n < 0) {
       if (errno == EINTR) continue;
-      std::cerr << "sroute control: poll: " << std::strerror(errno) << "\n";
+      std::cerr << "sroute control: poll: " << ErrnoText(errno) << "\n";
       return;
     }
     if (fds[1].revents != 0) return;
@@ -184,7 +188,7 @@ void ControlServer::AcceptLoop() {
     if (fd < 0) {
       if (errno == EINTR || errno == EAGAIN || errno == ECONNABORTED) continue;
       if (errno == EMFILE || errno == ENFILE) {
-        std::cerr << "sroute control: accept: " << std::strerror(errno) << "\n";
+        std::cerr << "sroute control: accept: " << ErrnoText(errno) << "\n";
         poll(nullptr, 0, 100);
         continue;
       }
@@ -243,6 +247,7 @@ proto::ControlResponse ControlServer::Handle(const proto::ControlRequest& req) {
       AddRecords(*sw_, &resp);
       resp.set_in_flight(sw_->in_flight());
       resp.set_parked(sw_->parked());
+      if (add_stats_) add_stats_(&resp);
       break;
     case proto::ControlRequest::kAddRules: {
       const proto::AddRules& add = req.add_rules();

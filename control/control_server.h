@@ -30,9 +30,11 @@ class ControlServer {
   // Removes a stale socket file at `socket_path` (nothing listening), and
   // refuses (FailedPrecondition) if another process is listening there.
   // REQUIRES: `sw` outlives the server.
+  // `add_stats`, if set, adds the host's gauges to every stats response.
   static absl::StatusOr<std::unique_ptr<ControlServer>> Start(
       SSwitch* sw, const std::string& socket_path,
-      std::function<void()> on_rules_changed);
+      std::function<void()> on_rules_changed,
+      std::function<void(proto::ControlResponse*)> add_stats = nullptr);
 
   // Stops accepting, closes connections, joins threads and removes the
   // socket file.
@@ -53,7 +55,8 @@ class ControlServer {
   };
 
   ControlServer(SSwitch* sw, std::string path, int listen_fd, int cancel_r,
-                int cancel_w, std::function<void()> on_rules_changed);
+                int cancel_w, std::function<void()> on_rules_changed,
+                std::function<void(proto::ControlResponse*)> add_stats);
   void AcceptLoop();
   void Serve(Connection* conn);
   void ReapDone();  // joins finished connections; REQUIRES: mu_ held
@@ -65,6 +68,7 @@ class ControlServer {
   const int cancel_r_;
   const int cancel_w_;
   const std::function<void()> on_rules_changed_;
+  const std::function<void(proto::ControlResponse*)> add_stats_;
   std::thread accept_thread_;
   std::mutex mu_;
   std::list<Connection> conns_;  // guarded by mu_

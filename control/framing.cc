@@ -8,6 +8,7 @@
 #include <cstring>
 #include <string>
 
+#include "util/errno_status.h"
 #include "util/strings.h"
 
 namespace sroute {
@@ -31,7 +32,7 @@ absl::Status WaitFor(int fd, short events, absl::Time deadline, int cancel_fd) {
     const int n = poll(fds, cancel_fd >= 0 ? 2 : 1, timeout_ms);
     if (n < 0) {
       if (errno == EINTR) continue;
-      return absl::InternalError(StrCat("poll: ", std::strerror(errno)));
+      return absl::InternalError(StrCat("poll: ", ErrnoText(errno)));
     }
     if (n == 0) continue;  // re-check the deadline
     if (cancel_fd >= 0 && fds[1].revents != 0) {
@@ -52,7 +53,7 @@ absl::Status ReadFull(int fd, char* buf, size_t n, size_t* got,
     const ssize_t r = read(fd, buf + *got, n - *got);
     if (r < 0) {
       if (errno == EINTR || errno == EAGAIN) continue;
-      return absl::DataLossError(StrCat("read: ", std::strerror(errno)));
+      return absl::DataLossError(StrCat("read: ", ErrnoText(errno)));
     }
     if (r == 0) {
       if (*got == 0) return absl::OutOfRangeError("end of stream");
@@ -91,7 +92,7 @@ absl::Status WriteFrame(int fd, const google::protobuf::MessageLite& msg,
         send(fd, frame.data() + done, frame.size() - done, MSG_NOSIGNAL);
     if (w < 0) {
       if (errno == EINTR || errno == EAGAIN) continue;
-      return absl::UnavailableError(StrCat("write: ", std::strerror(errno)));
+      return absl::UnavailableError(StrCat("write: ", ErrnoText(errno)));
     }
     done += static_cast<size_t>(w);
   }

@@ -165,7 +165,11 @@ int main(int argc, char** argv) {
     if (control_socket.empty()) return true;
     auto server = sroute::ControlServer::Start(
         &host.sswitch(), control_socket,
-        [&volume, &session] { volume.InvalidateAll(session.load()); });
+        [&volume, &session] { volume.InvalidateAll(session.load()); },
+        [&volume](sroute::proto::ControlResponse* resp) {
+          (*resp->mutable_gauges())["fuse_inodes"] =
+              static_cast<int64_t>(volume.inodes().size());
+        });
     if (!server.ok()) {
       Die(std::string(server.status().message()));
       return false;

@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "fuse/ops.h"
+#include "util/errno_status.h"
 #include "util/strings.h"
 
 namespace sroute {
@@ -57,7 +58,7 @@ void Volume::InvalidateAll(fuse_session* se) {
     // -ENOENT: the kernel forgot the inode already.
     if (rc != 0 && rc != -ENOENT) {
       std::cerr << "sroute-fuse: cannot invalidate inode " << ino << ": "
-                << std::strerror(-rc) << "\n";
+                << ErrnoText(-rc) << "\n";
     }
   }
 }

@@ -11,9 +11,14 @@ namespace {
 constexpr char kErrnoPayload[] = "sroute/errno";
 }  // namespace
 
+const char* ErrnoText(int err) {
+  const char* text = ::strerrordesc_np(err);
+  return text != nullptr ? text : "Unknown error";
+}
+
 absl::Status ErrnoStatus(int err, std::string_view context) {
-  absl::Status s = absl::ErrnoToStatus(
-      err, StrCat(context, context.empty() ? "" : ": ", std::strerror(err)));
+  absl::Status s(absl::ErrnoToStatusCode(err),
+                 StrCat(context, context.empty() ? "" : ": ", ErrnoText(err)));
   s.SetPayload(kErrnoPayload, absl::Cord(std::to_string(err)));
   return s;
 }

@@ -10,7 +10,11 @@
 
 namespace sroute {
 
-// A status for errno `err`, with message "CONTEXT: strerror(err)".
+// The description of errno `err`. Thread-safe, unlike std::strerror (and
+// absl's StrError, which TSan reports racing in Debian's build).
+const char* ErrnoText(int err);
+
+// A status for errno `err`, with message "CONTEXT: ErrnoText(err)".
 absl::Status ErrnoStatus(int err, std::string_view context);
 
 // The errno to report for `s`: its errno payload, or one derived from its

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -232,6 +233,11 @@ std::string Micros(uint64_t ns) {
   return buf;
 }
 
+std::map<std::string, int64_t> SortedGauges(
+    const sroute::proto::ControlResponse& resp) {
+  return {resp.gauges().begin(), resp.gauges().end()};
+}
+
 int Stats(const std::string& host, bool json) {
   sroute::proto::ControlRequest req;
   req.mutable_stats();
@@ -239,7 +245,17 @@ int Stats(const std::string& host, bool json) {
   int code = 0;
   if (!Call(host, req, kCallTimeout, &resp, &code)) return code;
   if (json) {
+    std::cout << "{\"version\": " << resp.version()
+              << ", \"in_flight\": " << resp.in_flight()
+              << ", \"parked\": " << resp.parked() << ", \"gauges\": {";
+    bool first = true;
+    for (const auto& [name, value] : SortedGauges(resp)) {
+      std::cout << (first ? "" : ", ") << JsonString(name) << ": " << value;
+      first = false;
+    }
+    std::cout << "},\n\"rules\": ";
     PrintJson(resp);
+    std::cout << "}\n";
     return 0;
   }
   std::printf("%6s %12s %14s %9s %8s %10s %10s %10s  %s\n", "ID", "OPS",
@@ -259,6 +275,9 @@ int Stats(const std::string& host, bool json) {
               static_cast<unsigned long long>(resp.version()),
               static_cast<long long>(resp.in_flight()),
               static_cast<unsigned long long>(resp.parked()));
+  for (const auto& [name, value] : SortedGauges(resp)) {
+    std::printf("%s %lld\n", name.c_str(), static_cast<long long>(value));
+  }
   return 0;
 }
 
