@@ -247,6 +247,12 @@ proto::ControlResponse ControlServer::Handle(const proto::ControlRequest& req) {
       AddRecords(*sw_, &resp);
       resp.set_in_flight(sw_->in_flight());
       resp.set_parked(sw_->parked());
+      for (int op = 0; op < kNumOps; ++op) {
+        if (uint64_t n = sw_->unmatched_ops(static_cast<Op>(op)); n > 0) {
+          (*resp.mutable_unmatched_ops())[std::string(
+              OpName(static_cast<Op>(op)))] = n;
+        }
+      }
       if (add_stats_) add_stats_(&resp);
       break;
     case proto::ControlRequest::kAddRules: {

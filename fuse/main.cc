@@ -6,7 +6,6 @@
 // (endpoint "home"); rules may send any IO elsewhere.
 #include <sys/stat.h>
 
-#include <atomic>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -157,18 +156,17 @@ int main(int argc, char** argv) {
                            : sroute::VolumeOptions::KernelCache::kAuto;
   sroute::Volume volume(&host.sswitch(), vopts);
 
-  // The session is created after the control server starts; the callback
-  // reads it here (nullptr until then: nothing is cached yet anyway).
-  std::atomic<fuse_session*> session{nullptr};
   std::unique_ptr<sroute::ControlServer> control;
   auto start_control = [&]() -> bool {
     if (control_socket.empty()) return true;
     auto server = sroute::ControlServer::Start(
         &host.sswitch(), control_socket,
-        [&volume, &session] { volume.InvalidateAll(session.load()); },
+        /*on_rules_changed=*/nullptr,
         [&volume](sroute::proto::ControlResponse* resp) {
-          (*resp->mutable_gauges())["fuse_inodes"] =
-              static_cast<int64_t>(volume.inodes().size());
+          auto& gauges = *resp->mutable_gauges();
+          gauges["fuse_inodes"] = static_cast<int64_t>(volume.inodes().size());
+          gauges["fuse_pending_invalidations"] =
+              static_cast<int64_t>(volume.pending_invalidations());
         });
     if (!server.ok()) {
       Die(std::string(server.status().message()));
@@ -200,9 +198,10 @@ int main(int argc, char** argv) {
   if (fuse_session_mount(se, mountpoint.c_str()) != 0) {
     return Die("cannot mount on " + mountpoint);
   }
-  session.store(se);
   fuse_daemonize(stay ? 1 : 0);
+  volume.StartInvalidating(se);
   if (!stay && !start_control()) {
+    volume.StopInvalidating();
     fuse_session_unmount(se);
     return 1;
   }
@@ -212,7 +211,7 @@ int main(int argc, char** argv) {
   const int rc = fuse_session_loop_mt(se, &config);
   // No control request may touch the session from here on.
   control.reset();
-  session.store(nullptr);
+  volume.StopInvalidating();
   fuse_session_unmount(se);
   fuse_remove_signal_handlers(se);
   fuse_session_destroy(se);

@@ -11,12 +11,16 @@ namespace sroute::fuse_internal {
 
 namespace {
 // Kernel caching of file data (DESIGN.md §3): with --kernel-cache=off every
-// read and write reaches the sSwitch (direct IO). Otherwise pages are used
-// but dropped at each open.
-void SetCaching(const Volume& v, fuse_file_info* fi) {
-  const bool off = v.options().kernel_cache == VolumeOptions::KernelCache::kOff;
-  fi->direct_io = off ? 1 : 0;
-  fi->keep_cache = 0;
+// read and write reaches the sSwitch (direct IO). With auto, the kernel keeps
+// the pages of a file no rule can route, across opens (a rule change
+// invalidates them: Volume::StartInvalidating); a file some rule matches
+// gets direct IO, since its route may depend on the tenant or the range.
+void SetCaching(Volume& v, const std::string& file, fuse_file_info* fi) {
+  const bool direct =
+      v.options().kernel_cache == VolumeOptions::KernelCache::kOff ||
+      v.sswitch().MayRoute(file);
+  fi->direct_io = direct ? 1 : 0;
+  fi->keep_cache = direct ? 0 : 1;
 }
 }  // namespace
 
@@ -28,7 +32,7 @@ void Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   r->fi = *fi;
   Submit(std::move(r), [ino](Request& rr) {
     if (!rr.io.status.ok()) return ReplyError(rr);
-    SetCaching(*rr.volume, &rr.fi);
+    SetCaching(*rr.volume, rr.io.header.file, &rr.fi);
     rr.volume->inodes().Opened(ino);
     if (fuse_reply_open(rr.req, &rr.fi) != 0) {
       rr.volume->inodes().Released(ino);  // interrupted: no release follows
@@ -49,7 +53,7 @@ void Create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
   Submit(std::move(r), [](Request& rr) {
     if (!rr.io.status.ok()) return ReplyError(rr);
     fuse_entry_param e = MakeEntry(rr);
-    SetCaching(*rr.volume, &rr.fi);
+    SetCaching(*rr.volume, rr.io.header.file, &rr.fi);
     rr.volume->inodes().Opened(e.ino);
     if (fuse_reply_create(rr.req, &e, &rr.fi) != 0) {
       rr.volume->inodes().Released(e.ino);

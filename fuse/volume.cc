@@ -2,8 +2,10 @@
 
 #include <errno.h>
 
+#include <algorithm>
 #include <cstring>
 #include <iostream>
+#include <optional>
 
 #include "fuse/ops.h"
 #include "util/errno_status.h"
@@ -45,21 +47,97 @@ Volume::Volume(SSwitch* sw, VolumeOptions options)
   ops_.getxattr = Getxattr;
   ops_.listxattr = Listxattr;
   ops_.removexattr = Removexattr;
+  if (options_.kernel_cache != VolumeOptions::KernelCache::kOff) {
+    sw_->SetRouteObserver(
+        [this](const std::vector<HeaderPattern>& c) { RoutesChanged(c); });
+  }
+}
+
+Volume::~Volume() {
+  if (options_.kernel_cache != VolumeOptions::KernelCache::kOff) {
+    sw_->SetRouteObserver(nullptr);
+  }
+  StopInvalidating();
 }
 
 std::string Volume::FileName(const std::string& path) const {
   return StrCat("//", options_.home, "/", path);
 }
 
-void Volume::InvalidateAll(fuse_session* se) {
-  if (se == nullptr) return;
-  for (uint64_t ino : inodes_.Inodes()) {
-    const int rc = fuse_lowlevel_notify_inval_inode(se, ino, 0, 0);
-    // -ENOENT: the kernel forgot the inode already.
-    if (rc != 0 && rc != -ENOENT) {
-      std::cerr << "sroute-fuse: cannot invalidate inode " << ino << ": "
-                << ErrnoText(-rc) << "\n";
+void Volume::StartInvalidating(fuse_session* se) {
+  std::lock_guard<std::mutex> l(inval_mu_);
+  if (invalidator_.joinable()) return;
+  inval_session_ = se;
+  inval_stop_ = false;
+  invalidator_ = std::thread([this] { InvalidateLoop(); });
+}
+
+void Volume::StopInvalidating() {
+  {
+    std::lock_guard<std::mutex> l(inval_mu_);
+    if (!invalidator_.joinable()) return;
+    inval_stop_ = true;
+  }
+  inval_cv_.notify_all();
+  invalidator_.join();
+  std::lock_guard<std::mutex> l(inval_mu_);
+  inval_session_ = nullptr;
+}
+
+size_t Volume::pending_invalidations() const {
+  std::lock_guard<std::mutex> l(inval_mu_);
+  return inval_pending_.size();
+}
+
+void Volume::RoutesChanged(const std::vector<HeaderPattern>& changed) {
+  {
+    std::lock_guard<std::mutex> l(inval_mu_);
+    inval_pending_.insert(inval_pending_.end(), changed.begin(), changed.end());
+  }
+  inval_cv_.notify_all();
+}
+
+void Volume::InvalidateLoop() {
+  std::unique_lock<std::mutex> l(inval_mu_);
+  while (true) {
+    inval_cv_.wait(l,
+                   [this] { return inval_stop_ || !inval_pending_.empty(); });
+    if (inval_stop_) return;
+    fuse_session* se = inval_session_;
+    const size_t taken = inval_pending_.size();
+    std::vector<PatternMatcher> matchers;
+    for (HeaderPattern p : inval_pending_) {
+      // Whoever accesses the file and however: the kernel's cache is shared.
+      p.source = SourcePattern{};
+      p.ops = kAllOpClasses;
+      p.file.range.reset();
+      if (auto m = PatternMatcher::Create(p); m.ok()) {
+        matchers.push_back(*std::move(m));
+      }
     }
+    l.unlock();
+    IoHeader h;
+    h.op = Op::kGetattr;
+    for (uint64_t ino : inodes_.Inodes()) {
+      std::optional<std::string> path = inodes_.Path(ino);
+      if (!path) continue;
+      h.file = FileName(*path);
+      if (std::none_of(matchers.begin(), matchers.end(),
+                       [&](const PatternMatcher& m) { return m.Matches(h); })) {
+        continue;
+      }
+      const int rc = fuse_lowlevel_notify_inval_inode(se, ino, 0, 0);
+      // -ENOENT: the kernel forgot the inode already.
+      if (rc != 0 && rc != -ENOENT) {
+        std::cerr << "sroute-fuse: cannot invalidate inode " << ino << ": "
+                  << ErrnoText(-rc) << "\n";
+      }
+    }
+    l.lock();
+    // Only now: pending_invalidations() == 0 means the kernel has dropped
+    // what the changes so far made stale.
+    inval_pending_.erase(inval_pending_.begin(),
+                         inval_pending_.begin() + taken);
   }
 }
 

@@ -11,7 +11,11 @@
 #define FUSE_USE_VERSION 34
 #include <fuse_lowlevel.h>
 
+#include <condition_variable>
+#include <mutex>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "fuse/inode_table.h"
 #include "fuse/tenant_map.h"
@@ -23,7 +27,10 @@ struct VolumeOptions {
   // The endpoint that holds the volume's namespace (--backing).
   std::string home = "home";
   // off: every read and write reaches the sSwitch (FUSE direct IO, no
-  // attribute caching). auto: the kernel may cache pages and attributes.
+  // attribute caching). auto: the kernel keeps the pages of files no rule
+  // can route (SSwitch::MayRoute) and attributes for a second; a rule change
+  // drops the kernel's pages and attributes of the files it matches. Files
+  // some rule matches when opened get direct IO.
   enum class KernelCache { kOff, kAuto };
   KernelCache kernel_cache = KernelCache::kAuto;
   double attr_timeout = 1.0;   // seconds, for kAuto
@@ -35,13 +42,22 @@ class Volume {
  public:
   // REQUIRES: `sw` outlives the volume and has an endpoint named
   // options.home.
+  // Observes the sSwitch's rule changes (SSwitch::SetRouteObserver).
   Volume(SSwitch* sw, VolumeOptions options);
+  ~Volume();
+  Volume(const Volume&) = delete;
+  Volume& operator=(const Volume&) = delete;
 
   const fuse_lowlevel_ops& ops() const { return ops_; }
 
-  // Drops the kernel's cached attributes and pages of every inode the volume
-  // knows (after the rules changed, the bytes may live elsewhere).
-  void InvalidateAll(fuse_session* se);
+  // Starts dropping the kernel's cached pages and attributes of files whose
+  // route changed, on a thread of its own: the kernel may wait for replies
+  // to IOs that a quiesce holds, so the control path must not wait for it.
+  // REQUIRES: StopInvalidating() before `se` is unmounted or destroyed.
+  void StartInvalidating(fuse_session* se);
+  void StopInvalidating();
+  // Rule changes observed and not yet applied to the kernel's caches.
+  size_t pending_invalidations() const;
 
   // --- For the op implementations (fuse/ops_*.cc).
   SSwitch& sswitch() { return *sw_; }
@@ -57,6 +73,15 @@ class Volume {
   const VolumeOptions options_;
   InodeTable inodes_;
   fuse_lowlevel_ops ops_{};
+
+  void RoutesChanged(const std::vector<HeaderPattern>& changed);
+  void InvalidateLoop();
+  mutable std::mutex inval_mu_;
+  std::condition_variable inval_cv_;
+  std::vector<HeaderPattern> inval_pending_;  // guarded by inval_mu_
+  fuse_session* inval_session_ = nullptr;     // guarded by inval_mu_
+  bool inval_stop_ = false;                   // guarded by inval_mu_
+  std::thread invalidator_;
 };
 
 // The reserved folder for files sroute creates: hidden from listings and

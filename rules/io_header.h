@@ -48,6 +48,7 @@ enum class Op : uint8_t {
   kRenameFrom,  // rename is 'd' on its source ...
   kRenameTo,    // ... and 'c' on its target.
 };
+inline constexpr int kNumOps = static_cast<int>(Op::kRenameTo) + 1;
 
 OpClass ClassOf(Op op);
 std::string_view OpName(Op op);

@@ -195,6 +195,34 @@ class RuleIndex {
     }
   }
 
+  // Whether a rule not skipped by `removed` could route a tenant's IO to
+  // `file` (any tenant, op or byte range; stage-sourced rules do not count).
+  bool MayRoute(const std::string& file,
+                const absl::flat_hash_set<uint64_t>* removed) const {
+    auto live = [removed](const RuleEntry* e) {
+      return e->rule().pattern.source.kind != SourcePattern::Kind::kStage &&
+             (removed == nullptr || !removed->contains(e->id()));
+    };
+    auto any_live = [&](const Bucket& b) {
+      for (const RuleEntry* e : b.whole) {
+        if (live(e)) return true;
+      }
+      for (const RangedEntry& r : b.ranged) {
+        if (live(r.entry)) return true;
+      }
+      return false;
+    };
+    bool found = false;
+    IoHeader h;
+    h.file = file;
+    ForEachBucket(h, [&](const Bucket& b) { found = found || any_live(b); });
+    for (const auto& [tenant, b] : any_tenant_) {
+      if (found) break;
+      found = any_live(b);
+    }
+    return found;
+  }
+
   const RuleEntry* Find(uint64_t id) const {
     auto it = by_id_.find(id);
     return it == by_id_.end() ? nullptr : it->second;
@@ -325,6 +353,12 @@ void RuleTable::CollectBuckets(const IoHeader& h, BucketRefs* refs) const {
       refs->push_back({&b, nullptr});
     });
   }
+}
+
+bool RuleTable::MayRoute(const std::string& file) const {
+  const auto* removed = removed_->empty() ? nullptr : removed_.get();
+  return base_->MayRoute(file, removed) ||
+         (!delta_->entries().empty() && delta_->MayRoute(file, nullptr));
 }
 
 const RuleEntry* RuleTable::MatchWhole(const IoHeader& h) const {

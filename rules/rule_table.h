@@ -117,6 +117,11 @@ class RuleTable {
   // MatchWhole() as a single piece otherwise.
   void Route(const IoHeader& h, Pieces* out) const;
 
+  // Whether some rule could route a tenant's IO to `file` ("//HOST/PATH"):
+  // one matching the file for any tenant, op or byte range. False means the
+  // file takes its default route whoever accesses it and however.
+  bool MayRoute(const std::string& file) const;
+
   const RuleEntry* Find(uint64_t id) const;
   // Every rule, in precedence order.
   std::vector<RuleEntryPtr> Rules() const;

@@ -550,6 +550,8 @@ void SSwitch::Split(Io* io, const RuleTable::Pieces& pieces) {
 
 void SSwitch::RoutePiece(Io* io, const RuleEntry* entry) {
   if (entry == nullptr) {
+    unmatched_ops_[static_cast<int>(io->header.op)].fetch_add(
+        1, std::memory_order_relaxed);
     SendToFile(io, io->header.file);  // default route
     return;
   }
@@ -986,10 +988,18 @@ absl::StatusOr<std::vector<uint64_t>> SSwitch::UpdateLocked(
     ids.push_back((*entry)->id());
     entries.push_back(std::move(*entry));
   }
+  std::vector<HeaderPattern> changed;
+  if (route_observer_) {
+    for (const RuleEntryPtr& e : entries) changed.push_back(e->rule().pattern);
+    for (uint64_t id : present) {
+      changed.push_back(cur.table->Find(id)->rule().pattern);
+    }
+  }
   auto snap = std::make_shared<Snapshot>(cur);
   snap->version = cur.version + 1;
   snap->table = cur.table->Apply(std::move(entries), present, snap->version);
   Publish(std::move(snap));
+  if (route_observer_ && !changed.empty()) route_observer_(changed);
   return ids;
 }
 
@@ -1097,6 +1107,15 @@ std::string DirName(const std::string& file) {
   return slash == std::string::npos || slash < 3 ? file : file.substr(0, slash);
 }
 }  // namespace
+
+void SSwitch::SetRouteObserver(RouteObserver observer) {
+  std::lock_guard<std::mutex> l(control_mu_);
+  route_observer_ = std::move(observer);
+}
+
+bool SSwitch::MayRoute(const std::string& file) const {
+  return Load()->table->MayRoute(file);
+}
 
 std::vector<std::string> SSwitch::ChildPlaces(const IoHeader& dir) const {
   auto snap = Load();

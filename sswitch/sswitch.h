@@ -15,9 +15,11 @@
 #ifndef SROUTE_SSWITCH_SSWITCH_H_
 #define SROUTE_SSWITCH_SSWITCH_H_
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -104,6 +106,13 @@ class SSwitch {
   // While on, IOs matching `pattern` are parked (the caller's thread is not
   // blocked); turning it off releases them in arrival order.
   absl::Status Quiesce(const HeaderPattern& pattern, bool on);
+
+  // Called after every change of the rule table, by the control API or by
+  // delegates, with the patterns of the rules added and removed. It runs
+  // under the control lock: it must be quick and must not call the sSwitch.
+  using RouteObserver =
+      std::function<void(const std::vector<HeaderPattern>& changed)>;
+  void SetRouteObserver(RouteObserver observer);
   // Returns once every IO matching `pattern` that is in flight at the call
   // has completed (parked IOs are not in flight), or DeadlineExceeded.
   absl::Status Drain(const HeaderPattern& pattern, absl::Duration timeout);
@@ -116,6 +125,10 @@ class SSwitch {
   // may send children of `dir` (a read-like header for the directory).
   // Regex rules are not considered.
   std::vector<std::string> ChildPlaces(const IoHeader& dir) const;
+  // Whether some rule could route a tenant's IO to `file` (RuleTable::
+  // MayRoute): false means the file takes its default route, and a cache of
+  // its bytes stays right until a rule change says otherwise.
+  bool MayRoute(const std::string& file) const;
 
   // --- Introspection.
   std::vector<RuleInfo> ListRules() const;
@@ -125,6 +138,11 @@ class SSwitch {
   size_t parked() const;
   // IOs that found no endpoint, stage or controller for a detour.
   uint64_t route_errors() const { return route_errors_.load(); }
+  // IOs (or pieces of split IOs) that matched no rule and took the default
+  // route, by op: with the rules' counters, every routed IO is counted once.
+  uint64_t unmatched_ops(Op op) const {
+    return unmatched_ops_[static_cast<int>(op)].load(std::memory_order_relaxed);
+  }
 
  private:
   class Context;
@@ -177,6 +195,8 @@ class SSwitch {
 
   std::unique_ptr<class InflightRegistry> inflight_;
   std::atomic<uint64_t> route_errors_{0};
+  RouteObserver route_observer_;  // guarded by control_mu_
+  std::array<std::atomic<uint64_t>, kNumOps> unmatched_ops_{};
 
   std::mutex shared_state_mu_;  // guards shared_state_
   std::vector<std::pair<std::string, std::shared_ptr<void>>> shared_state_;

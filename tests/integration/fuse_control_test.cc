@@ -1,10 +1,12 @@
 // sroute-fuse with a live control port: sroutectl (run as a subprocess)
 // adds and removes rules while the volume is mounted and in use.
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <functional>
 #include <memory>
@@ -61,13 +63,13 @@ bool PosixRead(const std::string& path, std::string* out) {
 
 class FuseControlTest : public ::testing::Test {
  protected:
-  void Mount() {
+  void Mount(const std::string& kernel_cache = "auto") {
     sock_ = ctl_dir_ / "control.sock";
     volume_ = std::make_unique<MountedVolume>(
         SROUTE_FUSE_BINARY, mnt_.path(),
         std::vector<std::string>{"--backing", backing_.path(), "--endpoint",
                                  "other=" + other_.path(), "--control", sock_,
-                                 "--kernel-cache", "auto"});
+                                 "--kernel-cache", kernel_cache});
     ASSERT_TRUE(volume_->ok()) << "sroute-fuse did not mount";
   }
   void TearDown() override { volume_.reset(); }
@@ -184,6 +186,228 @@ TEST_F(FuseControlTest, RuleFlipsDuringConcurrentWrites) {
   ASSERT_EQ(rc, 0) << out;
   EXPECT_NE(out.find("P99_US"), std::string::npos) << out;
 }
+
+// The number after `"KEY": ` in `json` at or after `from`, or -1.
+long long JsonNumber(const std::string& json, const std::string& key,
+                     size_t from = 0) {
+  const std::string k = "\"" + key + "\": ";
+  const size_t at = json.find(k, from);
+  if (at == std::string::npos) return -1;
+  return std::stoll(json.substr(at + k.size()));
+}
+
+// The ops counted by rule `id` in `sroutectl stats --json` output.
+long long RuleOps(const std::string& json, const std::string& id) {
+  const size_t rec = json.find("{\"id\": " + id + ",");
+  return rec == std::string::npos ? -1 : JsonNumber(json, "ops", rec);
+}
+
+// The DESIGN §6 update protocol, driven from sroutectl while four threads
+// write and verify their own files: quiesce the files, drain, move the bytes
+// (here by copying between the backing dirs, as a controller would), flip
+// the route, release. The writers must see no error and no stale byte, and
+// the sSwitch must count every write exactly once (a rule's or the default
+// route's counter).
+class LiveRouteFlipTest : public FuseControlTest,
+                          public ::testing::WithParamInterface<const char*> {};
+
+TEST_P(LiveRouteFlipTest, WritersSeeNoErrorNoStaleByteAndEveryWriteCounted) {
+  constexpr int kThreads = 4, kBlocks = 64, kBlock = 4096;
+  ASSERT_EQ(mkdir((backing_ / "d").c_str(), 0755), 0);
+  ASSERT_EQ(mkdir((other_ / "d").c_str(), 0755), 0);
+  std::vector<std::string> model(kThreads, std::string(kBlocks * kBlock, '\0'));
+  for (int t = 0; t < kThreads; ++t) {
+    WriteWholeFile(backing_ / ("d/w" + std::to_string(t)), model[t]);
+  }
+  Mount(GetParam());
+  auto stats = [&] {
+    auto [rc, out] = Ctl(Host() + " stats --json");
+    EXPECT_EQ(rc, 0) << out;
+    return out;
+  };
+  auto unmatched_writes = [&](const std::string& json) {
+    const size_t at = json.find("\"unmatched_ops\"");
+    const long long n = JsonNumber(json, "write", at);
+    return n < 0 ? 0 : n;
+  };
+  const long long writes_before = unmatched_writes(stats());
+
+  std::atomic<bool> stop{false};
+  std::atomic<long long> writes{0};
+  std::atomic<int> errors{0}, stale{0};
+  std::vector<std::thread> writers;
+  // A failed assertion returns early: stop and join the writers (and leave
+  // nothing quiesced) before the volume goes.
+  struct Joiner {
+    std::atomic<bool>* stop;
+    std::vector<std::thread>* threads;
+    std::function<void()> release;
+    ~Joiner() {
+      if (release) release();
+      stop->store(true);
+      for (std::thread& t : *threads) {
+        if (t.joinable()) t.join();
+      }
+    }
+  } joiner{&stop, &writers, nullptr};
+  for (int t = 0; t < kThreads; ++t) {
+    writers.emplace_back([&, t] {
+      const std::string path = mnt_ / ("d/w" + std::to_string(t));
+      const int fd = open(path.c_str(), O_RDWR);
+      if (fd < 0) {
+        errors.fetch_add(1);
+        return;
+      }
+      std::mt19937_64 rng(t);
+      std::string block(kBlock, '\0'), back(kBlock, '\0');
+      while (!stop.load()) {
+        const off_t off = static_cast<off_t>(rng() % kBlocks) * kBlock;
+        for (char& c : block) c = static_cast<char>(rng());
+        if (pwrite(fd, block.data(), kBlock, off) != kBlock) {
+          errors.fetch_add(1);
+          continue;
+        }
+        writes.fetch_add(1);
+        model[t].replace(off, kBlock, block);
+        // Read back this block and one written earlier.
+        const off_t other = static_cast<off_t>(rng() % kBlocks) * kBlock;
+        for (off_t at : {off, other}) {
+          if (pread(fd, back.data(), kBlock, at) != kBlock) {
+            errors.fetch_add(1);
+          } else if (back.compare(0, kBlock, model[t], at, kBlock) != 0) {
+            stale.fetch_add(1);
+          }
+        }
+      }
+      close(fd);
+    });
+  }
+
+  const std::string files = "'<*, *, //home/d/*>'";
+  joiner.release = [&] { Ctl(Host() + " quiesce " + files + " off"); };
+  long long rule_writes = 0;
+  std::string write_rule;  // id of the installed write rule, if any
+  std::string read_rule;
+  for (int round = 0; round < 12; ++round) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    auto [rc, out] = Ctl(Host() + " quiesce " + files + " on");
+    ASSERT_EQ(rc, 0) << out;
+    std::tie(rc, out) = Ctl(Host() + " drain " + files);
+    ASSERT_EQ(rc, 0) << out;
+    const bool to_other = write_rule.empty();
+    for (int t = 0; t < kThreads; ++t) {
+      const std::string name = "d/w" + std::to_string(t);
+      WriteWholeFile(to_other ? other_ / name : backing_ / name,
+                     ReadWholeFile(to_other ? backing_ / name : other_ / name));
+    }
+    if (to_other) {
+      std::tie(rc, out) = Ctl(Host() +
+                              " rules add '<*, w, //home/d/*> -> "
+                              "<IO, //other/d/*>' '<*, r, //home/d/*> -> "
+                              "<IO, //other/d/*>'");
+      ASSERT_EQ(rc, 0) << out;
+      const size_t nl = out.find('\n');
+      write_rule = out.substr(0, nl);
+      read_rule = out.substr(nl + 1, out.find('\n', nl + 1) - nl - 1);
+    } else {
+      // Quiesced and drained: the write rule's count is final.
+      const long long n = RuleOps(stats(), write_rule);
+      ASSERT_GE(n, 0);
+      rule_writes += n;
+      std::tie(rc, out) =
+          Ctl(Host() + " rules rm " + write_rule + " " + read_rule);
+      ASSERT_EQ(rc, 0) << out;
+      write_rule.clear();
+    }
+    std::tie(rc, out) = Ctl(Host() + " quiesce " + files + " off");
+    ASSERT_EQ(rc, 0) << out;
+  }
+  joiner.release = nullptr;
+  stop.store(true);
+  for (std::thread& t : writers) t.join();
+  EXPECT_EQ(errors.load(), 0);
+  EXPECT_EQ(stale.load(), 0);
+  EXPECT_GT(writes.load(), 0);
+
+  // Every write counted once: by the rule while it was installed, else by
+  // the default route.
+  const std::string final_stats = stats();
+  ASSERT_TRUE(write_rule.empty());  // an even number of flips ends at home
+  EXPECT_EQ(rule_writes + unmatched_writes(final_stats) - writes_before,
+            writes.load())
+      << final_stats;
+  EXPECT_GT(rule_writes, 0);
+  // Home holds every acknowledged write.
+  for (int t = 0; t < kThreads; ++t) {
+    EXPECT_TRUE(ReadWholeFile(backing_ / ("d/w" + std::to_string(t))) ==
+                model[t])
+        << "w" << t;
+  }
+}
+
+// --kernel-cache=auto: the kernel keeps the pages of a file no rule routes
+// (a change behind the mount's back stays unseen), and a rule change drops
+// exactly the pages of the files it matches.
+TEST_F(FuseControlTest, KernelCacheAutoKeepsPagesUntilARouteChanges) {
+  WriteWholeFile(backing_ / "f", "home-1");
+  WriteWholeFile(backing_ / "g", "gggg-1");
+  WriteWholeFile(other_ / "f", "other1");
+  Mount("auto");
+  auto wait_invalidated = [&] {
+    for (int i = 0; i < 500; ++i) {
+      auto [rc, out] = Ctl(Host() + " stats --json");
+      if (rc == 0 && JsonNumber(out, "fuse_pending_invalidations") == 0) {
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    ADD_FAILURE() << "invalidations still pending";
+  };
+  std::string got;
+  ASSERT_TRUE(PosixRead(mnt_ / "f", &got));
+  EXPECT_EQ(got, "home-1");
+  ASSERT_TRUE(PosixRead(mnt_ / "g", &got));
+  EXPECT_EQ(got, "gggg-1");
+  // Same size, new bytes, behind the kernel's back: the cached pages win.
+  WriteWholeFile(backing_ / "f", "home-2");
+  WriteWholeFile(backing_ / "g", "gggg-2");
+  ASSERT_TRUE(PosixRead(mnt_ / "f", &got));
+  EXPECT_EQ(got, "home-1") << "auto should have kept f's pages";
+  // A handle opened before the change reads through the page cache: only
+  // the invalidation makes it see the new route.
+  const int early = open((mnt_ / "f").c_str(), O_RDONLY);
+  ASSERT_GE(early, 0);
+  char buf[16] = {};
+  ASSERT_EQ(pread(early, buf, sizeof(buf), 0), 6);
+  EXPECT_EQ(std::string(buf, 6), "home-1");
+
+  auto [rc, out] =
+      Ctl(Host() + " rules add '<*, r|w, //home/f> -> <IO, //other/f>'");
+  ASSERT_EQ(rc, 0) << out;
+  const std::string id = out.substr(0, out.find('\n'));
+  wait_invalidated();
+  ASSERT_EQ(pread(early, buf, sizeof(buf), 0), 6);
+  EXPECT_EQ(std::string(buf, 6), "other1");
+  close(early);
+  ASSERT_TRUE(PosixRead(mnt_ / "f", &got));
+  EXPECT_EQ(got, "other1");
+  // f is routed now: direct IO, every read reaches the sSwitch.
+  WriteWholeFile(other_ / "f", "other2");
+  ASSERT_TRUE(PosixRead(mnt_ / "f", &got));
+  EXPECT_EQ(got, "other2");
+  // g's route did not change: its pages stay.
+  ASSERT_TRUE(PosixRead(mnt_ / "g", &got));
+  EXPECT_EQ(got, "gggg-1");
+
+  std::tie(rc, out) = Ctl(Host() + " rules rm " + id);
+  ASSERT_EQ(rc, 0) << out;
+  wait_invalidated();
+  ASSERT_TRUE(PosixRead(mnt_ / "f", &got));
+  EXPECT_EQ(got, "home-2");
+}
+
+INSTANTIATE_TEST_SUITE_P(KernelCache, LiveRouteFlipTest,
+                         ::testing::Values("off", "auto"));
 
 }  // namespace
 }  // namespace sroute

@@ -238,6 +238,11 @@ std::map<std::string, int64_t> SortedGauges(
   return {resp.gauges().begin(), resp.gauges().end()};
 }
 
+std::map<std::string, uint64_t> SortedUnmatched(
+    const sroute::proto::ControlResponse& resp) {
+  return {resp.unmatched_ops().begin(), resp.unmatched_ops().end()};
+}
+
 int Stats(const std::string& host, bool json) {
   sroute::proto::ControlRequest req;
   req.mutable_stats();
@@ -251,6 +256,12 @@ int Stats(const std::string& host, bool json) {
     bool first = true;
     for (const auto& [name, value] : SortedGauges(resp)) {
       std::cout << (first ? "" : ", ") << JsonString(name) << ": " << value;
+      first = false;
+    }
+    std::cout << "}, \"unmatched_ops\": {";
+    first = true;
+    for (const auto& [op, n] : SortedUnmatched(resp)) {
+      std::cout << (first ? "" : ", ") << JsonString(op) << ": " << n;
       first = false;
     }
     std::cout << "},\n\"rules\": ";
@@ -275,6 +286,13 @@ int Stats(const std::string& host, bool json) {
               static_cast<unsigned long long>(resp.version()),
               static_cast<long long>(resp.in_flight()),
               static_cast<unsigned long long>(resp.parked()));
+  if (!resp.unmatched_ops().empty()) {
+    std::printf("unmatched (default route):");
+    for (const auto& [op, n] : SortedUnmatched(resp)) {
+      std::printf(" %s %llu", op.c_str(), static_cast<unsigned long long>(n));
+    }
+    std::printf("\n");
+  }
   for (const auto& [name, value] : SortedGauges(resp)) {
     std::printf("%s %lld\n", name.c_str(), static_cast<long long>(value));
   }

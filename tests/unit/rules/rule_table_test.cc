@@ -152,6 +152,33 @@ TEST(RuleTable, AnchoredRulesGoJustAheadOfTheirAnchor) {
   EXPECT_TRUE((OrderKey{0, 20, true, 1} < OrderKey{0, 20, true, 2}));
 }
 
+TEST(RuleTable, MayRouteAsksWhetherAnyTenantsRuleMatchesTheFile) {
+  RuleTablePtr t = RuleTable::Build({
+      Entry(1, "<*, w, //S1/exact> -> <IO, //S2/X>", 1, "exact"),
+      Entry(2, "<alice, r, //S1/dir/*> -> <IO, //S2/X>", 2, "prefix"),
+      Entry(3, "<*, r, //S1/big[0:4096]> -> <IO, //S2/X>", 3, "ranged"),
+      Entry(4, "<*, *, re:.*[.]tmp> -> <IO, //S2/X>", 4, "regex"),
+      Entry(5, "<stage:C, *, //S1/staged> -> <IO, //S1/staged>", 5, "stage"),
+  });
+  EXPECT_TRUE(t->MayRoute("//S1/exact"));
+  EXPECT_TRUE(t->MayRoute("//S1/dir/a/b"));  // for alice only: still may
+  EXPECT_TRUE(t->MayRoute("//S1/big"));
+  EXPECT_TRUE(t->MayRoute("//S1/x.tmp"));
+  EXPECT_FALSE(t->MayRoute("//S1/staged"));  // only IOs stages hand back
+  EXPECT_FALSE(t->MayRoute("//S1/other"));
+  EXPECT_FALSE(t->MayRoute("//S1/dirx"));
+  // Removed rules no longer count; delta rules do.
+  RuleTablePtr t2 = t->Apply(
+      {Entry(6, "<*, r, //S1/new> -> <IO, //S2/X>", 6, "new")}, {1}, 1);
+  EXPECT_FALSE(t2->MayRoute("//S1/exact"));
+  EXPECT_TRUE(t2->MayRoute("//S1/new"));
+  // A tenant's rule for every file may route every file.
+  RuleTablePtr t3 =
+      t2->Apply({Entry(7, "<bob, *, *> -> <IO, //S2/X>", 7, "bob")}, {}, 2);
+  EXPECT_TRUE(t3->MayRoute("//S1/other"));
+  EXPECT_FALSE(RuleTable::Empty()->MayRoute("//S1/other"));
+}
+
 TEST(RuleTable, ExactFiles) {
   RuleTablePtr t = RuleTable::Build({
       Entry(1, "<*, *, //S1/X> -> <IO, //S2/X>", 1, "X"),

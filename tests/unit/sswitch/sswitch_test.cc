@@ -16,6 +16,7 @@
 #include "sswitch/host.h"
 #include "tests/util/temp_dir.h"
 #include "util/errno_status.h"
+#include "util/strings.h"
 
 namespace sroute {
 namespace {
@@ -756,6 +757,31 @@ TEST_F(SSwitchTest, TrackWritesMergesSequentialWrites) {
   EXPECT_EQ(FormatRule(rules[0].rule),
             "<*, r, //A/log[0:100000]> -> <IO, //B/log>");
   EXPECT_EQ(ReadAll(host_, "//A/log", 200000), all);
+}
+
+TEST_F(SSwitchTest, RouteObserverSeesEveryTableChange) {
+  WriteWholeFile(a_ / "log", "");
+  WriteWholeFile(b_ / "log", "");
+  auto& sw = host_.sswitch();
+  std::vector<std::string> seen;  // the observer runs under the control lock
+  sw.SetRouteObserver([&](const std::vector<HeaderPattern>& changed) {
+    std::string batch;
+    for (const HeaderPattern& p : changed) {
+      StrAppend(&batch, batch.empty() ? "" : " ", FormatPattern(p));
+    }
+    seen.push_back(batch);
+  });
+  auto id = sw.Insert(R("<*, w, //A/log> -> track_writes(); <IO, //B/log>"));
+  ASSERT_TRUE(id.ok());
+  // The delegate's own rule reaches the observer too.
+  ASSERT_TRUE(host_.Write("t", "//A/log", 0, Bytes("hello")).ok());
+  ASSERT_TRUE(sw.Update({R("<*, r, //A/y> -> <IO, //B/y>")}, {*id}).ok());
+  EXPECT_FALSE(sw.Update({}, {12345}).ok());  // no change, no call
+  sw.SetRouteObserver(nullptr);
+  ASSERT_TRUE(sw.Insert(R("<*, r, //A/z> -> <IO, //B/z>")).ok());
+  EXPECT_THAT(seen,
+              ::testing::ElementsAre("<*, w, //A/log>", "<*, r, //A/log[0:5]>",
+                                     "<*, r, //A/y> <*, w, //A/log>"));
 }
 
 TEST_F(SSwitchTest, ConcurrentTrackWritesOnDisjointRegions) {
