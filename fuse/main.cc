@@ -137,6 +137,12 @@ int main(int argc, char** argv) {
   // The reserved folder: files unlinked while open wait there.
   std::error_code ec;
   std::filesystem::create_directories(backing + "/.sroute/unlinked", ec);
+  if (ec == std::errc::read_only_file_system) {
+    // A read-only volume: nothing can be unlinked, nothing waits there.
+    std::cerr << "sroute-fuse: " << backing
+              << " is read-only; the volume will be too\n";
+    ec.clear();
+  }
   if (ec) {
     return Die("cannot create " + backing +
                "/.sroute/unlinked: " + ec.message());

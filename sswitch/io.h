@@ -37,6 +37,11 @@ struct IoArgs {
   std::string other;  // rename/link target file, symlink text, xattr name
 };
 
+// Truncate with args.flags == kTruncateGrowOnly: make the file at least
+// args.size bytes long, never shorter (the last byte may become zero: it lies
+// in a range detoured elsewhere).
+inline constexpr int kTruncateGrowOnly = 1;
+
 enum SetattrField : uint32_t {
   kSetMode = 1,
   kSetUid = 2,

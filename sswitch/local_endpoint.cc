@@ -464,7 +464,16 @@ absl::Status LocalEndpoint::Impl::Write(Io* io, std::string_view path) {
 absl::Status LocalEndpoint::Impl::Truncate(Io* io, std::string_view path) {
   Handle h;
   if (auto s = GetHandle(Op::kTruncate, path, true, &h); !s.ok()) return s;
-  if (::ftruncate(h->fd, static_cast<off_t>(io->args.size)) != 0) {
+  if (io->args.flags == kTruncateGrowOnly) {
+    // Not ftruncate: a write at home racing past this size must not be cut.
+    if (::fstat(h->fd, &io->attr) != 0) return Fail(errno, Op::kTruncate, path);
+    const auto want = static_cast<off_t>(io->args.size);
+    if (want > 0 && io->attr.st_size < want) {
+      if (::pwrite(h->fd, "", 1, want - 1) != 1) {
+        return Fail(errno, Op::kTruncate, path);
+      }
+    }
+  } else if (::ftruncate(h->fd, static_cast<off_t>(io->args.size)) != 0) {
     return Fail(errno, Op::kTruncate, path);
   }
   if (::fstat(h->fd, &io->attr) != 0) return Fail(errno, Op::kTruncate, path);
@@ -537,6 +546,14 @@ absl::Status LocalEndpoint::Impl::OpenCheck(Io* io, std::string_view path) {
   if (S_ISLNK(st.st_mode)) return Fail(ELOOP, Op::kOpen, path);
   if (S_ISDIR(st.st_mode) && accmode != O_RDONLY) {
     return Fail(EISDIR, Op::kOpen, path);
+  }
+  if (accmode != O_RDONLY && S_ISREG(st.st_mode)) {
+    // No descriptor is opened here: ask as open(2) would on a read-only
+    // filesystem or mount.
+    struct statvfs vfs;
+    if (::fstatvfs(fd.get(), &vfs) == 0 && (vfs.f_flag & ST_RDONLY)) {
+      return Fail(EROFS, Op::kOpen, path);
+    }
   }
   if ((flags & O_TRUNC) && accmode != O_RDONLY && S_ISREG(st.st_mode) &&
       st.st_size != 0) {

@@ -626,6 +626,21 @@ void SSwitch::RoutePiece(Io* io, const RuleEntry* entry) {
     io->Complete(std::move(bad_choice));
     return;
   }
+  if (io->header.op == Op::kWrite && !chosen.empty()) {
+    // DESIGN §3: a write detoured away from the file's home still grows the
+    // size the home reports.
+    IoHeader meta = io->header;
+    meta.op = Op::kGetattr;
+    meta.offset = meta.length = 0;
+    std::string home = ResolveWholeFile(snap, meta);
+    bool reaches_home = home.empty();
+    for (const Detour* d : chosen) {
+      reaches_home =
+          reaches_home || d->target.kind != Target::Kind::kFile ||
+          ResolveTargetFile(d->target, r.pattern.file, io->header.file) == home;
+    }
+    if (!reaches_home) io = GrowHomeAfter(io, std::move(home));
+  }
   if (chosen.empty()) {
     SendToFile(io, io->header.file);  // only side detours: the IO goes on
   } else if (chosen.size() == 1) {
@@ -638,6 +653,50 @@ void SSwitch::RoutePiece(Io* io, const RuleEntry* entry) {
   } else {
     Scatter(io, rule, chosen);
   }
+}
+
+Io* SSwitch::GrowHomeAfter(Io* io, std::string home) {
+  struct Growth {
+    Io* parent;
+    std::unique_ptr<Io> write;
+    std::unique_ptr<Io> grow;
+  };
+  auto g = std::make_shared<Growth>();
+  g->parent = io;
+  g->write = std::make_unique<Io>();
+  Io& w = *g->write;
+  w.header = io->header;
+  w.args = io->args;
+  w.write_data = io->write_data;
+  w.router_ = this;
+  w.snapshot_ = io->snapshot_;
+  w.stage_hops_ = io->stage_hops_;
+  w.set_completion([this, g, home = std::move(home)](Io& done) {
+    Io* parent = g->parent;
+    parent->bytes = done.bytes;
+    parent->target = done.target;
+    if (!done.status.ok() || done.bytes == 0) {
+      parent->Complete(done.status);
+      return;
+    }
+    g->grow = std::make_unique<Io>();
+    Io& grow = *g->grow;
+    grow.header = parent->header;
+    grow.header.op = Op::kTruncate;
+    grow.header.offset = grow.header.length = 0;
+    grow.args = parent->args;
+    grow.args.flags = kTruncateGrowOnly;
+    grow.args.size = done.header.offset + done.bytes;
+    grow.router_ = this;
+    grow.snapshot_ = parent->snapshot_;
+    grow.set_completion([g](Io& gr) {
+      // The bytes are written; a home that cannot grow is still an error
+      // (stat would lie), reported as the write's.
+      g->parent->Complete(gr.status);
+    });
+    SendToFile(&grow, home);
+  });
+  return &w;
 }
 
 void SSwitch::Scatter(Io* io, const RuleEntry* entry,

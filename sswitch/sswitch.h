@@ -171,6 +171,9 @@ class SSwitch {
   // Where the first whole-file rule matching `h` sends it: a file name, ""
   // for a stage or the controller. Delegates are not consulted.
   static std::string ResolveWholeFile(const Snapshot& snap, const IoHeader& h);
+  // Returns an Io to route in place of the write `io`: when it succeeds, the
+  // file `home` grows to at least its end, then `io` completes.
+  Io* GrowHomeAfter(Io* io, std::string home);
   using DetourList = absl::InlinedVector<const Detour*, 4>;
   void Scatter(Io* io, const RuleEntry* rule, const DetourList& detours);
   void Split(Io* io, const RuleTable::Pieces& pieces);

@@ -288,8 +288,13 @@ TEST_P(LiveRouteFlipTest, WritersSeeNoErrorNoStaleByteAndEveryWriteCounted) {
   long long rule_writes = 0;
   std::string write_rule;  // id of the installed write rule, if any
   std::string read_rule;
+  long long writes_seen = 0;
   for (int round = 0; round < 12; ++round) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    // Each route sees writes before it flips, however slow the machine.
+    while (writes.load() < writes_seen + 20 && errors.load() == 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    writes_seen = writes.load();
     auto [rc, out] = Ctl(Host() + " quiesce " + files + " on");
     ASSERT_EQ(rc, 0) << out;
     std::tie(rc, out) = Ctl(Host() + " drain " + files);

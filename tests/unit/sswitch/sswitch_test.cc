@@ -659,7 +659,8 @@ TEST_F(SSwitchTest, SplitPiecesOfOneIoSeeOneVersion) {
   ASSERT_TRUE(ids.ok());
   std::atomic<bool> stop{false};
   std::atomic<int> checked{0}, mixed{0}, updates{0};
-  // Rules change continuously while three threads each route 2000 IOs.
+  // Rules change continuously while three threads each route 2000 IOs, and
+  // go on until the rules changed at least 50 times (whatever the timing).
   std::thread updater([&] {
     for (int k = 1; !stop.load(); ++k) {
       auto next = sw.Update(make_rules(k % 4), *ids);
@@ -669,10 +670,12 @@ TEST_F(SSwitchTest, SplitPiecesOfOneIoSeeOneVersion) {
     }
   });
   std::vector<std::thread> routers;
+  std::atomic<int> routed{0};
   for (int t = 0; t < 3; ++t) {
     routers.emplace_back([&] {
       std::vector<char> buf(4096);
-      for (int i = 0; i < 2000; ++i) {
+      for (int i = 0; i < 2000 || updates.load() < 50; ++i) {
+        ++routed;
         Io io;
         io.header = {"t", "", Op::kRead, "//A/f", 2048, 4096};
         io.read_buffer = std::span<char>(buf);
@@ -692,8 +695,9 @@ TEST_F(SSwitchTest, SplitPiecesOfOneIoSeeOneVersion) {
   for (auto& t : routers) t.join();
   stop = true;
   updater.join();
-  EXPECT_GT(updates.load(), 10);
-  EXPECT_EQ(checked.load(), 6000);
+  EXPECT_GE(updates.load(), 50);
+  EXPECT_GE(routed.load(), 6000);
+  EXPECT_EQ(checked.load(), routed.load());
   EXPECT_EQ(mixed.load(), 0);
 }
 
@@ -757,6 +761,30 @@ TEST_F(SSwitchTest, TrackWritesMergesSequentialWrites) {
   EXPECT_EQ(FormatRule(rules[0].rule),
             "<*, r, //A/log[0:100000]> -> <IO, //B/log>");
   EXPECT_EQ(ReadAll(host_, "//A/log", 200000), all);
+}
+
+TEST_F(SSwitchTest, DetouredWritesGrowTheHomeSize) {
+  WriteWholeFile(a_ / "f", "home");
+  WriteWholeFile(b_ / "f", "");
+  WriteWholeFile(a_ / "g", std::string(100, 'a'));
+  WriteWholeFile(b_ / "g", "");
+  auto& sw = host_.sswitch();
+  ASSERT_TRUE(sw.Insert(R("<*, w, //A/f> -> <IO, //B/f>")).ok());
+  ASSERT_TRUE(sw.Insert(R("<*, r|w, //A/g[4096:8192]> -> <IO, //B/g>")).ok());
+  ASSERT_TRUE(host_.Write("t", "//A/f", 10000, Bytes("tail")).ok());
+  EXPECT_EQ(std::filesystem::file_size(a_ / "f"), 10004u);
+  EXPECT_EQ(ReadWholeFile(a_ / "f").substr(0, 4), "home");  // never cut
+  EXPECT_EQ(std::filesystem::file_size(b_ / "f"), 10004u);
+  // Growing never shrinks: a write below the size leaves it alone.
+  ASSERT_TRUE(host_.Write("t", "//A/f", 0, Bytes("xx")).ok());
+  EXPECT_EQ(std::filesystem::file_size(a_ / "f"), 10004u);
+
+  // A split write: the home piece and the detoured piece; the size is the
+  // whole write's end, and reads give back exactly what was written.
+  const std::string data(8192, 'w');
+  ASSERT_TRUE(host_.Write("t", "//A/g", 0, Bytes(data)).ok());
+  EXPECT_EQ(std::filesystem::file_size(a_ / "g"), 8192u);
+  EXPECT_EQ(ReadAll(host_, "//A/g", 20000), data);
 }
 
 TEST_F(SSwitchTest, RouteObserverSeesEveryTableChange) {
