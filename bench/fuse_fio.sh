@@ -4,6 +4,11 @@
 # (cache=never and default), alternated round by round over the same backing
 # files. Prints one line per (system, workload) with the median over rounds
 # of IOPS or MB/s, p50/p99 completion latency and the daemon's CPU use.
+# The backing directory is a journaled ext4 loop filesystem made for the
+# benchmark (DESIGN.md §11). "meta20k" creates, stats and unlinks 20000
+# files (bench/metaops.c); its IOPS column is metadata ops/s. Before each
+# warm read run the script prints how much of the file the page cache holds
+# (fincore), since a reclaimer may evict it.
 #
 #   sudo bench/fuse_fio.sh                 # 3 rounds, 10 s per run
 #   ROUNDS=1 RUNTIME=3 bench/fuse_fio.sh   # a quick look
@@ -17,12 +22,24 @@ rounds=${ROUNDS:-3}
 runtime=${RUNTIME:-10}
 size=${SIZE:-1g}
 systems=${SYSTEMS:-"raw sroute-off sroute-auto sroute-off-1000rules sroute-off-1000rules-match mergerfs-off mergerfs-partial ptll-never ptll-default"}
-workloads=${WORKLOADS:-"randread4k-1 randread4k-4 randwrite4k-1 seqread128k-1 seqwrite128k-1"}
+workloads=${WORKLOADS:-"randread4k-1 randread4k-4 randwrite4k-1 seqread128k-1 seqwrite128k-1 meta20k"}
 sroute_fuse=${SROUTE_FUSE:-$top/build/fuse/sroute-fuse}
 
 mkdir -p "$work/data" "$work/mnt" "$work/bin"
 data=$work/data
 mnt=$work/mnt
+
+# The journaled ext4 loop filesystem that backs every system.
+if ! mountpoint -q "$data"; then
+  [ -f "$work/ext4.img" ] || {
+    truncate -s 4G "$work/ext4.img"
+    mkfs.ext4 -q -F -j "$work/ext4.img"
+  }
+  mount -o loop "$work/ext4.img" "$data"
+fi
+
+metaops=$work/bin/metaops
+[ -x "$metaops" ] || cc -O2 -Wall -o "$metaops" "$top/bench/metaops.c"
 
 # libfuse's low-level passthrough example, built from Debian's copy.
 ptll=$work/bin/passthrough_ll
@@ -82,8 +99,22 @@ cpu_ticks() {  # utime+stime of the daemon, in clock ticks
   awk '{print $14 + $15}' "/proc/$daemon_pid/stat"
 }
 
+run_meta() {  # dir -> "ops 0 p50_us p99_us cpu_pct"
+  local dir=$1/meta before after t0 t1 out hz=$(getconf CLK_TCK)
+  mkdir -p "$dir"
+  before=$(cpu_ticks)
+  t0=$(date +%s.%N)
+  out=$("$metaops" "$dir" 20000)
+  t1=$(date +%s.%N)
+  after=$(cpu_ticks)
+  rmdir "$dir"
+  set -- $out
+  python3 -c "print(f'$1 0 $2 $3 {($after-$before)/$hz/($t1-$t0)*100:.0f}')"
+}
+
 run_fio() {  # system workload -> "iops mbps p50_us p99_us cpu_pct"
   local dir=$1 wl=$2 rw bs jobs
+  if [ "$wl" = meta20k ]; then run_meta "$dir"; return; fi
   case $wl in
     randread4k-1) rw=randread bs=4k jobs=1 ;;
     randread4k-4) rw=randread bs=4k jobs=4 ;;
@@ -126,6 +157,7 @@ for round in $(seq "$rounds"); do
     for wl in $workloads; do
       # Warm: read the file once so the page cache holds it where it can.
       cat "$dir/fio.dat" > /dev/null
+      echo "# $round $sys $wl: page cache holds $(fincore -n -o RES "$data/fio.dat" | tr -d ' ') of $size" >&2
       echo "$round $sys $wl $(run_fio "$dir" "$wl")" >> "$results"
     done
     unmount_system

@@ -67,13 +67,13 @@ void Read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
   std::string path;
   if (!PathOf(req, ino, &path)) return;
   auto r = NewRequest(req, Op::kRead, path);
-  r->buffer.resize(size);
+  r->read_data = std::make_unique_for_overwrite<char[]>(size);
   r->io.header.offset = static_cast<uint64_t>(off);
   r->io.header.length = size;
-  r->io.read_buffer = std::span<char>(r->buffer);
+  r->io.read_buffer = std::span<char>(r->read_data.get(), size);
   Submit(std::move(r), [](Request& rr) {
     if (!rr.io.status.ok()) return ReplyError(rr);
-    fuse_reply_buf(rr.req, rr.buffer.data(), rr.io.bytes);
+    fuse_reply_buf(rr.req, rr.read_data.get(), rr.io.bytes);
   });
 }
 

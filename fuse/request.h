@@ -16,7 +16,9 @@ struct Request {
   Volume* volume = nullptr;
   fuse_req_t req = nullptr;
   Io io;
-  std::vector<char> buffer;  // read destination or a copy of write data
+  std::vector<char> buffer;  // a copy of write data
+  // Read destination: not zero-filled, only the bytes read are sent.
+  std::unique_ptr<char[]> read_data;
   uint64_t parent = 0;       // for replies that create an entry
   std::string name;
   fuse_file_info fi{};
