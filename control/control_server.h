@@ -18,12 +18,11 @@
 #include <thread>
 
 #include "absl/status/statusor.h"
+#include "control/control_handler.h"
 #include "proto/control.pb.h"
 #include "sswitch/sswitch.h"
 
 namespace sroute {
-
-inline constexpr uint32_t kControlProtocolVersion = 1;
 
 class ControlServer {
  public:

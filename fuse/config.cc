@@ -55,8 +55,8 @@ absl::StatusOr<proto::VolumeConfig> LoadVolumeConfig(const std::string& path) {
                       config.kernel_cache(), "\""));
   }
   for (const auto& e : config.endpoint()) {
-    if (e.name().empty() || e.dir().empty()) {
-      return bad("every endpoint needs a name and a dir");
+    if (e.name().empty() || (e.dir().empty() && e.server().empty())) {
+      return bad("every endpoint needs a name and a dir or a server");
     }
   }
   for (const auto& t : config.tenant()) {
@@ -64,6 +64,12 @@ absl::StatusOr<proto::VolumeConfig> LoadVolumeConfig(const std::string& path) {
         t.who_case() == proto::VolumeConfig::Tenant::WHO_NOT_SET) {
       return bad("every tenant needs a name and a uid or gid");
     }
+  }
+  if (!config.secret_file().empty() &&
+      std::filesystem::path(config.secret_file()).is_relative()) {
+    config.set_secret_file(
+        (std::filesystem::path(path).parent_path() / config.secret_file())
+            .string());
   }
   if (!config.rules_file().empty() &&
       std::filesystem::path(config.rules_file()).is_relative()) {

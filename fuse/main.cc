@@ -1,10 +1,12 @@
-// sroute-fuse MOUNTPOINT --backing DIR [--endpoint NAME=DIR]... [--rules FILE]
-//             [--kernel-cache off|auto] [--control SOCKET] [-f] [-d]
-//             [-o OPTIONS]
+// sroute-fuse MOUNTPOINT --backing DIR|HOST:PORT
+//             [--endpoint NAME=DIR|NAME=HOST:PORT]... [--secret-file FILE]
+//             [--rules FILE] [--kernel-cache off|auto] [--control SOCKET]
+//             [--name NAME] [-f] [-d] [-o OPTIONS]
 //
-// Mounts a routed volume: the namespace lives in the backing directory
-// (endpoint "home"); rules may send any IO elsewhere.
+// Mounts a routed volume: the namespace lives in the backing directory or
+// storage server (endpoint "home"); rules may send any IO elsewhere.
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -16,7 +18,11 @@
 #include "control/control_server.h"
 #include "fuse/config.h"
 #include "fuse/volume.h"
+#include "rpc/handshake.h"
+#include "rpc/io_threads.h"
+#include "rpc/remote_endpoint.h"
 #include "sswitch/host.h"
+#include "util/log.h"
 
 namespace {
 
@@ -42,7 +48,8 @@ int main(int argc, char** argv) {
   std::string mountpoint, backing, rules_file, kernel_cache = "auto", options,
                                                control_socket;
   std::vector<std::string> endpoints, tenants;
-  std::string config_file;
+  std::string config_file, secret_file, name;
+  int remote_timeout_ms = 10000;
   bool foreground = false, debug = false;
   app.add_option("MOUNTPOINT", mountpoint, "where to mount")->required();
   app.add_option("--config", config_file,
@@ -50,9 +57,19 @@ int main(int argc, char** argv) {
                  "proto/config.proto); flags add to it or override it");
   auto* backing_opt = app.add_option(
       "--backing", backing,
-      "directory holding the volume's namespace (endpoint 'home')");
+      "directory (or storage server HOST:PORT) holding the volume's "
+      "namespace (endpoint 'home')");
   app.add_option("--endpoint", endpoints,
-                 "more local endpoints, NAME=DIR (repeatable)");
+                 "more endpoints: NAME=DIR or a storage server "
+                 "NAME=HOST:PORT (repeatable)");
+  app.add_option("--secret-file", secret_file,
+                 "the cluster secret, for storage servers");
+  app.add_option("--name", name,
+                 "this host's sSwitch name [fuse@HOSTNAME:MOUNTPOINT]");
+  app.add_option("--remote-timeout-ms", remote_timeout_ms,
+                 "deadline of each IO sent to a storage server")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 3600000));
   app.add_option("--rules", rules_file, "rules file to install at start");
   app.add_option("--tenant", tenants,
                  "name callers for rules: NAME=uid:N or NAME=gid:N "
@@ -79,8 +96,11 @@ int main(int argc, char** argv) {
     if (backing_opt->count() == 0) backing = config->backing();
     std::vector<std::string> from_config;
     for (const auto& e : config->endpoint()) {
-      from_config.push_back(e.name() + "=" + e.dir());
+      from_config.push_back(e.name() + "=" +
+                            (e.dir().empty() ? e.server() : e.dir()));
     }
+    if (secret_file.empty()) secret_file = config->secret_file();
+    if (name.empty()) name = config->name();
     endpoints.insert(endpoints.begin(), from_config.begin(), from_config.end());
     std::vector<std::string> config_tenants;
     for (const auto& t : config->tenant()) {
@@ -106,17 +126,63 @@ int main(int argc, char** argv) {
         "--config");
   }
 
-  sroute::Host host("fuse");
-  if (auto s = host.AddLocalEndpoint("home", backing); !s.ok()) {
-    return Die("backing directory " + backing + ": " +
-               std::string(s.message()));
+  sroute::SetLogTag("sroute-fuse");
+  if (name.empty()) {
+    char hostname[256] = "localhost";
+    gethostname(hostname, sizeof(hostname) - 1);
+    std::error_code ec;
+    const auto abs = std::filesystem::absolute(mountpoint, ec);
+    name = std::string("fuse@") + hostname + ":" +
+           (ec ? mountpoint : abs.lexically_normal().string());
+  }
+  const bool remote_home = sroute::IsServerAddress(backing);
+  bool any_remote = remote_home;
+  for (const std::string& spec : endpoints) {
+    const size_t eq = spec.find('=');
+    if (eq != std::string::npos &&
+        sroute::IsServerAddress(std::string_view(spec).substr(eq + 1))) {
+      any_remote = true;
+    }
+  }
+  sroute::RemoteContext remote;
+  remote.local_name = name;
+  remote.role = "fuse";
+  remote.timeout = absl::Milliseconds(remote_timeout_ms);
+  if (any_remote) {
+    if (secret_file.empty()) {
+      return Die(
+          "storage servers need the cluster secret: give --secret-file FILE");
+    }
+    auto secret = sroute::LoadSecretFile(secret_file);
+    if (!secret.ok()) return Die(std::string(secret.status().message()));
+    remote.secret = *std::move(secret);
+  }
+  // Threads that carry IO to storage servers. In the background they start
+  // only after fuse_daemonize's fork (threads do not survive a fork).
+  const bool stay = foreground || debug;
+  std::unique_ptr<sroute::IoThreads> io_threads;
+  if (any_remote) {
+    io_threads = std::make_unique<sroute::IoThreads>(2, /*start=*/stay);
+    remote.threads = io_threads.get();
+  }
+
+  sroute::Host host(name);
+  auto add_endpoint = [&](const std::string& ep_name,
+                          const std::string& where) -> absl::Status {
+    return sroute::AddEndpoint(host, ep_name, where, remote);
+  };
+  if (auto s = add_endpoint("home", backing); !s.ok()) {
+    return Die(
+        std::string(remote_home ? "backing server " : "backing directory ") +
+        backing + ": " + std::string(s.message()));
   }
   for (const std::string& spec : endpoints) {
     const size_t eq = spec.find('=');
-    if (eq == std::string::npos || eq == 0) {
-      return Die("--endpoint wants NAME=DIR, got '" + spec + "'");
+    if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size()) {
+      return Die("--endpoint wants NAME=DIR or NAME=HOST:PORT, got '" + spec +
+                 "'");
     }
-    if (auto s = host.AddLocalEndpoint(spec.substr(0, eq), spec.substr(eq + 1));
+    if (auto s = add_endpoint(spec.substr(0, eq), spec.substr(eq + 1));
         !s.ok()) {
       return Die("endpoint " + spec + ": " + std::string(s.message()));
     }
@@ -134,9 +200,12 @@ int main(int argc, char** argv) {
       return Die(std::string(s.message()));
     }
   }
-  // The reserved folder: files unlinked while open wait there.
+  // The reserved folder: files unlinked while open wait there. (A storage
+  // server makes its own.)
   std::error_code ec;
-  std::filesystem::create_directories(backing + "/.sroute/unlinked", ec);
+  if (!remote_home) {
+    std::filesystem::create_directories(backing + "/.sroute/unlinked", ec);
+  }
   if (ec == std::errc::read_only_file_system) {
     // A read-only volume: nothing can be unlinked, nothing waits there.
     std::cerr << "sroute-fuse: " << backing
@@ -183,7 +252,6 @@ int main(int argc, char** argv) {
   };
   // fuse_daemonize forks, and threads do not survive a fork: in the
   // background the control server starts after it.
-  const bool stay = foreground || debug;
   if (stay && !start_control()) return 1;
 
   // The kernel applied the caller's umask already.
@@ -205,6 +273,7 @@ int main(int argc, char** argv) {
     return Die("cannot mount on " + mountpoint);
   }
   fuse_daemonize(stay ? 1 : 0);
+  if (!stay && io_threads) io_threads->StartAfterFork();
   volume.StartInvalidating(se);
   if (!stay && !start_control()) {
     volume.StopInvalidating();

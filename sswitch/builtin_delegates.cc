@@ -158,11 +158,44 @@ class TrackWrites : public Delegate {
             "writes can only be tracked to file targets");
       }
     }
-    return std::make_unique<TrackWrites>();
+    return std::make_unique<TrackWrites>(rule.pattern.source);
   }
+
+  explicit TrackWrites(SourcePattern source) : source_(std::move(source)) {}
 
   Decision OnRequest(const IoHeader&, DelegateContext&) override { return {}; }
   bool wants_response() const override { return true; }
+
+  // The read rule a write makes: reads of its range follow it. (Merging
+  // with neighbours is left to whoever replays the records, in their
+  // order.)
+  bool makes_durable_rules() const override { return true; }
+  std::vector<Rule> DurableRules(
+      const IoHeader& h,
+      const std::vector<std::string>& targets) const override {
+    if (h.op != Op::kWrite || h.length == 0) return {};
+    std::vector<Rule> out;
+    out.push_back(ReadRule(source_, h.file, h.offset, h.end(), targets));
+    return out;
+  }
+
+  static Rule ReadRule(const SourcePattern& source, const std::string& file,
+                       uint64_t start, uint64_t end,
+                       const std::vector<std::string>& targets) {
+    Rule r;
+    r.pattern.source = source;
+    r.pattern.ops = kOpClassRead;
+    r.pattern.file.kind = FilePattern::Kind::kExact;
+    r.pattern.file.text = file;
+    r.pattern.file.range = ByteRange{start, end};
+    for (const std::string& t : targets) {
+      Detour d;
+      d.target.kind = Target::Kind::kFile;
+      d.target.file = t;
+      r.detours.push_back(std::move(d));
+    }
+    return r;
+  }
 
   void OnResponse(const IoHeader& h, const IoOutcome& out,
                   DelegateContext& ctx) override {
@@ -230,19 +263,7 @@ class TrackWrites : public Delegate {
 
     std::vector<Rule> insert;
     for (const Piece& p : kept) {
-      Rule r;
-      r.pattern.source = source;
-      r.pattern.ops = kOpClassRead;
-      r.pattern.file.kind = FilePattern::Kind::kExact;
-      r.pattern.file.text = h.file;
-      r.pattern.file.range = ByteRange{p.start, p.end};
-      for (const std::string& t : p.targets) {
-        Detour d;
-        d.target.kind = Target::Kind::kFile;
-        d.target.file = t;
-        r.detours.push_back(std::move(d));
-      }
-      insert.push_back(std::move(r));
+      insert.push_back(ReadRule(source, h.file, p.start, p.end, p.targets));
     }
     auto ids = ctx.Update(std::move(insert), remove);
     if (!ids.ok()) {
@@ -256,6 +277,9 @@ class TrackWrites : public Delegate {
           Tracked{kept[i].end, std::move(kept[i].targets), (*ids)[i]};
     }
   }
+
+ private:
+  const SourcePattern source_;
 };
 
 }  // namespace

@@ -76,6 +76,18 @@ class Delegate {
     (void)io, (void)outcome, (void)ctx;
   }
   virtual bool wants_response() const { return false; }
+
+  // On the request path, once the IO's targets are known: the rules this
+  // IO will make if it succeeds (e.g. track_writes's read rule for the
+  // written range). The sSwitch sends them with the IO as records, and the
+  // host that stores the IO stores them too (DESIGN.md §5), so they survive
+  // a restart of this sSwitch. Only called when `makes_durable_rules()`.
+  virtual std::vector<Rule> DurableRules(
+      const IoHeader& io, const std::vector<std::string>& targets) const {
+    (void)io, (void)targets;
+    return {};
+  }
+  virtual bool makes_durable_rules() const { return false; }
 };
 
 // Creates a delegate from a rule's delegate spec; an error names the bad

@@ -51,6 +51,16 @@ enum SetattrField : uint32_t {
   kSetMtime = 32,
 };
 
+// A rule a delegate made for an IO, stored with the IO where it lands so the
+// rule outlives a restart of the sSwitch that made it (DESIGN.md §5).
+struct DelegateRuleRecord {
+  std::string sswitch;  // the sSwitch whose delegate made the rule
+  uint64_t seq = 0;     // that sSwitch's order of records (newest highest)
+  std::string rule;     // the rule, in the rule language
+  std::string anchor;   // the pattern of the delegate's own rule
+  bool operator==(const DelegateRuleRecord&) const = default;
+};
+
 struct DirEntry {
   std::string name;
   uint32_t type = 0;  // DT_* value
@@ -75,6 +85,8 @@ class Io {
   std::span<const char> write_data;
   // Read destination (owned by the issuer; valid until completion).
   std::span<char> read_buffer;
+  // Rules delegates made for this IO, for the endpoint that stores it.
+  std::vector<DelegateRuleRecord> records;
 
   // Results, valid in the completion.
   absl::Status status;

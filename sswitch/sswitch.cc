@@ -32,6 +32,7 @@ class InstalledRule : public RuleEntry {
   mutable RuleCounters counters;
   std::unique_ptr<Delegate> delegate;
   bool delegate_response = false;
+  bool delegate_durable = false;  // the delegate makes durable rules
   int io_detours = 0;
   bool has_f_detour = false;
 };
@@ -606,7 +607,7 @@ void SSwitch::RoutePiece(Io* io, const RuleEntry* entry) {
       chosen.push_back(&r.detours[i]);
     }
   }
-  if (rule->delegate_response) {
+  if (rule->delegate_response || rule->delegate_durable) {
     if (chosen.empty()) {
       frame.targets.push_back(io->header.file);
     }
@@ -616,6 +617,15 @@ void SSwitch::RoutePiece(Io* io, const RuleEntry* entry) {
               ? ResolveTargetFile(d->target, r.pattern.file, io->header.file)
               : FormatTarget(d->target));
     }
+    if (rule->delegate_durable && decision.reject.ok() && bad_choice.ok()) {
+      for (const Rule& made :
+           rule->delegate->DurableRules(io->header, frame.targets)) {
+        io->records.push_back(DelegateRuleRecord{name_, NextRecordSeq(),
+                                                 FormatRule(made),
+                                                 FormatPattern(r.pattern)});
+      }
+    }
+    if (!rule->delegate_response) frame.targets.clear();
   }
   io->frames_.push_back(std::move(frame));
   if (!decision.reject.ok()) {
@@ -668,6 +678,7 @@ Io* SSwitch::GrowHomeAfter(Io* io, std::string home) {
   w.header = io->header;
   w.args = io->args;
   w.write_data = io->write_data;
+  w.records = std::move(io->records);
   w.router_ = this;
   w.snapshot_ = io->snapshot_;
   w.stage_hops_ = io->stage_hops_;
@@ -736,6 +747,7 @@ void SSwitch::Scatter(Io* io, const RuleEntry* entry,
     } else {
       child->write_data = io->write_data;
     }
+    child->records = io->records;
     if (!join->buffers.empty()) {
       join->buffers[i].resize(io->read_buffer.size());
       child->read_buffer = std::span<char>(join->buffers[i]);
@@ -1005,6 +1017,7 @@ absl::StatusOr<std::shared_ptr<const RuleEntry>> SSwitch::MakeEntry(
   auto entry = std::make_shared<InstalledRule>(
       next_id_++, order, std::move(rule), std::move(owner));
   entry->delegate_response = delegate && delegate->wants_response();
+  entry->delegate_durable = delegate && delegate->makes_durable_rules();
   entry->delegate = std::move(delegate);
   return entry;
 }
@@ -1166,6 +1179,22 @@ std::string DirName(const std::string& file) {
   return slash == std::string::npos || slash < 3 ? file : file.substr(0, slash);
 }
 }  // namespace
+
+uint64_t SSwitch::NextRecordSeq() {
+  // Realtime nanoseconds, strictly increasing: records of one sSwitch keep
+  // their order across restarts without any state of its own.
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  const uint64_t now = static_cast<uint64_t>(ts.tv_sec) * 1000000000u +
+                       static_cast<uint64_t>(ts.tv_nsec);
+  uint64_t last = last_record_seq_.load(std::memory_order_relaxed);
+  uint64_t next;
+  do {
+    next = std::max(now, last + 1);
+  } while (!last_record_seq_.compare_exchange_weak(last, next,
+                                                   std::memory_order_relaxed));
+  return next;
+}
 
 void SSwitch::SetRouteObserver(RouteObserver observer) {
   std::lock_guard<std::mutex> l(control_mu_);

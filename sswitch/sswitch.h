@@ -130,6 +130,11 @@ class SSwitch {
   // its bytes stays right until a rule change says otherwise.
   bool MayRoute(const std::string& file) const;
 
+  // The sequence number for the next delegate-rule record (DelegateRule
+  // Record::seq): strictly increasing, also across restarts of the process
+  // (it follows the realtime clock).
+  uint64_t NextRecordSeq();
+
   // --- Introspection.
   std::vector<RuleInfo> ListRules() const;
   absl::StatusOr<RuleInfo> GetRule(uint64_t id) const;
@@ -200,6 +205,7 @@ class SSwitch {
   std::atomic<uint64_t> route_errors_{0};
   RouteObserver route_observer_;  // guarded by control_mu_
   std::array<std::atomic<uint64_t>, kNumOps> unmatched_ops_{};
+  std::atomic<uint64_t> last_record_seq_{0};
 
   std::mutex shared_state_mu_;  // guards shared_state_
   std::vector<std::pair<std::string, std::shared_ptr<void>>> shared_state_;

@@ -23,6 +23,15 @@ absl::Status ErrnoStatus(int err, std::string_view context) {
   return s;
 }
 
+absl::Status StatusWithErrno(absl::StatusCode code, std::string_view message,
+                             int err) {
+  absl::Status s(code, absl::string_view(message.data(), message.size()));
+  if (err > 0 && !s.ok()) {
+    s.SetPayload(kErrnoPayload, absl::Cord(std::to_string(err)));
+  }
+  return s;
+}
+
 int ErrnoOf(const absl::Status& s) {
   if (s.ok()) return 0;
   if (auto p = s.GetPayload(kErrnoPayload)) {

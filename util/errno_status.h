@@ -17,6 +17,11 @@ const char* ErrnoText(int err);
 // A status for errno `err`, with message "CONTEXT: ErrnoText(err)".
 absl::Status ErrnoStatus(int err, std::string_view context);
 
+// A status with `code` and `message` that carries errno `err` (when > 0),
+// e.g. to rebuild an error received from another host.
+absl::Status StatusWithErrno(absl::StatusCode code, std::string_view message,
+                             int err);
+
 // The errno to report for `s`: its errno payload, or one derived from its
 // code (0 for OK).
 int ErrnoOf(const absl::Status& s);

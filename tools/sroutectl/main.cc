@@ -1,6 +1,8 @@
 // sroutectl: the admin client. `rules check` and `rules fmt` work on rule
-// files offline; with `--host unix:PATH` it talks to one host's control
-// port: rules ls/add/rm, stats, quiesce and drain.
+// files offline; with `--host unix:PATH` (a FUSE host's control socket) or
+// `--host HOST:PORT --secret-file F` (a storage server) it talks to one
+// host's control port: rules ls/add/rm, stats, quiesce, drain, and a
+// server's delegate-rule records.
 #include <charconv>
 #include <cstdio>
 #include <fstream>
@@ -14,7 +16,12 @@
 #include "CLI/CLI.hpp"
 #include "absl/status/status.h"
 #include "control/control_client.h"
+#include "control/control_handler.h"
 #include "proto/control.pb.h"
+#include "rpc/channel.h"
+#include "rpc/handshake.h"
+#include "rpc/io_threads.h"
+#include "rpc/remote_endpoint.h"
 #include "rules/parser.h"
 
 namespace {
@@ -86,26 +93,66 @@ int Fail(const std::string& msg, int code = 1) {
   return code;
 }
 
+std::string g_secret_file;  // --secret-file, for storage servers
+
+// One request to a storage server's RPC port.
+absl::StatusOr<sroute::proto::RpcReply> CallServer(
+    const std::string& address, sroute::proto::RpcRequest& req,
+    absl::Duration timeout) {
+  if (g_secret_file.empty()) {
+    return absl::InvalidArgumentError(
+        "a storage server needs the cluster secret: give --secret-file FILE");
+  }
+  auto secret = sroute::LoadSecretFile(g_secret_file);
+  if (!secret.ok()) return secret.status();
+  sroute::IoThreads threads(1);
+  sroute::RpcChannel::Options o;
+  o.address = address;
+  o.secret = *secret;
+  o.name = "sroutectl";
+  o.role = "sroutectl";
+  o.connections = 1;
+  auto channel = sroute::RpcChannel::Create(&threads, o);
+  if (!channel.ok()) return channel.status();
+  return (*channel)->CallSync(req, timeout);
+}
+
 // Connects and sends one request. On failure prints the error and returns
 // the exit code in *exit_code.
 bool Call(const std::string& host, const sroute::proto::ControlRequest& req,
           absl::Duration timeout, sroute::proto::ControlResponse* resp,
           int* exit_code) {
   if (host.empty()) {
-    *exit_code = Fail("this command needs --host unix:PATH");
+    *exit_code = Fail("this command needs --host unix:PATH or HOST:PORT");
     return false;
   }
-  if (host.rfind("unix:", 0) != 0 || host.size() == 5) {
-    *exit_code = Fail("--host wants unix:PATH, got '" + host + "'");
-    return false;
+  absl::StatusOr<sroute::proto::ControlResponse> r;
+  if (sroute::IsServerAddress(host)) {
+    sroute::proto::RpcRequest rpc;
+    *rpc.mutable_control() = req;
+    rpc.mutable_control()->set_protocol_version(
+        sroute::kControlProtocolVersion);
+    auto reply = CallServer(host, rpc, timeout);
+    if (!reply.ok()) {
+      *exit_code = Fail(std::string(reply.status().message()),
+                        absl::IsUnavailable(reply.status()) ? 2 : 1);
+      return false;
+    }
+    r = std::move(*reply->mutable_control());
+  } else {
+    if (host.rfind("unix:", 0) != 0 || host.size() == 5) {
+      *exit_code =
+          Fail("--host wants unix:PATH or HOST:PORT, got '" + host + "'");
+      return false;
+    }
+    const std::string path = host.substr(5);
+    auto client = sroute::ControlClient::Connect(path);
+    if (!client.ok()) {
+      *exit_code = Fail(std::string(client.status().message()), 2);
+      return false;
+    }
+    r = (*client)->Call(req, timeout);
   }
-  const std::string path = host.substr(5);
-  auto client = sroute::ControlClient::Connect(path);
-  if (!client.ok()) {
-    *exit_code = Fail(std::string(client.status().message()), 2);
-    return false;
-  }
-  auto r = (*client)->Call(req, timeout);
   if (!r.ok()) {
     *exit_code = Fail(std::string(r.status().message()));
     return false;
@@ -324,6 +371,47 @@ int Drain(const std::string& host, const std::string& pattern,
              : code;
 }
 
+int Records(const std::string& host, const std::string& sswitch, bool json) {
+  if (!sroute::IsServerAddress(host)) {
+    return Fail("records live on storage servers: give --host HOST:PORT");
+  }
+  std::vector<sroute::proto::DelegateRecord> all;
+  uint64_t after = 0;
+  while (true) {
+    sroute::proto::RpcRequest req;
+    req.mutable_list_records()->set_sswitch(sswitch);
+    req.mutable_list_records()->set_after(after);
+    req.mutable_list_records()->set_limit(sswitch.empty() ? 0 : 10000);
+    auto reply = CallServer(host, req, kCallTimeout);
+    if (!reply.ok()) {
+      return Fail(std::string(reply.status().message()),
+                  absl::IsUnavailable(reply.status()) ? 2 : 1);
+    }
+    for (auto& r : *reply->mutable_records()->mutable_records()) {
+      after = r.seq();
+      all.push_back(std::move(r));
+    }
+    if (!reply->records().more()) break;
+  }
+  if (json) {
+    std::cout << "[";
+    for (size_t i = 0; i < all.size(); ++i) {
+      const auto& r = all[i];
+      std::cout << (i == 0 ? "\n  " : ",\n  ")
+                << "{\"sswitch\": " << JsonString(r.sswitch())
+                << ", \"seq\": " << r.seq()
+                << ", \"rule\": " << JsonString(r.rule())
+                << ", \"anchor\": " << JsonString(r.anchor()) << "}";
+    }
+    std::cout << (all.empty() ? "]\n" : "\n]\n");
+    return 0;
+  }
+  for (const auto& r : all) {
+    std::cout << r.sswitch() << " " << r.seq() << " " << r.rule() << "\n";
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -331,7 +419,10 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   std::string host;
   app.add_option("--host", host,
-                 "the host to control: unix:PATH (its control socket)");
+                 "the host to control: unix:PATH (a FUSE host's control "
+                 "socket) or HOST:PORT (a storage server)");
+  app.add_option("--secret-file", g_secret_file,
+                 "the cluster secret, for storage servers");
   app.fallthrough();
   CLI::App* rules = app.add_subcommand("rules", "rule files and rule tables");
   rules->require_subcommand(1);
@@ -382,7 +473,16 @@ int main(int argc, char** argv) {
   drain->add_option("PATTERN", d_pattern, "header pattern <...>")->required();
   drain->add_option("--timeout-ms", d_timeout_ms, "give up after this long");
 
+  std::string rec_sswitch;
+  bool rec_json = false;
+  CLI::App* records = app.add_subcommand(
+      "records", "a storage server's delegate-rule records, oldest first");
+  records->add_option("--sswitch", rec_sswitch,
+                      "only the records of this sSwitch");
+  records->add_flag("--json", rec_json, "print a JSON array");
+
   CLI11_PARSE(app, argc, argv);
+  if (records->parsed()) return Records(host, rec_sswitch, rec_json);
   if (check->parsed()) return Check(check_files);
   if (fmt->parsed()) return Fmt(fmt_file);
   if (ls->parsed()) return RulesLs(host, ls_json);

@@ -1,0 +1,179 @@
+#include "control/control_handler.h"
+
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+#include "rules/parser.h"
+#include "util/strings.h"
+
+namespace sroute {
+namespace {
+
+void SetStatus(proto::ControlResponse* resp, const absl::Status& s) {
+  resp->set_code(static_cast<int32_t>(s.code()));
+  resp->set_message(std::string(s.message()));
+}
+
+void AddRecords(SSwitch& sw, proto::ControlResponse* resp) {
+  for (const RuleInfo& info : sw.ListRules()) {
+    proto::RuleRecord* r = resp->add_rules();
+    r->set_id(info.id);
+    r->set_text(FormatRule(info.rule));
+    r->set_owner(info.owner);
+    r->set_ops(info.counters.ops);
+    r->set_bytes(info.counters.bytes);
+    r->set_in_flight(info.counters.in_flight);
+    r->set_errors(info.counters.errors);
+    r->set_p50_ns(info.counters.p50_ns);
+    r->set_p99_ns(info.counters.p99_ns);
+    r->set_p999_ns(info.counters.p999_ns);
+  }
+}
+
+absl::StatusOr<HeaderPattern> Pattern(const std::string& text) {
+  auto p = ParsePattern(text);
+  if (!p.ok()) {
+    return absl::InvalidArgumentError(
+        StrCat("pattern ", text, ": ", p.status().message()));
+  }
+  return p;
+}
+
+}  // namespace
+
+proto::ControlResponse HandleControlRequest(
+    SSwitch& sw, const proto::ControlRequest& req,
+    const std::function<void(proto::ControlResponse*)>& add_stats,
+    bool* changed_out) {
+  *changed_out = false;
+  proto::ControlResponse resp;
+  resp.set_protocol_version(kControlProtocolVersion);
+  resp.set_request_id(req.request_id());
+  if (req.protocol_version() > kControlProtocolVersion) {
+    SetStatus(&resp, absl::FailedPreconditionError(
+                         StrCat("protocol version ", req.protocol_version(),
+                                " is newer than this host's (",
+                                kControlProtocolVersion, ")")));
+    return resp;
+  }
+  absl::Status status;
+  bool changed = false;
+  switch (req.request_case()) {
+    case proto::ControlRequest::kListRules:
+      AddRecords(sw, &resp);
+      break;
+    case proto::ControlRequest::kStats:
+      AddRecords(sw, &resp);
+      resp.set_in_flight(sw.in_flight());
+      resp.set_parked(sw.parked());
+      for (int op = 0; op < kNumOps; ++op) {
+        if (uint64_t n = sw.unmatched_ops(static_cast<Op>(op)); n > 0) {
+          (*resp.mutable_unmatched_ops())[std::string(
+              OpName(static_cast<Op>(op)))] = n;
+        }
+      }
+      if (add_stats) add_stats(&resp);
+      break;
+    case proto::ControlRequest::kAddRules: {
+      const proto::AddRules& add = req.add_rules();
+      std::vector<Rule> rules;
+      for (int i = 0; i < add.text_size() && status.ok(); ++i) {
+        auto r = ParseRule(add.text(i));
+        if (!r.ok()) {
+          status = absl::InvalidArgumentError(
+              add.text_size() > 1
+                  ? StrCat("rule ", i + 1, ": ", r.status().message())
+                  : std::string(r.status().message()));
+        } else {
+          rules.push_back(*std::move(r));
+        }
+      }
+      if (status.ok() && rules.empty()) {
+        status = absl::InvalidArgumentError("no rules to add");
+      }
+      if (status.ok()) {
+        auto ids = sw.Update(std::move(rules), {}, add.owner());
+        if (ids.ok()) {
+          for (uint64_t id : *ids) resp.add_ids(id);
+          changed = true;
+        } else {
+          status = ids.status();
+        }
+      }
+      break;
+    }
+    case proto::ControlRequest::kDeleteRules: {
+      const proto::DeleteRules& del = req.delete_rules();
+      if (del.id_size() == 0 && del.pattern().empty()) {
+        status = absl::InvalidArgumentError("no rule ids or pattern to delete");
+        break;
+      }
+      if (del.id_size() > 0 && !del.pattern().empty()) {
+        status = absl::InvalidArgumentError(
+            "delete by ids or by pattern, not both at once");
+        break;
+      }
+      if (del.id_size() > 0) {
+        std::vector<uint64_t> ids(del.id().begin(), del.id().end());
+        auto r = sw.Update({}, ids);
+        status = r.status();
+        if (status.ok()) {
+          changed = true;
+          resp.set_message(StrCat("deleted ", ids.size(), " rule",
+                                  ids.size() == 1 ? "" : "s"));
+        }
+      } else {
+        auto p = Pattern(del.pattern());
+        if (!p.ok()) {
+          status = p.status();
+          break;
+        }
+        auto n = sw.Delete(*p);
+        if (!n.ok()) {
+          status = n.status();
+        } else if (*n == 0) {
+          status = absl::NotFoundError(
+              StrCat("no rule has the pattern ", FormatPattern(*p)));
+        } else {
+          changed = true;
+          resp.set_message(StrCat("deleted ", *n, " rule", *n == 1 ? "" : "s"));
+        }
+      }
+      break;
+    }
+    case proto::ControlRequest::kQuiesce: {
+      auto p = Pattern(req.quiesce().pattern());
+      status = p.ok() ? sw.Quiesce(*p, req.quiesce().on()) : p.status();
+      break;
+    }
+    case proto::ControlRequest::kDrain: {
+      auto p = Pattern(req.drain().pattern());
+      if (!p.ok()) {
+        status = p.status();
+        break;
+      }
+      // 0 means the default; a drain never holds a connection past 10 min.
+      const uint32_t ms =
+          req.drain().timeout_ms() == 0
+              ? 30000
+              : std::min<uint32_t>(req.drain().timeout_ms(), 600000);
+      status = sw.Drain(*p, absl::Milliseconds(ms));
+      break;
+    }
+    case proto::ControlRequest::REQUEST_NOT_SET:
+      status = absl::InvalidArgumentError("empty control request");
+      break;
+  }
+  resp.set_version(sw.version());
+  if (!status.ok()) {
+    SetStatus(&resp, status);
+    resp.clear_ids();
+    return resp;
+  }
+  resp.set_code(0);
+  *changed_out = changed;
+  return resp;
+}
+
+}  // namespace sroute

@@ -1,0 +1,27 @@
+// The control requests of proto/control.proto served against one sSwitch:
+// list, add and delete rules, quiesce, drain and stats. Every host's
+// control port (a FUSE daemon's unix socket, a storage server's RPC port)
+// answers with this.
+#ifndef SROUTE_CONTROL_CONTROL_HANDLER_H_
+#define SROUTE_CONTROL_CONTROL_HANDLER_H_
+
+#include <functional>
+
+#include "proto/control.pb.h"
+#include "sswitch/sswitch.h"
+
+namespace sroute {
+
+inline constexpr uint32_t kControlProtocolVersion = 1;
+
+// Serves `request`. Drain blocks up to its timeout (at most 10 minutes): call
+// from a thread that may wait. `add_stats`, if set, adds the host's gauges to
+// stats responses. *rules_changed tells whether rules were added or deleted.
+proto::ControlResponse HandleControlRequest(
+    SSwitch& sw, const proto::ControlRequest& request,
+    const std::function<void(proto::ControlResponse*)>& add_stats,
+    bool* rules_changed);
+
+}  // namespace sroute
+
+#endif  // SROUTE_CONTROL_CONTROL_HANDLER_H_

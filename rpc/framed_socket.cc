@@ -1,0 +1,162 @@
+#include "rpc/framed_socket.h"
+
+#include <sys/socket.h>
+
+#include <boost/asio/bind_executor.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/write.hpp>
+#include <cerrno>
+
+#include "util/errno_status.h"
+#include "util/strings.h"
+
+namespace sroute::rpc_internal {
+
+FramedSocket::FramedSocket(tcp::socket socket, Strand strand,
+                           FrameLimits limits)
+    : socket_(std::move(socket)), strand_(std::move(strand)), decoder_(limits) {
+  boost::system::error_code ec;
+  const tcp::endpoint ep = socket_.remote_endpoint(ec);
+  peer_ =
+      ec ? std::string("?") : StrCat(ep.address().to_string(), ":", ep.port());
+  socket_.set_option(tcp::no_delay(true), ec);
+}
+
+FramedSocket::~FramedSocket() = default;
+
+void FramedSocket::Start(FrameHandler on_frame, CloseHandler on_close) {
+  on_frame_ = std::move(on_frame);
+  on_close_ = std::move(on_close);
+  boost::asio::post(strand_, [self = shared_from_this()] { self->ReadMore(); });
+}
+
+void FramedSocket::ReadMore() {
+  if (shut_) return;
+  std::span<char> space = decoder_.WriteSpace();
+  socket_.async_read_some(
+      boost::asio::buffer(space.data(), space.size()),
+      boost::asio::bind_executor(
+          strand_,
+          [self = shared_from_this()](boost::system::error_code ec, size_t n) {
+            if (ec) {
+              self->Close(ec == boost::asio::error::eof
+                              ? absl::UnavailableError("peer closed")
+                              : absl::UnavailableError(ec.message()));
+              self->Shutdown();
+              return;
+            }
+            self->decoder_.Commit(n);
+            while (!self->shut_) {
+              Frame frame;
+              bool got = false;
+              absl::Status s = self->decoder_.Next(&frame, &got);
+              if (!s.ok()) {
+                self->Close(s);
+                break;
+              }
+              if (!got) break;
+              if (!self->on_frame_(frame)) break;
+            }
+            if (self->closed()) {
+              self->Shutdown();
+              return;
+            }
+            self->ReadMore();
+          }));
+}
+
+bool FramedSocket::Send(std::string_view bytes) {
+  std::unique_lock<std::mutex> l(mu_);
+  if (closed()) return false;
+  if (!writing_) {
+    // Fast path: the caller's thread hands the bytes to the kernel.
+    size_t done = 0;
+    while (done < bytes.size()) {
+      const ssize_t n =
+          ::send(socket_.native_handle(), bytes.data() + done,
+                 bytes.size() - done, MSG_DONTWAIT | MSG_NOSIGNAL);
+      if (n > 0) {
+        done += static_cast<size_t>(n);
+        continue;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+      const int err = errno;
+      l.unlock();
+      Close(ErrnoStatus(err, "send"));
+      return false;
+    }
+    if (done == bytes.size()) return true;
+    bytes.remove_prefix(done);
+    queued_.append(bytes);
+    writing_ = true;
+    l.unlock();
+    boost::asio::post(strand_,
+                      [self = shared_from_this()] { self->WriteQueued(); });
+    return true;
+  }
+  if (queued_.size() + bytes.size() > kMaxQueuedBytes) {
+    l.unlock();
+    Close(absl::ResourceExhaustedError(
+        StrCat("peer does not read: over ", kMaxQueuedBytes, " bytes queued")));
+    return false;
+  }
+  queued_.append(bytes);
+  return true;
+}
+
+void FramedSocket::WriteQueued() {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (shut_ || closed() || queued_.empty()) {
+      writing_ = false;
+      return;
+    }
+    sending_.clear();
+    sending_.swap(queued_);
+  }
+  boost::asio::async_write(
+      socket_, boost::asio::buffer(sending_),
+      boost::asio::bind_executor(strand_, [self = shared_from_this()](
+                                              boost::system::error_code ec,
+                                              size_t) {
+        if (ec) {
+          self->Close(absl::UnavailableError(StrCat("write: ", ec.message())));
+          self->Shutdown();
+          return;
+        }
+        self->WriteQueued();
+      }));
+}
+
+void FramedSocket::Close(absl::Status why) {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (closed()) return;
+    closed_.store(true, std::memory_order_release);
+    close_reason_ = std::move(why);
+    queued_.clear();
+  }
+  boost::asio::post(strand_, [self = shared_from_this()] { self->Shutdown(); });
+}
+
+void FramedSocket::Shutdown() {
+  if (shut_) return;
+  shut_ = true;
+  boost::system::error_code ec;
+  socket_.shutdown(tcp::socket::shutdown_both, ec);
+  socket_.close(ec);
+  absl::Status reason;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    reason = close_reason_;
+  }
+  if (on_close_) {
+    CloseHandler h = std::move(on_close_);
+    on_close_ = nullptr;
+    h(reason);
+  }
+  on_frame_ = nullptr;  // drop what the handler holds (cycles through self)
+}
+
+}  // namespace sroute::rpc_internal

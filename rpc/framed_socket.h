@@ -1,0 +1,85 @@
+// FramedSocket: one TCP connection carrying frames (rpc/frame.h), shared by
+// the RPC server and client (internal to rpc/).
+//
+// Reading runs on the connection's strand: every complete frame is handed to
+// the frame handler in order. Sending is thread-safe and cheap: when nothing
+// is queued, the caller's thread sends the frame with one non-blocking
+// send(2); only what the kernel does not take at once is queued and written
+// by the strand. Frames from concurrent senders never interleave.
+//
+// Thread safety: Send, Close and closed are thread-safe; the handlers run on
+// the strand, one at a time. Lock order: mu_ is a leaf.
+#ifndef SROUTE_RPC_FRAMED_SOCKET_H_
+#define SROUTE_RPC_FRAMED_SOCKET_H_
+
+#include <atomic>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "absl/status/status.h"
+#include "rpc/frame.h"
+
+namespace sroute::rpc_internal {
+
+using tcp = boost::asio::ip::tcp;
+using Strand = boost::asio::strand<boost::asio::io_context::executor_type>;
+
+class FramedSocket : public std::enable_shared_from_this<FramedSocket> {
+ public:
+  // Returns false to stop reading (the handler closed the socket).
+  using FrameHandler = std::function<bool(const Frame&)>;
+  // Runs once, on the strand, when the socket closes for any reason.
+  using CloseHandler = std::function<void(const absl::Status&)>;
+
+  // Most bytes queued for a peer that does not read before the connection
+  // is closed as stuck.
+  static constexpr size_t kMaxQueuedBytes = 256u << 20;
+
+  FramedSocket(tcp::socket socket, Strand strand, FrameLimits limits);
+  ~FramedSocket();
+
+  // Starts the read loop. REQUIRES: called once.
+  void Start(FrameHandler on_frame, CloseHandler on_close);
+  // Queues `bytes` (whole frames) for sending. False if the socket is
+  // closed (nothing is sent).
+  bool Send(std::string_view bytes);
+  // Closes the socket with `why` (idempotent): reads stop, queued bytes are
+  // dropped, the close handler runs.
+  void Close(absl::Status why);
+  bool closed() const { return closed_.load(std::memory_order_acquire); }
+
+  // REQUIRES: on the strand (e.g. from the frame handler).
+  void set_limits(FrameLimits limits) { decoder_.set_limits(limits); }
+  Strand& strand() { return strand_; }
+  tcp::socket& socket() { return socket_; }
+  const std::string& peer() const { return peer_; }
+
+ private:
+  void ReadMore();
+  void WriteQueued();  // on the strand
+  void Shutdown();     // on the strand
+
+  tcp::socket socket_;
+  Strand strand_;
+  FrameDecoder decoder_;
+  std::string peer_;
+  FrameHandler on_frame_;
+  CloseHandler on_close_;
+  absl::Status close_reason_;  // guarded by mu_
+
+  std::mutex mu_;
+  std::string queued_;    // guarded by mu_: bytes waiting for the strand
+  std::string sending_;   // owned by the strand's write in flight
+  bool writing_ = false;  // guarded by mu_: a strand write is in flight
+  std::atomic<bool> closed_{false};
+  bool shut_ = false;  // on the strand
+};
+
+}  // namespace sroute::rpc_internal
+
+#endif  // SROUTE_RPC_FRAMED_SOCKET_H_

@@ -1,0 +1,51 @@
+#include "rpc/io_threads.h"
+
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+
+#include "util/log.h"
+
+namespace sroute {
+
+struct IoThreads::Guard {
+  explicit Guard(boost::asio::io_context& c)
+      : work(boost::asio::make_work_guard(c)) {}
+  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work;
+};
+
+IoThreads::IoThreads(int threads, bool start)
+    : count_(threads),
+      context_(std::make_unique<boost::asio::io_context>(threads)),
+      guard_(std::make_unique<Guard>(*context_)) {
+  if (start) Run();
+}
+
+void IoThreads::StartAfterFork() {
+  context_->notify_fork(boost::asio::execution_context::fork_child);
+  if (threads_.empty()) Run();
+}
+
+void IoThreads::Run() {
+  for (int i = 0; i < count_; ++i) {
+    threads_.emplace_back([this] {
+      // Handlers do not throw (errors are statuses); should one do so
+      // anyway, log it and keep the thread serving.
+      while (true) {
+        try {
+          context_->run();
+          return;
+        } catch (const std::exception& e) {
+          LogError("io thread: uncaught exception: ", e.what());
+        }
+      }
+    });
+  }
+}
+
+IoThreads::~IoThreads() {
+  guard_.reset();
+  context_->stop();
+  for (std::thread& t : threads_) t.join();
+}
+
+}  // namespace sroute

@@ -1,0 +1,114 @@
+#include "rpc/remote_endpoint.h"
+
+#include <cerrno>
+#include <functional>
+
+#include "rpc/io_codec.h"
+#include "rpc/server.h"
+#include "util/errno_status.h"
+#include "util/strings.h"
+
+namespace sroute {
+
+absl::StatusOr<std::shared_ptr<RemoteEndpoint>> RemoteEndpoint::Create(
+    IoThreads* threads, Options options) {
+  RpcChannel::Options o;
+  o.address = options.address;
+  o.secret = options.secret;
+  o.name = options.local_name;
+  o.role = options.role;
+  o.connections = options.connections;
+  auto channel = RpcChannel::Create(threads, std::move(o));
+  if (!channel.ok()) return channel.status();
+  return std::shared_ptr<RemoteEndpoint>(
+      new RemoteEndpoint(*std::move(channel), options.timeout));
+}
+
+RemoteEndpoint::RemoteEndpoint(std::unique_ptr<RpcChannel> channel,
+                               absl::Duration timeout)
+    : channel_(std::move(channel)),
+      timeout_(timeout),
+      dev_salt_(std::hash<std::string>{}(channel_->address()) << 32) {}
+
+RemoteEndpoint::~RemoteEndpoint() = default;
+
+void RemoteEndpoint::Submit(Io* io, std::string_view path) {
+  // One request object per thread, reused (a completion that runs inside
+  // Call may submit again: nested calls use their own).
+  thread_local proto::RpcRequest cached;
+  thread_local int depth = 0;
+  proto::RpcRequest local;
+  proto::RpcRequest& req = depth == 0 ? cached : local;
+  ++depth;
+  req.Clear();
+  EncodeIoRequest(*io, path, req.mutable_io());
+  const Op op = io->header.op;
+  std::span<const char> payload;
+  if (op == Op::kWrite || op == Op::kSetxattr) payload = io->write_data;
+  channel_->Call(
+      req, payload, timeout_,
+      [this, io](const absl::Status& transport, proto::RpcReply& reply,
+                 std::span<const char> data) {
+        if (!transport.ok()) {
+          const int err = absl::IsDeadlineExceeded(transport) ? ETIMEDOUT : EIO;
+          io->Complete(StatusWithErrno(
+              transport.code(),
+              StrCat("server ", channel_->address(), ": ", transport.message()),
+              err));
+          return;
+        }
+        absl::Status s = DecodeIoReply(reply, data, io);
+        if (s.ok() && io->attr.st_ino != 0) io->attr.st_dev ^= dev_salt_;
+        io->Complete(std::move(s));
+      });
+  --depth;
+}
+
+bool IsServerAddress(std::string_view where) {
+  if (where.empty() || where.front() == '/' || where.front() == '.') {
+    return false;
+  }
+  std::string host;
+  uint16_t port;
+  return SplitHostPort(std::string(where), &host, &port).ok() && port != 0;
+}
+
+absl::Status AddEndpoint(Host& host, const std::string& name,
+                         const std::string& where,
+                         const RemoteContext& remote) {
+  if (!IsServerAddress(where)) return host.AddLocalEndpoint(name, where);
+  if (remote.secret.empty()) {
+    return absl::InvalidArgumentError(
+        StrCat("endpoint ", name, "=", where,
+               " is a server: give the cluster secret (--secret-file)"));
+  }
+  if (remote.threads == nullptr) {
+    return absl::InternalError("no io threads for remote endpoints");
+  }
+  RemoteEndpoint::Options o;
+  o.address = where;
+  o.secret = remote.secret;
+  o.local_name = remote.local_name;
+  o.role = remote.role;
+  o.timeout = remote.timeout;
+  auto ep = RemoteEndpoint::Create(remote.threads, std::move(o));
+  if (!ep.ok()) return ep.status();
+  return host.AddEndpoint(name, *std::move(ep));
+}
+
+absl::Status AddEndpointSpec(Host& host, const std::string& spec,
+                             const RemoteContext& remote) {
+  const size_t eq = spec.find('=');
+  if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size()) {
+    return absl::InvalidArgumentError(
+        StrCat("endpoint '", spec, "' is not NAME=DIR or NAME=HOST:PORT"));
+  }
+  absl::Status s =
+      AddEndpoint(host, spec.substr(0, eq), spec.substr(eq + 1), remote);
+  if (!s.ok()) {
+    return absl::Status(s.code(), StrCat("endpoint ", spec, ": ", s.message()));
+  }
+  return s;
+}
+
+}  // namespace sroute

@@ -1,0 +1,329 @@
+#include "server/storage_server.h"
+
+#include <sys/stat.h>
+
+#include <condition_variable>
+#include <filesystem>
+#include <mutex>
+#include <thread>
+
+#include "control/control_handler.h"
+#include "rpc/io_codec.h"
+#include "rpc/io_threads.h"
+#include "rpc/remote_endpoint.h"
+#include "rpc/server.h"
+#include "rules/parser.h"
+#include "server/record_store.h"
+#include "util/errno_status.h"
+#include "util/log.h"
+#include "util/strings.h"
+
+namespace sroute {
+namespace {
+
+constexpr char kReservedDir[] = ".sroute";
+
+// Runs slow requests (drain, record listings) on threads of their own, so
+// they never hold an io thread; the destructor waits for them.
+class Background {
+ public:
+  ~Background() {
+    std::unique_lock<std::mutex> l(mu_);
+    cv_.wait(l, [&] { return running_ == 0; });
+  }
+  void Run(std::function<void()> fn) {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      ++running_;
+    }
+    std::thread([this, fn = std::move(fn)] {
+      fn();
+      std::lock_guard<std::mutex> l(mu_);
+      if (--running_ == 0) cv_.notify_all();
+    }).detach();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int running_ = 0;
+};
+
+// One IO from another host, from request to reply.
+struct ServerIo {
+  std::unique_ptr<RpcServer::Call> call;
+  Io io;
+  std::unique_ptr<char[]> read_data;
+};
+
+}  // namespace
+
+struct StorageServer::Impl {
+  explicit Impl(StorageServerOptions o)
+      : options(std::move(o)), host(options.name) {}
+
+  void Handle(std::unique_ptr<RpcServer::Call> call);
+  void HandleIo(std::unique_ptr<RpcServer::Call> call);
+  void FinishIo(ServerIo* sio);
+
+  const StorageServerOptions options;
+  // Destruction order matters: the RPC server first (no new requests),
+  // then background requests, then the host; io threads last.
+  std::unique_ptr<IoThreads> threads;
+  Host host;
+  std::unique_ptr<RecordStore> records;
+  std::unique_ptr<Background> background;
+  std::unique_ptr<RpcServer> rpc;
+};
+
+void StorageServer::Impl::Handle(std::unique_ptr<RpcServer::Call> call) {
+  proto::RpcRequest& req = call->request();
+  switch (req.body_case()) {
+    case proto::RpcRequest::kIo:
+      HandleIo(std::move(call));
+      return;
+    case proto::RpcRequest::kControl:
+      background->Run(
+          [this, c = std::shared_ptr<RpcServer::Call>(std::move(call))] {
+            bool changed = false;
+            proto::RpcReply reply;
+            *reply.mutable_control() = HandleControlRequest(
+                host.sswitch(), c->request().control(), nullptr, &changed);
+            if (changed) {
+              LogInfo("rules changed by ", c->peer_name(), " (", c->peer_role(),
+                      "): now version ", host.sswitch().version());
+            }
+            c->Reply(reply);
+          });
+      return;
+    case proto::RpcRequest::kListRecords:
+      background->Run(
+          [this, c = std::shared_ptr<RpcServer::Call>(std::move(call))] {
+            const proto::ListRecords& l = c->request().list_records();
+            proto::RpcReply reply;
+            absl::Status s = records->List(l.sswitch(), l.after(), l.limit(),
+                                           reply.mutable_records());
+            if (!s.ok()) {
+              c->ReplyStatus(s);
+              return;
+            }
+            c->Reply(reply);
+          });
+      return;
+    case proto::RpcRequest::kForgetRecords: {
+      const proto::ForgetRecords& f = req.forget_records();
+      auto n = records->Forget(f.sswitch(), f.up_to());
+      if (!n.ok()) {
+        call->ReplyStatus(n.status());
+        return;
+      }
+      proto::RpcReply reply;
+      reply.set_message(StrCat("forgot ", *n, " record", *n == 1 ? "" : "s"));
+      call->Reply(reply);
+      return;
+    }
+    case proto::RpcRequest::kPing:
+      call->ReplyStatus(absl::OkStatus());
+      return;
+    case proto::RpcRequest::BODY_NOT_SET:
+      call->ReplyStatus(absl::InvalidArgumentError("empty request"));
+      return;
+  }
+  call->ReplyStatus(absl::InvalidArgumentError("unknown request"));
+}
+
+void StorageServer::Impl::HandleIo(std::unique_ptr<RpcServer::Call> call) {
+  auto sio = std::make_unique<ServerIo>();
+  ServerIo* s = sio.get();
+  s->call = std::move(call);
+  const proto::IoRequest& req = s->call->request().io();
+  if (absl::Status st = DecodeIoRequest(req, options.name, &s->io); !st.ok()) {
+    s->io.status = st;
+    proto::RpcReply reply;
+    EncodeIoReply(s->io, &reply);
+    s->call->Reply(reply);
+    return;
+  }
+  Io& io = s->io;
+  if (!io.records.empty()) {
+    // Records come only with writes, and must be rules: refuse anything else
+    // before the IO runs, so nothing lands that could not be recorded.
+    absl::Status bad;
+    if (io.header.op != Op::kWrite) {
+      bad =
+          absl::InvalidArgumentError("delegate records come only with writes");
+    }
+    for (const DelegateRuleRecord& r : io.records) {
+      if (!bad.ok()) break;
+      auto rule = ParseRule(r.rule);
+      if (!rule.ok()) {
+        bad = absl::InvalidArgumentError(
+            StrCat("bad delegate record: ", rule.status().message()));
+      } else if (r.sswitch.empty() ||
+                 r.sswitch.find('\0') != std::string::npos) {
+        bad = absl::InvalidArgumentError("delegate record without sSwitch");
+      }
+    }
+    if (!bad.ok()) {
+      io.status = bad;
+      proto::RpcReply reply;
+      EncodeIoReply(io, &reply);
+      s->call->Reply(reply);
+      return;
+    }
+  }
+  const Op op = io.header.op;
+  if (op == Op::kWrite || op == Op::kSetxattr) {
+    io.write_data = std::span<const char>(s->call->payload());
+  }
+  if (op == Op::kRead) {
+    const uint64_t want =
+        std::min<uint64_t>(io.header.length, options.limits.max_payload);
+    s->read_data = std::make_unique_for_overwrite<char[]>(want);
+    io.read_buffer = std::span<char>(s->read_data.get(), want);
+  }
+  io.set_completion([this, s](Io&) { FinishIo(s); });
+  sio.release();  // owned by the completion now
+  host.sswitch().Route(&io);
+}
+
+void StorageServer::Impl::FinishIo(ServerIo* s) {
+  std::unique_ptr<ServerIo> owned(s);
+  Io& io = s->io;
+  if (io.status.ok() && io.header.op == Op::kWrite && !io.records.empty() &&
+      io.bytes > 0) {
+    if (io.bytes < io.header.length) {
+      // A short write: the records cover only what landed.
+      for (DelegateRuleRecord& r : io.records) {
+        auto rule = ParseRule(r.rule);
+        if (rule.ok() && rule->pattern.file.range) {
+          rule->pattern.file.range->end = io.header.offset + io.bytes;
+          r.rule = FormatRule(*rule);
+        }
+      }
+    }
+    // Acknowledge the write only with its records stored: a write whose
+    // rule could be lost must not be reported done.
+    if (absl::Status st = records->Put(io.records); !st.ok()) {
+      LogError("write of ", io.header.file,
+               " landed but its delegate records could not be stored: ",
+               st.message());
+      io.status = StatusWithErrno(
+          st.code(),
+          StrCat("the write landed but its delegate records could not be "
+                 "stored: ",
+                 st.message()),
+          absl::IsResourceExhausted(st) ? ENOSPC : EIO);
+    }
+  }
+  proto::RpcReply reply;
+  EncodeIoReply(io, &reply);
+  s->call->Reply(reply, ReadPayload(io));
+}
+
+absl::StatusOr<std::unique_ptr<StorageServer>> StorageServer::Start(
+    StorageServerOptions options) {
+  if (options.name.empty() || options.name.find('/') != std::string::npos) {
+    return absl::InvalidArgumentError(
+        StrCat("bad server name '", options.name, "'"));
+  }
+  if (options.root.empty()) {
+    return absl::InvalidArgumentError("no root directory (--root DIR)");
+  }
+  if (options.secret.empty()) {
+    return absl::InvalidArgumentError("no cluster secret (--secret-file FILE)");
+  }
+  struct stat st {};
+  if (stat(options.root.c_str(), &st) != 0) {
+    return ErrnoStatus(errno, StrCat("root ", options.root));
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    return absl::InvalidArgumentError(
+        StrCat("root ", options.root, " is not a directory"));
+  }
+  // The reserved folder: files unlinked while open wait there, and the
+  // state store lives there by default.
+  std::error_code ec;
+  const std::string reserved = options.root + "/" + kReservedDir;
+  std::filesystem::create_directories(reserved + "/unlinked", ec);
+  if (ec) {
+    return absl::UnavailableError(
+        StrCat("cannot create ", reserved, "/unlinked: ", ec.message()));
+  }
+  if (options.state_dir.empty()) options.state_dir = reserved + "/state";
+
+  auto impl = std::make_unique<Impl>(std::move(options));
+  const StorageServerOptions& o = impl->options;
+  impl->threads = std::make_unique<IoThreads>(std::max(1, o.io_threads));
+  if (absl::Status s = impl->host.AddLocalEndpoint(o.name, o.root); !s.ok()) {
+    return absl::Status(s.code(), StrCat("root ", o.root, ": ", s.message()));
+  }
+  RemoteContext remote;
+  remote.threads = impl->threads.get();
+  remote.secret = o.secret;
+  remote.local_name = o.name;
+  remote.role = "server";
+  remote.timeout = o.remote_timeout;
+  for (const std::string& spec : o.endpoints) {
+    if (absl::Status s = AddEndpointSpec(impl->host, spec, remote); !s.ok()) {
+      return s;
+    }
+  }
+  if (!o.rules_file.empty()) {
+    if (absl::Status s = impl->host.LoadRulesFile(o.rules_file); !s.ok()) {
+      return s;
+    }
+  }
+  if (!o.rules.empty()) {
+    std::string text;
+    for (const std::string& r : o.rules) StrAppend(&text, r, "\n");
+    if (absl::Status s = impl->host.LoadRules(text, "--rule"); !s.ok()) {
+      return s;
+    }
+  }
+  auto store = RecordStore::Open(o.state_dir, o.name);
+  if (!store.ok()) return store.status();
+  impl->records = *std::move(store);
+  impl->background = std::make_unique<Background>();
+
+  RpcServer::Options ro;
+  ro.name = o.name;
+  ro.secret = o.secret;
+  ro.limits = o.limits;
+  Impl* raw = impl.get();
+  auto rpc = RpcServer::Start(impl->threads.get(), o.listen, ro,
+                              [raw](std::unique_ptr<RpcServer::Call> call) {
+                                raw->Handle(std::move(call));
+                              });
+  if (!rpc.ok()) return rpc.status();
+  impl->rpc = *std::move(rpc);
+  return std::unique_ptr<StorageServer>(new StorageServer(std::move(impl)));
+}
+
+StorageServer::StorageServer(std::unique_ptr<Impl> impl)
+    : impl_(std::move(impl)) {}
+
+StorageServer::~StorageServer() {
+  impl_->rpc.reset();         // no new requests
+  impl_->background.reset();  // control requests finish
+  SSwitch& sw = impl_->host.sswitch();
+  for (int i = 0; i < 500 && (sw.in_flight() > 0 || sw.parked() > 0); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  if (sw.in_flight() > 0 || sw.parked() > 0) {
+    // IOs parked by a quiesce nobody lifts, or stuck downstream: the host
+    // cannot go safely while they may complete, so it stays (the process
+    // is ending anyway).
+    LogWarning("stopping with ", sw.in_flight(), " IOs in flight and ",
+               sw.parked(), " parked");
+    (void)impl_.release();
+  }
+}
+
+const std::string& StorageServer::name() const { return impl_->options.name; }
+uint16_t StorageServer::port() const { return impl_->rpc->port(); }
+std::string StorageServer::address() const { return impl_->rpc->address(); }
+Host& StorageServer::host() { return impl_->host; }
+RecordStore& StorageServer::records() { return *impl_->records; }
+
+}  // namespace sroute
