@@ -7,9 +7,9 @@
 #include <mutex>
 #include <vector>
 
-#include "absl/container/flat_hash_set.h"
 #include "fuse/ops.h"
 #include "fuse/request.h"
+#include "sswitch/namespace.h"
 
 namespace sroute::fuse_internal {
 
@@ -55,69 +55,6 @@ void Opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   fuse_reply_open(req, fi);
 }
 
-namespace {
-// Listing a directory whose children rules may send to other endpoints: the
-// directory's own listing plus each place ChildPlaces() names, keeping a
-// name only where its own route points (so it shows up exactly once).
-struct Listing {
-  fuse_req_t req;
-  DirHandle* handle;
-  size_t size;
-  off_t off;
-  bool is_root;
-  uint64_t ino;
-  IoHeader dir;
-  std::vector<std::string> places;  // [0] is where the directory went
-  std::vector<std::vector<DirEntry>> found;
-};
-
-void FinishListing(Volume& v, const std::shared_ptr<Listing>& l) {
-  std::vector<DirEntry> merged;
-  merged.push_back({".", DT_DIR, l->ino});
-  merged.push_back({"..", DT_DIR, InodeTable::kRootIno});
-  const bool filter = l->places.size() > 1;
-  absl::flat_hash_set<std::string> seen;
-  IoHeader child = l->dir;
-  child.op = Op::kLookup;
-  for (size_t i = 0; i < l->found.size(); ++i) {
-    for (DirEntry& e : l->found[i]) {
-      if (l->is_root && e.name == kReservedDir) continue;
-      if (filter) {
-        child.file = l->dir.file + "/" + e.name;
-        if (v.sswitch().RouteOf(child) != l->places[i] + "/" + e.name) {
-          continue;  // it lives where its route points, not here
-        }
-      }
-      if (seen.insert(e.name).second) merged.push_back(std::move(e));
-    }
-  }
-  {
-    std::lock_guard<std::mutex> lock(l->handle->mu);
-    l->handle->entries = std::move(merged);
-    l->handle->loaded = true;
-  }
-  ReplyEntries(l->req, l->handle, l->size, l->off);
-}
-
-void ListNextPlace(Volume& v, const std::shared_ptr<Listing>& l) {
-  const size_t i = l->found.size();
-  if (i == l->places.size()) return FinishListing(v, l);
-  auto r = std::make_unique<Request>();
-  r->volume = &v;
-  r->req = l->req;
-  r->io.header = l->dir;
-  r->io.header.file = l->places[i];
-  Submit(std::move(r), [l](Request& rr) {
-    // A place that does not exist yet holds no children.
-    if (!rr.io.status.ok() && ErrnoOf(rr.io.status) != ENOENT) {
-      return ReplyError(rr);
-    }
-    l->found.push_back(std::move(rr.io.entries));
-    ListNextPlace(*rr.volume, l);
-  });
-}
-}  // namespace
-
 void Readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
              fuse_file_info* fi) {
   DirHandle* h = HandleOf(fi);
@@ -130,23 +67,31 @@ void Readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
   std::string path;
   if (!PathOf(req, ino, &path)) return;
   auto r = NewRequest(req, Op::kReaddir, path);
-  auto listing = std::make_shared<Listing>();
-  listing->req = req;
-  listing->handle = h;
-  listing->size = size;
-  listing->off = off;
-  listing->is_root = ino == InodeTable::kRootIno;
-  listing->ino = ino;
-  listing->dir = r->io.header;
-  Submit(std::move(r), [listing](Request& rr) {
-    if (!rr.io.status.ok()) return ReplyError(rr);
-    listing->places.push_back(rr.io.target);
-    for (std::string& p : rr.volume->sswitch().ChildPlaces(listing->dir)) {
-      listing->places.push_back(std::move(p));
-    }
-    listing->found.push_back(std::move(rr.io.entries));
-    ListNextPlace(*rr.volume, listing);
-  });
+  const bool is_root = ino == InodeTable::kRootIno;
+  // The merged listing of every place the directory's children may live
+  // (sswitch/namespace.h).
+  ListDirectory(r->volume->sswitch(), r->io.header, r->io.args,
+                [req, h, size, off, is_root, ino](
+                    absl::Status s, std::vector<DirEntry> entries) {
+                  if (!s.ok()) {
+                    fuse_reply_err(req, ErrnoOf(s));
+                    return;
+                  }
+                  std::vector<DirEntry> merged;
+                  merged.reserve(entries.size() + 2);
+                  merged.push_back({".", DT_DIR, ino});
+                  merged.push_back({"..", DT_DIR, InodeTable::kRootIno});
+                  for (DirEntry& e : entries) {
+                    if (is_root && e.name == kReservedDir) continue;
+                    merged.push_back(std::move(e));
+                  }
+                  {
+                    std::lock_guard<std::mutex> l(h->mu);
+                    h->entries = std::move(merged);
+                    h->loaded = true;
+                  }
+                  ReplyEntries(req, h, size, off);
+                });
 }
 
 void Releasedir(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {

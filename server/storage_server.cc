@@ -14,6 +14,7 @@
 #include "rpc/server.h"
 #include "rules/parser.h"
 #include "server/record_store.h"
+#include "sswitch/namespace.h"
 #include "util/errno_status.h"
 #include "util/log.h"
 #include "util/strings.h"
@@ -181,6 +182,18 @@ void StorageServer::Impl::HandleIo(std::unique_ptr<RpcServer::Call> call) {
         std::min<uint64_t>(io.header.length, options.limits.max_payload);
     s->read_data = std::make_unique_for_overwrite<char[]>(want);
     io.read_buffer = std::span<char>(s->read_data.get(), want);
+  }
+  if (op == Op::kReaddir) {
+    // The merged listing of every place this server's rules may send the
+    // directory's children (sswitch/namespace.h).
+    sio.release();
+    ListDirectory(host.sswitch(), io.header, io.args,
+                  [this, s](absl::Status st, std::vector<DirEntry> entries) {
+                    s->io.status = std::move(st);
+                    s->io.entries = std::move(entries);
+                    FinishIo(s);
+                  });
+    return;
   }
   io.set_completion([this, s](Io&) { FinishIo(s); });
   sio.release();  // owned by the completion now

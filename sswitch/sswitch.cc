@@ -1174,9 +1174,13 @@ std::string SSwitch::RouteOf(const IoHeader& h) const {
 }
 
 namespace {
+// The directory of "//HOST/PATH": "//HOST/DIR", or "//HOST/" for a file at
+// the endpoint's root.
 std::string DirName(const std::string& file) {
   const size_t slash = file.rfind('/');
-  return slash == std::string::npos || slash < 3 ? file : file.substr(0, slash);
+  if (slash == std::string::npos || slash < 3) return file;
+  const size_t root = file.find('/', 2);
+  return slash == root ? file.substr(0, slash + 1) : file.substr(0, slash);
 }
 }  // namespace
 
@@ -1208,7 +1212,8 @@ bool SSwitch::MayRoute(const std::string& file) const {
 std::vector<std::string> SSwitch::ChildPlaces(const IoHeader& dir) const {
   auto snap = Load();
   const std::string own = ResolveWholeFile(*snap, dir);
-  const std::string children = dir.file + "/";
+  const std::string children =
+      dir.file.ends_with('/') ? dir.file : dir.file + "/";
   std::vector<std::string> places;
   for (const RuleEntryPtr& e : snap->table->Rules()) {
     const Rule& r = e->rule();

@@ -1,0 +1,602 @@
+// sroute-server for real: FUSE volumes whose files live on storage servers
+// started as separate processes on 127.0.0.1, server-side rules, failures
+// (killed, stopped and full servers, wrong secrets, bad frames, escaping
+// paths) and delegate-rule records.
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/mount.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "rpc/channel.h"
+#include "rpc/io_threads.h"
+#include "tests/integration/posix_scenarios.h"
+#include "tests/util/mounted_volume.h"
+#include "tests/util/run_command.h"
+#include "tests/util/server_process.h"
+#include "tests/util/temp_dir.h"
+
+namespace sroute {
+namespace {
+
+using ::sroute::testing::MountedVolume;
+using ::sroute::testing::ReadWholeFile;
+using ::sroute::testing::RunCommand;
+using ::sroute::testing::ServerProcess;
+using ::sroute::testing::TempDir;
+using ::sroute::testing::WriteSecretFile;
+using ::sroute::testing::WriteWholeFile;
+
+const std::string kSecret = "test-cluster-secret-0123456789";
+
+std::vector<std::string> List(const std::string& dir) {
+  std::vector<std::string> names;
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return names;
+  while (dirent* e = readdir(d)) names.push_back(e->d_name);
+  closedir(d);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+std::vector<std::string> Lines(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream ss(text);
+  std::string line;
+  while (std::getline(ss, line)) {
+    if (!line.empty()) out.push_back(line);
+  }
+  return out;
+}
+
+// Writes `data` at `offset` of `path`; returns errno (0 when all was
+// written).
+int PwriteAll(const std::string& path, const std::string& data, off_t offset) {
+  const int fd = open(path.c_str(), O_WRONLY);
+  if (fd < 0) return errno;
+  const ssize_t n = pwrite(fd, data.data(), data.size(), offset);
+  const int err = n < 0 ? errno : 0;
+  close(fd);
+  if (err != 0) return err;
+  return n == static_cast<ssize_t>(data.size()) ? 0 : EIO;
+}
+
+class ServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    secret_ = WriteSecretFile(keys_ / "secret", kSecret);
+  }
+  void TearDown() override {
+    volume_.reset();
+    servers_.clear();
+  }
+
+  ServerProcess* StartServer(const std::string& name, const std::string& root,
+                             std::vector<std::string> extra = {},
+                             int port = 0) {
+    std::vector<std::string> args = {
+        "--root",        root,
+        "--name",        name,
+        "--secret-file", secret_,
+        "--listen",      "127.0.0.1:" + std::to_string(port)};
+    args.insert(args.end(), extra.begin(), extra.end());
+    auto s = std::make_unique<ServerProcess>(SROUTE_SERVER_BINARY, args);
+    EXPECT_TRUE(s->ok()) << "sroute-server " << name << " did not start";
+    servers_.push_back(std::move(s));
+    return servers_.back().get();
+  }
+
+  // Mounts with the home in home_, `endpoints` (NAME=ADDR), `rules`.
+  void Mount(const std::vector<std::string>& endpoints,
+             const std::string& rules, std::vector<std::string> extra = {}) {
+    std::vector<std::string> args = {
+        "--backing",      home_.path(), "--secret-file", secret_,
+        "--kernel-cache", "off",        "--name",        "fuse-test",
+        "--control",      ctl_ / "sock"};
+    for (const std::string& e : endpoints) {
+      args.push_back("--endpoint");
+      args.push_back(e);
+    }
+    if (!rules.empty()) {
+      WriteWholeFile(ctl_ / "test.rules", rules);
+      args.push_back("--rules");
+      args.push_back(ctl_ / "test.rules");
+    }
+    args.insert(args.end(), extra.begin(), extra.end());
+    volume_ =
+        std::make_unique<MountedVolume>(SROUTE_FUSE_BINARY, mnt_.path(), args);
+    ASSERT_TRUE(volume_->ok()) << "sroute-fuse did not mount";
+  }
+
+  std::pair<int, std::string> Ctl(const std::string& args) {
+    return RunCommand(std::string(SROUTECTL_BINARY) + " " + args);
+  }
+
+  TempDir keys_, home_, mnt_, ctl_, r1_, r2_, r3_;
+  std::string secret_;
+  std::vector<std::unique_ptr<ServerProcess>> servers_;
+  std::unique_ptr<MountedVolume> volume_;
+};
+
+TEST_F(ServerTest, EndpointRangeScatterAndServerSideForwarding) {
+  ServerProcess* s1 = StartServer("S1", r1_.path());
+  ServerProcess* s2 = StartServer("S2", r2_.path());
+  // S3 forwards whatever arrives for fwd/ to S1 (a server-side rule).
+  ServerProcess* s3 =
+      StartServer("S3", r3_.path(),
+                  {"--endpoint", "S1=" + s1->address(), "--rule",
+                   "<*, *, //S3/fwd/*> -> <IO, //S1/fwd/*>"});
+  WriteWholeFile(home_ / "ranged.dat", "");
+  WriteWholeFile(r2_ / "ranged.dat", "");
+  WriteWholeFile(home_ / "scatter.dat", "");
+  WriteWholeFile(r1_ / "scatter.dat", "");
+  WriteWholeFile(r2_ / "scatter.dat", "");
+  Mount({"S1=" + s1->address(), "S2=" + s2->address(), "S3=" + s3->address()},
+        "<*, *, //home/remote.dat> -> <IO, //S1/remote.dat>\n"
+        "<*, r|w, //home/ranged.dat[4K:8K]> -> <IO, //S2/ranged.dat>\n"
+        "<*, w, //home/scatter.dat> -> <IO, //S1/scatter.dat>, "
+        "<IO, //S2/scatter.dat>\n"
+        "<*, *, //home/fwd/*> -> <IO, //S3/fwd/*>\n");
+  const std::string m = mnt_.path();
+
+  // Endpoint routing: the file lives on S1 only, and is listed once.
+  WriteWholeFile(m + "/remote.dat", "remote bytes");
+  EXPECT_EQ(ReadWholeFile(r1_ / "remote.dat"), "remote bytes");
+  EXPECT_FALSE(std::filesystem::exists(home_ / "remote.dat"));
+  EXPECT_EQ(ReadWholeFile(m + "/remote.dat"), "remote bytes");
+  struct stat st {};
+  ASSERT_EQ(stat((m + "/remote.dat").c_str(), &st), 0);
+  EXPECT_EQ(st.st_size, 12);
+  const auto names = List(m);
+  EXPECT_EQ(std::count(names.begin(), names.end(), "remote.dat"), 1);
+
+  // A byte range on S2, the rest at home.
+  std::string data(12288, '\0');
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>(i * 7);
+  ASSERT_EQ(PwriteAll(m + "/ranged.dat", data, 0), 0);
+  const int fd = open((m + "/ranged.dat").c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0);
+  std::string back(data.size(), '\0');
+  ASSERT_EQ(pread(fd, back.data(), back.size(), 0),
+            static_cast<ssize_t>(back.size()));
+  close(fd);
+  EXPECT_EQ(back, data);
+  const std::string on_s2 = ReadWholeFile(r2_ / "ranged.dat");
+  ASSERT_EQ(on_s2.size(), 8192u);
+  EXPECT_EQ(on_s2.substr(4096), data.substr(4096, 4096));
+  EXPECT_EQ(ReadWholeFile(home_ / "ranged.dat").substr(4096, 4096),
+            std::string(4096, '\0'));
+
+  // Scatter: both servers hold identical bytes.
+  std::string big(1 << 20, '\0');
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>(i % 251);
+  ASSERT_EQ(PwriteAll(m + "/scatter.dat", big, 0), 0);
+  EXPECT_EQ(ReadWholeFile(r1_ / "scatter.dat"), big);
+  EXPECT_EQ(ReadWholeFile(r2_ / "scatter.dat"), big);
+  ASSERT_EQ(stat((m + "/scatter.dat").c_str(), &st), 0);
+  EXPECT_EQ(st.st_size, 1 << 20);  // the home grew with the detoured write
+
+  // Forwarding: the FUSE host sends fwd/ to S3, whose own rule sends it on
+  // to S1 (making the parent there).
+  ASSERT_EQ(mkdir((m + "/fwd").c_str(), 0755), 0);
+  WriteWholeFile(m + "/fwd/x", "forwarded");
+  EXPECT_EQ(ReadWholeFile(r1_ / "fwd/x"), "forwarded");
+  EXPECT_FALSE(std::filesystem::exists(r3_ / "fwd/x"));
+  EXPECT_EQ(ReadWholeFile(m + "/fwd/x"), "forwarded");
+  EXPECT_EQ(List(m + "/fwd"), (std::vector<std::string>{".", "..", "x"}));
+
+  // S3's rule counted the forwarded IOs.
+  auto [rc, out] = Ctl("--host " + s3->address() + " --secret-file " + secret_ +
+                       " stats --json");
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("//S3/fwd/*"), std::string::npos) << out;
+  EXPECT_EQ(out.find("\"ops\": 0,"), std::string::npos) << out;
+}
+
+TEST_F(ServerTest, KilledServerFailsIoWithinTheDeadlineAndComesBack) {
+  ServerProcess* s1 = StartServer("S1", r1_.path());
+  const int port = s1->port();
+  std::filesystem::create_directories(home_ / "r");
+  Mount({"S1=" + s1->address()}, "<*, *, //home/r/*> -> <IO, //S1/r/*>\n",
+        {"--remote-timeout-ms", "3000"});
+  const std::string m = mnt_.path();
+  WriteWholeFile(m + "/r/f", "");
+  // A writer appends 4 KiB blocks; every block it saw acknowledged must
+  // survive the crash.
+  std::atomic<bool> stop{false};
+  std::atomic<int> acked{0};
+  std::atomic<int> first_error{0};
+  std::atomic<int64_t> error_after_ms{-1};
+  std::atomic<int64_t> killed_at_ms{-1};
+  auto now_ms = [] {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  };
+  std::thread writer([&] {
+    const int fd = open((m + "/r/f").c_str(), O_WRONLY);
+    ASSERT_GE(fd, 0);
+    for (int i = 0; !stop; ++i) {
+      const std::string block(4096, static_cast<char>('a' + i % 26));
+      const ssize_t n = pwrite(fd, block.data(), block.size(), i * 4096L);
+      if (n != 4096) {
+        first_error = errno;
+        error_after_ms = now_ms() - killed_at_ms;
+        break;
+      }
+      acked = i + 1;
+    }
+    close(fd);
+  });
+  while (acked < 50) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  killed_at_ms = now_ms();
+  s1->Kill();
+  writer.join();  // ends at its first error
+  EXPECT_TRUE(first_error == EIO || first_error == ETIMEDOUT)
+      << "errno " << first_error;
+  EXPECT_LT(error_after_ms.load(), 5000);
+  // Files routed elsewhere are still served.
+  WriteWholeFile(m + "/local", "still here");
+  EXPECT_EQ(ReadWholeFile(m + "/local"), "still here");
+  // A read of the dead server's file fails fast too.
+  EXPECT_TRUE(ReadWholeFile(m + "/r/f").empty());
+
+  // Back on the same port: IO resumes without a remount.
+  StartServer("S1", r1_.path(), {}, port);
+  std::string back;
+  for (int i = 0; i < 100 && back.empty(); ++i) {
+    back = ReadWholeFile(m + "/r/f");
+    if (back.empty())
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_GE(back.size(), acked * 4096u);
+  for (int i = 0; i < acked; ++i) {
+    ASSERT_EQ(back.substr(i * 4096, 4096),
+              std::string(4096, static_cast<char>('a' + i % 26)))
+        << "acknowledged block " << i << " lost";
+  }
+  EXPECT_EQ(PwriteAll(m + "/r/f", "after restart", 0), 0);
+  EXPECT_EQ(ReadWholeFile(r1_ / "r/f").substr(0, 13), "after restart");
+}
+
+TEST_F(ServerTest, AStoppedServerTimesOutInsteadOfHanging) {
+  ServerProcess* s1 = StartServer("S1", r1_.path());
+  WriteWholeFile(home_ / "slow", "");
+  WriteWholeFile(r1_ / "slow", "slow data");
+  Mount({"S1=" + s1->address()}, "<*, r|w, //home/slow> -> <IO, //S1/slow>\n",
+        {"--remote-timeout-ms", "1000"});
+  const std::string f = mnt_ / "slow";
+  char buf[64];
+  int fd = open(f.c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(pread(fd, buf, sizeof(buf), 0), 9);
+  kill(s1->pid(), SIGSTOP);
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(pread(fd, buf, sizeof(buf), 0), -1);
+  EXPECT_EQ(errno, ETIMEDOUT);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  kill(s1->pid(), SIGCONT);
+  ssize_t n = -1;
+  for (int i = 0; i < 50 && n != 9; ++i) {
+    n = pread(fd, buf, sizeof(buf), 0);
+    if (n != 9) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(n, 9);
+  close(fd);
+}
+
+TEST_F(ServerTest, WrongSecretIsRefused) {
+  ServerProcess* s1 = StartServer("S1", r1_.path());
+  const std::string wrong =
+      WriteSecretFile(keys_ / "wrong", "not-the-cluster-secret-at-all");
+  auto [rc, out] =
+      Ctl("--host " + s1->address() + " --secret-file " + wrong + " rules ls");
+  EXPECT_NE(rc, 0);
+  EXPECT_NE(out.find("handshake"), std::string::npos) << out;
+  std::tie(rc, out) = Ctl("--host " + s1->address() + " --secret-file " +
+                          secret_ + " rules ls");
+  EXPECT_EQ(rc, 0) << out;
+  // A volume with the wrong secret cannot reach the server's files.
+  WriteWholeFile(home_ / "x", "");
+  WriteWholeFile(r1_ / "x", "secret data");
+  WriteWholeFile(ctl_ / "r.rules", "<*, r, //home/x> -> <IO, //S1/x>\n");
+  volume_ = std::make_unique<MountedVolume>(
+      SROUTE_FUSE_BINARY, mnt_.path(),
+      std::vector<std::string>{"--backing", home_.path(), "--secret-file",
+                               wrong, "--endpoint", "S1=" + s1->address(),
+                               "--kernel-cache", "off", "--rules",
+                               ctl_ / "r.rules"});
+  ASSERT_TRUE(volume_->ok());
+  // Reads of x (open included) go to S1, which refuses this host.
+  EXPECT_EQ(open((mnt_ / "x").c_str(), O_RDONLY), -1);
+  EXPECT_EQ(errno, EIO);
+}
+
+TEST_F(ServerTest, MissingOrPublicSecretFilesAreClearErrors) {
+  const std::string open_secret = keys_ / "public";
+  WriteWholeFile(open_secret, kSecret);
+  chmod(open_secret.c_str(), 0644);
+  auto [rc, out] =
+      RunCommand(std::string(SROUTE_SERVER_BINARY) + " --root " + r1_.path() +
+                 " --listen 127.0.0.1:0" + " --secret-file " + open_secret);
+  EXPECT_NE(rc, 0);
+  EXPECT_NE(out.find("chmod 600"), std::string::npos) << out;
+  std::tie(rc, out) = RunCommand(std::string(SROUTE_FUSE_BINARY) + " " +
+                                 mnt_.path() + " -f --backing " + home_.path() +
+                                 " --endpoint S1=127.0.0.1:1");
+  EXPECT_NE(rc, 0);
+  EXPECT_NE(out.find("--secret-file"), std::string::npos) << out;
+  std::tie(rc, out) = RunCommand(
+      std::string(SROUTE_SERVER_BINARY) + " --root /nonexistent/root" +
+      " --listen 127.0.0.1:0 --secret-file " + secret_);
+  EXPECT_NE(rc, 0);
+  EXPECT_NE(out.find("/nonexistent/root"), std::string::npos) << out;
+}
+
+// Raw connections to a real server: whatever they send, it logs, drops
+// that connection and goes on serving.
+int Connect(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
+    close(fd);
+    return -1;
+  }
+  timeval tv{10, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  return fd;
+}
+
+bool ClosedByPeer(int fd) {
+  char buf[256];
+  while (true) {
+    const ssize_t n = read(fd, buf, sizeof(buf));
+    if (n == 0) return true;
+    if (n < 0) return errno == ECONNRESET;
+  }
+}
+
+TEST_F(ServerTest, GarbageTruncatedAndOversizedFramesDoNotHurtTheServer) {
+  ServerProcess* s1 = StartServer("S1", r1_.path());
+  const std::vector<std::string> inputs = {
+      std::string("GET / HTTP/1.0\r\n\r\n"),
+      std::string("\xff\xff\xff\xff\xff\xff\xff\xff", 8),
+      std::string("\0\0\0\x10\0\0\0\0short", 13),  // truncated, then closed
+      std::string("\0\0\0\x05\0\0\0\0\x0a\x03\x01\x02\x03", 13),
+  };
+  for (const std::string& in : inputs) {
+    const int fd = Connect(s1->port());
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(write(fd, in.data(), in.size()), static_cast<ssize_t>(in.size()));
+    if (in.size() == 13 && in[3] == '\x10') {
+      close(fd);  // hang up mid-frame
+      continue;
+    }
+    EXPECT_TRUE(ClosedByPeer(fd)) << "input of " << in.size() << " bytes";
+    close(fd);
+  }
+  // Many connections that send nothing at all are timed out, not kept.
+  auto [rc, out] =
+      Ctl("--host " + s1->address() + " --secret-file " + secret_ + " stats");
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_EQ(kill(s1->pid(), 0), 0);  // alive
+}
+
+TEST_F(ServerTest, PathsThatEscapeTheRootAreRefused) {
+  WriteWholeFile(r1_ / "inside", "ok");
+  ASSERT_EQ(symlink("/etc", (r1_ / "esc").c_str()), 0);
+  ServerProcess* s1 = StartServer("S1", r1_.path());
+  IoThreads threads(1);
+  RpcChannel::Options o;
+  o.address = s1->address();
+  o.secret = kSecret;
+  o.name = "attacker";
+  auto ch = *RpcChannel::Create(&threads, o);
+  auto read = [&](const std::string& path) -> absl::Status {
+    proto::RpcRequest req;
+    auto* io = req.mutable_io();
+    io->mutable_header()->set_op(0);  // read
+    io->mutable_header()->set_length(4096);
+    io->set_path(path);
+    std::string payload;
+    auto r = ch->CallSync(req, absl::Seconds(5), {}, &payload);
+    return r.status();
+  };
+  EXPECT_TRUE(read("inside").ok());
+  for (const char* bad : {"../../etc/passwd", "../outside", "esc/passwd",
+                          "/etc/passwd", "a/../../etc/passwd"}) {
+    absl::Status s = read(bad);
+    EXPECT_FALSE(s.ok()) << bad;
+  }
+  // Renames and links may not name an outside path either.
+  proto::RpcRequest mv;
+  mv.mutable_io()->mutable_header()->set_op(24);  // rename_from
+  mv.mutable_io()->set_path("inside");
+  mv.mutable_io()->mutable_args()->set_other("../stolen");
+  EXPECT_FALSE(ch->CallSync(mv, absl::Seconds(5)).ok());
+  EXPECT_TRUE(std::filesystem::exists(r1_ / "inside"));
+}
+
+TEST_F(ServerTest, AFullServerReportsEnospcAndKeepsWhatItAcknowledged) {
+  // A 2 MiB tmpfs as the server's root.
+  TempDir small;
+  ASSERT_EQ(mount("tmpfs", small.path().c_str(), "tmpfs", 0, "size=2m"), 0)
+      << strerror(errno);
+  struct Unmount {
+    std::string p;
+    ~Unmount() { umount2(p.c_str(), MNT_DETACH); }
+  } unmount{small.path()};
+  ServerProcess* s1 =
+      StartServer("S1", small.path(), {"--state", ctl_ / "state"});
+  std::filesystem::create_directories(home_ / "full");
+  Mount({"S1=" + s1->address()},
+        "<*, *, //home/full/*> -> <IO, //S1/full/*>\n");
+  const std::string f = mnt_ / "full/f";
+  WriteWholeFile(f, "");
+  const int fd = open(f.c_str(), O_WRONLY);
+  ASSERT_GE(fd, 0);
+  std::vector<std::string> acked;
+  int err = 0;
+  for (int i = 0; i < 64; ++i) {
+    const std::string chunk(64 * 1024, static_cast<char>('A' + i % 26));
+    const ssize_t n = pwrite(fd, chunk.data(), chunk.size(), i * 65536L);
+    if (n != static_cast<ssize_t>(chunk.size())) {
+      err = n < 0 ? errno : ENOSPC;
+      break;
+    }
+    acked.push_back(chunk);
+  }
+  close(fd);
+  EXPECT_EQ(err, ENOSPC);
+  ASSERT_FALSE(acked.empty());
+  const std::string back = ReadWholeFile(f);
+  ASSERT_GE(back.size(), acked.size() * 65536);
+  for (size_t i = 0; i < acked.size(); ++i) {
+    ASSERT_EQ(back.substr(i * 65536, 65536), acked[i]) << "chunk " << i;
+  }
+}
+
+TEST_F(ServerTest, TrackWritesLeavesExactlyItsRulesOnTheServer) {
+  ServerProcess* s2 = StartServer("S2", r2_.path());
+  WriteWholeFile(home_ / "vhd", std::string(128 * 1024, 'o'));
+  WriteWholeFile(r2_ / "vhd.tmp", "");
+  Mount({"S2=" + s2->address()},
+        "<*, w, //home/vhd> -> track_writes(); <IO, //S2/vhd.tmp>\n");
+  const std::string m = mnt_.path();
+  // Three separate blocks (not adjacent: each keeps its own rule).
+  for (int block : {0, 4, 16}) {
+    ASSERT_EQ(PwriteAll(m + "/vhd", std::string(4096, 'n'), block * 4096L), 0);
+  }
+  const std::string back = ReadWholeFile(m + "/vhd");
+  ASSERT_EQ(back.size(), 128u * 1024);
+  for (int b = 0; b < 32; ++b) {
+    const char want = (b == 0 || b == 4 || b == 16) ? 'n' : 'o';
+    EXPECT_EQ(back.substr(b * 4096, 4096), std::string(4096, want)) << b;
+  }
+  // The FUSE host's read rules...
+  auto [rc, out] = Ctl("--host unix:" + (ctl_ / "sock") + " rules ls");
+  ASSERT_EQ(rc, 0) << out;
+  std::set<std::string> host_rules;
+  for (const std::string& line : Lines(out)) {
+    std::string text = line.substr(line.find(": ") + 2);
+    text = text.substr(0, text.find("  # owner="));
+    if (text.find("<*, r, //home/vhd[") == 0) host_rules.insert(text);
+  }
+  ASSERT_EQ(host_rules.size(), 3u) << out;
+  // ... are exactly the records S2 stored with the writes.
+  std::tie(rc, out) = Ctl("--host " + s2->address() + " --secret-file " +
+                          secret_ + " records --sswitch fuse-test");
+  ASSERT_EQ(rc, 0) << out;
+  std::set<std::string> records;
+  for (const std::string& line : Lines(out)) {
+    // "SSWITCH SEQ RULE"
+    const size_t a = line.find(' '), b = line.find(' ', a + 1);
+    EXPECT_EQ(line.substr(0, a), "fuse-test");
+    records.insert(line.substr(b + 1));
+  }
+  EXPECT_EQ(records, host_rules);
+  std::tie(rc, out) = Ctl("--host " + s2->address() + " --secret-file " +
+                          secret_ + " records --sswitch someone-else");
+  EXPECT_EQ(rc, 0);
+  EXPECT_EQ(out, "");
+}
+
+TEST_F(ServerTest, SroutectlManagesAServersRules) {
+  ServerProcess* s1 =
+      StartServer("S1", r1_.path(), {"--endpoint", "alt=" + r2_.path()});
+  const std::string host =
+      "--host " + s1->address() + " --secret-file " + secret_;
+  auto [rc, out] =
+      Ctl(host + " rules add '<*, *, //S1/a/*> -> <IO, //alt/a/*>'");
+  ASSERT_EQ(rc, 0) << out;
+  std::tie(rc, out) = Ctl(host + " rules ls");
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("<*, *, //S1/a/*> -> <IO, //alt/a/*>"), std::string::npos)
+      << out;
+  std::tie(rc, out) =
+      Ctl(host + " rules add '<*, *, //S1/b> -> <IO, //nowhere/b>'");
+  EXPECT_NE(rc, 0);
+  EXPECT_NE(out.find("nowhere"), std::string::npos) << out;
+  std::tie(rc, out) = Ctl(host + " rules rm '<*, *, //S1/a/*>'");
+  EXPECT_EQ(rc, 0) << out;
+  std::tie(rc, out) = Ctl(host + " rules ls");
+  EXPECT_EQ(out, "");
+}
+
+// POSIX parity with the whole volume on a storage server: every scenario of
+// posix_scenarios.h gives the same transcript as on a plain directory.
+class RemoteParityTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  static void SetUpTestSuite() {
+    dirs_ = new TempDir();
+    std::filesystem::create_directories(*dirs_ / "root");
+    std::filesystem::create_directories(*dirs_ / "mnt");
+    const std::string secret = WriteSecretFile(*dirs_ / "secret", kSecret);
+    server_ =
+        new ServerProcess(SROUTE_SERVER_BINARY,
+                          {"--root", *dirs_ / "root", "--name", "S1",
+                           "--secret-file", secret, "--listen", "127.0.0.1:0"});
+    volume_ = new MountedVolume(
+        SROUTE_FUSE_BINARY, *dirs_ / "mnt",
+        {"--backing", server_->address(), "--secret-file", secret});
+  }
+  static void TearDownTestSuite() {
+    delete volume_;
+    delete server_;
+    delete dirs_;
+  }
+  static TempDir* dirs_;
+  static ServerProcess* server_;
+  static MountedVolume* volume_;
+};
+TempDir* RemoteParityTest::dirs_ = nullptr;
+ServerProcess* RemoteParityTest::server_ = nullptr;
+MountedVolume* RemoteParityTest::volume_ = nullptr;
+
+TEST_P(RemoteParityTest, SameTranscriptAsAPlainDirectory) {
+  ASSERT_TRUE(server_->ok()) << "sroute-server did not start";
+  ASSERT_TRUE(volume_->ok()) << "sroute-fuse did not mount";
+  const testing::Scenario* scenario = nullptr;
+  static const std::vector<testing::Scenario> all = testing::PosixScenarios();
+  for (const testing::Scenario& s : all) {
+    if (s.name == GetParam()) scenario = &s;
+  }
+  ASSERT_NE(scenario, nullptr);
+  TempDir plain;
+  const std::string on_mount = volume_->path() + "/" + scenario->name;
+  ASSERT_EQ(mkdir(on_mount.c_str(), 0755), 0);
+  EXPECT_EQ(scenario->run(on_mount), scenario->run(plain.path()));
+}
+
+std::vector<std::string> ScenarioNames() {
+  std::vector<std::string> names;
+  for (const testing::Scenario& s : testing::PosixScenarios()) {
+    names.push_back(s.name);
+  }
+  return names;
+}
+
+INSTANTIATE_TEST_SUITE_P(Posix, RemoteParityTest,
+                         ::testing::ValuesIn(ScenarioNames()),
+                         [](const auto& info) { return info.param; });
+
+}  // namespace
+}  // namespace sroute
