@@ -8,10 +8,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "CLI/CLI.hpp"
@@ -287,6 +289,18 @@ int main(int argc, char** argv) {
   // No control request may touch the session from here on.
   control.reset();
   volume.StopInvalidating();
+  if (io_threads) {
+    // IOs on their way back from storage servers reply to the session:
+    // let them finish (each within its deadline), then stop the threads
+    // that would run their completions, before the session goes.
+    const auto deadline = std::chrono::steady_clock::now() +
+                          std::chrono::milliseconds(remote_timeout_ms + 1000);
+    while (host.sswitch().in_flight() > 0 &&
+           std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    io_threads->Stop();
+  }
   fuse_session_unmount(se);
   fuse_remove_signal_handlers(se);
   fuse_session_destroy(se);

@@ -216,11 +216,16 @@ class ClientConnection : public std::enable_shared_from_this<ClientConnection> {
     }
     client_nonce_ = NewNonce();
     got_hello_ = false;
-    auto self = shared_from_this();
+    // The socket's handlers must not keep this connection alive: it owns
+    // the socket, and a cycle would outlive the channel.
+    std::weak_ptr<ClientConnection> weak = weak_from_this();
     fs->Start(
-        [self, attempt](const Frame& f) { return self->OnFrame(attempt, f); },
-        [self, attempt](const absl::Status& why) {
-          self->OnClose(attempt, why);
+        [weak, attempt](const Frame& f) {
+          auto self = weak.lock();
+          return self && self->OnFrame(attempt, f);
+        },
+        [weak, attempt](const absl::Status& why) {
+          if (auto self = weak.lock()) self->OnClose(attempt, why);
         });
     proto::Hello hello;
     hello.set_protocol_version(kRpcProtocolVersion);

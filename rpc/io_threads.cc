@@ -42,10 +42,14 @@ void IoThreads::Run() {
   }
 }
 
-IoThreads::~IoThreads() {
+IoThreads::~IoThreads() { Stop(); }
+
+void IoThreads::Stop() {
   guard_.reset();
   context_->stop();
-  for (std::thread& t : threads_) t.join();
+  for (std::thread& t : threads_) {
+    if (t.joinable()) t.join();
+  }
 }
 
 }  // namespace sroute

@@ -29,6 +29,10 @@ class IoThreads {
   boost::asio::io_context& context() { return *context_; }
   int size() const { return count_; }
 
+  // Stops running handlers and joins the threads (idempotent): no handler
+  // runs after it returns. Work still queued is dropped.
+  void Stop();
+
   // In the child of a fork: tells the context, and starts the threads.
   // REQUIRES: constructed with start=false; no IO was started before.
   void StartAfterFork();

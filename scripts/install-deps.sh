@@ -9,7 +9,7 @@ packages=(
   libprotobuf-dev protobuf-compiler
   librocksdb-dev libre2-dev libabsl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  libspdlog-dev libcli11-dev
+  libspdlog-dev libcli11-dev libssl-dev
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -24,15 +24,16 @@ if [ "$quick" = 0 ]; then
     ctest --test-dir build-asan --output-on-failure -j"$jobs" --timeout 900
 
   # The concurrent parts under ThreadSanitizer: the sSwitch and endpoints,
-  # and the FUSE daemon (a race there kills the daemon and fails the mount
-  # tests).
+  # the RPC layer, and the FUSE daemon and storage server (a race there
+  # kills the process and fails the mount and server tests).
   echo "== build (TSan): concurrent components"
   cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DSROUTE_SANITIZE=thread -DSROUTE_BUILD_BENCH=OFF >/dev/null
-  ninja -C build-tsan -j"$jobs" sswitch_test fuse_test sroute-fuse
+  ninja -C build-tsan -j"$jobs" sswitch_test rpc_test fuse_test server_test \
+    sroute-fuse sroute-server sroutectl
   echo "== tests under TSan"
-  TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
-    ctest --test-dir build-tsan -L 'sswitch_test|fuse_test' \
+  TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/tests/tsan.supp" \
+    ctest --test-dir build-tsan -L 'sswitch_test|rpc_test|fuse_test|server_test' \
     --output-on-failure -j"$jobs" --timeout 900
 fi
 echo "== all tests passed"

@@ -394,19 +394,24 @@ SSwitch::SSwitch(std::string name)
 SSwitch::~SSwitch() = default;
 
 std::shared_ptr<const Snapshot> SSwitch::Load() const {
+  // A weak reference: a thread's cache must not keep a snapshot (and the
+  // endpoints and stages it holds) alive after the sSwitch replaced or
+  // dropped it.
   struct Cache {
     uint64_t uid = 0;
     uint64_t version = 0;
-    std::shared_ptr<const Snapshot> snap;
+    std::weak_ptr<const Snapshot> snap;
   };
   thread_local Cache cache;
   const uint64_t v = version_.load(std::memory_order_acquire);
-  if (cache.uid == uid_ && cache.version == v && cache.snap) return cache.snap;
+  if (cache.uid == uid_ && cache.version == v) {
+    if (auto snap = cache.snap.lock()) return snap;
+  }
   std::lock_guard<std::mutex> l(publish_mu_);
   cache.uid = uid_;
   cache.snap = current_;
   cache.version = current_->version;
-  return cache.snap;
+  return current_;
 }
 
 void SSwitch::Publish(std::shared_ptr<const Snapshot> snap) {
