@@ -240,4 +240,4 @@ BENCHMARK(BM_InsertAccumulating)->Arg(0)->Arg(100000)->Iterations(20000);
 }  // namespace
 }  // namespace sroute
 
-BENCHMARK_MAIN();
+

@@ -46,6 +46,9 @@ void FramedSocket::ReadMore() {
               return;
             }
             self->decoder_.Commit(n);
+            // Frames handled now may answer at once (a server reading from
+            // a local directory): send those answers in one go at the end.
+            self->Cork();
             while (!self->shut_) {
               Frame frame;
               bool got = false;
@@ -57,6 +60,7 @@ void FramedSocket::ReadMore() {
               if (!got) break;
               if (!self->on_frame_(frame)) break;
             }
+            self->Uncork();
             if (self->closed()) {
               self->Shutdown();
               return;
@@ -65,12 +69,49 @@ void FramedSocket::ReadMore() {
           }));
 }
 
+void FramedSocket::Cork() {
+  std::lock_guard<std::mutex> l(mu_);
+  corked_ = true;
+}
+
+void FramedSocket::Uncork() {
+  std::unique_lock<std::mutex> l(mu_);
+  corked_ = false;
+  if (writing_ || sending_ || queued_.empty() || closed()) return;
+  sending_ = true;
+  uncorked_.clear();
+  uncorked_.swap(queued_);
+  l.unlock();
+  SendNow(uncorked_);
+}
+
 bool FramedSocket::Send(std::string_view bytes) {
   std::unique_lock<std::mutex> l(mu_);
   if (closed()) return false;
-  if (!writing_) {
-    // Fast path: the caller's thread hands the bytes to the kernel.
+  if (writing_ || sending_ || corked_) {
+    // Whoever sends now (or the strand) takes these bytes along.
+    if (queued_.size() + bytes.size() > kMaxQueuedBytes) {
+      l.unlock();
+      Close(absl::ResourceExhaustedError(StrCat(
+          "peer does not read: over ", kMaxQueuedBytes, " bytes queued")));
+      return false;
+    }
+    queued_.append(bytes);
+    return true;
+  }
+  sending_ = true;
+  l.unlock();
+  SendNow(bytes);
+  return true;
+}
+
+void FramedSocket::SendNow(std::string_view bytes) {
+  // Other threads queue while this one sends, outside the lock; it then
+  // sends what they queued, so concurrent senders share system calls.
+  thread_local std::string batch;
+  while (true) {
     size_t done = 0;
+    int err = 0;
     while (done < bytes.size()) {
       const ssize_t n =
           ::send(socket_.native_handle(), bytes.data() + done,
@@ -81,28 +122,45 @@ bool FramedSocket::Send(std::string_view bytes) {
       }
       if (n < 0 && errno == EINTR) continue;
       if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
-      const int err = errno;
-      l.unlock();
-      Close(ErrnoStatus(err, "send"));
-      return false;
+      err = n < 0 ? errno : EPIPE;
+      break;
     }
-    if (done == bytes.size()) return true;
-    bytes.remove_prefix(done);
-    queued_.append(bytes);
-    writing_ = true;
+    std::unique_lock<std::mutex> l(mu_);
+    if (err != 0 || closed()) {
+      StopSending(l);
+      if (err != 0) Close(ErrnoStatus(err, "send"));
+      return;
+    }
+    if (done < bytes.size()) {
+      // The kernel's buffer is full: the strand writes the rest, then
+      // whatever was queued behind it.
+      queued_.insert(0, bytes.substr(done));
+      writing_ = true;
+      StopSending(l);
+      boost::asio::post(strand_,
+                        [self = shared_from_this()] { self->WriteQueued(); });
+      return;
+    }
+    if (queued_.empty() || corked_) {
+      StopSending(l);
+      return;
+    }
+    batch.clear();
+    batch.swap(queued_);
     l.unlock();
+    bytes = batch;
+  }
+}
+
+void FramedSocket::StopSending(std::unique_lock<std::mutex>& l) {
+  sending_ = false;
+  const bool close_now = close_after_send_;
+  l.unlock();
+  // Shutdown waited for this sender before closing the descriptor.
+  if (close_now) {
     boost::asio::post(strand_,
-                      [self = shared_from_this()] { self->WriteQueued(); });
-    return true;
+                      [self = shared_from_this()] { self->Shutdown(); });
   }
-  if (queued_.size() + bytes.size() > kMaxQueuedBytes) {
-    l.unlock();
-    Close(absl::ResourceExhaustedError(
-        StrCat("peer does not read: over ", kMaxQueuedBytes, " bytes queued")));
-    return false;
-  }
-  queued_.append(bytes);
-  return true;
 }
 
 void FramedSocket::WriteQueued() {
@@ -112,11 +170,11 @@ void FramedSocket::WriteQueued() {
       writing_ = false;
       return;
     }
-    sending_.clear();
-    sending_.swap(queued_);
+    in_write_.clear();
+    in_write_.swap(queued_);
   }
   boost::asio::async_write(
-      socket_, boost::asio::buffer(sending_),
+      socket_, boost::asio::buffer(in_write_),
       boost::asio::bind_executor(strand_, [self = shared_from_this()](
                                               boost::system::error_code ec,
                                               size_t) {
@@ -142,6 +200,17 @@ void FramedSocket::Close(absl::Status why) {
 
 void FramedSocket::Shutdown() {
   if (shut_) return;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (sending_) {
+      // A thread is in send(2) on the descriptor: closing it now could hand
+      // the number to another file. Stop the traffic; the sender comes back
+      // here when it is done.
+      close_after_send_ = true;
+      ::shutdown(socket_.native_handle(), SHUT_RDWR);
+      return;
+    }
+  }
   shut_ = true;
   boost::system::error_code ec;
   socket_.shutdown(tcp::socket::shutdown_both, ec);

@@ -2,10 +2,12 @@
 // the RPC server and client (internal to rpc/).
 //
 // Reading runs on the connection's strand: every complete frame is handed to
-// the frame handler in order. Sending is thread-safe and cheap: when nothing
-// is queued, the caller's thread sends the frame with one non-blocking
-// send(2); only what the kernel does not take at once is queued and written
-// by the strand. Frames from concurrent senders never interleave.
+// the frame handler in order. Sending is thread-safe and cheap: when nobody
+// else is sending, the caller's thread sends with one non-blocking send(2);
+// frames sent meanwhile by other threads are queued and go out with the
+// sender's next call, and frames sent while the strand handles a batch of
+// frames go out together when the batch ends. Only what the kernel does not
+// take at once is written by the strand. Frames never interleave.
 //
 // Thread safety: Send, Close and closed are thread-safe; the handlers run on
 // the strand, one at a time. Lock order: mu_ is a leaf.
@@ -61,6 +63,13 @@ class FramedSocket : public std::enable_shared_from_this<FramedSocket> {
 
  private:
   void ReadMore();
+  void Cork();    // on the strand
+  void Uncork();  // on the strand
+  // Sends `bytes` and then whatever others queued. REQUIRES: sending_ set
+  // by this thread, mu_ not held.
+  void SendNow(std::string_view bytes);
+  // Clears sending_ and unlocks `l`.
+  void StopSending(std::unique_lock<std::mutex>& l);
   void WriteQueued();  // on the strand
   void Shutdown();     // on the strand
 
@@ -73,9 +82,15 @@ class FramedSocket : public std::enable_shared_from_this<FramedSocket> {
   absl::Status close_reason_;  // guarded by mu_
 
   std::mutex mu_;
-  std::string queued_;    // guarded by mu_: bytes waiting for the strand
-  std::string sending_;   // owned by the strand's write in flight
+  std::string queued_;  // guarded by mu_: bytes waiting to be sent
+  // guarded by mu_: a thread is in SendNow (others queue behind it).
+  bool sending_ = false;
   bool writing_ = false;  // guarded by mu_: a strand write is in flight
+  bool corked_ = false;   // guarded by mu_: the strand handles a batch
+  // guarded by mu_: Shutdown waits for the sender to close the descriptor.
+  bool close_after_send_ = false;
+  std::string in_write_;  // owned by the strand's write in flight
+  std::string uncorked_;  // the strand's batch of answers
   std::atomic<bool> closed_{false};
   bool shut_ = false;  // on the strand
 };
