@@ -121,7 +121,8 @@ absl::Status RecordStore::List(const std::string& sswitch, uint64_t after,
 }
 
 absl::StatusOr<uint64_t> RecordStore::Forget(const std::string& sswitch,
-                                             uint64_t up_to) {
+                                             uint64_t up_to,
+                                             const std::string& anchor) {
   if (sswitch.empty()) {
     return absl::InvalidArgumentError("forget needs an sSwitch name");
   }
@@ -137,6 +138,14 @@ absl::StatusOr<uint64_t> RecordStore::Forget(const std::string& sswitch,
   for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix);
        it->Next()) {
     if (!end.empty() && it->key().compare(end) > 0) break;
+    if (!anchor.empty()) {
+      proto::DelegateRecord r;
+      if (r.ParseFromArray(it->value().data(),
+                           static_cast<int>(it->value().size())) &&
+          r.anchor() != anchor) {
+        continue;
+      }
+    }
     batch.Delete(it->key());
     ++n;
   }

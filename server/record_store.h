@@ -36,9 +36,10 @@ class RecordStore {
   // oldest first, at most `limit` (0: all).
   absl::Status List(const std::string& sswitch, uint64_t after, uint32_t limit,
                     proto::RecordList* out) const;
-  // Removes the records of `sswitch` with seq <= `up_to` (0: all of them);
-  // returns how many.
-  absl::StatusOr<uint64_t> Forget(const std::string& sswitch, uint64_t up_to);
+  // Removes the records of `sswitch` with seq <= `up_to` (0: all of them),
+  // only those with `anchor` if it is not empty; returns how many.
+  absl::StatusOr<uint64_t> Forget(const std::string& sswitch, uint64_t up_to,
+                                  const std::string& anchor = "");
 
  private:
   explicit RecordStore(std::unique_ptr<rocksdb::DB> db);

@@ -113,7 +113,7 @@ void StorageServer::Impl::Handle(std::unique_ptr<RpcServer::Call> call) {
       return;
     case proto::RpcRequest::kForgetRecords: {
       const proto::ForgetRecords& f = req.forget_records();
-      auto n = records->Forget(f.sswitch(), f.up_to());
+      auto n = records->Forget(f.sswitch(), f.up_to(), f.anchor());
       if (!n.ok()) {
         call->ReplyStatus(n.status());
         return;
@@ -125,6 +125,10 @@ void StorageServer::Impl::Handle(std::unique_ptr<RpcServer::Call> call) {
     }
     case proto::RpcRequest::kPing:
       call->ReplyStatus(absl::OkStatus());
+      return;
+    case proto::RpcRequest::kController:
+      call->ReplyStatus(absl::UnimplementedError(
+          StrCat(options.name, " is a storage server, not the controller")));
       return;
     case proto::RpcRequest::BODY_NOT_SET:
       call->ReplyStatus(absl::InvalidArgumentError("empty request"));

@@ -130,17 +130,22 @@ class Notify : public Delegate {
 // and adjacent ranges with the same targets merge, so sequential writes keep
 // one rule. State is shared by every track_writes rule of the sSwitch, so a
 // rule that moves writes back (reclaim) takes over the ranges.
+//
+// Each write carries the read rule it makes as a record (DurableRules), and
+// Restore rebuilds the ranges from those records after a restart.
 class TrackWrites : public Delegate {
  public:
   struct Tracked {
     uint64_t end;
     std::vector<std::string> targets;
-    uint64_t rule_id;
+    uint64_t rule_id;  // 0: no rule installed for it (yet)
   };
+  // Ranges of one (source, file), sorted by start, disjoint.
+  using Ranges = std::map<uint64_t, Tracked>;
   struct State {
     std::mutex mu;
-    // Key: source pattern + '\n' + file. Ranges sorted by start, disjoint.
-    absl::flat_hash_map<std::string, std::map<uint64_t, Tracked>> files;
+    // Key: source pattern + '\n' + file.
+    absl::flat_hash_map<std::string, Ranges> files;
   };
 
   static absl::StatusOr<std::unique_ptr<Delegate>> Create(
@@ -167,8 +172,7 @@ class TrackWrites : public Delegate {
   bool wants_response() const override { return true; }
 
   // The read rule a write makes: reads of its range follow it. (Merging
-  // with neighbours is left to whoever replays the records, in their
-  // order.)
+  // with neighbours is left to Restore, which replays records in order.)
   bool makes_durable_rules() const override { return true; }
   std::vector<Rule> DurableRules(
       const IoHeader& h,
@@ -177,6 +181,94 @@ class TrackWrites : public Delegate {
     std::vector<Rule> out;
     out.push_back(ReadRule(source_, h.file, h.offset, h.end(), targets));
     return out;
+  }
+
+  void OnResponse(const IoHeader& h, const IoOutcome& out,
+                  DelegateContext& ctx) override {
+    if (h.op != Op::kWrite || !out.status.ok() || out.bytes == 0) return;
+    auto state = StateOf(ctx);
+    const std::string key = KeyOf(h.file);
+    std::lock_guard<std::mutex> l(state->mu);
+    Ranges& ranges = state->files[key];
+    std::vector<std::pair<uint64_t, Tracked>> erased;
+    std::vector<uint64_t> fresh;
+    Assign(ranges, h.offset, h.offset + out.bytes, out.targets, &erased,
+           &fresh);
+    std::vector<uint64_t> remove;
+    for (const auto& [start, t] : erased) {
+      if (t.rule_id != 0) remove.push_back(t.rule_id);
+    }
+    std::vector<Rule> insert;
+    for (uint64_t start : fresh) {
+      const Tracked& t = ranges.at(start);
+      insert.push_back(ReadRule(source_, h.file, start, t.end, t.targets));
+    }
+    auto ids = ctx.Update(std::move(insert), remove);
+    if (!ids.ok()) {
+      // The table did not change: neither does the state. Reads of the
+      // range keep their old route; the write itself has succeeded.
+      for (uint64_t start : fresh) ranges.erase(start);
+      for (auto& [start, t] : erased) ranges.emplace(start, std::move(t));
+      return;
+    }
+    for (size_t i = 0; i < fresh.size(); ++i) {
+      ranges.at(fresh[i]).rule_id = (*ids)[i];
+    }
+  }
+
+  absl::Status Restore(const std::vector<Rule>& made,
+                       DelegateContext& ctx) override {
+    // Replay every write's range in order, then install the outcome in one
+    // update (rather than one per record: restoring 100 000 records must
+    // take well under a second).
+    absl::flat_hash_map<std::string, Ranges> replayed;
+    for (const Rule& r : made) {
+      const FilePattern& f = r.pattern.file;
+      if (f.kind != FilePattern::Kind::kExact || !f.range ||
+          r.pattern.ops != kOpClassRead) {
+        return absl::InvalidArgumentError(
+            StrCat("not a track_writes record: ", FormatRule(r)));
+      }
+      std::vector<std::string> targets;
+      for (const Detour& d : r.detours) {
+        if (d.what == Detour::What::kIo &&
+            d.target.kind == Target::Kind::kFile) {
+          targets.push_back(d.target.file);
+        }
+      }
+      std::vector<std::pair<uint64_t, Tracked>> erased;
+      std::vector<uint64_t> fresh;
+      Assign(replayed[KeyOf(f.text)], f.range->start, f.range->end, targets,
+             &erased, &fresh);
+    }
+    auto state = StateOf(ctx);
+    std::lock_guard<std::mutex> l(state->mu);
+    std::vector<uint64_t> remove;
+    std::vector<Rule> insert;
+    std::vector<std::pair<Ranges*, uint64_t>> slots;
+    for (auto& [key, ranges] : replayed) {
+      // What is tracked already for these files gives way to the records.
+      Ranges& live = state->files[key];
+      for (const auto& [start, t] : live) {
+        if (t.rule_id != 0) remove.push_back(t.rule_id);
+      }
+      live.clear();
+      const std::string file = key.substr(key.find('\n') + 1);
+      for (auto& [start, t] : ranges) {
+        insert.push_back(ReadRule(source_, file, start, t.end, t.targets));
+        live[start] = Tracked{t.end, t.targets, 0};
+        slots.emplace_back(&live, start);
+      }
+    }
+    auto ids = ctx.Update(std::move(insert), remove);
+    if (!ids.ok()) {
+      for (auto& [ranges, start] : slots) ranges->erase(start);
+      return ids.status();
+    }
+    for (size_t i = 0; i < slots.size(); ++i) {
+      slots[i].first->at(slots[i].second).rule_id = (*ids)[i];
+    }
+    return absl::OkStatus();
   }
 
   static Rule ReadRule(const SourcePattern& source, const std::string& file,
@@ -197,27 +289,19 @@ class TrackWrites : public Delegate {
     return r;
   }
 
-  void OnResponse(const IoHeader& h, const IoOutcome& out,
-                  DelegateContext& ctx) override {
-    if (h.op != Op::kWrite || !out.status.ok() || out.bytes == 0) return;
-    auto state = std::static_pointer_cast<State>(ctx.SharedState(
-        "track_writes", [] { return std::make_shared<State>(); }));
-    const SourcePattern& source = ctx.rule().pattern.source;
-    const std::string key =
-        StrCat(static_cast<int>(source.kind), source.name, "\n", h.file);
-    uint64_t a = h.offset, b = h.offset + out.bytes;
-
-    std::lock_guard<std::mutex> l(state->mu);
-    std::map<uint64_t, Tracked>& ranges = state->files[key];
-    std::vector<uint64_t> remove;
+  // Makes [a, b) of `ranges` follow `targets`: ranges it overlaps are cut
+  // (their parts outside stay), and neighbours with the same targets merge
+  // into it. Entries taken out go to `erased`; starts of entries that need a
+  // (new) rule go to `fresh`.
+  static void Assign(Ranges& ranges, uint64_t a, uint64_t b,
+                     const std::vector<std::string>& targets,
+                     std::vector<std::pair<uint64_t, Tracked>>* erased,
+                     std::vector<uint64_t>* fresh) {
     struct Piece {
       uint64_t start, end;
       std::vector<std::string> targets;
     };
-    std::vector<Piece> add;
-    // What we take out of `ranges`, to put back if the update fails.
-    std::vector<std::pair<uint64_t, Tracked>> erased;
-    // Overlapping ranges: keep the parts outside [a, b).
+    std::vector<Piece> remnants;
     auto it = ranges.upper_bound(a);
     if (it != ranges.begin()) --it;
     while (it != ranges.end() && it->first < b) {
@@ -226,59 +310,54 @@ class TrackWrites : public Delegate {
         ++it;
         continue;
       }
-      remove.push_back(it->second.rule_id);
-      if (s < a) add.push_back({s, a, it->second.targets});
-      if (e > b) add.push_back({b, e, it->second.targets});
-      erased.emplace_back(it->first, std::move(it->second));
+      if (s < a) remnants.push_back({s, a, it->second.targets});
+      if (e > b) remnants.push_back({b, e, it->second.targets});
+      erased->emplace_back(it->first, std::move(it->second));
       it = ranges.erase(it);
     }
-    // Merge with neighbours (including remnants) that have the same targets.
-    std::vector<Piece> kept;
-    for (Piece& p : add) {
-      if (p.targets == out.targets && (p.end == a || p.start == b)) {
+    for (Piece& p : remnants) {
+      if (p.targets == targets) {
         a = std::min(a, p.start);
         b = std::max(b, p.end);
       } else {
-        kept.push_back(std::move(p));
+        ranges[p.start] = Tracked{p.end, std::move(p.targets), 0};
+        fresh->push_back(p.start);
       }
     }
+    auto take = [&](Ranges::iterator n) {
+      if (n->second.rule_id != 0) {
+        erased->emplace_back(n->first, std::move(n->second));
+      } else {
+        std::erase(*fresh, n->first);
+      }
+      ranges.erase(n);
+    };
     auto left = ranges.lower_bound(a);
     if (left != ranges.begin()) {
       --left;
-      if (left->second.end == a && left->second.targets == out.targets) {
+      if (left->second.end == a && left->second.targets == targets) {
         a = left->first;
-        remove.push_back(left->second.rule_id);
-        erased.emplace_back(left->first, std::move(left->second));
-        ranges.erase(left);
+        take(left);
       }
     }
     auto right = ranges.find(b);
-    if (right != ranges.end() && right->second.targets == out.targets) {
+    if (right != ranges.end() && right->second.targets == targets) {
       b = right->second.end;
-      remove.push_back(right->second.rule_id);
-      erased.emplace_back(right->first, std::move(right->second));
-      ranges.erase(right);
+      take(right);
     }
-    kept.push_back({a, b, out.targets});
-
-    std::vector<Rule> insert;
-    for (const Piece& p : kept) {
-      insert.push_back(ReadRule(source, h.file, p.start, p.end, p.targets));
-    }
-    auto ids = ctx.Update(std::move(insert), remove);
-    if (!ids.ok()) {
-      // The table did not change: neither does the state. Reads of [a, b)
-      // keep their old route; the write itself has succeeded.
-      for (auto& [start, t] : erased) ranges.emplace(start, std::move(t));
-      return;
-    }
-    for (size_t i = 0; i < kept.size(); ++i) {
-      ranges[kept[i].start] =
-          Tracked{kept[i].end, std::move(kept[i].targets), (*ids)[i]};
-    }
+    ranges[a] = Tracked{b, targets, 0};
+    fresh->push_back(a);
   }
 
  private:
+  static std::shared_ptr<State> StateOf(DelegateContext& ctx) {
+    return std::static_pointer_cast<State>(ctx.SharedState(
+        "track_writes", [] { return std::make_shared<State>(); }));
+  }
+  std::string KeyOf(const std::string& file) const {
+    return StrCat(static_cast<int>(source_.kind), source_.name, "\n", file);
+  }
+
   const SourcePattern source_;
 };
 

@@ -88,6 +88,15 @@ class Delegate {
     return {};
   }
   virtual bool makes_durable_rules() const { return false; }
+
+  // Rebuilds what this delegate made in an earlier life of the sSwitch from
+  // its durable rules (those DurableRules returned), oldest first, and
+  // installs the result through `ctx` (one update for all of them).
+  virtual absl::Status Restore(const std::vector<Rule>& made,
+                               DelegateContext& ctx) {
+    (void)made, (void)ctx;
+    return absl::UnimplementedError("this delegate keeps no durable rules");
+  }
 };
 
 // Creates a delegate from a rule's delegate spec; an error names the bad

@@ -1080,6 +1080,67 @@ absl::StatusOr<std::vector<uint64_t>> SSwitch::UpdateLocked(
   return ids;
 }
 
+absl::Status SSwitch::Validate(const std::vector<Rule>& rules) {
+  std::lock_guard<std::mutex> l(control_mu_);
+  const uint64_t saved_id = next_id_;
+  absl::Status status;
+  for (size_t i = 0; i < rules.size() && status.ok(); ++i) {
+    auto entry = MakeEntry(rules[i], "", OrderKey(), *current_);
+    if (!entry.ok()) {
+      status = absl::Status(
+          entry.status().code(),
+          StrCat(FormatRule(rules[i]), ": ", entry.status().message()));
+    }
+  }
+  next_id_ = saved_id;  // nothing was installed
+  return status;
+}
+
+absl::Status SSwitch::RestoreDelegateRules(
+    std::vector<DelegateRuleRecord> records, size_t* skipped) {
+  std::stable_sort(records.begin(), records.end(),
+                   [](const DelegateRuleRecord& a,
+                      const DelegateRuleRecord& b) { return a.seq < b.seq; });
+  // Group by anchor, keeping the order within each group.
+  std::vector<std::pair<std::string, std::vector<Rule>>> groups;
+  size_t dropped = 0;
+  for (const DelegateRuleRecord& rec : records) {
+    auto rule = ParseRule(rec.rule);
+    if (!rule.ok()) {
+      ++dropped;
+      continue;
+    }
+    auto g = std::find_if(groups.begin(), groups.end(),
+                          [&](const auto& x) { return x.first == rec.anchor; });
+    if (g == groups.end()) {
+      groups.emplace_back(rec.anchor, std::vector<Rule>());
+      g = groups.end() - 1;
+    }
+    g->second.push_back(*std::move(rule));
+  }
+  absl::Status first_error;
+  auto snap = Load();
+  for (auto& [anchor, rules] : groups) {
+    const InstalledRule* owner = nullptr;
+    for (const RuleEntryPtr& e : snap->table->Rules()) {
+      const InstalledRule* r = AsInstalled(e.get());
+      if (r->delegate_durable && FormatPattern(r->rule().pattern) == anchor) {
+        owner = r;
+        break;
+      }
+    }
+    if (owner == nullptr) {
+      dropped += rules.size();
+      continue;
+    }
+    Context ctx(this, owner);
+    absl::Status s = owner->delegate->Restore(rules, ctx);
+    if (!s.ok() && first_error.ok()) first_error = s;
+  }
+  if (skipped != nullptr) *skipped = dropped;
+  return first_error;
+}
+
 absl::StatusOr<uint64_t> SSwitch::Insert(Rule rule, std::string owner) {
   std::vector<Rule> one;
   one.push_back(std::move(rule));

@@ -130,6 +130,20 @@ class SSwitch {
   // its bytes stays right until a rule change says otherwise.
   bool MayRoute(const std::string& file) const;
 
+  // Checks that `rules` could be installed now (delegates known and their
+  // arguments good, targets name known endpoints and stages), without
+  // installing them.
+  absl::Status Validate(const std::vector<Rule>& rules);
+
+  // Gives delegate-made rules of an earlier life of this sSwitch back to the
+  // delegates that made them (DESIGN.md §5): records are grouped by their
+  // anchor (the pattern of the delegate's rule) and each group, oldest
+  // first, goes to Delegate::Restore of the rule with that pattern. Records
+  // whose rule is gone are skipped (counted in *skipped). Returns the first
+  // error of a restore.
+  absl::Status RestoreDelegateRules(std::vector<DelegateRuleRecord> records,
+                                    size_t* skipped = nullptr);
+
   // The sequence number for the next delegate-rule record (DelegateRule
   // Record::seq): strictly increasing, also across restarts of the process
   // (it follows the realtime clock).

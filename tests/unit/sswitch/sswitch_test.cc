@@ -14,6 +14,7 @@
 #include "gtest/gtest.h"
 #include "rules/parser.h"
 #include "sswitch/host.h"
+#include "sswitch/local_endpoint.h"
 #include "tests/util/temp_dir.h"
 #include "util/errno_status.h"
 #include "util/strings.h"
@@ -742,6 +743,112 @@ TEST_F(SSwitchTest, TrackWritesReadsTheLastWrittenBytes) {
   EXPECT_EQ(ReadAll(host_, "//A/vhd", kSize), model);
   // Ranges merge and split: far fewer rules than writes.
   EXPECT_LT(sw.ListRules().size(), 1500u);
+}
+
+// An endpoint that keeps the delegate records of the writes it stores, as a
+// storage server does.
+class RecordKeepingEndpoint : public Endpoint {
+ public:
+  explicit RecordKeepingEndpoint(std::shared_ptr<Endpoint> inner)
+      : inner_(std::move(inner)) {}
+  void Submit(Io* io, std::string_view path) override {
+    if (io->header.op == Op::kWrite && !io->records.empty()) {
+      io->AddResponseHook([this](Io& done) {
+        if (!done.status.ok()) return;
+        std::lock_guard<std::mutex> l(mu);
+        kept.insert(kept.end(), done.records.begin(), done.records.end());
+      });
+    }
+    inner_->Submit(io, path);
+  }
+  std::mutex mu;
+  std::vector<DelegateRuleRecord> kept;
+
+ private:
+  std::shared_ptr<Endpoint> inner_;
+};
+
+std::set<std::string> DelegateRules(SSwitch& sw) {
+  std::set<std::string> out;
+  for (const RuleInfo& r : sw.ListRules()) {
+    if (r.owner.starts_with("delegate:")) out.insert(FormatRule(r.rule));
+  }
+  return out;
+}
+
+// Writes through track_writes leave records where they land; a new sSwitch
+// with the same rules, given those records, routes every read where the
+// first one did.
+TEST(TrackWritesRestoreTest, RecordsRebuildTheSameReadRules) {
+  TempDir a, b;
+  constexpr size_t kSize = 128 * 1024;
+  std::mt19937_64 rng(7);
+  std::string model(kSize, 'o');
+  WriteWholeFile(a / "vhd", model);
+  WriteWholeFile(b / "tmp", "");
+  auto endpoint = [](const std::string& dir) {
+    return std::make_shared<RecordKeepingEndpoint>(*LocalEndpoint::Open(dir));
+  };
+  auto ea = endpoint(a.path()), eb = endpoint(b.path());
+  Host first("fuse-1");
+  ASSERT_TRUE(first.AddEndpoint("A", ea).ok());
+  ASSERT_TRUE(first.AddEndpoint("B", eb).ok());
+  auto& sw = first.sswitch();
+  const char* kAway = "<*, w, //A/vhd> -> track_writes(); <IO, //B/tmp>";
+  const char* kHome = "<*, w, //A/vhd> -> track_writes(); <IO, //A/vhd>";
+  auto rule = sw.Insert(R(kAway));
+  ASSERT_TRUE(rule.ok());
+  bool away = true;
+  for (int step = 0; step < 600; ++step) {
+    if (step % 150 == 149) {
+      away = !away;
+      ASSERT_TRUE(sw.Update({R(away ? kAway : kHome)}, {*rule}).ok());
+      rule = sw.ListRules().back().id;
+    }
+    const uint64_t off = rng() % kSize;
+    const uint64_t len = 1 + rng() % std::min<uint64_t>(8192, kSize - off);
+    std::string data(len, static_cast<char>('a' + step % 26));
+    ASSERT_TRUE(first.Write("t", "//A/vhd", off, Bytes(data)).ok());
+    model.replace(off, len, data);
+  }
+  const std::set<std::string> want = DelegateRules(sw);
+  ASSERT_GT(want.size(), 3u);
+  std::vector<DelegateRuleRecord> records = ea->kept;
+  records.insert(records.end(), eb->kept.begin(), eb->kept.end());
+  EXPECT_EQ(records.size(), 600u);
+
+  Host second("fuse-1");
+  ASSERT_TRUE(second.AddLocalEndpoint("A", a.path()).ok());
+  ASSERT_TRUE(second.AddLocalEndpoint("B", b.path()).ok());
+  ASSERT_TRUE(second.sswitch().Insert(R(away ? kAway : kHome)).ok());
+  // Records arrive from several servers in any order.
+  std::shuffle(records.begin(), records.end(), rng);
+  size_t skipped = 99;
+  ASSERT_TRUE(second.sswitch().RestoreDelegateRules(records, &skipped).ok());
+  EXPECT_EQ(skipped, 0u);
+  EXPECT_EQ(DelegateRules(second.sswitch()), want);
+  EXPECT_EQ(ReadAll(second, "//A/vhd", kSize), model);
+  // Records of a rule that is gone are skipped.
+  Host third("fuse-1");
+  ASSERT_TRUE(third.AddLocalEndpoint("A", a.path()).ok());
+  ASSERT_TRUE(third.AddLocalEndpoint("B", b.path()).ok());
+  ASSERT_TRUE(third.sswitch().RestoreDelegateRules(records, &skipped).ok());
+  EXPECT_EQ(skipped, records.size());
+  EXPECT_TRUE(third.sswitch().ListRules().empty());
+}
+
+TEST_F(SSwitchTest, ValidateChecksWithoutInstalling) {
+  auto& sw = host_.sswitch();
+  EXPECT_TRUE(sw.Validate({R("<*, w, //A/x> -> <IO, //B/x>")}).ok());
+  absl::Status s = sw.Validate(
+      {R("<*, w, //A/x> -> <IO, //B/x>"), R("<*, w, //A/y> -> <IO, //C/y>")});
+  EXPECT_TRUE(absl::IsNotFound(s)) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("//C/y"));
+  EXPECT_TRUE(sw.ListRules().empty());
+  EXPECT_EQ(sw.version(), 2u);  // the two endpoints only
+  auto id = sw.Insert(R("<*, w, //A/x> -> <IO, //B/x>"));
+  ASSERT_TRUE(id.ok());
+  EXPECT_EQ(*id, 1u);  // validation used no ids
 }
 
 TEST_F(SSwitchTest, TrackWritesMergesSequentialWrites) {
