@@ -72,6 +72,7 @@ std::span<char> FrameDecoder::WriteSpace(size_t min_bytes) {
 void FrameDecoder::Commit(size_t n) { end_ += n; }
 
 void FrameDecoder::Feed(std::string_view data) {
+  if (data.empty()) return;
   std::span<char> space = WriteSpace(data.size());
   std::memcpy(space.data(), data.data(), data.size());
   Commit(data.size());

@@ -377,24 +377,6 @@ inline std::string CompareResults(const Io& want, const Io& got,
   return "";
 }
 
-// Known bug, tolerated so the fuzzer can look past it: RpcReply.message and
-// IoReply.target are proto3 `string` fields, which must be UTF-8, but they
-// carry file names (an error's context, "//HOST/PATH" of the target), which
-// are arbitrary bytes. A reply naming a non-UTF-8 file serializes (with a
-// logged error) and then fails to parse, and the client drops the whole
-// connection (rpc/channel.cc). Set to false once those fields are `bytes`.
-inline constexpr bool kTolerateNonUtf8ReplyStrings = true;
-
-// Whether `reply` fails to parse only because of the bug above: without its
-// message and target it round-trips.
-inline bool IsNonUtf8ReplyStringBug(const proto::RpcReply& reply) {
-  proto::RpcReply copy = reply;
-  copy.clear_message();
-  if (copy.has_io()) copy.mutable_io()->clear_target();
-  proto::RpcReply again;
-  return again.ParseFromString(copy.SerializeAsString());
-}
-
 // The receiving side: DecodeIoRequest, then a reply that must cross the wire
 // unchanged.
 inline std::string CheckIoRequest(const proto::RpcRequest& req,
@@ -445,9 +427,6 @@ inline std::string CheckIoRequest(const proto::RpcRequest& req,
   }
   proto::RpcReply got_reply;
   if (!got_reply.ParseFromString(frames[0].header)) {
-    if (kTolerateNonUtf8ReplyStrings && IsNonUtf8ReplyStringBug(reply)) {
-      return "";
-    }
     return "a reply does not parse";
   }
   if (got_reply.SerializeAsString() != reply.SerializeAsString()) {

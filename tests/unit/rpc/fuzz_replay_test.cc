@@ -120,16 +120,20 @@ TEST(RpcDecoderFuzzCorpus, ChecksCatchBrokenInvariants) {
   EXPECT_NE(fuzz_check::CompareResults(want, got, {}), "");
 }
 
-TEST(RpcDecoderFuzzCorpus, NonUtf8ReplyStringToleranceIsStillNeeded) {
-  // The check tolerates replies that name non-UTF-8 files failing to parse
-  // (see kTolerateNonUtf8ReplyStrings). Once RpcReply.message and
-  // IoReply.target carry bytes, this fails: drop the tolerance then.
+TEST(RpcDecoderFuzzCorpus, NonUtf8NamesCrossTheWire) {
+  // File names are bytes, not UTF-8: replies and records that carry them
+  // must parse on the other side (the fuzzer found they did not).
   proto::RpcReply reply;
+  reply.set_message("open //S1/caf\xe9: No such file or directory");
   reply.mutable_io()->set_target("//S1/caf\xe9");
   proto::RpcReply again;
-  const bool parses = again.ParseFromString(reply.SerializeAsString());
-  EXPECT_EQ(!parses, fuzz_check::kTolerateNonUtf8ReplyStrings);
-  EXPECT_EQ(fuzz_check::IsNonUtf8ReplyStringBug(reply), true);
+  ASSERT_TRUE(again.ParseFromString(reply.SerializeAsString()));
+  EXPECT_EQ(again.io().target(), "//S1/caf\xe9");
+  proto::DelegateRecord record;
+  record.set_rule("<*, r, //home/\xff[0:4K]> -> <IO, //S2/\xfe>");
+  proto::DelegateRecord record_again;
+  ASSERT_TRUE(record_again.ParseFromString(record.SerializeAsString()));
+  EXPECT_EQ(record_again.rule(), record.rule());
 }
 
 }  // namespace
