@@ -563,7 +563,7 @@ void SSwitch::RoutePiece(Io* io, const RuleEntry* entry) {
   }
   const InstalledRule* rule = AsInstalled(entry);
   const Rule& r = rule->rule();
-  rule->counters.Start();
+  rule->counters.Start(io->header.op_class());
   Io::Frame frame;
   frame.rule = rule;
   frame.start_ns = MonotonicNanos();
@@ -961,7 +961,7 @@ void SSwitch::Fail(Io* io, absl::Status status) {
 
 void SSwitch::FinishRuleFrame(Io& io, Io::Frame& frame) {
   const InstalledRule* rule = AsInstalled(frame.rule);
-  rule->counters.Finish(io.bytes, !io.status.ok(),
+  rule->counters.Finish(io.header.op_class(), io.bytes, !io.status.ok(),
                         MonotonicNanos() - frame.start_ns);
   if (rule->delegate_response) {
     Context ctx(this, rule);
@@ -1327,6 +1327,14 @@ std::vector<std::string> SSwitch::ChildPlaces(const IoHeader& dir) const {
 }
 
 // --- Introspection ---
+
+void SSwitch::VisitCounters(
+    const std::function<void(uint64_t, const std::string&,
+                             const RuleCounters&)>& fn) const {
+  for (const RuleEntryPtr& e : Load()->table->Rules()) {
+    fn(e->id(), e->owner(), AsInstalled(e.get())->counters);
+  }
+}
 
 std::vector<RuleInfo> SSwitch::ListRules() const {
   std::vector<RuleInfo> out;

@@ -151,6 +151,11 @@ class SSwitch {
 
   // --- Introspection.
   std::vector<RuleInfo> ListRules() const;
+  // Calls `fn` for every installed rule, in order, with its id, owner and
+  // live counters, without copying rules (cheap for a statistics report).
+  void VisitCounters(
+      const std::function<void(uint64_t id, const std::string& owner,
+                               const RuleCounters& counters)>& fn) const;
   absl::StatusOr<RuleInfo> GetRule(uint64_t id) const;
   uint64_t version() const;
   int64_t in_flight() const;

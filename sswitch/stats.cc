@@ -58,8 +58,43 @@ uint64_t LatencyHistogram::Percentile(double q) const {
   return UpperEdge(kBuckets - 1);
 }
 
-void RuleCounters::Finish(uint64_t bytes, bool error, uint64_t latency_ns) {
-  bytes_.fetch_add(bytes, std::memory_order_relaxed);
+void LatencyHistogram::NonZero(Counts* out) const {
+  out->clear();
+  for (int i = 0; i < kBuckets; ++i) {
+    const uint32_t c = counts_[i].load(std::memory_order_relaxed);
+    if (c != 0) out->emplace_back(static_cast<uint16_t>(i), c);
+  }
+}
+
+uint64_t LatencyHistogram::PercentileOfGrowth(const Counts& before,
+                                              const Counts& now, double q) {
+  // now - before, bucket by bucket (both sorted by bucket).
+  Counts grown;
+  size_t j = 0;
+  uint64_t total = 0;
+  for (const auto& [bucket, count] : now) {
+    while (j < before.size() && before[j].first < bucket) ++j;
+    const uint32_t was =
+        j < before.size() && before[j].first == bucket ? before[j].second : 0;
+    if (count > was) {
+      grown.emplace_back(bucket, count - was);
+      total += count - was;
+    }
+  }
+  if (total == 0) return 0;
+  uint64_t rank = static_cast<uint64_t>(q * static_cast<double>(total));
+  if (rank >= total) rank = total - 1;
+  uint64_t seen = 0;
+  for (const auto& [bucket, count] : grown) {
+    seen += count;
+    if (seen > rank) return UpperEdge(bucket);
+  }
+  return UpperEdge(grown.back().first);
+}
+
+void RuleCounters::Finish(OpClass cls, uint64_t bytes, bool error,
+                          uint64_t latency_ns) {
+  class_bytes_[Slot(cls)].fetch_add(bytes, std::memory_order_relaxed);
   in_flight_.fetch_sub(1, std::memory_order_relaxed);
   if (error) errors_.fetch_add(1, std::memory_order_relaxed);
   LatencyHistogram* h = latency_.load(std::memory_order_acquire);
@@ -74,10 +109,29 @@ void RuleCounters::Finish(uint64_t bytes, bool error, uint64_t latency_ns) {
   h->Record(latency_ns);
 }
 
+uint64_t RuleCounters::ops() const {
+  return class_ops_[0].load(std::memory_order_relaxed) +
+         class_ops_[1].load(std::memory_order_relaxed) +
+         class_ops_[2].load(std::memory_order_relaxed);
+}
+
+void RuleCounters::LatencyCounts(LatencyHistogram::Counts* out) const {
+  out->clear();
+  if (const LatencyHistogram* h = latency_.load(std::memory_order_acquire)) {
+    h->NonZero(out);
+  }
+}
+
 RuleCountersSnapshot RuleCounters::Read() const {
   RuleCountersSnapshot s;
-  s.ops = ops_.load(std::memory_order_relaxed);
-  s.bytes = bytes_.load(std::memory_order_relaxed);
+  s.reads = class_ops_[0].load(std::memory_order_relaxed);
+  s.writes = class_ops_[1].load(std::memory_order_relaxed);
+  s.others = class_ops_[2].load(std::memory_order_relaxed);
+  s.ops = s.reads + s.writes + s.others;
+  s.read_bytes = class_bytes_[0].load(std::memory_order_relaxed);
+  s.write_bytes = class_bytes_[1].load(std::memory_order_relaxed);
+  s.bytes = s.read_bytes + s.write_bytes +
+            class_bytes_[2].load(std::memory_order_relaxed);
   s.in_flight = in_flight_.load(std::memory_order_relaxed);
   s.errors = errors_.load(std::memory_order_relaxed);
   if (const LatencyHistogram* h = latency_.load(std::memory_order_acquire)) {

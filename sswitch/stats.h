@@ -5,6 +5,10 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "rules/io_header.h"
 
 namespace sroute {
 
@@ -23,6 +27,15 @@ class LatencyHistogram {
   uint64_t Percentile(double q) const;
   uint64_t count() const;
 
+  // The buckets that hold any count, as (bucket, count), for percentiles of
+  // an interval: the difference of two of these (see PercentileOfGrowth).
+  using Counts = std::vector<std::pair<uint16_t, uint32_t>>;
+  void NonZero(Counts* out) const;
+  // The q-percentile of what `now` recorded beyond `before` (both from
+  // NonZero, sorted by bucket); 0 if nothing.
+  static uint64_t PercentileOfGrowth(const Counts& before, const Counts& now,
+                                     double q);
+
  private:
   static int BucketOf(uint64_t ns);
   static uint64_t UpperEdge(int bucket);
@@ -32,6 +45,13 @@ class LatencyHistogram {
 struct RuleCountersSnapshot {
   uint64_t ops = 0;
   uint64_t bytes = 0;
+  // By op class (DESIGN.md §1): ops of class r, w, and c or d; bytes read
+  // and written.
+  uint64_t reads = 0;
+  uint64_t writes = 0;
+  uint64_t others = 0;
+  uint64_t read_bytes = 0;
+  uint64_t write_bytes = 0;
   int64_t in_flight = 0;
   uint64_t errors = 0;
   uint64_t p50_ns = 0;
@@ -46,16 +66,24 @@ class RuleCounters {
   RuleCounters(const RuleCounters&) = delete;
   RuleCounters& operator=(const RuleCounters&) = delete;
 
-  void Start() {
-    ops_.fetch_add(1, std::memory_order_relaxed);
+  void Start(OpClass cls) {
+    class_ops_[Slot(cls)].fetch_add(1, std::memory_order_relaxed);
     in_flight_.fetch_add(1, std::memory_order_relaxed);
   }
-  void Finish(uint64_t bytes, bool error, uint64_t latency_ns);
+  void Finish(OpClass cls, uint64_t bytes, bool error, uint64_t latency_ns);
   RuleCountersSnapshot Read() const;
+  // Ops started, all classes.
+  uint64_t ops() const;
+  // The latency buckets (empty before the first completion).
+  void LatencyCounts(LatencyHistogram::Counts* out) const;
 
  private:
-  std::atomic<uint64_t> ops_{0};
-  std::atomic<uint64_t> bytes_{0};
+  // 0: reads, 1: writes, 2: creates and deletes.
+  static int Slot(OpClass cls) {
+    return cls == kOpClassRead ? 0 : cls == kOpClassWrite ? 1 : 2;
+  }
+  std::array<std::atomic<uint64_t>, 3> class_ops_{};
+  std::array<std::atomic<uint64_t>, 3> class_bytes_{};
   std::atomic<int64_t> in_flight_{0};
   std::atomic<uint64_t> errors_{0};
   // Allocated on the first completion: most delegate-created rules see few

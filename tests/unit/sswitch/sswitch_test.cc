@@ -412,6 +412,45 @@ TEST_F(SSwitchTest, CountersPerRule) {
   EXPECT_GE(rules[0].counters.p999_ns, rules[0].counters.p99_ns);
 }
 
+TEST_F(SSwitchTest, CountersByOpClassAndLatencyOfAnInterval) {
+  WriteWholeFile(b_ / "x", "");
+  ASSERT_TRUE(host_.LoadRules("<*, *, //A/x> -> <IO, //B/x>").ok());
+  const std::string block(1000, 'w');
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(host_.Write("t", "//A/x", i * 1000, Bytes(block)).ok());
+  }
+  ReadAll(host_, "//A/x", 3000);
+  ASSERT_TRUE(host_.Call("t", Op::kGetattr, "//A/x").ok());
+  ASSERT_TRUE(host_.Call("t", Op::kUnlink, "//A/x").ok());
+  auto c = host_.sswitch().ListRules()[0].counters;
+  EXPECT_EQ(c.reads, 2u);  // the read and the getattr
+  EXPECT_EQ(c.writes, 3u);
+  EXPECT_EQ(c.others, 1u);  // the unlink
+  EXPECT_EQ(c.ops, 6u);
+  EXPECT_EQ(c.write_bytes, 3000u);
+  EXPECT_EQ(c.read_bytes, 3000u);
+  // VisitCounters sees the same live counters.
+  uint64_t seen = 0;
+  LatencyHistogram::Counts before, now;
+  host_.sswitch().VisitCounters(
+      [&](uint64_t, const std::string&, const RuleCounters& rc) {
+        seen += rc.ops();
+        rc.LatencyCounts(&before);
+      });
+  EXPECT_EQ(seen, 6u);
+  // Percentiles of an interval: only what was recorded after `before`.
+  LatencyHistogram h;
+  for (int i = 0; i < 100; ++i) h.Record(1000);  // 1 us
+  h.NonZero(&before);
+  for (int i = 0; i < 100; ++i) h.Record(1000000);  // 1 ms
+  h.NonZero(&now);
+  const uint64_t p50 = LatencyHistogram::PercentileOfGrowth(before, now, 0.5);
+  EXPECT_GE(p50, 1000000u);
+  EXPECT_LT(p50, 1200000u);
+  EXPECT_LT(h.Percentile(0.4), 2000u);  // the whole history is mostly 1 us
+  EXPECT_EQ(LatencyHistogram::PercentileOfGrowth(now, now, 0.5), 0u);
+}
+
 TEST_F(SSwitchTest, PickFirstRandomAndWeighted) {
   WriteWholeFile(a_ / "x", "AAAA");
   WriteWholeFile(b_ / "x", "BBBB");
