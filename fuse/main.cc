@@ -1,7 +1,7 @@
 // sroute-fuse MOUNTPOINT --backing DIR|HOST:PORT
 //             [--endpoint NAME=DIR|NAME=HOST:PORT]... [--secret-file FILE]
 //             [--rules FILE] [--kernel-cache off|auto] [--control SOCKET]
-//             [--name NAME] [-f] [-d] [-o OPTIONS]
+//             [--name NAME] [--controller HOST:PORT] [-f] [-d] [-o OPTIONS]
 //
 // Mounts a routed volume: the namespace lives in the backing directory or
 // storage server (endpoint "home"); rules may send any IO elsewhere.
@@ -18,6 +18,7 @@
 
 #include "CLI/CLI.hpp"
 #include "control/control_server.h"
+#include "controller/agent.h"
 #include "fuse/config.h"
 #include "fuse/volume.h"
 #include "rpc/handshake.h"
@@ -50,7 +51,7 @@ int main(int argc, char** argv) {
   std::string mountpoint, backing, rules_file, kernel_cache = "auto", options,
                                                control_socket;
   std::vector<std::string> endpoints, tenants;
-  std::string config_file, secret_file, name;
+  std::string config_file, secret_file, name, controller;
   int remote_timeout_ms = 10000;
   bool foreground = false, debug = false;
   app.add_option("MOUNTPOINT", mountpoint, "where to mount")->required();
@@ -68,6 +69,9 @@ int main(int argc, char** argv) {
                  "the cluster secret, for storage servers");
   app.add_option("--name", name,
                  "this host's sSwitch name [fuse@HOSTNAME:MOUNTPOINT]");
+  app.add_option("--controller", controller,
+                 "register with the controller at HOST:PORT (its rules are "
+                 "installed before the volume serves)");
   app.add_option("--remote-timeout-ms", remote_timeout_ms,
                  "deadline of each IO sent to a storage server")
       ->capture_default_str()
@@ -103,6 +107,7 @@ int main(int argc, char** argv) {
     }
     if (secret_file.empty()) secret_file = config->secret_file();
     if (name.empty()) name = config->name();
+    if (controller.empty()) controller = config->controller();
     endpoints.insert(endpoints.begin(), from_config.begin(), from_config.end());
     std::vector<std::string> config_tenants;
     for (const auto& t : config->tenant()) {
@@ -150,10 +155,11 @@ int main(int argc, char** argv) {
   remote.local_name = name;
   remote.role = "fuse";
   remote.timeout = absl::Milliseconds(remote_timeout_ms);
-  if (any_remote) {
+  if (any_remote || !controller.empty()) {
     if (secret_file.empty()) {
       return Die(
-          "storage servers need the cluster secret: give --secret-file FILE");
+          "storage servers and the controller need the cluster secret: give "
+          "--secret-file FILE");
     }
     auto secret = sroute::LoadSecretFile(secret_file);
     if (!secret.ok()) return Die(std::string(secret.status().message()));
@@ -163,9 +169,27 @@ int main(int argc, char** argv) {
   // only after fuse_daemonize's fork (threads do not survive a fork).
   const bool stay = foreground || debug;
   std::unique_ptr<sroute::IoThreads> io_threads;
-  if (any_remote) {
+  if (any_remote || !controller.empty()) {
     io_threads = std::make_unique<sroute::IoThreads>(2, /*start=*/stay);
     remote.threads = io_threads.get();
+  }
+  // What the controller learns of this host.
+  sroute::AgentOptions agent_options;
+  agent_options.address = controller;
+  agent_options.secret = remote.secret;
+  agent_options.host.set_sswitch(name);
+  agent_options.host.set_role("fuse");
+  auto describe = [&](const std::string& ep_name, const std::string& where) {
+    sroute::proto::EndpointInfo* e = agent_options.host.add_endpoints();
+    e->set_name(ep_name);
+    e->set_kind(sroute::IsServerAddress(where) ? "server" : "dir");
+    e->set_address(where);
+  };
+  describe("home", backing);
+  for (const std::string& spec : endpoints) {
+    const size_t eq = spec.find('=');
+    if (eq != std::string::npos)
+      describe(spec.substr(0, eq), spec.substr(eq + 1));
   }
 
   sroute::Host host(name);
@@ -233,17 +257,43 @@ int main(int argc, char** argv) {
                            : sroute::VolumeOptions::KernelCache::kAuto;
   sroute::Volume volume(&host.sswitch(), vopts);
 
+  // With a controller, its rules (and the delegate-made rules recovered from
+  // the servers) are in place before the volume serves its first IO.
+  std::unique_ptr<sroute::ControllerAgent> agent;
+  if (!controller.empty()) {
+    if (stay) {
+      auto a = sroute::ControllerAgent::Start(&host.sswitch(), io_threads.get(),
+                                              agent_options);
+      if (!a.ok()) return Die(std::string(a.status().message()));
+      agent = *std::move(a);
+    } else {
+      // Threads do not survive fuse_daemonize's fork: register now with
+      // threads of the moment, and again, quietly, after the fork.
+      sroute::IoThreads before_fork(1);
+      auto a = sroute::ControllerAgent::Start(&host.sswitch(), &before_fork,
+                                              agent_options);
+      if (!a.ok()) return Die(std::string(a.status().message()));
+    }
+    agent_options.fresh = false;
+    agent_options.require_registration = false;
+  }
+
   std::unique_ptr<sroute::ControlServer> control;
   auto start_control = [&]() -> bool {
     if (control_socket.empty()) return true;
     auto server = sroute::ControlServer::Start(
         &host.sswitch(), control_socket,
         /*on_rules_changed=*/nullptr,
-        [&volume](sroute::proto::ControlResponse* resp) {
+        [&volume, &agent](sroute::proto::ControlResponse* resp) {
           auto& gauges = *resp->mutable_gauges();
           gauges["fuse_inodes"] = static_cast<int64_t>(volume.inodes().size());
           gauges["fuse_pending_invalidations"] =
               static_cast<int64_t>(volume.pending_invalidations());
+          if (agent) {
+            gauges["controller_connected"] = agent->connected() ? 1 : 0;
+            gauges["delegate_rules_restored"] =
+                static_cast<int64_t>(agent->records_restored());
+          }
         });
     if (!server.ok()) {
       Die(std::string(server.status().message()));
@@ -276,6 +326,11 @@ int main(int argc, char** argv) {
   }
   fuse_daemonize(stay ? 1 : 0);
   if (!stay && io_threads) io_threads->StartAfterFork();
+  if (!stay && !controller.empty()) {
+    auto a = sroute::ControllerAgent::Start(&host.sswitch(), io_threads.get(),
+                                            agent_options);
+    if (a.ok()) agent = *std::move(a);
+  }
   volume.StartInvalidating(se);
   if (!stay && !start_control()) {
     volume.StopInvalidating();
@@ -288,6 +343,7 @@ int main(int argc, char** argv) {
   const int rc = fuse_session_loop_mt(se, &config);
   // No control request may touch the session from here on.
   control.reset();
+  agent.reset();
   volume.StopInvalidating();
   if (io_threads) {
     // IOs on their way back from storage servers reply to the session:

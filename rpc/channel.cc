@@ -474,9 +474,13 @@ absl::StatusOr<std::unique_ptr<RpcChannel>> RpcChannel::Create(
 
 RpcChannel::RpcChannel(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
-RpcChannel::~RpcChannel() {
+void RpcChannel::Shutdown() {
   impl_->closing.store(true);
   for (auto& c : impl_->conns) c->Close();
+}
+
+RpcChannel::~RpcChannel() {
+  Shutdown();
   // Wait until every call got its answer (Close fails them on the strands),
   // so no callback runs after the channel is gone.
   for (int i = 0; i < 5000 && outstanding() > 0; ++i) {

@@ -68,6 +68,10 @@ class RpcChannel {
       proto::RpcRequest& request, absl::Duration timeout,
       std::span<const char> payload = {}, std::string* reply_payload = nullptr);
 
+  // Closes the connections: calls outstanding fail with Cancelled, later
+  // calls too (at once). Idempotent; the destructor does it.
+  void Shutdown();
+
   // Connects every connection of the pool now and waits for the handshakes;
   // the first error if one fails.
   absl::Status Connect(absl::Duration timeout);

@@ -20,13 +20,14 @@ absl::StatusOr<std::shared_ptr<RemoteEndpoint>> RemoteEndpoint::Create(
   o.connections = options.connections;
   auto channel = RpcChannel::Create(threads, std::move(o));
   if (!channel.ok()) return channel.status();
-  return std::shared_ptr<RemoteEndpoint>(
-      new RemoteEndpoint(*std::move(channel), options.timeout));
+  return std::shared_ptr<RemoteEndpoint>(new RemoteEndpoint(
+      *std::move(channel), options.timeout, options.local_name));
 }
 
 RemoteEndpoint::RemoteEndpoint(std::unique_ptr<RpcChannel> channel,
-                               absl::Duration timeout)
+                               absl::Duration timeout, std::string local_name)
     : channel_(std::move(channel)),
+      local_name_(std::move(local_name)),
       timeout_(timeout),
       dev_salt_(std::hash<std::string>{}(channel_->address()) << 32) {}
 
@@ -42,6 +43,8 @@ void RemoteEndpoint::Submit(Io* io, std::string_view path) {
   ++depth;
   req.Clear();
   EncodeIoRequest(*io, path, req.mutable_io());
+  req.mutable_io()->set_via(local_name_);
+  req.mutable_io()->set_via_version(io->routed_version());
   const Op op = io->header.op;
   std::span<const char> payload;
   if (op == Op::kWrite || op == Op::kSetxattr) payload = io->write_data;

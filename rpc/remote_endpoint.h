@@ -45,8 +45,10 @@ class RemoteEndpoint : public Endpoint {
   const std::string& address() const { return channel_->address(); }
 
  private:
-  RemoteEndpoint(std::unique_ptr<RpcChannel> channel, absl::Duration timeout);
+  RemoteEndpoint(std::unique_ptr<RpcChannel> channel, absl::Duration timeout,
+                 std::string local_name);
   std::unique_ptr<RpcChannel> channel_;
+  const std::string local_name_;
   const absl::Duration timeout_;
   const uint64_t dev_salt_;  // keeps st_dev of different servers apart
 };

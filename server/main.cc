@@ -1,6 +1,7 @@
 // sroute-server --root DIR --listen HOST:PORT --secret-file FILE
 //               [--name NAME] [--state DIR] [--rules FILE] [--rule RULE]...
 //               [--endpoint NAME=DIR|NAME=HOST:PORT]... [--io-threads N]
+//               [--controller HOST:PORT]
 //
 // A storage server: exports DIR as endpoint NAME (files //NAME/PATH) to
 // hosts that know the cluster secret, with its own sSwitch and rules.
@@ -35,6 +36,8 @@ int main(int argc, char** argv) {
   app.add_option("--rule", o.rules, "a rule to install (repeatable)");
   app.add_option("--endpoint", o.endpoints,
                  "more endpoints: NAME=DIR or NAME=HOST:PORT (repeatable)");
+  app.add_option("--controller", o.controller,
+                 "register with the controller at HOST:PORT");
   app.add_option("--io-threads", o.io_threads, "network threads")
       ->capture_default_str()
       ->check(CLI::Range(1, 64));

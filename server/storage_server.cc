@@ -4,10 +4,13 @@
 
 #include <condition_variable>
 #include <filesystem>
+#include <map>
 #include <mutex>
 #include <thread>
+#include <tuple>
 
 #include "control/control_handler.h"
+#include "controller/agent.h"
 #include "rpc/io_codec.h"
 #include "rpc/io_threads.h"
 #include "rpc/remote_endpoint.h"
@@ -15,6 +18,7 @@
 #include "rules/parser.h"
 #include "server/record_store.h"
 #include "sswitch/namespace.h"
+#include "util/background.h"
 #include "util/errno_status.h"
 #include "util/log.h"
 #include "util/strings.h"
@@ -23,32 +27,6 @@ namespace sroute {
 namespace {
 
 constexpr char kReservedDir[] = ".sroute";
-
-// Runs slow requests (drain, record listings) on threads of their own, so
-// they never hold an io thread; the destructor waits for them.
-class Background {
- public:
-  ~Background() {
-    std::unique_lock<std::mutex> l(mu_);
-    cv_.wait(l, [&] { return running_ == 0; });
-  }
-  void Run(std::function<void()> fn) {
-    {
-      std::lock_guard<std::mutex> l(mu_);
-      ++running_;
-    }
-    std::thread([this, fn = std::move(fn)] {
-      fn();
-      std::lock_guard<std::mutex> l(mu_);
-      if (--running_ == 0) cv_.notify_all();
-    }).detach();
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  int running_ = 0;
-};
 
 // One IO from another host, from request to reply.
 struct ServerIo {
@@ -75,9 +53,48 @@ struct StorageServer::Impl {
   std::unique_ptr<RecordStore> records;
   std::unique_ptr<Background> background;
   std::unique_ptr<RpcServer> rpc;
+  std::unique_ptr<ControllerAgent> agent;
+  // Requests wait until the controller's rules are in place (queued, not
+  // blocking an io thread: registering needs one).
+  std::mutex ready_mu;
+  bool ready = false;                                   // guarded by ready_mu
+  std::vector<std::unique_ptr<RpcServer::Call>> early;  // guarded by ready_mu
+  void SetReady();
+
+  // Per-IO version stamps: how many IOs came routed by version V of the
+  // sending sSwitch and went on by version W of this one.
+  std::mutex versions_mu;
+  std::map<std::tuple<std::string, uint64_t, uint64_t>, int64_t> versions;
+  void AddStats(proto::ControlResponse* resp);
 };
 
+void StorageServer::Impl::AddStats(proto::ControlResponse* resp) {
+  std::lock_guard<std::mutex> l(versions_mu);
+  for (const auto& [key, n] : versions) {
+    const auto& [via, theirs, ours] = key;
+    (*resp->mutable_gauges())[StrCat("io_version ", via, " ", theirs, " ",
+                                     ours)] = n;
+  }
+}
+
+void StorageServer::Impl::SetReady() {
+  std::vector<std::unique_ptr<RpcServer::Call>> calls;
+  {
+    std::lock_guard<std::mutex> l(ready_mu);
+    ready = true;
+    calls.swap(early);
+  }
+  for (auto& c : calls) Handle(std::move(c));
+}
+
 void StorageServer::Impl::Handle(std::unique_ptr<RpcServer::Call> call) {
+  {
+    std::lock_guard<std::mutex> l(ready_mu);
+    if (!ready) {
+      early.push_back(std::move(call));
+      return;
+    }
+  }
   proto::RpcRequest& req = call->request();
   switch (req.body_case()) {
     case proto::RpcRequest::kIo:
@@ -89,7 +106,8 @@ void StorageServer::Impl::Handle(std::unique_ptr<RpcServer::Call> call) {
             bool changed = false;
             proto::RpcReply reply;
             *reply.mutable_control() = HandleControlRequest(
-                host.sswitch(), c->request().control(), nullptr, &changed);
+                host.sswitch(), c->request().control(),
+                [this](proto::ControlResponse* r) { AddStats(r); }, &changed);
             if (changed) {
               LogInfo("rules changed by ", c->peer_name(), " (", c->peer_role(),
                       "): now version ", host.sswitch().version());
@@ -207,6 +225,18 @@ void StorageServer::Impl::HandleIo(std::unique_ptr<RpcServer::Call> call) {
 void StorageServer::Impl::FinishIo(ServerIo* s) {
   std::unique_ptr<ServerIo> owned(s);
   Io& io = s->io;
+  const proto::IoRequest& req = s->call->request().io();
+  if (!req.via().empty() && io.routed_version() != 0) {
+    std::lock_guard<std::mutex> l(versions_mu);
+    auto key =
+        std::make_tuple(req.via(), req.via_version(), io.routed_version());
+    auto it = versions.find(key);
+    if (it != versions.end()) {
+      ++it->second;
+    } else if (versions.size() < 4096) {
+      versions.emplace(std::move(key), 1);
+    }
+  }
   if (io.status.ok() && io.header.op == Op::kWrite && !io.records.empty() &&
       io.bytes > 0) {
     if (io.bytes < io.header.length) {
@@ -314,6 +344,33 @@ absl::StatusOr<std::unique_ptr<StorageServer>> StorageServer::Start(
                               });
   if (!rpc.ok()) return rpc.status();
   impl->rpc = *std::move(rpc);
+  if (!o.controller.empty()) {
+    AgentOptions ao;
+    ao.address = o.controller;
+    ao.secret = o.secret;
+    ao.host.set_sswitch(o.name);
+    ao.host.set_role("server");
+    ao.host.set_address(impl->rpc->address());
+    proto::EndpointInfo* root = ao.host.add_endpoints();
+    root->set_name(o.name);
+    root->set_kind("dir");
+    root->set_address(o.root);
+    for (const std::string& spec : o.endpoints) {
+      const size_t eq = spec.find('=');
+      proto::EndpointInfo* e = ao.host.add_endpoints();
+      e->set_name(spec.substr(0, eq));
+      e->set_address(spec.substr(eq + 1));
+      e->set_kind(IsServerAddress(e->address()) ? "server" : "dir");
+    }
+    auto agent =
+        ControllerAgent::Start(&impl->host.sswitch(), impl->threads.get(), ao);
+    if (!agent.ok()) {
+      impl->SetReady();  // answer what waits, then stop
+      return agent.status();
+    }
+    impl->agent = *std::move(agent);
+  }
+  impl->SetReady();
   return std::unique_ptr<StorageServer>(new StorageServer(std::move(impl)));
 }
 
@@ -321,6 +378,7 @@ StorageServer::StorageServer(std::unique_ptr<Impl> impl)
     : impl_(std::move(impl)) {}
 
 StorageServer::~StorageServer() {
+  impl_->agent.reset();
   impl_->rpc.reset();         // no new requests
   impl_->background.reset();  // control requests finish
   SSwitch& sw = impl_->host.sswitch();

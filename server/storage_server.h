@@ -34,6 +34,9 @@ struct StorageServerOptions {
   std::vector<std::string> endpoints;  // NAME=DIR or NAME=HOST:PORT
   int io_threads = 2;
   absl::Duration remote_timeout = absl::Seconds(10);
+  // Register with the controller at HOST:PORT (empty: no controller). Its
+  // rules are in place before the server answers its first request.
+  std::string controller;
   FrameLimits limits;
 };
 

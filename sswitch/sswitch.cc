@@ -212,7 +212,7 @@ class SSwitch::Context : public DelegateContext {
       std::vector<Rule> insert, const std::vector<uint64_t>& remove) override {
     std::lock_guard<std::mutex> l(sw_->control_mu_);
     return sw_->UpdateLocked(std::move(insert), remove,
-                             StrCat("delegate:", rule_->id()), rule_);
+                             {StrCat("delegate:", rule_->id())}, rule_);
   }
   absl::Status Delete(const HeaderPattern& pattern) override {
     return sw_->Delete(pattern).status();
@@ -1029,7 +1029,10 @@ absl::StatusOr<std::shared_ptr<const RuleEntry>> SSwitch::MakeEntry(
 
 absl::StatusOr<std::vector<uint64_t>> SSwitch::UpdateLocked(
     std::vector<Rule> insert, const std::vector<uint64_t>& remove,
-    const std::string& owner, const RuleEntry* anchor) {
+    const std::vector<std::string>& owners, const RuleEntry* anchor) {
+  if (owners.size() != 1 && owners.size() != insert.size()) {
+    return absl::InvalidArgumentError("one owner, or one per rule");
+  }
   const Snapshot& cur = *current_;
   std::vector<uint64_t> present;
   present.reserve(remove.size());
@@ -1047,7 +1050,9 @@ absl::StatusOr<std::vector<uint64_t>> SSwitch::UpdateLocked(
   entries.reserve(insert.size());
   const uint64_t saved_id = next_id_, saved_seq = next_seq_,
                  saved_sub = next_sub_;
-  for (Rule& rule : insert) {
+  for (size_t i = 0; i < insert.size(); ++i) {
+    Rule& rule = insert[i];
+    const std::string& owner = owners.size() == 1 ? owners[0] : owners[i];
     OrderKey order;
     if (anchor != nullptr) {
       order = anchor->order();
@@ -1153,7 +1158,20 @@ absl::StatusOr<std::vector<uint64_t>> SSwitch::Update(
     std::vector<Rule> insert, const std::vector<uint64_t>& remove,
     std::string owner) {
   std::lock_guard<std::mutex> l(control_mu_);
-  return UpdateLocked(std::move(insert), remove, owner, nullptr);
+  return UpdateLocked(std::move(insert), remove, {owner}, nullptr);
+}
+
+absl::StatusOr<std::vector<uint64_t>> SSwitch::Update(
+    std::vector<Rule> insert, const std::vector<std::string>& owners,
+    const std::vector<uint64_t>& remove) {
+  std::lock_guard<std::mutex> l(control_mu_);
+  return UpdateLocked(std::move(insert), remove, owners, nullptr);
+}
+
+void SSwitch::Resume(Io* io, const std::string& from) {
+  io->header.stage = from;
+  ++io->stage_hops_;
+  Dispatch(io);
 }
 
 absl::Status SSwitch::Delete(uint64_t id) { return Update({}, {id}).status(); }
@@ -1165,7 +1183,7 @@ absl::StatusOr<int> SSwitch::Delete(const HeaderPattern& pattern) {
     if (e->rule().pattern == pattern) ids.push_back(e->id());
   }
   if (ids.empty()) return 0;
-  auto r = UpdateLocked({}, ids, "", nullptr);
+  auto r = UpdateLocked({}, ids, {""}, nullptr);
   if (!r.ok()) return r.status();
   return static_cast<int>(ids.size());
 }

@@ -91,6 +91,12 @@ class SSwitch {
   // already.
   void Route(Io* io);
 
+  // Hands `io` back to the sSwitch as stage `from` would (source
+  // "stage:FROM" for the next match), e.g. after the controller let an IO
+  // of an <IO, controller> detour go on.
+  // REQUIRES: `io` was routed by this sSwitch and is not completed.
+  void Resume(Io* io, const std::string& from);
+
   // --- Control API (Insert / Delete / Quiesce / Drain).
   // Validates the rule (delegate known and its arguments good, targets name
   // known endpoints and stages) and installs it. Returns its id.
@@ -99,6 +105,10 @@ class SSwitch {
   absl::StatusOr<std::vector<uint64_t>> Update(
       std::vector<Rule> insert, const std::vector<uint64_t>& remove,
       std::string owner = "");
+  // The same with an owner per inserted rule (owners.size() == insert.size()).
+  absl::StatusOr<std::vector<uint64_t>> Update(
+      std::vector<Rule> insert, const std::vector<std::string>& owners,
+      const std::vector<uint64_t>& remove);
   // NotFound if no rule has this id.
   absl::Status Delete(uint64_t id);
   // Deletes every rule whose pattern equals `pattern`; returns how many.
@@ -177,9 +187,10 @@ class SSwitch {
   absl::StatusOr<std::shared_ptr<const RuleEntry>> MakeEntry(
       Rule rule, std::string owner, const OrderKey& order,
       const Snapshot& snap);
+  // `owners` holds one owner for all rules, or one per rule.
   absl::StatusOr<std::vector<uint64_t>> UpdateLocked(
       std::vector<Rule> insert, const std::vector<uint64_t>& remove,
-      const std::string& owner, const RuleEntry* anchor);
+      const std::vector<std::string>& owners, const RuleEntry* anchor);
 
   void Admit(Io* io);
   void Dispatch(Io* io);

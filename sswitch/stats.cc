@@ -122,7 +122,7 @@ void RuleCounters::LatencyCounts(LatencyHistogram::Counts* out) const {
   }
 }
 
-RuleCountersSnapshot RuleCounters::Read() const {
+RuleCountersSnapshot RuleCounters::Read(bool percentiles) const {
   RuleCountersSnapshot s;
   s.reads = class_ops_[0].load(std::memory_order_relaxed);
   s.writes = class_ops_[1].load(std::memory_order_relaxed);
@@ -134,7 +134,9 @@ RuleCountersSnapshot RuleCounters::Read() const {
             class_bytes_[2].load(std::memory_order_relaxed);
   s.in_flight = in_flight_.load(std::memory_order_relaxed);
   s.errors = errors_.load(std::memory_order_relaxed);
-  if (const LatencyHistogram* h = latency_.load(std::memory_order_acquire)) {
+  const LatencyHistogram* h =
+      percentiles ? latency_.load(std::memory_order_acquire) : nullptr;
+  if (h != nullptr) {
     s.p50_ns = h->Percentile(0.5);
     s.p99_ns = h->Percentile(0.99);
     s.p999_ns = h->Percentile(0.999);

@@ -71,7 +71,8 @@ class RuleCounters {
     in_flight_.fetch_add(1, std::memory_order_relaxed);
   }
   void Finish(OpClass cls, uint64_t bytes, bool error, uint64_t latency_ns);
-  RuleCountersSnapshot Read() const;
+  // With percentiles=false the p* fields stay 0 (cheaper).
+  RuleCountersSnapshot Read(bool percentiles = true) const;
   // Ops started, all classes.
   uint64_t ops() const;
   // The latency buckets (empty before the first completion).

@@ -1,0 +1,710 @@
+#include "controller/agent.h"
+
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+
+#include "rpc/channel.h"
+#include "rules/parser.h"
+#include "sswitch/stats.h"
+#include "util/background.h"
+#include "util/errno_status.h"
+#include "util/log.h"
+#include "util/strings.h"
+
+namespace sroute {
+namespace {
+
+constexpr absl::Duration kPollTimeout = absl::Seconds(30);
+constexpr absl::Duration kCallTimeout = absl::Seconds(10);
+constexpr absl::Duration kTick = absl::Milliseconds(50);
+constexpr size_t kMaxQueuedEvents = 100000;
+constexpr size_t kEventsPerMessage = 1000;
+
+bool IsDelegateRule(const std::string& owner) {
+  return owner.rfind("delegate:", 0) == 0;
+}
+
+proto::IoHeaderMsg ToMsg(const IoHeader& h) {
+  proto::IoHeaderMsg m;
+  m.set_source(h.source);
+  if (!h.stage.empty()) m.set_stage(h.stage);
+  m.set_op(static_cast<uint32_t>(h.op));
+  m.set_offset(h.offset);
+  m.set_length(h.length);
+  return m;
+}
+
+}  // namespace
+
+struct ControllerAgent::Impl : std::enable_shared_from_this<Impl> {
+  Impl(SSwitch* s, IoThreads* t, AgentOptions o)
+      : sw(s), threads(t), options(std::move(o)) {}
+
+  absl::Status Register(bool fresh, absl::Duration timeout);
+  absl::Status Reconcile(
+      const google::protobuf::RepeatedPtrField<proto::ManagedRule>& desired);
+  void PollLoop();
+  void TickLoop();
+  void Execute(const proto::Command& c);
+  absl::Status Prepare(const proto::Prepare& p);
+  absl::StatusOr<uint64_t> Commit(uint64_t update);
+  void Abort(uint64_t update);
+  void SendStats();
+  void FlushEvents();
+  void QueueEvent(const IoHeader& h, uint64_t rule_id,
+                  const std::string* value);
+  void TakeTurn(Io* io);
+  void Disconnected(const absl::Status& why);
+  uint64_t session_id() const {
+    std::lock_guard<std::mutex> l(mu);
+    return session;
+  }
+  bool Stopping() const {
+    std::lock_guard<std::mutex> l(mu);
+    return stopping;
+  }
+
+  SSwitch* const sw;
+  IoThreads* const threads;
+  const AgentOptions options;
+  std::unique_ptr<RpcChannel> channel;
+
+  mutable std::mutex mu;
+  std::condition_variable cv;
+  uint64_t session = 0;                        // guarded by mu
+  bool connected = false;                      // guarded by mu
+  bool stopping = false;                       // guarded by mu
+  absl::Duration interval = absl::Seconds(1);  // guarded by mu
+  size_t restored = 0;
+
+  // Managed rules: cid <-> the host's rule id. Guarded by control_mu.
+  std::mutex control_mu;  // serializes changes to the rule table
+  std::unordered_map<uint64_t, uint64_t> cid_to_id, id_to_cid;
+  struct Prepared {
+    std::vector<Rule> insert;
+    std::vector<std::string> owners;
+    std::vector<uint64_t> insert_cids;
+    std::vector<uint64_t> remove_ids;
+    std::vector<uint64_t> remove_cids;
+    std::vector<HeaderPattern> parked;
+    absl::Time lease_end;
+  };
+  std::map<uint64_t, Prepared> prepared;  // guarded by control_mu
+
+  // Statistics (the tick thread only): the counters last reported.
+  struct Reported {
+    uint64_t ops = 0, reads = 0, writes = 0, others = 0;
+    uint64_t read_bytes = 0, write_bytes = 0, errors = 0;
+    int64_t in_flight = 0;
+    LatencyHistogram::Counts latency;
+    uint64_t generation = 0;
+  };
+  std::unordered_map<uint64_t, Reported> reported;
+  uint64_t generation = 0;
+  absl::Time next_stats;
+
+  // Controller-bound headers and values waiting to be sent.
+  std::mutex events_mu;
+  std::deque<std::pair<proto::HeaderEventItem, absl::Time>> events;
+  uint64_t events_dropped = 0;
+
+  Background work;  // commands and controller-bound IOs
+  std::thread poll_thread, tick_thread;
+};
+
+// Hands controller-bound detours to the agent; outlives it safely (the
+// sSwitch's snapshots may hold it a little longer).
+class AgentSink : public ControllerSink {
+ public:
+  explicit AgentSink(std::weak_ptr<ControllerAgent::Impl> impl)
+      : impl_(std::move(impl)) {}
+  void OnHeader(const IoHeader& header, uint64_t rule_id) override {
+    if (auto i = impl_.lock()) i->QueueEvent(header, rule_id, nullptr);
+  }
+  void OnValue(const IoHeader& header, uint64_t rule_id,
+               const std::string& value) override {
+    if (auto i = impl_.lock()) i->QueueEvent(header, rule_id, &value);
+  }
+  void OnIo(Io* io, uint64_t) override {
+    auto i = impl_.lock();
+    if (!i) {
+      io->Complete(ErrnoStatus(EIO, "the controller agent has stopped"));
+      return;
+    }
+    i->TakeTurn(io);
+  }
+
+ private:
+  std::weak_ptr<ControllerAgent::Impl> impl_;
+};
+
+// --- Registration ---
+
+absl::Status ControllerAgent::Impl::Register(bool fresh,
+                                             absl::Duration timeout) {
+  proto::RpcRequest req;
+  proto::Register* r = req.mutable_controller()->mutable_register_();
+  *r->mutable_host() = options.host;
+  r->set_fresh(fresh);
+  {
+    std::lock_guard<std::mutex> cl(control_mu);
+    for (const RuleInfo& info : sw->ListRules()) {
+      if (IsDelegateRule(info.owner)) continue;
+      proto::ManagedRule* m = r->add_rules();
+      auto it = id_to_cid.find(info.id);
+      m->set_cid(it == id_to_cid.end() ? 0 : it->second);
+      m->set_text(FormatRule(info.rule));
+      m->set_owner(info.owner.empty() ? "config" : info.owner);
+    }
+  }
+  auto reply = channel->CallSync(req, timeout);
+  if (!reply.ok()) return reply.status();
+  const proto::RegisterReply& rr = reply->controller().registered();
+  if (absl::Status s = Reconcile(rr.rules()); !s.ok()) {
+    return absl::Status(
+        s.code(), StrCat("the controller's rules for ", options.host.sswitch(),
+                         " do not install here: ", s.message()));
+  }
+  if (fresh && rr.records_size() > 0) {
+    std::vector<DelegateRuleRecord> records;
+    records.reserve(rr.records_size());
+    for (const proto::DelegateRecord& d : rr.records()) {
+      records.push_back(
+          DelegateRuleRecord{d.sswitch(), d.seq(), d.rule(), d.anchor()});
+    }
+    size_t skipped = 0;
+    std::lock_guard<std::mutex> cl(control_mu);
+    if (absl::Status s = sw->RestoreDelegateRules(std::move(records), &skipped);
+        !s.ok()) {
+      return absl::Status(s.code(),
+                          StrCat("restoring delegate rules: ", s.message()));
+    }
+    restored = rr.records_size() - skipped;
+    if (skipped > 0) {
+      LogWarning(skipped, " delegate records name rules that are gone; ",
+                 "skipped");
+    }
+  }
+  std::lock_guard<std::mutex> l(mu);
+  session = rr.session();
+  connected = true;
+  if (rr.stats_interval_ms() > 0) {
+    interval = absl::Milliseconds(rr.stats_interval_ms());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ControllerAgent::Impl::Reconcile(
+    const google::protobuf::RepeatedPtrField<proto::ManagedRule>& desired) {
+  std::lock_guard<std::mutex> cl(control_mu);
+  // Updates held in phase one are void now.
+  for (auto& [update, p] : prepared) {
+    for (const HeaderPattern& pat : p.parked) (void)sw->Quiesce(pat, false);
+  }
+  prepared.clear();
+  std::vector<uint64_t> current_ids;
+  std::vector<std::pair<uint64_t, std::string>> current;
+  for (const RuleInfo& info : sw->ListRules()) {
+    if (IsDelegateRule(info.owner)) continue;
+    current_ids.push_back(info.id);
+    auto it = id_to_cid.find(info.id);
+    current.emplace_back(it == id_to_cid.end() ? 0 : it->second,
+                         FormatRule(info.rule));
+  }
+  std::vector<std::pair<uint64_t, std::string>> want;
+  std::vector<Rule> rules;
+  std::vector<std::string> owners;
+  for (const proto::ManagedRule& m : desired) {
+    auto rule = ParseRule(m.text());
+    if (!rule.ok()) {
+      return absl::InvalidArgumentError(
+          StrCat("rule ", m.cid(), ": ", rule.status().message()));
+    }
+    want.emplace_back(m.cid(), FormatRule(*rule));
+    rules.push_back(*std::move(rule));
+    owners.push_back(m.owner());
+  }
+  if (current == want) return absl::OkStatus();  // nothing to change
+  auto ids =
+      rules.empty() && current_ids.empty()
+          ? absl::StatusOr<std::vector<uint64_t>>(std::vector<uint64_t>())
+          : sw->Update(std::move(rules),
+                       owners.empty() ? std::vector<std::string>{""} : owners,
+                       current_ids);
+  if (!ids.ok()) return ids.status();
+  cid_to_id.clear();
+  id_to_cid.clear();
+  for (size_t i = 0; i < ids->size(); ++i) {
+    cid_to_id[want[i].first] = (*ids)[i];
+    id_to_cid[(*ids)[i]] = want[i].first;
+  }
+  return absl::OkStatus();
+}
+
+// --- Commands ---
+
+absl::Status ControllerAgent::Impl::Prepare(const proto::Prepare& p) {
+  std::lock_guard<std::mutex> cl(control_mu);
+  if (prepared.contains(p.update())) {
+    return absl::AlreadyExistsError(StrCat("update ", p.update(), " is held"));
+  }
+  Prepared held;
+  std::vector<std::string> patterns(p.flows().begin(), p.flows().end());
+  for (const proto::ManagedRule& m : p.insert()) {
+    auto rule = ParseRule(m.text());
+    if (!rule.ok()) {
+      return absl::InvalidArgumentError(
+          StrCat("rule ", m.text(), ": ", rule.status().message()));
+    }
+    patterns.push_back(FormatPattern(rule->pattern));
+    held.insert.push_back(*std::move(rule));
+    held.owners.push_back(m.owner());
+    held.insert_cids.push_back(m.cid());
+  }
+  for (uint64_t cid : p.remove()) {
+    auto it = cid_to_id.find(cid);
+    if (it == cid_to_id.end()) {
+      return absl::NotFoundError(StrCat("this host has no rule ", cid));
+    }
+    auto info = sw->GetRule(it->second);
+    if (!info.ok()) return info.status();
+    patterns.push_back(FormatPattern(info->rule.pattern));
+    held.remove_ids.push_back(it->second);
+    held.remove_cids.push_back(cid);
+  }
+  // Park the flows, then wait for their IOs in flight: from here on no IO
+  // of them is routed until the commit (by the new rules) or the abort.
+  std::sort(patterns.begin(), patterns.end());
+  patterns.erase(std::unique(patterns.begin(), patterns.end()), patterns.end());
+  auto release = [&] {
+    for (const HeaderPattern& pat : held.parked) (void)sw->Quiesce(pat, false);
+  };
+  for (const std::string& text : patterns) {
+    auto pat = ParsePattern(text);
+    if (!pat.ok()) {
+      release();
+      return absl::InvalidArgumentError(
+          StrCat("flow ", text, ": ", pat.status().message()));
+    }
+    if (absl::Status s = sw->Quiesce(*pat, true); !s.ok()) {
+      release();
+      return s;
+    }
+    held.parked.push_back(*std::move(pat));
+  }
+  const absl::Duration drain = absl::Milliseconds(
+      p.drain_timeout_ms() == 0 ? 10000 : p.drain_timeout_ms());
+  for (const HeaderPattern& pat : held.parked) {
+    if (absl::Status s = sw->Drain(pat, drain); !s.ok()) {
+      release();
+      return s;
+    }
+  }
+  if (absl::Status s = sw->Validate(held.insert); !s.ok()) {
+    release();
+    return s;
+  }
+  held.lease_end = absl::Now() +
+                   absl::Milliseconds(p.lease_ms() == 0 ? 30000 : p.lease_ms());
+  prepared.emplace(p.update(), std::move(held));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<uint64_t> ControllerAgent::Impl::Commit(uint64_t update) {
+  std::lock_guard<std::mutex> cl(control_mu);
+  auto it = prepared.find(update);
+  if (it == prepared.end()) {
+    return absl::NotFoundError(
+        StrCat("update ", update, " is not held (its lease ran out?)"));
+  }
+  Prepared held = std::move(it->second);
+  prepared.erase(it);
+  auto ids = sw->Update(
+      std::move(held.insert),
+      held.owners.empty() ? std::vector<std::string>{""} : held.owners,
+      held.remove_ids);
+  absl::Status status = ids.status();
+  if (ids.ok()) {
+    for (size_t i = 0; i < held.remove_ids.size(); ++i) {
+      id_to_cid.erase(held.remove_ids[i]);
+      cid_to_id.erase(held.remove_cids[i]);
+    }
+    for (size_t i = 0; i < ids->size(); ++i) {
+      cid_to_id[held.insert_cids[i]] = (*ids)[i];
+      id_to_cid[(*ids)[i]] = held.insert_cids[i];
+    }
+  }
+  // Released only now: parked IOs go by the new rules.
+  for (const HeaderPattern& pat : held.parked) (void)sw->Quiesce(pat, false);
+  if (!status.ok()) return status;
+  return sw->version();
+}
+
+void ControllerAgent::Impl::Abort(uint64_t update) {
+  std::lock_guard<std::mutex> cl(control_mu);
+  auto it = prepared.find(update);
+  if (it == prepared.end()) return;
+  for (const HeaderPattern& pat : it->second.parked) {
+    (void)sw->Quiesce(pat, false);
+  }
+  prepared.erase(it);
+}
+
+void ControllerAgent::Impl::Execute(const proto::Command& c) {
+  absl::Status status;
+  switch (c.body_case()) {
+    case proto::Command::kPrepare:
+      status = Prepare(c.prepare());
+      break;
+    case proto::Command::kCommit: {
+      auto v = Commit(c.commit().update());
+      status = v.status();
+      break;
+    }
+    case proto::Command::kAbort:
+      Abort(c.abort().update());
+      break;
+    case proto::Command::kQuiesce: {
+      auto p = ParsePattern(c.quiesce().pattern());
+      status = p.ok() ? sw->Quiesce(*p, c.quiesce().on()) : p.status();
+      break;
+    }
+    case proto::Command::kDrain: {
+      auto p = ParsePattern(c.drain().pattern());
+      status = p.ok()
+                   ? sw->Drain(*p, absl::Milliseconds(c.drain().timeout_ms()))
+                   : p.status();
+      break;
+    }
+    case proto::Command::kReconcile:
+      status = Reconcile(c.reconcile().rules());
+      break;
+    case proto::Command::BODY_NOT_SET:
+      status = absl::InvalidArgumentError("empty command");
+      break;
+  }
+  proto::RpcRequest req;
+  proto::CommandResult* r = req.mutable_controller()->mutable_command_result();
+  r->set_session(session_id());
+  r->set_command(c.id());
+  r->set_code(static_cast<int>(status.code()));
+  r->set_message(std::string(status.message()));
+  r->set_version(sw->version());
+  auto reply = channel->CallSync(req, kCallTimeout);
+  if (!reply.ok()) Disconnected(reply.status());
+}
+
+// --- Background loops ---
+
+void ControllerAgent::Impl::Disconnected(const absl::Status& why) {
+  std::lock_guard<std::mutex> l(mu);
+  if (connected && !stopping) {
+    LogWarning("lost the controller at ", options.address, ": ", why.message());
+  }
+  connected = false;
+  cv.notify_all();
+}
+
+void ControllerAgent::Impl::PollLoop() {
+  while (!Stopping()) {
+    bool is_connected;
+    {
+      std::lock_guard<std::mutex> l(mu);
+      is_connected = connected;
+    }
+    if (!is_connected) {
+      absl::Status s = Register(/*fresh=*/false, kCallTimeout);
+      if (!s.ok()) {
+        std::unique_lock<std::mutex> l(mu);
+        cv.wait_for(l, std::chrono::milliseconds(500),
+                    [&] { return stopping; });
+        continue;
+      }
+      LogInfo("registered again with the controller at ", options.address);
+    }
+    proto::RpcRequest req;
+    req.mutable_controller()->mutable_wait_commands()->set_session(
+        session_id());
+    auto reply = channel->CallSync(req, kPollTimeout);
+    if (!reply.ok()) {
+      Disconnected(reply.status());
+      continue;
+    }
+    auto self = shared_from_this();
+    for (const proto::Command& c : reply->controller().commands().commands()) {
+      work.Run([self, c] { self->Execute(c); });
+    }
+  }
+}
+
+void ControllerAgent::Impl::TickLoop() {
+  next_stats = absl::Now();
+  while (true) {
+    absl::Duration every;
+    {
+      std::unique_lock<std::mutex> l(mu);
+      cv.wait_for(l, std::chrono::nanoseconds(absl::ToInt64Nanoseconds(kTick)),
+                  [&] { return stopping; });
+      if (stopping) return;
+      every = interval;
+      if (!connected) continue;
+    }
+    FlushEvents();
+    // Updates whose controller went silent are given up.
+    {
+      std::lock_guard<std::mutex> cl(control_mu);
+      const absl::Time now = absl::Now();
+      for (auto it = prepared.begin(); it != prepared.end();) {
+        if (now > it->second.lease_end) {
+          LogWarning("update ", it->first, " was neither committed nor ",
+                     "aborted in time: aborted");
+          for (const HeaderPattern& pat : it->second.parked) {
+            (void)sw->Quiesce(pat, false);
+          }
+          it = prepared.erase(it);
+        } else {
+          ++it;
+        }
+      }
+    }
+    if (absl::Now() >= next_stats) {
+      next_stats = absl::Now() + every;
+      SendStats();
+    }
+  }
+}
+
+void ControllerAgent::Impl::SendStats() {
+  proto::RpcRequest req;
+  proto::StatsReport* rep = req.mutable_controller()->mutable_stats();
+  rep->set_session(session_id());
+  {
+    std::lock_guard<std::mutex> l(mu);
+    rep->set_interval_ms(
+        static_cast<uint32_t>(absl::ToInt64Milliseconds(interval)));
+  }
+  rep->set_version(sw->version());
+  rep->set_total_in_flight(sw->in_flight());
+  std::unordered_map<uint64_t, uint64_t> cids;
+  {
+    std::lock_guard<std::mutex> cl(control_mu);
+    cids = id_to_cid;
+  }
+  ++generation;
+  LatencyHistogram::Counts latency;
+  sw->VisitCounters(
+      [&](uint64_t id, const std::string&, const RuleCounters& counters) {
+        const uint64_t ops = counters.ops();
+        Reported& last = reported[id];
+        last.generation = generation;
+        if (ops == last.ops && last.in_flight == 0) return;  // nothing new
+        const RuleCountersSnapshot now = counters.Read(/*percentiles=*/false);
+        counters.LatencyCounts(&latency);
+        auto it = cids.find(id);
+        const uint64_t cid = it == cids.end() ? 0 : it->second;
+        rep->add_cid(cid);
+        rep->add_host_id(cid == 0 ? id : 0);
+        rep->add_reads(now.reads - last.reads);
+        rep->add_writes(now.writes - last.writes);
+        rep->add_others(now.others - last.others);
+        rep->add_read_bytes(now.read_bytes - last.read_bytes);
+        rep->add_write_bytes(now.write_bytes - last.write_bytes);
+        rep->add_in_flight(now.in_flight);
+        rep->add_errors(now.errors - last.errors);
+        rep->add_p50_us(
+            LatencyHistogram::PercentileOfGrowth(last.latency, latency, 0.5) /
+            1000);
+        rep->add_p99_us(
+            LatencyHistogram::PercentileOfGrowth(last.latency, latency, 0.99) /
+            1000);
+        last.ops = now.ops;
+        last.reads = now.reads;
+        last.writes = now.writes;
+        last.others = now.others;
+        last.read_bytes = now.read_bytes;
+        last.write_bytes = now.write_bytes;
+        last.errors = now.errors;
+        last.in_flight = now.in_flight;
+        last.latency.swap(latency);
+      });
+  for (auto it = reported.begin(); it != reported.end();) {
+    it = it->second.generation == generation ? std::next(it)
+                                             : reported.erase(it);
+  }
+  auto reply = channel->CallSync(req, kCallTimeout);
+  if (!reply.ok()) Disconnected(reply.status());
+}
+
+void ControllerAgent::Impl::QueueEvent(const IoHeader& h, uint64_t rule_id,
+                                       const std::string* value) {
+  proto::HeaderEventItem item;
+  *item.mutable_header() = ToMsg(h);
+  item.set_file(h.file);
+  item.set_rule_id(rule_id);
+  if (value != nullptr) {
+    item.set_has_value(true);
+    item.set_value(*value);
+  }
+  std::lock_guard<std::mutex> l(events_mu);
+  if (events.size() >= kMaxQueuedEvents) {
+    events.pop_front();
+    ++events_dropped;
+  }
+  events.emplace_back(std::move(item), absl::Now());
+}
+
+void ControllerAgent::Impl::FlushEvents() {
+  while (true) {
+    proto::RpcRequest req;
+    proto::HeaderEvent* e = req.mutable_controller()->mutable_header_event();
+    e->set_session(session_id());
+    {
+      std::lock_guard<std::mutex> l(events_mu);
+      // Events older than the deadline are given up.
+      const absl::Time too_old = absl::Now() - options.detour_timeout;
+      while (!events.empty() && events.front().second < too_old) {
+        events.pop_front();
+        ++events_dropped;
+      }
+      for (size_t i = 0; i < events.size() && i < kEventsPerMessage; ++i) {
+        *e->add_items() = events[i].first;
+      }
+    }
+    if (e->items_size() == 0) return;
+    auto reply = channel->CallSync(req, kCallTimeout);
+    if (!reply.ok()) {
+      Disconnected(reply.status());
+      return;  // kept for the next try
+    }
+    std::lock_guard<std::mutex> l(events_mu);
+    for (int i = 0; i < e->items_size() && !events.empty(); ++i) {
+      events.pop_front();
+    }
+  }
+}
+
+void ControllerAgent::Impl::TakeTurn(Io* io) {
+  auto self = shared_from_this();
+  work.Run([self, io] {
+    const absl::Time deadline = absl::Now() + self->options.detour_timeout;
+    absl::Status last;
+    uint64_t turn = 0;
+    while (absl::Now() < deadline && !self->Stopping()) {
+      proto::RpcRequest req;
+      proto::IoTurn* t = req.mutable_controller()->mutable_io_turn();
+      t->set_session(self->session_id());
+      t->set_file(io->header.file);
+      *t->mutable_header() = ToMsg(io->header);
+      auto reply = self->channel->CallSync(req, deadline - absl::Now());
+      if (reply.ok()) {
+        turn = reply->controller().turn();
+        break;
+      }
+      last = reply.status();
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    if (turn == 0) {
+      io->Complete(StatusWithErrno(
+          absl::StatusCode::kUnavailable,
+          StrCat("the controller did not order this IO within ",
+                 absl::FormatDuration(self->options.detour_timeout),
+                 last.ok() ? "" : StrCat(": ", last.message())),
+          absl::IsDeadlineExceeded(last) ? ETIMEDOUT : EIO));
+      return;
+    }
+    const std::string file = io->header.file;
+    std::weak_ptr<Impl> weak = self;
+    io->AddResponseHook([weak, file, turn](Io&) {
+      auto i = weak.lock();
+      if (!i) return;
+      proto::RpcRequest done;
+      proto::IoTurnDone* d = done.mutable_controller()->mutable_io_turn_done();
+      d->set_session(i->session_id());
+      d->set_file(file);
+      d->set_turn(turn);
+      i->channel->Call(
+          done, {}, kCallTimeout,
+          [](const absl::Status&, proto::RpcReply&, std::span<const char>) {});
+    });
+    self->sw->Resume(io, "controller");
+  });
+}
+
+// --- ControllerAgent ---
+
+absl::StatusOr<std::unique_ptr<ControllerAgent>> ControllerAgent::Start(
+    SSwitch* sw, IoThreads* threads, AgentOptions options) {
+  if (options.host.sswitch().empty()) {
+    options.host.set_sswitch(sw->name());
+  }
+  auto impl = std::make_shared<Impl>(sw, threads, std::move(options));
+  RpcChannel::Options co;
+  co.address = impl->options.address;
+  co.secret = impl->options.secret;
+  co.name = impl->options.host.sswitch();
+  co.role = impl->options.host.role();
+  co.connections = 2;
+  auto channel = RpcChannel::Create(threads, co);
+  if (!channel.ok()) {
+    return absl::Status(channel.status().code(),
+                        StrCat("controller ", impl->options.address, ": ",
+                               channel.status().message()));
+  }
+  impl->channel = *std::move(channel);
+  // Register before serving: retry while the controller is unreachable,
+  // up to the deadline; its refusal is final.
+  const absl::Time deadline = absl::Now() + impl->options.register_timeout;
+  absl::Status s;
+  while (true) {
+    s = impl->Register(impl->options.fresh,
+                       std::max(deadline - absl::Now(), absl::Milliseconds(1)));
+    if (s.ok() || !absl::IsUnavailable(s) || absl::Now() >= deadline) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  if (!s.ok() && !impl->options.require_registration) {
+    LogWarning("cannot register with the controller at ", impl->options.address,
+               " yet (", s.message(), "); retrying in the background");
+    s = absl::OkStatus();
+  }
+  if (!s.ok()) {
+    impl->channel->Shutdown();
+    return absl::Status(s.code(),
+                        StrCat("cannot register with the controller at ",
+                               impl->options.address, ": ", s.message()));
+  }
+  sw->SetControllerSink(std::make_shared<AgentSink>(impl));
+  impl->poll_thread = std::thread([p = impl.get()] { p->PollLoop(); });
+  impl->tick_thread = std::thread([p = impl.get()] { p->TickLoop(); });
+  LogInfo("registered with the controller at ", impl->options.address, " as ",
+          impl->options.host.sswitch(), " (", impl->restored,
+          " delegate rules restored)");
+  return std::unique_ptr<ControllerAgent>(new ControllerAgent(impl));
+}
+
+ControllerAgent::ControllerAgent(std::shared_ptr<Impl> impl)
+    : impl_(std::move(impl)) {}
+
+ControllerAgent::~ControllerAgent() {
+  impl_->sw->SetControllerSink(nullptr);
+  {
+    std::lock_guard<std::mutex> l(impl_->mu);
+    impl_->stopping = true;
+  }
+  impl_->cv.notify_all();
+  impl_->channel->Shutdown();  // ends the poll waiting for commands
+  impl_->poll_thread.join();
+  impl_->tick_thread.join();
+}
+
+bool ControllerAgent::connected() const {
+  std::lock_guard<std::mutex> l(impl_->mu);
+  return impl_->connected;
+}
+
+size_t ControllerAgent::records_restored() const { return impl_->restored; }
+
+}  // namespace sroute

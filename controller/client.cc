@@ -1,0 +1,260 @@
+#include "controller/client.h"
+
+#include <thread>
+
+#include "util/strings.h"
+
+namespace sroute {
+
+absl::StatusOr<std::unique_ptr<ControllerClient>> ControllerClient::Connect(
+    Options options) {
+  auto threads = std::make_unique<IoThreads>(1);
+  RpcChannel::Options co;
+  co.address = options.address;
+  co.secret = options.secret;
+  co.name = options.name;
+  co.role = "client";
+  co.connections = 2;  // one may hold a WaitEvents
+  auto channel = RpcChannel::Create(threads.get(), co);
+  if (!channel.ok()) return channel.status();
+  if (absl::Status s = (*channel)->Connect(absl::Seconds(10)); !s.ok()) {
+    return absl::Status(
+        s.code(), StrCat("controller ", options.address, ": ", s.message()));
+  }
+  return std::unique_ptr<ControllerClient>(new ControllerClient(
+      std::move(options), std::move(threads), *std::move(channel)));
+}
+
+ControllerClient::ControllerClient(Options options,
+                                   std::unique_ptr<IoThreads> threads,
+                                   std::unique_ptr<RpcChannel> channel)
+    : options_(std::move(options)),
+      threads_(std::move(threads)),
+      channel_(std::move(channel)) {}
+
+ControllerClient::~ControllerClient() {
+  Stop();
+  channel_.reset();  // before its threads
+}
+
+absl::StatusOr<proto::ControllerReply> ControllerClient::Call(
+    proto::ControllerRequest req, absl::Duration timeout) {
+  proto::RpcRequest rpc;
+  *rpc.mutable_controller() = std::move(req);
+  auto reply = channel_->CallSync(rpc, timeout);
+  if (!reply.ok()) return reply.status();
+  return std::move(*reply->mutable_controller());
+}
+
+std::vector<TopologyHost> ControllerClient::Topology() {
+  std::vector<TopologyHost> out;
+  auto hosts = ListHosts();
+  if (!hosts.ok()) return out;
+  for (const proto::HostStatus& h : hosts->hosts()) {
+    out.push_back(TopologyHost{h.host(), h.connected(), h.version()});
+  }
+  return out;
+}
+
+absl::StatusOr<proto::HostList> ControllerClient::ListHosts() {
+  proto::ControllerRequest req;
+  req.mutable_list_hosts();
+  auto r = Call(std::move(req));
+  if (!r.ok()) return r.status();
+  return r->hosts();
+}
+
+absl::StatusOr<proto::RuleList> ControllerClient::ListRules(
+    const std::string& sswitch) {
+  proto::ControllerRequest req;
+  req.mutable_list_rules()->set_sswitch(sswitch);
+  auto r = Call(std::move(req));
+  if (!r.ok()) return r.status();
+  return r->rules();
+}
+
+absl::StatusOr<proto::RuleList> ControllerClient::IntervalStats() {
+  proto::ControllerRequest req;
+  req.mutable_get_stats();
+  auto r = Call(std::move(req));
+  if (!r.ok()) return r.status();
+  return r->rules();
+}
+
+absl::StatusOr<std::vector<proto::ManagedRule>> ControllerClient::Rules(
+    const std::string& sswitch) {
+  auto list = ListRules(sswitch);
+  if (!list.ok()) return list.status();
+  std::vector<proto::ManagedRule> out;
+  for (const proto::AdminRule& a : list->rules()) out.push_back(a.rule());
+  return out;
+}
+
+absl::StatusOr<UpdateOutcome> ControllerClient::Update(const UpdateSpec& spec) {
+  proto::ControllerRequest req;
+  proto::Update* u = req.mutable_update();
+  for (const RuleChanges& c : spec.changes) {
+    proto::Change* ch = u->add_changes();
+    ch->set_sswitch(c.sswitch);
+    for (const std::string& r : c.insert) ch->add_insert(r);
+    for (uint64_t cid : c.remove) ch->add_remove(cid);
+  }
+  for (const std::string& f : spec.flows) u->add_flows(f);
+  u->set_owner(spec.owner.empty() ? options_.name : spec.owner);
+  u->set_timeout_ms(
+      static_cast<uint32_t>(absl::ToInt64Milliseconds(spec.timeout)));
+  auto r = Call(std::move(req), spec.timeout * 3 + absl::Seconds(10));
+  if (!r.ok()) return r.status();
+  UpdateOutcome out;
+  out.version = r->update().version();
+  out.cids.assign(r->update().cids().begin(), r->update().cids().end());
+  return out;
+}
+
+absl::Status ControllerClient::Quiesce(const std::string& sswitch,
+                                       const std::string& pattern, bool on) {
+  proto::ControllerRequest req;
+  req.mutable_quiesce()->set_sswitch(sswitch);
+  req.mutable_quiesce()->set_pattern(pattern);
+  req.mutable_quiesce()->set_on(on);
+  return Call(std::move(req)).status();
+}
+
+absl::Status ControllerClient::Drain(const std::string& sswitch,
+                                     const std::string& pattern,
+                                     absl::Duration timeout) {
+  proto::ControllerRequest req;
+  req.mutable_drain()->set_sswitch(sswitch);
+  req.mutable_drain()->set_pattern(pattern);
+  req.mutable_drain()->set_timeout_ms(
+      static_cast<uint32_t>(absl::ToInt64Milliseconds(timeout)));
+  return Call(std::move(req), timeout + options_.timeout).status();
+}
+
+StatsSnapshot ControllerClient::Stats() {
+  StatsSnapshot snap;
+  snap.at = absl::Now();
+  auto hosts = ListHosts();
+  auto rules = IntervalStats();
+  if (hosts.ok()) {
+    for (const proto::HostStatus& h : hosts->hosts()) {
+      HostStats hs;
+      hs.sswitch = h.host().sswitch();
+      hs.connected = h.connected();
+      hs.version = h.version();
+      snap.hosts.push_back(std::move(hs));
+    }
+  }
+  if (rules.ok()) {
+    for (const proto::AdminRule& a : rules->rules()) {
+      auto it = std::find_if(
+          snap.hosts.begin(), snap.hosts.end(),
+          [&](const HostStats& h) { return h.sswitch == a.sswitch(); });
+      if (it == snap.hosts.end()) continue;
+      RuleStats rs;
+      rs.cid = a.rule().cid();
+      rs.text = a.rule().text();
+      rs.owner = a.rule().owner();
+      rs.reads = a.reads();
+      rs.writes = a.writes();
+      rs.others = a.others();
+      rs.read_bytes = a.read_bytes();
+      rs.write_bytes = a.write_bytes();
+      rs.in_flight = a.in_flight();
+      rs.errors = a.errors();
+      rs.p50_us = a.p50_us();
+      rs.p99_us = a.p99_us();
+      it->rules.push_back(std::move(rs));
+    }
+  }
+  return snap;
+}
+
+void ControllerClient::AddTimer(absl::Duration period,
+                                std::function<void()> fn) {
+  std::lock_guard<std::mutex> l(mu_);
+  timers_.push_back(Timer{std::max(period, absl::Milliseconds(1)),
+                          absl::Now() + period, std::move(fn)});
+}
+
+absl::Status ControllerClient::PutState(const std::string& key,
+                                        const std::string& value) {
+  proto::ControllerRequest req;
+  req.mutable_put_state()->set_app(options_.name);
+  req.mutable_put_state()->set_key(key);
+  req.mutable_put_state()->set_value(value);
+  return Call(std::move(req)).status();
+}
+
+absl::StatusOr<std::string> ControllerClient::GetState(const std::string& key) {
+  proto::ControllerRequest req;
+  req.mutable_get_state()->set_app(options_.name);
+  req.mutable_get_state()->set_key(key);
+  auto r = Call(std::move(req));
+  if (!r.ok()) return r.status();
+  return r->state();
+}
+
+absl::Status ControllerClient::Run(ControlApp& app) {
+  if (absl::Status s = app.Start(*this); !s.ok()) return s;
+  uint64_t after = 0;
+  while (!stop_) {
+    // Wait for events at most until the next timer is due.
+    absl::Duration wait = absl::Seconds(1);
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      for (const Timer& t : timers_) {
+        wait = std::min(wait,
+                        std::max(t.next - absl::Now(), absl::Milliseconds(1)));
+      }
+    }
+    proto::ControllerRequest req;
+    req.mutable_wait_events()->set_after(after);
+    auto r = Call(std::move(req), wait);
+    if (r.ok()) {
+      bool stats = false;
+      for (const proto::Event& e : r->events().events()) {
+        after = std::max(after, e.number());
+        if (e.stats()) {
+          stats = true;
+        } else if (e.has_header()) {
+          HeaderEvent he;
+          he.sswitch = e.sswitch();
+          const proto::HeaderEventItem& item = e.header();
+          he.header.source = item.header().source();
+          he.header.stage = item.header().stage();
+          he.header.op = item.header().op() < static_cast<uint32_t>(kNumOps)
+                             ? static_cast<Op>(item.header().op())
+                             : Op::kRead;
+          he.header.file = item.file();
+          he.header.offset = item.header().offset();
+          he.header.length = item.header().length();
+          he.rule_id = item.rule_id();
+          if (item.has_value()) he.value = item.value();
+          app.OnHeader(he);
+        }
+      }
+      if (stats) app.OnStats(Stats());
+    } else if (!absl::IsDeadlineExceeded(r.status())) {
+      // The controller is away: try again shortly.
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+    std::vector<std::function<void()>> due;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      const absl::Time now = absl::Now();
+      for (Timer& t : timers_) {
+        if (t.next <= now) {
+          due.push_back(t.fn);
+          t.next = now + t.period;
+        }
+      }
+    }
+    for (auto& fn : due) fn();
+  }
+  return absl::OkStatus();
+}
+
+void ControllerClient::Stop() { stop_ = true; }
+
+}  // namespace sroute

@@ -1,0 +1,87 @@
+// ControllerClient: the ControllerApi of a control application (or tool)
+// in its own process, over the RPC to sroute-controller. Run() drives a
+// ControlApp as the controller would: Start, then stats, headers and timers
+// on the calling thread until Stop().
+//
+// Thread safety: thread-safe; the app's callbacks run on Run's thread.
+#ifndef SROUTE_CONTROLLER_CLIENT_H_
+#define SROUTE_CONTROLLER_CLIENT_H_
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "controller/control_app.h"
+#include "proto/controller.pb.h"
+#include "rpc/channel.h"
+#include "rpc/io_threads.h"
+
+namespace sroute {
+
+class ControllerClient : public ControllerApi {
+ public:
+  struct Options {
+    std::string address;  // the controller's HOST:PORT
+    std::string secret;
+    std::string name = "client";  // owner of updates; app-state scope
+    absl::Duration timeout = absl::Seconds(30);  // per call
+  };
+  static absl::StatusOr<std::unique_ptr<ControllerClient>> Connect(
+      Options options);
+  ~ControllerClient() override;
+
+  // --- ControllerApi.
+  std::vector<TopologyHost> Topology() override;
+  absl::StatusOr<std::vector<proto::ManagedRule>> Rules(
+      const std::string& sswitch) override;
+  absl::StatusOr<UpdateOutcome> Update(const UpdateSpec& spec) override;
+  absl::Status Quiesce(const std::string& sswitch, const std::string& pattern,
+                       bool on) override;
+  absl::Status Drain(const std::string& sswitch, const std::string& pattern,
+                     absl::Duration timeout) override;
+  StatsSnapshot Stats() override;
+  void AddTimer(absl::Duration period, std::function<void()> fn) override;
+  absl::Status PutState(const std::string& key,
+                        const std::string& value) override;
+  absl::StatusOr<std::string> GetState(const std::string& key) override;
+
+  // --- Admin views (sroutectl).
+  absl::StatusOr<proto::HostList> ListHosts();
+  // Rules with their latest totals; every sSwitch's if `sswitch` is empty.
+  absl::StatusOr<proto::RuleList> ListRules(const std::string& sswitch);
+  // The latest interval's counters of every rule that saw IO.
+  absl::StatusOr<proto::RuleList> IntervalStats();
+
+  // Runs `app` until Stop() (or until Start fails: its error).
+  absl::Status Run(ControlApp& app);
+  void Stop();
+
+ private:
+  ControllerClient(Options options, std::unique_ptr<IoThreads> threads,
+                   std::unique_ptr<RpcChannel> channel);
+  absl::StatusOr<proto::ControllerReply> Call(proto::ControllerRequest req,
+                                              absl::Duration timeout);
+  absl::StatusOr<proto::ControllerReply> Call(proto::ControllerRequest req) {
+    return Call(std::move(req), options_.timeout);
+  }
+
+  const Options options_;
+  std::unique_ptr<IoThreads> threads_;
+  std::unique_ptr<RpcChannel> channel_;
+  std::mutex mu_;
+  struct Timer {
+    absl::Duration period;
+    absl::Time next;
+    std::function<void()> fn;
+  };
+  std::vector<Timer> timers_;  // guarded by mu_
+  std::atomic<bool> stop_{false};
+};
+
+}  // namespace sroute
+
+#endif  // SROUTE_CONTROLLER_CLIENT_H_

@@ -1,0 +1,114 @@
+#include "controller/control_app.h"
+
+#include <dlfcn.h>
+
+#include <map>
+#include <mutex>
+
+#include "util/strings.h"
+
+namespace sroute {
+
+absl::StatusOr<uint64_t> ControllerApi::Insert(const std::string& sswitch,
+                                               const std::string& rule) {
+  UpdateSpec spec;
+  spec.changes.push_back(RuleChanges{sswitch, {rule}, {}});
+  auto r = Update(spec);
+  if (!r.ok()) return r.status();
+  return r->cids.at(0);
+}
+
+absl::Status ControllerApi::Delete(const std::string& sswitch, uint64_t cid) {
+  UpdateSpec spec;
+  spec.changes.push_back(RuleChanges{sswitch, {}, {cid}});
+  return Update(spec).status();
+}
+
+struct ControlAppRegistry::Impl {
+  mutable std::mutex mu;
+  std::map<std::string, ControlAppFactory> factories;
+};
+
+ControlAppRegistry& ControlAppRegistry::Global() {
+  static ControlAppRegistry* r = [] {
+    auto* reg = new ControlAppRegistry();
+    reg->impl_ = std::make_shared<Impl>();
+    return reg;
+  }();
+  return *r;
+}
+
+absl::Status ControlAppRegistry::Register(const std::string& name,
+                                          ControlAppFactory factory) {
+  if (name.empty() || name.find(':') != std::string::npos) {
+    return absl::InvalidArgumentError(StrCat("bad app name '", name, "'"));
+  }
+  std::lock_guard<std::mutex> l(impl_->mu);
+  if (!impl_->factories.emplace(name, std::move(factory)).second) {
+    return absl::AlreadyExistsError(
+        StrCat("a control app named '", name, "' is registered already"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<ControlApp>> ControlAppRegistry::Create(
+    const std::string& spec, std::string* name) const {
+  const size_t colon = spec.find(':');
+  *name = spec.substr(0, colon);
+  const std::string args =
+      colon == std::string::npos ? "" : spec.substr(colon + 1);
+  ControlAppFactory factory;
+  {
+    std::lock_guard<std::mutex> l(impl_->mu);
+    auto it = impl_->factories.find(*name);
+    if (it == impl_->factories.end()) {
+      std::string known;
+      for (const auto& [n, f] : impl_->factories) {
+        StrAppend(&known, known.empty() ? "" : ", ", n);
+      }
+      return absl::NotFoundError(
+          StrCat("no control app named '", *name,
+                 "' (known: ", known.empty() ? "none" : known, ")"));
+    }
+    factory = it->second;
+  }
+  auto app = factory(args);
+  if (!app.ok()) {
+    return absl::Status(app.status().code(),
+                        StrCat("app ", *name, ": ", app.status().message()));
+  }
+  return app;
+}
+
+std::vector<std::string> ControlAppRegistry::Names() const {
+  std::lock_guard<std::mutex> l(impl_->mu);
+  std::vector<std::string> out;
+  for (const auto& [n, f] : impl_->factories) out.push_back(n);
+  return out;
+}
+
+absl::Status LoadControlAppPlugin(const std::string& path) {
+  void* lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (lib == nullptr) {
+    return absl::NotFoundError(
+        StrCat("cannot load plug-in ", path, ": ", dlerror()));
+  }
+  using RegisterFn = void (*)(ControlAppRegistry*);
+  auto fn = reinterpret_cast<RegisterFn>(dlsym(lib, "sroute_register_apps"));
+  if (fn == nullptr) {
+    dlclose(lib);
+    return absl::InvalidArgumentError(
+        StrCat("plug-in ", path,
+               " does not export sroute_register_apps (extern \"C\")"));
+  }
+  // The library stays loaded: its apps run until the controller stops.
+  fn(&ControlAppRegistry::Global());
+  return absl::OkStatus();
+}
+
+ControlAppRegistration::ControlAppRegistration(const char* name,
+                                               ControlAppFactory factory) {
+  (void)ControlAppRegistry::Global().Register(name, std::move(factory));
+}
+
+}  // namespace sroute

@@ -1,0 +1,66 @@
+// Controller: the heart of `sroute-controller` (DESIGN.md §6-§7).
+//
+// Hosts register over the RPC (controller/agent.h) and are reconciled to
+// their persisted rules, plus the delegate-made rules recovered from the
+// records on the storage servers their endpoints name. Every rule is
+// persisted (RocksDB, controller/store.h) before it is installed; updates
+// run in two phases across any set of sSwitches (Update); statistics come
+// in every interval; controller-bound detours are delivered to control
+// applications, which run in-process (ControlApp) or out of process
+// (controller/client.h) against the same ControllerApi.
+//
+// Thread safety: thread-safe. Lock order: update_mu_ > mu_; no lock is held
+// while waiting for a host.
+#ifndef SROUTE_CONTROLLER_CONTROLLER_H_
+#define SROUTE_CONTROLLER_CONTROLLER_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "controller/control_app.h"
+
+namespace sroute {
+
+struct ControllerOptions {
+  std::string listen = "127.0.0.1:7500";
+  std::string secret;  // the cluster secret
+  std::string db_dir;  // RocksDB
+  absl::Duration stats_interval = absl::Seconds(1);
+  // A host that sends nothing for this long counts as disconnected.
+  absl::Duration host_timeout = absl::Seconds(5);
+  // How long a host may take to answer one command of an update.
+  absl::Duration command_timeout = absl::Seconds(10);
+  int io_threads = 2;
+  // Control applications to run, "NAME" or "NAME:ARGS" (see
+  // ControlAppRegistry; load plug-ins before Start).
+  std::vector<std::string> apps;
+};
+
+class Controller {
+ public:
+  // Opens the database, starts listening and starts the apps.
+  static absl::StatusOr<std::unique_ptr<Controller>> Start(
+      ControllerOptions options);
+  // Stops the apps and the RPC, then waits for requests in progress.
+  ~Controller();
+  Controller(const Controller&) = delete;
+  Controller& operator=(const Controller&) = delete;
+
+  uint16_t port() const;
+  std::string address() const;
+  // The API as an administrator sees it (updates owned by "api").
+  ControllerApi& api();
+
+  struct Impl;
+
+ private:
+  explicit Controller(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace sroute
+
+#endif  // SROUTE_CONTROLLER_CONTROLLER_H_

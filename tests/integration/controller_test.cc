@@ -1,0 +1,437 @@
+// sroute-controller for real: a controller, storage servers and FUSE
+// volumes as separate processes on 127.0.0.1, driven through the
+// ControllerClient API: persisted rules across restarts, two-phase updates
+// under load (checked with per-IO version stamps), a nack that changes
+// nothing, delegate-made rules recovered after a crash, and the
+// controller-bound detours while the controller is away.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "controller/client.h"
+#include "gtest/gtest.h"
+#include "tests/util/mounted_volume.h"
+#include "tests/util/run_command.h"
+#include "tests/util/server_process.h"
+#include "tests/util/temp_dir.h"
+
+namespace sroute {
+namespace {
+
+using ::sroute::testing::MountedVolume;
+using ::sroute::testing::ReadWholeFile;
+using ::sroute::testing::RunCommand;
+using ::sroute::testing::ServerProcess;
+using ::sroute::testing::TempDir;
+using ::sroute::testing::WriteSecretFile;
+using ::sroute::testing::WriteWholeFile;
+
+const std::string kSecret = "test-cluster-secret-0123456789";
+const std::string kFuse = "fuse-test";
+
+int PwriteAll(const std::string& path, const std::string& data, off_t offset) {
+  const int fd = open(path.c_str(), O_WRONLY);
+  if (fd < 0) return errno;
+  const ssize_t n = pwrite(fd, data.data(), data.size(), offset);
+  const int err = n < 0 ? errno : 0;
+  close(fd);
+  if (err != 0) return err;
+  return n == static_cast<ssize_t>(data.size()) ? 0 : EIO;
+}
+
+// Waits until `pred` holds (up to 20 s).
+template <typename Pred>
+bool Eventually(Pred pred) {
+  for (int i = 0; i < 400; ++i) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return pred();
+}
+
+class ControllerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    secret_ = WriteSecretFile(keys_ / "secret", kSecret);
+  }
+  void TearDown() override {
+    client_.reset();
+    volume_.reset();
+    servers_.clear();
+    controller_.reset();
+  }
+
+  void StartController(int port = 0) {
+    controller_ = std::make_unique<ServerProcess>(
+        SROUTE_CONTROLLER_BINARY,
+        std::vector<std::string>{
+            "--db", db_ / "db", "--secret-file", secret_, "--listen",
+            "127.0.0.1:" + std::to_string(port), "--stats-interval-ms", "200"});
+    ASSERT_TRUE(controller_->ok()) << "sroute-controller did not start";
+  }
+  ServerProcess* StartServer(const std::string& name, const std::string& root,
+                             int port = 0) {
+    auto s = std::make_unique<ServerProcess>(
+        SROUTE_SERVER_BINARY,
+        std::vector<std::string>{"--root", root, "--name", name,
+                                 "--secret-file", secret_, "--listen",
+                                 "127.0.0.1:" + std::to_string(port),
+                                 "--controller", controller_->address()});
+    EXPECT_TRUE(s->ok()) << "sroute-server " << name << " did not start";
+    servers_[name] = std::move(s);
+    return servers_[name].get();
+  }
+  void Mount(const std::vector<std::string>& endpoints) {
+    std::vector<std::string> args = {"--backing",      home_.path(),
+                                     "--secret-file",  secret_,
+                                     "--kernel-cache", "off",
+                                     "--name",         kFuse,
+                                     "--controller",   controller_->address(),
+                                     "--control",      ctl_ / "sock"};
+    for (const std::string& e : endpoints) {
+      args.push_back("--endpoint");
+      args.push_back(e);
+    }
+    volume_ =
+        std::make_unique<MountedVolume>(SROUTE_FUSE_BINARY, mnt_.path(), args);
+    ASSERT_TRUE(volume_->ok()) << "sroute-fuse did not mount";
+  }
+  ControllerClient& Client() {
+    if (!client_) {
+      ControllerClient::Options o;
+      o.address = controller_->address();
+      o.secret = kSecret;
+      o.name = "test";
+      auto c = ControllerClient::Connect(o);
+      EXPECT_TRUE(c.ok()) << c.status();
+      client_ = *std::move(c);
+    }
+    return *client_;
+  }
+  bool Connected(const std::string& sswitch) {
+    for (const TopologyHost& h : Client().Topology()) {
+      if (h.info.sswitch() == sswitch) return h.connected;
+    }
+    return false;
+  }
+  uint64_t VersionOf(const std::string& sswitch) {
+    for (const TopologyHost& h : Client().Topology()) {
+      if (h.info.sswitch() == sswitch) return h.version;
+    }
+    return 0;
+  }
+  std::string HostRules(const std::string& host) {
+    return RunCommand(std::string(SROUTECTL_BINARY) + " --host " + host +
+                      " --secret-file " + secret_ + " rules ls")
+        .second;
+  }
+  std::string HostStats(const std::string& host) {
+    return RunCommand(std::string(SROUTECTL_BINARY) + " --host " + host +
+                      " --secret-file " + secret_ + " stats --json")
+        .second;
+  }
+
+  TempDir keys_, db_, home_, mnt_, ctl_, r1_, r2_;
+  std::string secret_;
+  std::unique_ptr<ServerProcess> controller_;
+  std::map<std::string, std::unique_ptr<ServerProcess>> servers_;
+  std::unique_ptr<MountedVolume> volume_;
+  std::unique_ptr<ControllerClient> client_;
+};
+
+TEST_F(ControllerTest, RulesSurviveVolumeAndControllerRestarts) {
+  StartController();
+  ServerProcess* s2 = StartServer("S2", r2_.path());
+  Mount({"S2=" + s2->address()});
+  ASSERT_TRUE(Eventually([&] { return Connected(kFuse); }));
+  auto cid =
+      Client().Insert(kFuse, "<*, *, //home/moved/*> -> <IO, //S2/moved/*>");
+  ASSERT_TRUE(cid.ok()) << cid.status();
+  std::filesystem::create_directories(home_ / "moved");
+  WriteWholeFile(mnt_ / "moved/a", "first");
+  EXPECT_EQ(ReadWholeFile(r2_ / "moved/a"), "first");
+  EXPECT_FALSE(std::filesystem::exists(home_ / "moved/a"));
+
+  // The FUSE daemon restarts: the controller gives the rule back before the
+  // volume serves.
+  volume_.reset();
+  Mount({"S2=" + s2->address()});
+  WriteWholeFile(mnt_ / "moved/b", "second");
+  EXPECT_EQ(ReadWholeFile(r2_ / "moved/b"), "second");
+
+  // The controller restarts: running hosts keep their rules and come back.
+  const int port = controller_->port();
+  controller_.reset();
+  client_.reset();
+  WriteWholeFile(mnt_ / "moved/c", "no controller");
+  EXPECT_EQ(ReadWholeFile(r2_ / "moved/c"), "no controller");
+  StartController(port);
+  ASSERT_TRUE(Eventually([&] { return Connected(kFuse); }));
+  auto rules = Client().Rules(kFuse);
+  ASSERT_TRUE(rules.ok()) << rules.status();
+  ASSERT_EQ(rules->size(), 1u);
+  EXPECT_EQ((*rules)[0].cid(), *cid);
+  EXPECT_EQ((*rules)[0].text(), "<*, *, //home/moved/*> -> <IO, //S2/moved/*>");
+  WriteWholeFile(mnt_ / "moved/d", "after");
+  EXPECT_EQ(ReadWholeFile(r2_ / "moved/d"), "after");
+  // And an update after the restart goes through.
+  ASSERT_TRUE(Client().Delete(kFuse, *cid).ok());
+  WriteWholeFile(mnt_ / "moved/e", "home again");
+  EXPECT_EQ(ReadWholeFile(home_ / "moved/e"), "home again");
+}
+
+TEST_F(ControllerTest, VolumeRefusesToStartWithoutItsController) {
+  StartController();
+  const int port = controller_->port();
+  controller_.reset();
+  auto [rc, out] =
+      RunCommand(std::string(SROUTE_FUSE_BINARY) + " " + mnt_.path() +
+                 " -f --backing " + home_.path() + " --secret-file " + secret_ +
+                 " --controller 127.0.0.1:" + std::to_string(port));
+  EXPECT_NE(rc, 0);
+  EXPECT_NE(out.find("cannot register with the controller"), std::string::npos)
+      << out;
+}
+
+// Writers keep writing while an update moves their files' route from S1 to
+// a path through S2 (which forwards to S1): no IO may be routed by the new
+// rules at one sSwitch and the old at another (the servers count IOs by
+// the sender's and their own rule version), and nothing is lost.
+TEST_F(ControllerTest, TwoPhaseUpdateUnderWritersIsNeverMixed) {
+  StartController();
+  ServerProcess* s1 = StartServer("S1", r1_.path());
+  ServerProcess* s2 = StartServer("S2", r2_.path());
+  // S2 reaches S1 as an endpoint of its own.
+  servers_.erase("S2");
+  s2 = nullptr;
+  {
+    auto s = std::make_unique<ServerProcess>(
+        SROUTE_SERVER_BINARY,
+        std::vector<std::string>{
+            "--root", r2_.path(), "--name", "S2", "--secret-file", secret_,
+            "--listen", "127.0.0.1:0", "--controller", controller_->address(),
+            "--endpoint", "S1=" + s1->address()});
+    ASSERT_TRUE(s->ok());
+    s2 = s.get();
+    servers_["S2"] = std::move(s);
+  }
+  Mount({"S1=" + s1->address(), "S2=" + s2->address()});
+  ASSERT_TRUE(Eventually(
+      [&] { return Connected(kFuse) && Connected("S1") && Connected("S2"); }));
+  auto old_rule =
+      Client().Insert(kFuse, "<*, *, //home/w/*> -> <IO, //S1/w/*>");
+  ASSERT_TRUE(old_rule.ok()) << old_rule.status();
+  std::filesystem::create_directories(home_ / "w");
+  std::filesystem::create_directories(r1_ / "w");
+  constexpr int kWriters = 4;
+  for (int w = 0; w < kWriters; ++w) {
+    WriteWholeFile(mnt_ / ("w/f" + std::to_string(w)), "");
+  }
+  std::atomic<bool> stop{false};
+  std::atomic<int> errors{0};
+  std::vector<int> acked(kWriters, 0);
+  std::vector<std::thread> writers;
+  for (int w = 0; w < kWriters; ++w) {
+    writers.emplace_back([&, w] {
+      const int fd =
+          open((mnt_ / ("w/f" + std::to_string(w))).c_str(), O_WRONLY);
+      ASSERT_GE(fd, 0);
+      for (int i = 0; !stop; ++i) {
+        const std::string block(4096, static_cast<char>('a' + (i + w) % 26));
+        if (pwrite(fd, block.data(), block.size(), i * 4096L) != 4096) {
+          ++errors;
+          break;
+        }
+        acked[w] = i + 1;
+      }
+      close(fd);
+    });
+  }
+  while (acked[0] < 50)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+
+  // A host that refuses (S2 does not know endpoint "nowhere") leaves every
+  // host with its old rules.
+  const uint64_t fuse_before = VersionOf(kFuse), s2_before = VersionOf("S2");
+  const std::string fuse_rules = HostRules("unix:" + (ctl_ / "sock"));
+  const std::string s2_rules = HostRules(s2->address());
+  UpdateSpec bad;
+  bad.changes.push_back(RuleChanges{
+      kFuse, {"<*, *, //home/w/*> -> <IO, //S2/w/*>"}, {*old_rule}});
+  bad.changes.push_back(
+      RuleChanges{"S2", {"<*, *, //S2/w/*> -> <IO, //nowhere/w/*>"}, {}});
+  auto refused = Client().Update(bad);
+  EXPECT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("S2 refused"), std::string::npos)
+      << refused.status();
+  EXPECT_EQ(HostRules("unix:" + (ctl_ / "sock")), fuse_rules);
+  EXPECT_EQ(HostRules(s2->address()), s2_rules);
+  auto rules = Client().Rules(kFuse);
+  ASSERT_TRUE(rules.ok());
+  ASSERT_EQ(rules->size(), 1u);
+  EXPECT_EQ((*rules)[0].cid(), *old_rule);
+
+  // The real update, across the FUSE host and S2, while the writers run.
+  while (acked[0] < 100)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  UpdateSpec good;
+  good.changes.push_back(RuleChanges{
+      kFuse, {"<*, *, //home/w/*> -> <IO, //S2/w/*>"}, {*old_rule}});
+  good.changes.push_back(
+      RuleChanges{"S2", {"<*, *, //S2/w/*> -> <IO, //S1/w/*>"}, {}});
+  auto done = Client().Update(good);
+  ASSERT_TRUE(done.ok()) << done.status();
+  const int at_switch = acked[0];
+  while (acked[0] < at_switch + 100) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  stop = true;
+  for (auto& t : writers) t.join();
+  EXPECT_EQ(errors.load(), 0);
+
+  // Nothing landed at S2 itself, and every acknowledged block is on S1.
+  EXPECT_FALSE(std::filesystem::exists(r2_ / "w"));
+  for (int w = 0; w < kWriters; ++w) {
+    const std::string data = ReadWholeFile(r1_ / ("w/f" + std::to_string(w)));
+    ASSERT_GE(data.size(), acked[w] * 4096u) << "writer " << w;
+    for (int i = 0; i < acked[w]; ++i) {
+      ASSERT_EQ(data[i * 4096], static_cast<char>('a' + (i + w) % 26))
+          << "writer " << w << " block " << i;
+    }
+  }
+  // Per-IO version stamps at S2: every write the FUSE host routed by its new
+  // table met S2's new table.
+  const std::string stats = HostStats(s2->address());
+  const uint64_t fuse_new = VersionOf(kFuse), s2_new = VersionOf("S2");
+  ASSERT_GT(fuse_new, fuse_before);
+  ASSERT_GT(s2_new, s2_before);
+  int seen = 0;
+  for (size_t at = stats.find("\"io_version "); at != std::string::npos;
+       at = stats.find("\"io_version ", at + 1)) {
+    std::istringstream line(stats.substr(at + 12, 200));
+    std::string via;
+    uint64_t theirs = 0, ours = 0;
+    line >> via >> theirs >> ours;
+    ASSERT_EQ(via, kFuse);
+    EXPECT_GE(ours, s2_new)
+        << "an IO routed by " << kFuse << " version " << theirs
+        << " met S2's old rules (version " << ours << ")";
+    ++seen;
+  }
+  EXPECT_GT(seen, 0) << stats;
+}
+
+TEST_F(ControllerTest, TrackWritesRulesComeBackAfterTheVolumeIsKilled) {
+  StartController();
+  ServerProcess* s2 = StartServer("S2", r2_.path());
+  WriteWholeFile(home_ / "vhd", std::string(256 * 1024, 'o'));
+  WriteWholeFile(r2_ / "vhd.tmp", "");
+  Mount({"S2=" + s2->address()});
+  ASSERT_TRUE(Eventually([&] { return Connected(kFuse); }));
+  ASSERT_TRUE(Client()
+                  .Insert(kFuse,
+                          "<*, w, //home/vhd> -> track_writes(); "
+                          "<IO, //S2/vhd.tmp>")
+                  .ok());
+  std::string model(256 * 1024, 'o');
+  for (int i = 0; i < 40; ++i) {
+    const off_t off = (i * 37 % 60) * 4096;
+    const std::string block(4096 + (i % 3) * 100,
+                            static_cast<char>('A' + i % 26));
+    ASSERT_EQ(PwriteAll(mnt_ / "vhd", block, off), 0);
+    model.replace(off, block.size(), block);
+  }
+  EXPECT_EQ(ReadWholeFile(mnt_ / "vhd"), model);
+  // The home copy is stale: only the rules know where the data is.
+  EXPECT_NE(ReadWholeFile(home_ / "vhd"), model);
+  volume_->Kill();
+  volume_.reset();
+  Mount({"S2=" + s2->address()});
+  EXPECT_EQ(ReadWholeFile(mnt_ / "vhd"), model);
+  auto [rc, out] = RunCommand(std::string(SROUTECTL_BINARY) + " --host unix:" +
+                              (ctl_ / "sock") + " stats --json");
+  EXPECT_NE(out.find("\"delegate_rules_restored\": 40"), std::string::npos)
+      << out;
+}
+
+// A control app out of process receives the headers that an
+// <IOHeader, controller> detour sends, including those sent while the
+// controller was away; IO never waits for it.
+class HeaderCollector : public ControlApp {
+ public:
+  absl::Status Start(ControllerApi&) override { return absl::OkStatus(); }
+  void OnHeader(const HeaderEvent& e) override {
+    std::lock_guard<std::mutex> l(mu);
+    files.push_back(e.header.file);
+  }
+  size_t count() {
+    std::lock_guard<std::mutex> l(mu);
+    return files.size();
+  }
+  std::mutex mu;
+  std::vector<std::string> files;
+};
+
+TEST_F(ControllerTest, HeaderDetoursWaitForAnAbsentController) {
+  StartController();
+  Mount({});
+  ASSERT_TRUE(Eventually([&] { return Connected(kFuse); }));
+  ASSERT_TRUE(Client()
+                  .Insert(kFuse,
+                          "<*, w, //home/watched> -> <IO, //home/watched>, "
+                          "<IOHeader, controller>")
+                  .ok());
+  WriteWholeFile(home_ / "watched", "");
+  const int port = controller_->port();
+  controller_.reset();
+  client_.reset();
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_EQ(PwriteAll(mnt_ / "watched", "x", i), 0);  // IO goes on
+  }
+  StartController(port);
+  HeaderCollector app;
+  std::thread runner([&] { ASSERT_TRUE(Client().Run(app).ok()); });
+  const bool got = Eventually([&] { return app.count() >= 5; });
+  Client().Stop();
+  runner.join();
+  EXPECT_TRUE(got) << app.count();
+  EXPECT_EQ(ReadWholeFile(home_ / "watched"), "xxxxx");
+}
+
+TEST_F(ControllerTest, IoSentToTheControllerIsOrderedAndWaitsForIt) {
+  StartController();
+  Mount({});
+  ASSERT_TRUE(Eventually([&] { return Connected(kFuse); }));
+  ASSERT_TRUE(
+      Client().Insert(kFuse, "<*, w, //home/serial> -> <IO, controller>").ok());
+  WriteWholeFile(home_ / "serial", "");
+  std::vector<std::thread> writers;
+  for (int w = 0; w < 4; ++w) {
+    writers.emplace_back([&, w] {
+      for (int i = 0; i < 10; ++i) {
+        EXPECT_EQ(
+            PwriteAll(mnt_ / "serial", std::string(1, 'a' + w), w * 10 + i), 0);
+      }
+    });
+  }
+  for (auto& t : writers) t.join();
+  const std::string data = ReadWholeFile(home_ / "serial");
+  ASSERT_EQ(data.size(), 40u);
+  for (int w = 0; w < 4; ++w) {
+    EXPECT_EQ(data.substr(w * 10, 10), std::string(10, 'a' + w));
+  }
+}
+
+}  // namespace
+}  // namespace sroute
