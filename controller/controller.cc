@@ -1292,5 +1292,11 @@ Controller::~Controller() {
 uint16_t Controller::port() const { return impl_->rpc->port(); }
 std::string Controller::address() const { return impl_->rpc->address(); }
 ControllerApi& Controller::api() { return *impl_->admin; }
+uint64_t Controller::bytes_in() const {
+  return impl_->rpc->counters().bytes_in;
+}
+uint64_t Controller::bytes_out() const {
+  return impl_->rpc->counters().bytes_out;
+}
 
 }  // namespace sroute

@@ -53,6 +53,10 @@ class Controller {
   std::string address() const;
   // The API as an administrator sees it (updates owned by "api").
   ControllerApi& api();
+  // Bytes the controller received and sent on the wire (control-plane
+  // overhead).
+  uint64_t bytes_in() const;
+  uint64_t bytes_out() const;
 
   struct Impl;
 

@@ -91,8 +91,13 @@ absl::StatusOr<uint64_t> ControllerStore::NextCids(size_t n) {
   auto next = GetCounter(kNextCid);
   if (!next.ok()) return next.status();
   const uint64_t first = std::max<uint64_t>(*next, 1);
-  if (absl::Status s = FromRocks(db_->Put(Synced(), kNextCid, U64(first + n)),
-                                 "reserving rule ids");
+  // Not synced on its own: the Apply that uses these ids is, and a synced
+  // write makes every earlier one durable too. Ids reserved by a change
+  // that never got persisted may be handed out again after a crash, which
+  // is harmless: nobody saw them.
+  if (absl::Status s =
+          FromRocks(db_->Put(rocksdb::WriteOptions(), kNextCid, U64(first + n)),
+                    "reserving rule ids");
       !s.ok()) {
     return s;
   }

@@ -13,8 +13,11 @@
 namespace sroute::rpc_internal {
 
 FramedSocket::FramedSocket(tcp::socket socket, Strand strand,
-                           FrameLimits limits)
-    : socket_(std::move(socket)), strand_(std::move(strand)), decoder_(limits) {
+                           FrameLimits limits, std::shared_ptr<Traffic> traffic)
+    : socket_(std::move(socket)),
+      strand_(std::move(strand)),
+      traffic_(std::move(traffic)),
+      decoder_(limits) {
   boost::system::error_code ec;
   const tcp::endpoint ep = socket_.remote_endpoint(ec);
   peer_ =
@@ -46,6 +49,9 @@ void FramedSocket::ReadMore() {
               return;
             }
             self->decoder_.Commit(n);
+            if (self->traffic_) {
+              self->traffic_->in.fetch_add(n, std::memory_order_relaxed);
+            }
             // Frames handled now may answer at once (a server reading from
             // a local directory): send those answers in one go at the end.
             self->Cork();
@@ -118,6 +124,7 @@ void FramedSocket::SendNow(std::string_view bytes) {
                  bytes.size() - done, MSG_DONTWAIT | MSG_NOSIGNAL);
       if (n > 0) {
         done += static_cast<size_t>(n);
+        if (traffic_) traffic_->out.fetch_add(n, std::memory_order_relaxed);
         continue;
       }
       if (n < 0 && errno == EINTR) continue;
@@ -177,7 +184,10 @@ void FramedSocket::WriteQueued() {
       socket_, boost::asio::buffer(in_write_),
       boost::asio::bind_executor(strand_, [self = shared_from_this()](
                                               boost::system::error_code ec,
-                                              size_t) {
+                                              size_t n) {
+        if (self->traffic_) {
+          self->traffic_->out.fetch_add(n, std::memory_order_relaxed);
+        }
         if (ec) {
           self->Close(absl::UnavailableError(StrCat("write: ", ec.message())));
           self->Shutdown();

@@ -42,7 +42,14 @@ class FramedSocket : public std::enable_shared_from_this<FramedSocket> {
   // is closed as stuck.
   static constexpr size_t kMaxQueuedBytes = 256u << 20;
 
-  FramedSocket(tcp::socket socket, Strand strand, FrameLimits limits);
+  // Bytes read and written, also added to the given counters (which must
+  // outlive the socket) when not null.
+  struct Traffic {
+    std::atomic<uint64_t> in{0};
+    std::atomic<uint64_t> out{0};
+  };
+  FramedSocket(tcp::socket socket, Strand strand, FrameLimits limits,
+               std::shared_ptr<Traffic> traffic = nullptr);
   ~FramedSocket();
 
   // Starts the read loop. REQUIRES: called once.
@@ -75,6 +82,7 @@ class FramedSocket : public std::enable_shared_from_this<FramedSocket> {
 
   tcp::socket socket_;
   Strand strand_;
+  const std::shared_ptr<Traffic> traffic_;
   FrameDecoder decoder_;
   std::string peer_;
   FrameHandler on_frame_;

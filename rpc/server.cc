@@ -74,6 +74,8 @@ struct RpcServer::Impl : std::enable_shared_from_this<RpcServer::Impl> {
 
   std::atomic<uint64_t> accepted{0}, authenticated{0}, refused{0},
       bad_frames{0};
+  std::shared_ptr<FramedSocket::Traffic> traffic =
+      std::make_shared<FramedSocket::Traffic>();
 };
 
 namespace rpc_internal {
@@ -233,41 +235,42 @@ void RpcServer::Impl::Accept() {
   // The connection's strand: its socket is created on it.
   Strand strand = boost::asio::make_strand(threads->context());
   acceptor.async_accept(
-      strand, boost::asio::bind_executor(
-                  accept_strand, [self, strand](boost::system::error_code ec,
-                                                tcp::socket socket) {
-                    if (ec == boost::asio::error::operation_aborted) return;
-                    if (ec) {
-                      // EMFILE and friends: wait a little rather than spin.
-                      LogWarning("accept: ", ec.message());
-                      auto t = std::make_shared<boost::asio::steady_timer>(
-                          self->accept_strand, std::chrono::milliseconds(50));
-                      t->async_wait([self, t](boost::system::error_code e) {
-                        if (!e) self->Accept();
-                      });
-                      return;
-                    }
-                    self->accepted.fetch_add(1);
-                    std::shared_ptr<ServerConnection> conn;
-                    {
-                      std::lock_guard<std::mutex> l(self->mu);
-                      if (self->stopping) return;
-                      if (static_cast<int>(self->conns.size()) >=
-                          self->options.max_connections) {
-                        LogWarning("refusing a connection: ",
-                                   self->options.max_connections,
-                                   " connections are open");
-                        self->refused.fetch_add(1);
-                      } else {
-                        auto fs = std::make_shared<FramedSocket>(
-                            std::move(socket), strand, kHandshakeLimits);
-                        conn = std::make_shared<ServerConnection>(self, fs);
-                        self->conns.insert(conn);
-                      }
-                    }
-                    if (conn) conn->Start();
-                    self->Accept();
-                  }));
+      strand,
+      boost::asio::bind_executor(
+          accept_strand,
+          [self, strand](boost::system::error_code ec, tcp::socket socket) {
+            if (ec == boost::asio::error::operation_aborted) return;
+            if (ec) {
+              // EMFILE and friends: wait a little rather than spin.
+              LogWarning("accept: ", ec.message());
+              auto t = std::make_shared<boost::asio::steady_timer>(
+                  self->accept_strand, std::chrono::milliseconds(50));
+              t->async_wait([self, t](boost::system::error_code e) {
+                if (!e) self->Accept();
+              });
+              return;
+            }
+            self->accepted.fetch_add(1);
+            std::shared_ptr<ServerConnection> conn;
+            {
+              std::lock_guard<std::mutex> l(self->mu);
+              if (self->stopping) return;
+              if (static_cast<int>(self->conns.size()) >=
+                  self->options.max_connections) {
+                LogWarning(
+                    "refusing a connection: ", self->options.max_connections,
+                    " connections are open");
+                self->refused.fetch_add(1);
+              } else {
+                auto fs = std::make_shared<FramedSocket>(
+                    std::move(socket), strand, kHandshakeLimits, self->traffic);
+                conn = std::make_shared<ServerConnection>(self, fs);
+                self->conns.insert(conn);
+              }
+            }
+            if (conn) conn->Start();
+            self->Accept();
+          }));
 }
 
 void RpcServer::Impl::Closed(ServerConnection* c) {
@@ -412,6 +415,8 @@ RpcServer::Counters RpcServer::counters() const {
   c.authenticated = impl_->authenticated.load();
   c.refused = impl_->refused.load();
   c.bad_frames = impl_->bad_frames.load();
+  c.bytes_in = impl_->traffic->in.load();
+  c.bytes_out = impl_->traffic->out.load();
   std::lock_guard<std::mutex> l(impl_->mu);
   c.open = static_cast<int64_t>(impl_->conns.size());
   return c;

@@ -94,6 +94,8 @@ class RpcServer {
     uint64_t refused = 0;  // failed or timed-out handshakes
     uint64_t bad_frames = 0;
     int64_t open = 0;
+    uint64_t bytes_in = 0;  // on the wire, frames and handshakes
+    uint64_t bytes_out = 0;
   };
   Counters counters() const;
 
