@@ -1,0 +1,403 @@
+// sroutectl --controller for real: a controller, a storage server and a
+// mounted FUSE volume as separate processes on 127.0.0.1, driven only
+// through the sroutectl binary: hosts, rules add/ls/load/rm, stats, quiesce
+// and drain through the controller, and its exit codes when the controller
+// is away or refuses the secret.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "tests/util/mounted_volume.h"
+#include "tests/util/run_command.h"
+#include "tests/util/server_process.h"
+#include "tests/util/temp_dir.h"
+
+namespace sroute {
+namespace {
+
+using ::sroute::testing::MountedVolume;
+using ::sroute::testing::ReadWholeFile;
+using ::sroute::testing::RunCommand;
+using ::sroute::testing::ServerProcess;
+using ::sroute::testing::TempDir;
+using ::sroute::testing::WriteSecretFile;
+using ::sroute::testing::WriteWholeFile;
+
+const std::string kFuse = "fuse-test";
+const std::string kMoveRule = "<*, *, //home/moved/*> -> <IO, //S2/moved/*>";
+
+// `s` as one shell word.
+std::string Quote(const std::string& s) {
+  std::string out = "'";
+  for (const char c : s) {
+    if (c == '\'') {
+      out += "'\\''";
+    } else {
+      out += c;
+    }
+  }
+  return out + "'";
+}
+
+// The first line of `text` that holds `needle` ("" if none).
+std::string LineWith(const std::string& text, const std::string& needle) {
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (line.find(needle) != std::string::npos) return line;
+  }
+  return "";
+}
+
+// The row of a table that starts with the cell `first`.
+std::string Row(const std::string& table, const std::string& first) {
+  std::istringstream in(table);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(first + " ", 0) == 0) return line;
+  }
+  return "";
+}
+
+// The number after `"key": ` in `json` (-1 if there is none).
+long long JsonNumber(const std::string& json, const std::string& key) {
+  const std::string k = "\"" + key + "\": ";
+  const size_t at = json.find(k);
+  if (at == std::string::npos) return -1;
+  return std::stoll(json.substr(at + k.size()));
+}
+
+int PwriteAll(const std::string& path, const std::string& data, off_t offset) {
+  const int fd = open(path.c_str(), O_WRONLY);
+  if (fd < 0) return errno;
+  const ssize_t n = pwrite(fd, data.data(), data.size(), offset);
+  const int err = n < 0 ? errno : 0;
+  close(fd);
+  if (err != 0) return err;
+  return n == static_cast<ssize_t>(data.size()) ? 0 : EIO;
+}
+
+// A port on 127.0.0.1 nobody listens on (it was free a moment ago).
+int ClosedPort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(a);
+  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+// Waits until `pred` holds (up to 20 s).
+template <typename Pred>
+bool Eventually(Pred pred) {
+  for (int i = 0; i < 400; ++i) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return pred();
+}
+
+class SroutectlControllerTest : public ::testing::Test {
+ protected:
+  void SetUp() override { secret_ = WriteSecretFile(keys_ / "secret"); }
+  void TearDown() override {
+    volume_.reset();
+    server_.reset();
+    controller_.reset();
+  }
+
+  // The controller, storage server S2 and the volume (named kFuse, with S2
+  // as an endpoint), all registered with the controller.
+  void StartCluster() {
+    controller_ = std::make_unique<ServerProcess>(
+        SROUTE_CONTROLLER_BINARY,
+        std::vector<std::string>{"--db", db_ / "db", "--secret-file", secret_,
+                                 "--listen", "127.0.0.1:0",
+                                 "--stats-interval-ms", "200"});
+    ASSERT_TRUE(controller_->ok()) << "sroute-controller did not start";
+    server_ = std::make_unique<ServerProcess>(
+        SROUTE_SERVER_BINARY,
+        std::vector<std::string>{
+            "--root", r2_.path(), "--name", "S2", "--secret-file", secret_,
+            "--listen", "127.0.0.1:0", "--controller", controller_->address()});
+    ASSERT_TRUE(server_->ok()) << "sroute-server did not start";
+    volume_ = std::make_unique<MountedVolume>(
+        SROUTE_FUSE_BINARY, mnt_.path(),
+        std::vector<std::string>{"--backing", home_.path(), "--secret-file",
+                                 secret_, "--kernel-cache", "off", "--name",
+                                 kFuse, "--controller", controller_->address(),
+                                 "--control", ctl_ / "sock", "--endpoint",
+                                 "S2=" + server_->address()});
+    ASSERT_TRUE(volume_->ok()) << "sroute-fuse did not mount";
+    ASSERT_TRUE(Eventually([&] {
+      const std::string hosts = Ctl("hosts --json").second;
+      return JsonConnected(hosts, kFuse) && JsonConnected(hosts, "S2");
+    }));
+  }
+
+  // sroutectl --controller ADDR --secret-file F ARGS: exit code and output.
+  std::pair<int, std::string> Ctl(const std::string& args) {
+    return RunCommand(std::string(SROUTECTL_BINARY) + " --controller " +
+                      controller_->address() + " --secret-file " + secret_ +
+                      " " + args);
+  }
+  // The volume's own control socket, to look at its sSwitch directly.
+  std::string VolumeStats() {
+    return RunCommand(std::string(SROUTECTL_BINARY) +
+                      " --host unix:" + (ctl_ / "sock") + " stats --json")
+        .second;
+  }
+  static bool JsonConnected(const std::string& hosts,
+                            const std::string& sswitch) {
+    return LineWith(hosts, "\"sswitch\": \"" + sswitch + "\"")
+               .find("\"connected\": true") != std::string::npos;
+  }
+  // Adds `rule` to the volume's sSwitch; returns its cid (0 on failure).
+  uint64_t AddToVolume(const std::string& rule, const std::string& extra = "") {
+    auto [rc, out] =
+        Ctl("rules add --host " + kFuse + " " + extra + " " + Quote(rule));
+    EXPECT_EQ(rc, 0) << out;
+    return rc == 0 ? std::stoull(out) : 0;
+  }
+
+  TempDir keys_, db_, home_, mnt_, ctl_, r2_, files_;
+  std::string secret_;
+  std::unique_ptr<ServerProcess> controller_;
+  std::unique_ptr<ServerProcess> server_;
+  std::unique_ptr<MountedVolume> volume_;
+};
+
+TEST_F(SroutectlControllerTest, HostsListsBothHostsConnected) {
+  StartCluster();
+  auto [rc, table] = Ctl("hosts");
+  ASSERT_EQ(rc, 0) << table;
+  const std::string fuse = Row(table, kFuse);
+  EXPECT_NE(fuse.find(" fuse "), std::string::npos) << table;
+  EXPECT_NE(fuse.find("connected, seen"), std::string::npos) << table;
+  EXPECT_NE(fuse.find("home=" + home_.path() + "/dir"), std::string::npos)
+      << table;
+  EXPECT_NE(fuse.find("S2=" + server_->address() + "/server"),
+            std::string::npos)
+      << table;
+  const std::string s2 = Row(table, "S2");
+  EXPECT_NE(s2.find(" server "), std::string::npos) << table;
+  EXPECT_NE(s2.find(server_->address()), std::string::npos) << table;
+  EXPECT_NE(s2.find("connected, seen"), std::string::npos) << table;
+
+  auto [jrc, json] = Ctl("hosts --json");
+  ASSERT_EQ(jrc, 0) << json;
+  const std::string fj = LineWith(json, "\"sswitch\": \"" + kFuse + "\"");
+  EXPECT_NE(fj.find("\"role\": \"fuse\""), std::string::npos) << json;
+  EXPECT_NE(fj.find("\"connected\": true"), std::string::npos) << json;
+  EXPECT_EQ(JsonNumber(fj, "rules"), 0) << json;
+  EXPECT_NE(fj.find("{\"name\": \"S2\", \"address\": \"" + server_->address() +
+                    "\", \"kind\": \"server\"}"),
+            std::string::npos)
+      << json;
+  const std::string sj = LineWith(json, "\"sswitch\": \"S2\"");
+  EXPECT_NE(sj.find("\"role\": \"server\""), std::string::npos) << json;
+  EXPECT_NE(sj.find("\"connected\": true"), std::string::npos) << json;
+}
+
+TEST_F(SroutectlControllerTest, RulesAddTakesEffectAndRulesLsShowsIt) {
+  StartCluster();
+  // Two hosts are registered: which one is meant must be said.
+  auto [amb_rc, amb] = Ctl("rules add " + Quote(kMoveRule));
+  EXPECT_EQ(amb_rc, 1);
+  EXPECT_NE(amb.find("name one with --host"), std::string::npos) << amb;
+  auto [none_rc, none] = Ctl("rules add --host nosuch " + Quote(kMoveRule));
+  EXPECT_EQ(none_rc, 1);
+  EXPECT_NE(none.find("no sSwitch 'nosuch'"), std::string::npos) << none;
+
+  const uint64_t cid = AddToVolume(kMoveRule, "--owner alice");
+  ASSERT_NE(cid, 0u);
+  std::filesystem::create_directories(home_ / "moved");
+  WriteWholeFile(mnt_ / "moved/a", "routed");
+  EXPECT_EQ(ReadWholeFile(r2_ / "moved/a"), "routed");
+  EXPECT_FALSE(std::filesystem::exists(home_ / "moved/a"));
+
+  auto [rc, table] = Ctl("rules ls");
+  ASSERT_EQ(rc, 0) << table;
+  const std::string row = LineWith(table, kMoveRule);
+  EXPECT_EQ(row.rfind(std::to_string(cid) + " ", 0), 0u) << table;
+  EXPECT_NE(row.find(kFuse), std::string::npos) << table;
+  EXPECT_NE(row.find("alice"), std::string::npos) << table;
+
+  auto [jrc, json] = Ctl("rules ls --host " + kFuse + " --json");
+  ASSERT_EQ(jrc, 0) << json;
+  const std::string rule =
+      LineWith(json, "\"cid\": " + std::to_string(cid) + ",");
+  EXPECT_NE(rule.find("\"sswitch\": \"" + kFuse + "\""), std::string::npos)
+      << json;
+  EXPECT_NE(rule.find("\"owner\": \"alice\""), std::string::npos) << json;
+  EXPECT_NE(rule.find("\"rule\": \"" + kMoveRule + "\""), std::string::npos)
+      << json;
+  // The server's rules are not the volume's.
+  EXPECT_EQ(Ctl("rules ls --host S2 --json").second, "[]\n");
+}
+
+TEST_F(SroutectlControllerTest, RulesLoadInstallsAFileAllOrNothing) {
+  StartCluster();
+  const std::string bad = files_ / "bad.rules";
+  WriteWholeFile(bad, kMoveRule + "\n<*, q, //home/x> -> <IO, //S2/x>\n");
+  auto [brc, bout] = Ctl("rules load --host " + kFuse + " " + bad);
+  EXPECT_EQ(brc, 1);
+  EXPECT_NE(bout.find(bad + ":2:"), std::string::npos) << bout;
+  EXPECT_NE(bout.find("nothing installed"), std::string::npos) << bout;
+  EXPECT_EQ(Ctl("rules ls --json").second, "[]\n");
+
+  const std::string good = files_ / "good.rules";
+  WriteWholeFile(good, "# moved files live on S2\n" + kMoveRule +
+                           "\n<*, *, //home/logs/*> -> <IO, //S2/logs/*>\n");
+  auto [rc, out] =
+      Ctl("rules load --host " + kFuse + " --owner loader " + good);
+  ASSERT_EQ(rc, 0) << out;
+  std::istringstream cids(out);
+  uint64_t first = 0, second = 0;
+  cids >> first >> second;
+  EXPECT_NE(first, 0u) << out;
+  EXPECT_NE(second, 0u) << out;
+  const std::string listed = Ctl("rules ls --json").second;
+  EXPECT_NE(LineWith(listed, "\"cid\": " + std::to_string(first) + ",")
+                .find(kMoveRule),
+            std::string::npos)
+      << listed;
+  EXPECT_NE(LineWith(listed, "\"cid\": " + std::to_string(second) + ",")
+                .find("\"owner\": \"loader\""),
+            std::string::npos)
+      << listed;
+  std::filesystem::create_directories(home_ / "logs");
+  WriteWholeFile(mnt_ / "logs/today", "log line");
+  EXPECT_EQ(ReadWholeFile(r2_ / "logs/today"), "log line");
+}
+
+TEST_F(SroutectlControllerTest, RulesRmDeletesByCid) {
+  StartCluster();
+  const uint64_t cid = AddToVolume(kMoveRule);
+  ASSERT_NE(cid, 0u);
+  auto [urc, unknown] = Ctl("rules rm " + std::to_string(cid + 100));
+  EXPECT_EQ(urc, 1);
+  EXPECT_NE(unknown.find("no rule with cid " + std::to_string(cid + 100)),
+            std::string::npos)
+      << unknown;
+  EXPECT_EQ(Ctl("rules rm '<*, *, //home/moved/*>'").first, 1);
+
+  auto [rc, out] = Ctl("rules rm " + std::to_string(cid));
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_EQ(Ctl("rules ls --json").second, "[]\n");
+  std::filesystem::create_directories(home_ / "moved");
+  WriteWholeFile(mnt_ / "moved/b", "home again");
+  EXPECT_EQ(ReadWholeFile(home_ / "moved/b"), "home again");
+  EXPECT_FALSE(std::filesystem::exists(r2_ / "moved/b"));
+}
+
+TEST_F(SroutectlControllerTest, StatsShowTheRuleThatSawIo) {
+  StartCluster();
+  const uint64_t cid = AddToVolume(kMoveRule);
+  ASSERT_NE(cid, 0u);
+  std::filesystem::create_directories(home_ / "moved");
+  WriteWholeFile(mnt_ / "moved/s", "");
+  // Stats are per interval: keep writing until an interval reports the rule.
+  std::atomic<bool> stop{false};
+  std::thread writer([&] {
+    for (int i = 0; !stop; ++i) {
+      ASSERT_EQ(PwriteAll(mnt_ / "moved/s", "x", i % 4096), 0);
+    }
+  });
+  std::string rule, json;
+  const bool seen = Eventually([&] {
+    json = Ctl("stats --json").second;
+    rule = LineWith(json, "\"cid\": " + std::to_string(cid) + ",");
+    return JsonNumber(rule, "writes") > 0;
+  });
+  stop = true;
+  writer.join();
+  ASSERT_TRUE(seen) << json;
+  EXPECT_NE(rule.find("\"sswitch\": \"" + kFuse + "\""), std::string::npos);
+  EXPECT_GT(JsonNumber(rule, "write_bytes"), 0) << rule;
+  EXPECT_TRUE(JsonConnected(json, kFuse)) << json;
+  EXPECT_TRUE(JsonConnected(json, "S2")) << json;
+
+  auto [rc, table] = Ctl("stats");
+  ASSERT_EQ(rc, 0) << table;
+  EXPECT_NE(Row(table, kFuse).find("connected"), std::string::npos) << table;
+}
+
+TEST_F(SroutectlControllerTest, QuiesceAndDrainThroughTheController) {
+  StartCluster();
+  const std::string pattern = Quote("<*, w, //home/q>");
+  WriteWholeFile(home_ / "q", "");
+  auto [rc, out] = Ctl("quiesce --host " + kFuse + " " + pattern + " on");
+  ASSERT_EQ(rc, 0) << out;
+  std::atomic<bool> written{false};
+  std::thread writer([&] {
+    EXPECT_EQ(PwriteAll(mnt_ / "q", "parked", 0), 0);
+    written = true;
+  });
+  // The write waits at the volume's sSwitch, parked.
+  const bool parked =
+      Eventually([&] { return JsonNumber(VolumeStats(), "parked") == 1; });
+  EXPECT_TRUE(parked) << VolumeStats();
+  EXPECT_FALSE(written);
+  // A parked IO is not in flight: the drain is done at once, the write
+  // stays parked.
+  auto [drc, dout] =
+      Ctl("drain --host " + kFuse + " " + pattern + " --timeout-ms 5000");
+  EXPECT_EQ(drc, 0) << dout;
+  EXPECT_FALSE(written);
+  auto [orc, oout] = Ctl("quiesce --host " + kFuse + " " + pattern + " off");
+  EXPECT_EQ(orc, 0) << oout;
+  writer.join();
+  EXPECT_TRUE(written);
+  EXPECT_EQ(ReadWholeFile(home_ / "q"), "parked");
+  // A bad pattern is refused by the controller, not a transport failure.
+  EXPECT_EQ(Ctl("quiesce --host " + kFuse + " '<nonsense' on").first, 1);
+}
+
+TEST_F(SroutectlControllerTest, UnreachableControllerExitsTwo) {
+  const std::string address = "127.0.0.1:" + std::to_string(ClosedPort());
+  for (const char* cmd : {"hosts", "rules ls", "stats --json"}) {
+    auto [rc, out] =
+        RunCommand(std::string(SROUTECTL_BINARY) + " --controller " + address +
+                   " --secret-file " + secret_ + " " + cmd);
+    EXPECT_EQ(rc, 2) << cmd << ": " << out;
+    EXPECT_NE(out.find(address), std::string::npos) << out;
+    EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << out;
+  }
+}
+
+TEST_F(SroutectlControllerTest, WrongSecretFailsClearly) {
+  StartCluster();
+  const std::string wrong =
+      WriteSecretFile(keys_ / "wrong", "another-cluster-secret-9876543210");
+  auto [rc, out] =
+      RunCommand(std::string(SROUTECTL_BINARY) + " --controller " +
+                 controller_->address() + " --secret-file " + wrong + " hosts");
+  EXPECT_EQ(rc, 1) << out;
+  EXPECT_NE(out.find("cluster secret"), std::string::npos) << out;
+  EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << out;
+  // No secret at all is bad input too.
+  auto [nrc, nout] =
+      RunCommand(std::string(SROUTECTL_BINARY) + " --controller " +
+                 controller_->address() + " hosts");
+  EXPECT_EQ(nrc, 1) << nout;
+  EXPECT_NE(nout.find("--secret-file"), std::string::npos) << nout;
+}
+
+}  // namespace
+}  // namespace sroute
