@@ -698,6 +698,9 @@ ControllerAgent::~ControllerAgent() {
   impl_->channel->Shutdown();  // ends the poll waiting for commands
   impl_->poll_thread.join();
   impl_->tick_thread.join();
+  // Commands and controller-bound IOs in progress use the sSwitch, which
+  // may go right after this.
+  impl_->work.Wait();
 }
 
 bool ControllerAgent::connected() const {

@@ -1,5 +1,6 @@
 #include "controller/client.h"
 
+#include <algorithm>
 #include <thread>
 
 #include "util/strings.h"
@@ -153,6 +154,7 @@ StatsSnapshot ControllerClient::Stats() {
       if (it == snap.hosts.end()) continue;
       RuleStats rs;
       rs.cid = a.rule().cid();
+      rs.host_id = a.host_id();
       rs.text = a.rule().text();
       rs.owner = a.rule().owner();
       rs.reads = a.reads();

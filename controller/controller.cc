@@ -413,6 +413,8 @@ std::vector<absl::StatusOr<proto::CommandResult>> Controller::Impl::SendAll(
 
 absl::StatusOr<UpdateOutcome> Controller::Impl::Update(
     const UpdateSpec& spec, const std::string& owner) {
+  // One update at a time, from its checks to its last commit.
+  std::lock_guard<std::mutex> serial(update_mu);
   // Check everything before any host hears of it.
   struct Planned {
     std::string sswitch;
@@ -456,8 +458,6 @@ absl::StatusOr<UpdateOutcome> Controller::Impl::Update(
     }
   }
   if (plan.empty()) return absl::InvalidArgumentError("an empty update");
-
-  std::lock_guard<std::mutex> serial(update_mu);
   {
     std::lock_guard<std::mutex> l(mu);
     for (const Planned& p : plan) {
@@ -783,6 +783,13 @@ void Controller::Impl::HandleStats(const proto::StatsReport& r) {
   s->version = r.version();
   s->in_flight = r.total_in_flight();
   if (r.interval_ms() > 0) s->interval = absl::Milliseconds(r.interval_ms());
+  // Rules of the host's own and of delegates come and go: keep only those
+  // active now. Managed rules keep their totals while they exist.
+  for (auto it = s->rules.begin(); it != s->rules.end();) {
+    const bool keep =
+        it->first.first != 0 ? rule_cache.contains(it->first.first) : false;
+    it = keep ? std::next(it) : s->rules.erase(it);
+  }
   s->active.clear();
   const int n = r.cid_size();
   auto at = [](const auto& column, int i) -> uint64_t {
@@ -1063,8 +1070,14 @@ void Controller::Impl::Handle(std::unique_ptr<RpcServer::Call> call) {
     case proto::ControllerRequest::kListHosts: {
       proto::ControllerReply reply;
       const absl::Time now = absl::Now();
+      const std::vector<proto::HostInfo> hosts = store->Hosts();
+      std::map<std::string, size_t> rule_counts;
+      for (const proto::HostInfo& h : hosts) {
+        auto rules = store->Rules(h.sswitch());
+        rule_counts[h.sswitch()] = rules.ok() ? rules->size() : 0;
+      }
       std::lock_guard<std::mutex> l(mu);
-      for (const proto::HostInfo& h : store->Hosts()) {
+      for (const proto::HostInfo& h : hosts) {
         proto::HostStatus* hs = reply.mutable_hosts()->add_hosts();
         *hs->mutable_host() = h;
         auto it = sessions.find(h.sswitch());
@@ -1075,8 +1088,7 @@ void Controller::Impl::Handle(std::unique_ptr<RpcServer::Call> call) {
           hs->set_last_seen_ms_ago(
               absl::ToInt64Milliseconds(now - it->second.last_seen));
         }
-        auto rules = store->Rules(h.sswitch());
-        hs->set_rules(rules.ok() ? rules->size() : 0);
+        hs->set_rules(rule_counts[h.sswitch()]);
       }
       ReplyWith(*call, std::move(reply));
       return;
@@ -1089,20 +1101,34 @@ void Controller::Impl::Handle(std::unique_ptr<RpcServer::Call> call) {
       } else {
         names.push_back(req.list_rules().sswitch());
       }
-      std::lock_guard<std::mutex> l(mu);
+      if (names.size() == 1 && !store->Known(names[0])) {
+        call->ReplyStatus(absl::NotFoundError(
+            StrCat("no sSwitch named '", names[0], "' at the controller")));
+        return;
+      }
+      std::vector<std::pair<std::string, std::vector<proto::ManagedRule>>>
+          stored;
       for (const std::string& name : names) {
         auto rules = store->Rules(name);
         if (!rules.ok()) {
           call->ReplyStatus(rules.status());
           return;
         }
+        stored.emplace_back(name, *std::move(rules));
+      }
+      std::lock_guard<std::mutex> l(mu);
+      for (auto& [name, rules] : stored) {
         auto ses = sessions.find(name);
-        for (auto& m : *rules) {
+        for (auto& m : rules) {
           proto::AdminRule* a = reply.mutable_rules()->add_rules();
           a->set_sswitch(name);
           if (ses != sessions.end()) {
-            for (const auto& [key, rs] : ses->second.rules) {
-              if (key.first != m.cid()) continue;
+            auto from = ses->second.rules.lower_bound({m.cid(), 0});
+            for (auto it = from;
+                 it != ses->second.rules.end() && it->first.first == m.cid();
+                 ++it) {
+              const RuleStats& rs = it->second;
+              a->set_host_id(rs.host_id);
               a->set_reads(rs.total_reads);
               a->set_writes(rs.total_writes);
               a->set_others(rs.total_others);
@@ -1169,6 +1195,7 @@ void Controller::Impl::Handle(std::unique_ptr<RpcServer::Call> call) {
         for (const RuleStats& rs : h.rules) {
           proto::AdminRule* a = reply.mutable_rules()->add_rules();
           a->set_sswitch(h.sswitch);
+          a->set_host_id(rs.host_id);
           a->mutable_rule()->set_cid(rs.cid);
           a->mutable_rule()->set_text(rs.text);
           a->mutable_rule()->set_owner(rs.owner);

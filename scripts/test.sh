@@ -30,10 +30,11 @@ if [ "$quick" = 0 ]; then
   cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DSROUTE_SANITIZE=thread -DSROUTE_BUILD_BENCH=OFF >/dev/null
   ninja -C build-tsan -j"$jobs" sswitch_test rpc_test fuse_test server_test \
-    sroute-fuse sroute-server sroutectl
+    controller_test sroute-fuse sroute-server sroute-controller sroutectl
   echo "== tests under TSan"
   TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/tests/tsan.supp" \
-    ctest --test-dir build-tsan -L 'sswitch_test|rpc_test|fuse_test|server_test' \
+    ctest --test-dir build-tsan \
+    -L 'sswitch_test|rpc_test|fuse_test|server_test|controller_test' \
     --output-on-failure -j"$jobs" --timeout 900
 fi
 echo "== all tests passed"

@@ -16,7 +16,9 @@ namespace sroute {
 class Background {
  public:
   Background() = default;
-  ~Background() {
+  ~Background() { Wait(); }
+  // Returns once nothing runs.
+  void Wait() {
     std::unique_lock<std::mutex> l(mu_);
     cv_.wait(l, [&] { return running_ == 0; });
   }
