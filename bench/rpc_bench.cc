@@ -67,15 +67,15 @@ void BM_RpcRoundTrip(benchmark::State& state) {
   for (auto _ : state) {
     slots.acquire();
     io->mutable_header()->set_offset((i++ * 4096 * 7) % kFileBytes);
-    fixture->channel->Call(req, {}, absl::Seconds(10),
-                           [&](const absl::Status& s, proto::RpcReply& reply,
-                               std::span<const char> payload) {
-                             if (!s.ok() || reply.code() != 0 ||
-                                 payload.size() != 4096) {
-                               errors.fetch_add(1);
-                             }
-                             slots.release();
-                           });
+    fixture->channel->Call(
+        req, {}, absl::Seconds(10),
+        [&](const absl::Status& s, proto::RpcReply& reply,
+            std::span<const char> payload) {
+          if (!s.ok() || reply.code() != 0 || payload.size() != 4096) {
+            errors.fetch_add(1);
+          }
+          slots.release();
+        });
   }
   for (int k = 0; k < window; ++k) slots.acquire();
   state.SetItemsProcessed(state.iterations());

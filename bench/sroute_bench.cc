@@ -239,5 +239,3 @@ BENCHMARK(BM_InsertAccumulating)->Arg(0)->Arg(100000)->Iterations(20000);
 
 }  // namespace
 }  // namespace sroute
-
-
