@@ -34,7 +34,6 @@ void Read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
           fuse_file_info* fi);
 void Write(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size,
            off_t off, fuse_file_info* fi);
-void Flush(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
 void Release(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
 void Fsync(fuse_req_t req, fuse_ino_t ino, int datasync, fuse_file_info* fi);
 void Lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,

@@ -1,4 +1,4 @@
-// File ops: open, create, read, write, flush, release, fsync, fallocate.
+// File ops: open, create, read, write, release, fsync, lseek, fallocate.
 #include <unistd.h>
 
 #include <cerrno>
@@ -91,10 +91,6 @@ void Write(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size,
     if (!rr.io.status.ok()) return ReplyError(rr);
     fuse_reply_write(rr.req, rr.io.bytes);
   });
-}
-
-void Flush(fuse_req_t req, fuse_ino_t, fuse_file_info*) {
-  fuse_reply_err(req, 0);
 }
 
 void Release(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
