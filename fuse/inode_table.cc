@@ -2,6 +2,8 @@
 
 #include <functional>
 
+#include "absl/container/inlined_vector.h"
+
 namespace sroute {
 
 size_t InodeTable::LinkHash::operator()(
@@ -16,7 +18,8 @@ InodeTable::InodeTable() {
 }
 
 bool InodeTable::PathLocked(uint64_t ino, std::string* out) const {
-  std::vector<const std::string*> parts;
+  // Inline: this runs for every request, and most paths are shallow.
+  absl::InlinedVector<const std::string*, 16> parts;
   uint64_t cur = ino;
   for (int depth = 0; cur != kRootIno; ++depth) {
     auto it = nodes_.find(cur);
@@ -38,6 +41,15 @@ std::optional<std::string> InodeTable::Path(uint64_t ino) const {
   std::lock_guard<std::mutex> l(mu_);
   std::string path;
   if (!PathLocked(ino, &path)) return std::nullopt;
+  return path;
+}
+
+std::optional<std::string> InodeTable::Path(uint64_t ino,
+                                            uint64_t* generation) const {
+  std::lock_guard<std::mutex> l(mu_);
+  std::string path;
+  if (!PathLocked(ino, &path)) return std::nullopt;
+  *generation = generation_.load(std::memory_order_relaxed);
   return path;
 }
 
@@ -79,6 +91,7 @@ uint64_t InodeTable::Remember(uint64_t parent, std::string_view name, dev_t dev,
   if (!known) {
     node.links.push_back(link);
     by_link_[{parent, link.name}] = ino;
+    NamesChangedLocked();
   }
   return ino;
 }
@@ -95,6 +108,7 @@ bool InodeTable::Forget(uint64_t ino, uint64_t count) {
   auto f = by_file_.find({n.dev, n.file_ino});
   if (f != by_file_.end() && f->second == ino) by_file_.erase(f);
   nodes_.erase(it);
+  NamesChangedLocked();
   return true;
 }
 
@@ -103,6 +117,7 @@ void InodeTable::DropLinkLocked(uint64_t parent, std::string_view name) {
   if (it == by_link_.end()) return;
   auto node = nodes_.find(it->second);
   by_link_.erase(it);
+  NamesChangedLocked();
   if (node == nodes_.end()) return;
   auto& links = node->second.links;
   for (size_t i = 0; i < links.size(); ++i) {
@@ -124,6 +139,7 @@ void InodeTable::Renamed(uint64_t parent, std::string_view name,
   DropLinkLocked(new_parent, new_name);  // a replaced target loses its name
   auto it = by_link_.find({parent, std::string(name)});
   if (it == by_link_.end()) return;
+  NamesChangedLocked();
   const uint64_t ino = it->second;
   by_link_.erase(it);
   for (Link& link : nodes_[ino].links) {
@@ -153,6 +169,7 @@ void InodeTable::Exchanged(uint64_t parent, std::string_view name,
   };
   by_link_.erase({parent, std::string(name)});
   by_link_.erase({new_parent, std::string(new_name)});
+  NamesChangedLocked();
   const Link la{parent, std::string(name)},
       lb{new_parent, std::string(new_name)};
   relink(ia, la, lb);
@@ -186,12 +203,14 @@ std::optional<std::string> InodeTable::Released(uint64_t ino) {
     by_link_.erase({n.links[0].parent, *hidden});
     n.links.erase(n.links.begin());
     n.hidden = false;
+    NamesChangedLocked();
   }
   if (n.lookups == 0) {  // the kernel forgot it while it was open
     for (const Link& link : n.links) by_link_.erase({link.parent, link.name});
     auto f = by_file_.find({n.dev, n.file_ino});
     if (f != by_file_.end() && f->second == ino) by_file_.erase(f);
     nodes_.erase(it);
+    NamesChangedLocked();
   }
   return hidden;
 }
@@ -211,6 +230,7 @@ void InodeTable::Hide(uint64_t ino, uint64_t parent, std::string_view name,
   it->second.links.insert(it->second.links.begin(),
                           Link{kRootIno, hidden_path});
   it->second.hidden = true;
+  NamesChangedLocked();
   by_link_[{kRootIno, std::move(hidden_path)}] = ino;
 }
 

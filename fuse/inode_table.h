@@ -10,6 +10,7 @@
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <cstdint>
 #include <mutex>
 #include <optional>
@@ -31,6 +32,15 @@ class InodeTable {
   // The path of `ino` relative to the volume root ("" for the root), through
   // its first link. nullopt for an unknown inode.
   std::optional<std::string> Path(uint64_t ino) const;
+  // The same, and the generation() it is valid for.
+  std::optional<std::string> Path(uint64_t ino, uint64_t* generation) const;
+  // Changes whenever a name of any node may have changed (links added,
+  // dropped, renamed, hidden; nodes forgotten): a path computed at
+  // generation G is still the path while generation() == G. Lets open files
+  // keep their names without taking the table's lock on every IO.
+  uint64_t generation() const {
+    return generation_.load(std::memory_order_acquire);
+  }
   // Path(parent) + "/" + name.
   std::optional<std::string> ChildPath(uint64_t parent,
                                        std::string_view name) const;
@@ -93,8 +103,13 @@ class InodeTable {
   // REQUIRES: mu_ held.
   bool PathLocked(uint64_t ino, std::string* out) const;
   void DropLinkLocked(uint64_t parent, std::string_view name);
+  void NamesChangedLocked() {
+    generation_.fetch_add(1, std::memory_order_release);
+  }
 
   mutable std::mutex mu_;
+  // Written under mu_, read without it. Starts at 1: 0 is never valid.
+  std::atomic<uint64_t> generation_{1};
   uint64_t next_ino_ = kRootIno + 1;           // guarded by mu_
   absl::flat_hash_map<uint64_t, Node> nodes_;  // guarded by mu_
   absl::flat_hash_map<std::pair<dev_t, ino_t>, uint64_t> by_file_;  // mu_

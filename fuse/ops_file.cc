@@ -34,8 +34,11 @@ void Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     if (!rr.io.status.ok()) return ReplyError(rr);
     SetCaching(*rr.volume, rr.io.header.file, &rr.fi);
     rr.volume->inodes().Opened(ino);
+    rr.fi.fh = reinterpret_cast<uint64_t>(new OpenFile());
     if (fuse_reply_open(rr.req, &rr.fi) != 0) {
-      rr.volume->inodes().Released(ino);  // interrupted: no release follows
+      // Interrupted: no release follows.
+      delete OpenFile::Of(&rr.fi);
+      rr.volume->inodes().Released(ino);
     }
   });
 }
@@ -55,7 +58,9 @@ void Create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
     fuse_entry_param e = MakeEntry(rr);
     SetCaching(*rr.volume, rr.io.header.file, &rr.fi);
     rr.volume->inodes().Opened(e.ino);
+    rr.fi.fh = reinterpret_cast<uint64_t>(new OpenFile());
     if (fuse_reply_create(rr.req, &e, &rr.fi) != 0) {
+      delete OpenFile::Of(&rr.fi);
       rr.volume->inodes().Released(e.ino);
       rr.volume->inodes().Forget(e.ino, 1);
     }
@@ -63,10 +68,10 @@ void Create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
 }
 
 void Read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-          fuse_file_info*) {
-  std::string path;
-  if (!PathOf(req, ino, &path)) return;
-  auto r = NewRequest(req, Op::kRead, path);
+          fuse_file_info* fi) {
+  std::string file;
+  if (!OpenFile::Of(fi)->FileName(req, ino, &file)) return;
+  auto r = NewFileRequest(req, Op::kRead, std::move(file));
   r->read_data = std::make_unique_for_overwrite<char[]>(size);
   r->io.header.offset = static_cast<uint64_t>(off);
   r->io.header.length = size;
@@ -78,10 +83,10 @@ void Read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 }
 
 void Write(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size,
-           off_t off, fuse_file_info*) {
-  std::string path;
-  if (!PathOf(req, ino, &path)) return;
-  auto r = NewRequest(req, Op::kWrite, path);
+           off_t off, fuse_file_info* fi) {
+  std::string file;
+  if (!OpenFile::Of(fi)->FileName(req, ino, &file)) return;
+  auto r = NewFileRequest(req, Op::kWrite, std::move(file));
   // libfuse reuses `buf` once this returns, and the IO may be parked.
   r->buffer.assign(buf, buf + size);
   r->io.header.offset = static_cast<uint64_t>(off);
@@ -93,7 +98,8 @@ void Write(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size,
   });
 }
 
-void Release(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
+void Release(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  delete OpenFile::Of(fi);
   std::optional<std::string> hidden = VolumeOf(req).inodes().Released(ino);
   if (!hidden) {
     fuse_reply_err(req, 0);

@@ -2,6 +2,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <optional>
 
 #include "util/strings.h"
 
@@ -11,8 +12,8 @@ Volume& VolumeOf(fuse_req_t req) {
   return *static_cast<Volume*>(fuse_req_userdata(req));
 }
 
-std::unique_ptr<Request> NewRequest(fuse_req_t req, Op op,
-                                    const std::string& path) {
+std::unique_ptr<Request> NewFileRequest(fuse_req_t req, Op op,
+                                        std::string file) {
   auto r = std::make_unique<Request>();
   r->volume = &VolumeOf(req);
   r->req = req;
@@ -20,19 +21,44 @@ std::unique_ptr<Request> NewRequest(fuse_req_t req, Op op,
   r->io.header.source =
       r->volume->options().tenants.TenantOf(ctx->uid, ctx->gid);
   r->io.header.op = op;
-  r->io.header.file = r->volume->FileName(path);
+  r->io.header.file = std::move(file);
   r->io.args.uid = ctx->uid;
   r->io.args.gid = ctx->gid;
   return r;
 }
 
-void Submit(std::unique_ptr<Request> r, std::function<void(Request&)> reply) {
-  Request* raw = r.release();
-  raw->io.set_completion([raw, reply = std::move(reply)](Io&) {
-    std::unique_ptr<Request> owned(raw);
-    reply(*owned);
-  });
-  raw->volume->sswitch().Route(&raw->io);
+std::unique_ptr<Request> NewRequest(fuse_req_t req, Op op,
+                                    const std::string& path) {
+  return NewFileRequest(req, op, VolumeOf(req).FileName(path));
+}
+
+bool OpenFile::FileName(fuse_req_t req, uint64_t ino, std::string* file) {
+  InodeTable& inodes = VolumeOf(req).inodes();
+  if (valid_generation_.load(std::memory_order_acquire) ==
+      inodes.generation()) {
+    *file = *file_.load(std::memory_order_acquire);
+    return true;
+  }
+  uint64_t generation = 0;
+  std::optional<std::string> path = inodes.Path(ino, &generation);
+  if (!path) {
+    fuse_reply_err(req, ESTALE);
+    return false;
+  }
+  *file = VolumeOf(req).FileName(*path);
+  std::lock_guard<std::mutex> l(mu_);
+  // Refreshes may finish out of order: never go back to an older name.
+  if (generation <= valid_generation_.load(std::memory_order_relaxed)) {
+    return true;
+  }
+  const std::string* current = file_.load(std::memory_order_relaxed);
+  if (current == nullptr || *current != *file) {
+    names_.push_back(std::make_unique<const std::string>(*file));
+    // The name first: a reader that sees the new generation sees it too.
+    file_.store(names_.back().get(), std::memory_order_release);
+  }
+  valid_generation_.store(generation, std::memory_order_release);
+  return true;
 }
 
 void ReplyError(Request& r) {

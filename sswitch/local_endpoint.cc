@@ -264,7 +264,13 @@ absl::Status LocalEndpoint::Impl::CheckPath(Op op,
                                      "\": path escapes the endpoint root ",
                                      root, " (absolute path)"));
   }
-  for (std::string_view c : StrSplit(path, '/')) {
+  // Component by component without splitting into a vector: this runs for
+  // every IO.
+  for (size_t start = 0; start <= path.size();) {
+    size_t end = path.find('/', start);
+    if (end == std::string_view::npos) end = path.size();
+    const std::string_view c = path.substr(start, end - start);
+    start = end + 1;
     if (c == "..") {
       return ErrnoStatus(EXDEV, StrCat(OpName(op), " \"", path,
                                        "\": path escapes the endpoint root ",
