@@ -72,6 +72,11 @@ int main(int argc, char** argv) {
   app.add_option("--controller", controller,
                  "register with the controller at HOST:PORT (its rules are "
                  "installed before the volume serves)");
+  int controller_timeout_ms = 10000;
+  app.add_option("--controller-timeout-ms", controller_timeout_ms,
+                 "how long to wait for the controller at start")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 3600000));
   app.add_option("--remote-timeout-ms", remote_timeout_ms,
                  "deadline of each IO sent to a storage server")
       ->capture_default_str()
@@ -176,6 +181,7 @@ int main(int argc, char** argv) {
   // What the controller learns of this host.
   sroute::AgentOptions agent_options;
   agent_options.address = controller;
+  agent_options.register_timeout = absl::Milliseconds(controller_timeout_ms);
   agent_options.secret = remote.secret;
   agent_options.host.set_sswitch(name);
   agent_options.host.set_role("fuse");

@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <mutex>
@@ -198,7 +199,8 @@ TEST_F(ControllerTest, VolumeRefusesToStartWithoutItsController) {
   auto [rc, out] =
       RunCommand(std::string(SROUTE_FUSE_BINARY) + " " + mnt_.path() +
                  " -f --backing " + home_.path() + " --secret-file " + secret_ +
-                 " --controller 127.0.0.1:" + std::to_string(port));
+                 " --controller 127.0.0.1:" + std::to_string(port) +
+                 " --controller-timeout-ms 500");
   EXPECT_NE(rc, 0);
   EXPECT_NE(out.find("cannot register with the controller"), std::string::npos)
       << out;
@@ -240,8 +242,19 @@ TEST_F(ControllerTest, TwoPhaseUpdateUnderWritersIsNeverMixed) {
   }
   std::atomic<bool> stop{false};
   std::atomic<int> errors{0};
-  std::vector<int> acked(kWriters, 0);
+  std::vector<std::atomic<int>> acked(kWriters);
   std::vector<std::thread> writers;
+  // Whatever fails below, the writers stop and are joined.
+  struct JoinAll {
+    std::atomic<bool>& stop;
+    std::vector<std::thread>& threads;
+    ~JoinAll() {
+      stop = true;
+      for (auto& t : threads) {
+        if (t.joinable()) t.join();
+      }
+    }
+  } join_all{stop, writers};
   for (int w = 0; w < kWriters; ++w) {
     writers.emplace_back([&, w] {
       const int fd =
@@ -250,6 +263,8 @@ TEST_F(ControllerTest, TwoPhaseUpdateUnderWritersIsNeverMixed) {
       for (int i = 0; !stop; ++i) {
         const std::string block(4096, static_cast<char>('a' + (i + w) % 26));
         if (pwrite(fd, block.data(), block.size(), i * 4096L) != 4096) {
+          ADD_FAILURE() << "writer " << w << " block " << i << ": "
+                        << strerror(errno);
           ++errors;
           break;
         }
@@ -258,8 +273,13 @@ TEST_F(ControllerTest, TwoPhaseUpdateUnderWritersIsNeverMixed) {
       close(fd);
     });
   }
-  while (acked[0] < 50)
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  // Waits until writer 0 acknowledged `n` blocks (false if the writers
+  // failed or stalled).
+  auto wait_acked = [&](int n) {
+    return Eventually([&] { return acked[0] >= n || errors > 0; }) &&
+           errors == 0;
+  };
+  ASSERT_TRUE(wait_acked(50)) << errors.load() << " writers failed";
 
   // A host that refuses (S2 does not know endpoint "nowhere") leaves every
   // host with its old rules.
@@ -283,8 +303,7 @@ TEST_F(ControllerTest, TwoPhaseUpdateUnderWritersIsNeverMixed) {
   EXPECT_EQ((*rules)[0].cid(), *old_rule);
 
   // The real update, across the FUSE host and S2, while the writers run.
-  while (acked[0] < 100)
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ASSERT_TRUE(wait_acked(100)) << errors.load() << " writers failed";
   UpdateSpec good;
   good.changes.push_back(RuleChanges{
       kFuse, {"<*, *, //home/w/*> -> <IO, //S2/w/*>"}, {*old_rule}});
@@ -293,18 +312,17 @@ TEST_F(ControllerTest, TwoPhaseUpdateUnderWritersIsNeverMixed) {
   auto done = Client().Update(good);
   ASSERT_TRUE(done.ok()) << done.status();
   const int at_switch = acked[0];
-  while (acked[0] < at_switch + 100) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+  EXPECT_TRUE(wait_acked(at_switch + 100))
+      << errors.load() << " writers failed";
   stop = true;
   for (auto& t : writers) t.join();
-  EXPECT_EQ(errors.load(), 0);
+  ASSERT_EQ(errors.load(), 0);
 
   // Nothing landed at S2 itself, and every acknowledged block is on S1.
   EXPECT_FALSE(std::filesystem::exists(r2_ / "w"));
   for (int w = 0; w < kWriters; ++w) {
     const std::string data = ReadWholeFile(r1_ / ("w/f" + std::to_string(w)));
-    ASSERT_GE(data.size(), acked[w] * 4096u) << "writer " << w;
+    ASSERT_GE(data.size(), acked[w].load() * 4096u) << "writer " << w;
     for (int i = 0; i < acked[w]; ++i) {
       ASSERT_EQ(data[i * 4096], static_cast<char>('a' + (i + w) % 26))
           << "writer " << w << " block " << i;

@@ -243,7 +243,14 @@ TEST_F(ServerTest, KilledServerFailsIoWithinTheDeadlineAndComesBack) {
     }
     close(fd);
   });
-  while (acked < 50) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  for (int i = 0; i < 20000 && acked < 50 && first_error == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  if (acked < 50) {
+    stop = true;
+    writer.join();
+    FAIL() << "the writer failed early: errno " << first_error.load();
+  }
   killed_at_ms = now_ms();
   s1->Kill();
   writer.join();  // ends at its first error
