@@ -4,6 +4,7 @@
 
 #include <map>
 #include <mutex>
+#include <thread>
 
 #include "util/strings.h"
 
@@ -16,6 +17,22 @@ absl::StatusOr<uint64_t> ControllerApi::Insert(const std::string& sswitch,
   auto r = Update(spec);
   if (!r.ok()) return r.status();
   return r->cids.at(0);
+}
+
+absl::Status ControllerApi::WaitForHost(const std::string& sswitch,
+                                        absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (true) {
+    for (const TopologyHost& h : Topology()) {
+      if (h.info.sswitch() == sswitch && h.connected) return absl::OkStatus();
+    }
+    if (absl::Now() >= deadline) {
+      return absl::DeadlineExceededError(StrCat("host ", sswitch,
+                                                " did not connect within ",
+                                                absl::FormatDuration(timeout)));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
 }
 
 absl::Status ControllerApi::Delete(const std::string& sswitch, uint64_t cid) {

@@ -128,6 +128,10 @@ class ControllerApi {
                                 const std::string& value) = 0;
   virtual absl::StatusOr<std::string> GetState(const std::string& key) = 0;
 
+  // Waits until `sswitch` is registered and connected (apps may start
+  // before the hosts they program): DeadlineExceeded after `timeout`.
+  absl::Status WaitForHost(const std::string& sswitch, absl::Duration timeout);
+
   // Single-sSwitch conveniences over Update.
   absl::StatusOr<uint64_t> Insert(const std::string& sswitch,
                                   const std::string& rule);

@@ -1,5 +1,8 @@
 #include "sswitch/sswitch.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <condition_variable>
 #include <cstring>
@@ -862,20 +865,29 @@ void SSwitch::SendToFile(Io* io, std::string file) {
     io->args.other = std::string(other.path);
   }
   const OpClass cls = io->header.op_class();
-  if (cls == kOpClassCreate && io->target != io->header.file) {
-    CreateAtDetour(io, it->second, std::string(name.path));
-    return;
+  if (io->target != io->header.file) {
+    if (cls == kOpClassCreate) {
+      CreateAtDetour(io, it->second, std::string(name.path), false);
+      return;
+    }
+    if (op == Op::kWrite || op == Op::kTruncate || op == Op::kFallocate) {
+      CreateAtDetour(io, it->second, std::string(name.path), true);
+      return;
+    }
   }
   it->second->Submit(io, name.path);
 }
 
 // A create sent somewhere other than its own name: the parent directories
 // exist at the home but maybe not at the target. Try the create; on ENOENT
-// make the missing parents there and try once more.
+// make the missing parents there and try once more. A write sent to a
+// detour whose file does not exist yet makes the file too (lazily, at the
+// first IO that needs it: DESIGN.md §6).
 struct SSwitch::DetourCreate {
   Io* parent;
   std::shared_ptr<Endpoint> endpoint;
   std::string path;
+  bool make_file = false;         // a write: the file itself may be missing
   std::vector<std::string> dirs;  // ancestors of path, outermost first
   size_t next_dir = 0;
   bool retried = false;
@@ -884,11 +896,12 @@ struct SSwitch::DetourCreate {
 };
 
 void SSwitch::CreateAtDetour(Io* io, std::shared_ptr<Endpoint> endpoint,
-                             std::string path) {
+                             std::string path, bool make_file) {
   auto st = std::make_shared<DetourCreate>();
   st->parent = io;
   st->endpoint = std::move(endpoint);
   st->path = std::move(path);
+  st->make_file = make_file;
   TryDetourCreate(st);
 }
 
@@ -897,6 +910,8 @@ void SSwitch::TryDetourCreate(const std::shared_ptr<DetourCreate>& st) {
   attempt->header = st->parent->header;
   attempt->args = st->parent->args;
   attempt->write_data = st->parent->write_data;
+  attempt->read_buffer = st->parent->read_buffer;
+  attempt->records = st->parent->records;
   attempt->target = st->parent->target;
   attempt->set_completion([this, st](Io& a) {
     if (ErrnoOf(a.status) == ENOENT && !st->retried) {
@@ -921,7 +936,11 @@ void SSwitch::TryDetourCreate(const std::shared_ptr<DetourCreate>& st) {
 
 void SSwitch::MakeDetourParents(const std::shared_ptr<DetourCreate>& st) {
   if (st->next_dir == st->dirs.size()) {
-    TryDetourCreate(st);
+    if (st->make_file) {
+      MakeDetourFile(st);
+    } else {
+      TryDetourCreate(st);
+    }
     return;
   }
   auto mk = std::make_unique<Io>();
@@ -941,6 +960,29 @@ void SSwitch::MakeDetourParents(const std::shared_ptr<DetourCreate>& st) {
   Io* raw = mk.get();
   st->mkdir = std::move(mk);
   st->endpoint->Submit(raw, st->dirs[st->next_dir]);
+}
+
+void SSwitch::MakeDetourFile(const std::shared_ptr<DetourCreate>& st) {
+  auto mk = std::make_unique<Io>();
+  mk->header = st->parent->header;
+  mk->header.op = Op::kCreate;
+  mk->header.offset = mk->header.length = 0;
+  mk->args = IoArgs();
+  mk->args.uid = st->parent->args.uid;
+  mk->args.gid = st->parent->args.gid;
+  mk->args.mode = S_IFREG | 0644;
+  mk->args.flags = O_CREAT | O_WRONLY;  // not O_EXCL: a racing write may win
+  mk->set_completion([this, st](Io& m) {
+    const int err = ErrnoOf(m.status);
+    if (err != 0 && err != EEXIST) {
+      st->parent->Complete(m.status);
+      return;
+    }
+    TryDetourCreate(st);
+  });
+  Io* raw = mk.get();
+  st->mkdir = std::move(mk);
+  st->endpoint->Submit(raw, st->path);
 }
 
 std::string SSwitch::ResolveWholeFile(const Snapshot& snap, const IoHeader& h) {

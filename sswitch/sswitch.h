@@ -200,9 +200,10 @@ class SSwitch {
   void SendToFile(Io* io, std::string file);
   struct DetourCreate;
   void CreateAtDetour(Io* io, std::shared_ptr<Endpoint> endpoint,
-                      std::string path);
+                      std::string path, bool make_file);
   void TryDetourCreate(const std::shared_ptr<DetourCreate>& st);
   void MakeDetourParents(const std::shared_ptr<DetourCreate>& st);
+  void MakeDetourFile(const std::shared_ptr<DetourCreate>& st);
   // Where the first whole-file rule matching `h` sends it: a file name, ""
   // for a stage or the controller. Delegates are not consulted.
   static std::string ResolveWholeFile(const Snapshot& snap, const IoHeader& h);

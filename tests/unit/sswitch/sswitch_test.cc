@@ -876,6 +876,25 @@ TEST(TrackWritesRestoreTest, RecordsRebuildTheSameReadRules) {
   EXPECT_TRUE(third.sswitch().ListRules().empty());
 }
 
+TEST_F(SSwitchTest, WritesToADetourMakeItsFileAndParents) {
+  WriteWholeFile(a_ / "x", "home");
+  ASSERT_TRUE(host_.LoadRules("<*, w, //A/x> -> <IO, //B/deep/er/x>").ok());
+  // Nothing exists at B yet: the first write makes deep/er/x there.
+  auto n = host_.Write("t", "//A/x", 2, Bytes("ta"));
+  ASSERT_TRUE(n.ok()) << n.status();
+  EXPECT_EQ(*n, 2u);
+  EXPECT_EQ(ReadWholeFile(b_ / "deep/er/x"), std::string("\0\0ta", 4));
+  ASSERT_TRUE(host_.Write("t", "//A/x", 0, Bytes("da")).ok());
+  EXPECT_EQ(ReadWholeFile(b_ / "deep/er/x"), "data");
+  EXPECT_EQ(ReadWholeFile(a_ / "x"), "home");
+  // A truncate routed there makes the file as well.
+  ASSERT_TRUE(host_.LoadRules("<*, w, //A/y> -> <IO, //B/other/y>").ok());
+  IoArgs args;
+  args.size = 10;
+  ASSERT_TRUE(host_.Call("t", Op::kTruncate, "//A/y", args).ok());
+  EXPECT_EQ(ReadWholeFile(b_ / "other/y"), std::string(10, '\0'));
+}
+
 TEST_F(SSwitchTest, ValidateChecksWithoutInstalling) {
   auto& sw = host_.sswitch();
   EXPECT_TRUE(sw.Validate({R("<*, w, //A/x> -> <IO, //B/x>")}).ok());
