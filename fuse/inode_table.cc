@@ -240,6 +240,23 @@ bool InodeTable::hidden(uint64_t ino) const {
   return it != nodes_.end() && it->second.hidden;
 }
 
+void InodeTable::SetNoCapability(uint64_t ino, uint64_t tag,
+                                 uint64_t until_ns) {
+  std::lock_guard<std::mutex> l(mu_);
+  auto it = nodes_.find(ino);
+  if (it == nodes_.end()) return;
+  it->second.no_capability_tag = tag;
+  it->second.no_capability_until_ns = until_ns;
+}
+
+bool InodeTable::NoCapability(uint64_t ino, uint64_t tag,
+                              uint64_t now_ns) const {
+  std::lock_guard<std::mutex> l(mu_);
+  auto it = nodes_.find(ino);
+  return it != nodes_.end() && it->second.no_capability_tag == tag &&
+         now_ns < it->second.no_capability_until_ns;
+}
+
 size_t InodeTable::size() const {
   std::lock_guard<std::mutex> l(mu_);
   return nodes_.size();

@@ -78,6 +78,13 @@ class InodeTable {
             std::string hidden_path);
   bool hidden(uint64_t ino) const;
 
+  // Files known to have no security.capability xattr, which the kernel asks
+  // for before every write through its page cache: answered here, without
+  // a trip to the endpoint, while the caller's generation of xattr changes
+  // is still `tag` and CLOCK_MONOTONIC is before `until_ns`.
+  void SetNoCapability(uint64_t ino, uint64_t tag, uint64_t until_ns);
+  bool NoCapability(uint64_t ino, uint64_t tag, uint64_t now_ns) const;
+
   size_t size() const;
   // Every inode number the kernel knows now (the root included).
   std::vector<uint64_t> Inodes() const;
@@ -92,9 +99,11 @@ class InodeTable {
     uint64_t lookups = 0;
     dev_t dev = 0;
     ino_t file_ino = 0;
-    std::vector<Link> links;  // links[0] names the node
-    int open = 0;             // open file handles
-    bool hidden = false;      // unlinked while open: links[0] is hidden
+    std::vector<Link> links;         // links[0] names the node
+    int open = 0;                    // open file handles
+    bool hidden = false;             // unlinked while open: links[0] is hidden
+    uint64_t no_capability_tag = 0;  // see SetNoCapability
+    uint64_t no_capability_until_ns = 0;
   };
   struct LinkHash {
     size_t operator()(const std::pair<uint64_t, std::string>& l) const;

@@ -6,6 +6,7 @@
 
 #include "fuse/ops.h"
 #include "fuse/request.h"
+#include "sswitch/stats.h"
 
 namespace sroute::fuse_internal {
 
@@ -33,7 +34,10 @@ void Setxattr(fuse_req_t req, fuse_ino_t ino, const char* name,
   r->io.args.flags = flags;
   r->buffer.assign(value, value + size);
   r->io.write_data = std::span<const char>(r->buffer);
-  Submit(std::move(r), ReplyError);
+  Submit(std::move(r), [](Request& rr) {
+    rr.volume->XattrsChanged();
+    ReplyError(rr);
+  });
 }
 
 namespace {
@@ -51,11 +55,32 @@ void ReplyXattr(Request& r, size_t size) {
 }  // namespace
 
 void Getxattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
+  // The kernel asks for security.capability before every write through its
+  // page cache (to drop capabilities on write). With attributes cached, a
+  // file found without one is answered here for as long as its attributes
+  // are, unless xattrs or rules change: the write then costs no trip to
+  // the endpoint for it.
+  Volume& v = VolumeOf(req);
+  const bool capability = std::strcmp(name, "security.capability") == 0;
+  const uint64_t tag = v.xattr_generation();
+  if (capability && v.inodes().NoCapability(ino, tag, MonotonicNanos())) {
+    fuse_reply_err(req, ENODATA);
+    return;
+  }
   std::string path;
   if (!PathOf(req, ino, &path)) return;
   auto r = NewRequest(req, Op::kGetxattr, path);
   r->io.args.other = name;
-  Submit(std::move(r), [size](Request& rr) { ReplyXattr(rr, size); });
+  Submit(std::move(r), [size, ino, capability, tag](Request& rr) {
+    const double ttl = rr.volume->attr_timeout();
+    // Not for files some rule may route: the answer may depend on who asks.
+    if (capability && ttl > 0 && ErrnoOf(rr.io.status) == ENODATA &&
+        !rr.volume->sswitch().MayRoute(rr.io.header.file)) {
+      rr.volume->inodes().SetNoCapability(
+          ino, tag, MonotonicNanos() + static_cast<uint64_t>(ttl * 1e9));
+    }
+    ReplyXattr(rr, size);
+  });
 }
 
 void Listxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
@@ -70,7 +95,10 @@ void Removexattr(fuse_req_t req, fuse_ino_t ino, const char* name) {
   if (!PathOf(req, ino, &path)) return;
   auto r = NewRequest(req, Op::kRemovexattr, path);
   r->io.args.other = name;
-  Submit(std::move(r), ReplyError);
+  Submit(std::move(r), [](Request& rr) {
+    rr.volume->XattrsChanged();
+    ReplyError(rr);
+  });
 }
 
 }  // namespace sroute::fuse_internal

@@ -94,6 +94,8 @@ size_t Volume::pending_invalidations() const {
 }
 
 void Volume::RoutesChanged(const std::vector<HeaderPattern>& changed) {
+  // A file may now live where it has other xattrs.
+  XattrsChanged();
   {
     std::lock_guard<std::mutex> l(inval_mu_);
     inval_pending_.insert(inval_pending_.end(), changed.begin(), changed.end());

@@ -11,6 +11,7 @@
 #define FUSE_USE_VERSION 34
 #include <fuse_lowlevel.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <mutex>
 #include <string>
@@ -67,12 +68,22 @@ class Volume {
   std::string FileName(const std::string& path) const;
   double attr_timeout() const;
   double entry_timeout() const;
+  // Counts changes that may add an xattr to a file the kernel caches (xattrs
+  // set or removed through the volume, rule changes): an answer that a file
+  // has none holds only while this stands (InodeTable::NoCapability).
+  uint64_t xattr_generation() const {
+    return xattr_generation_.load(std::memory_order_acquire);
+  }
+  void XattrsChanged() {
+    xattr_generation_.fetch_add(1, std::memory_order_acq_rel);
+  }
 
  private:
   SSwitch* const sw_;
   const VolumeOptions options_;
   InodeTable inodes_;
   fuse_lowlevel_ops ops_{};
+  std::atomic<uint64_t> xattr_generation_{1};
 
   void RoutesChanged(const std::vector<HeaderPattern>& changed);
   void InvalidateLoop();

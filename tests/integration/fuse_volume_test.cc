@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/wait.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -622,6 +623,46 @@ TEST_F(FuseVolumeTest, ConcurrentWritersToOneFile) {
   for (size_t i = 0; i < all.size(); i += kBlock) {
     EXPECT_EQ(all[i], static_cast<char>('a' + (i / kBlock) % kThreads));
   }
+}
+
+TEST_F(FuseVolumeTest, OpenFileFollowsRenamesOfItselfAndItsDirectory) {
+  Mount("", {"--kernel-cache", "off"});
+  ASSERT_EQ(mkdir((mnt_ / "d1").c_str(), 0755), 0);
+  int fd = open((mnt_ / "d1/f").c_str(), O_CREAT | O_RDWR, 0644);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(pwrite(fd, "one", 3, 0), 3);
+  ASSERT_EQ(rename((mnt_ / "d1").c_str(), (mnt_ / "d2").c_str()), 0);
+  ASSERT_EQ(pwrite(fd, "two", 3, 3), 3);
+  ASSERT_EQ(rename((mnt_ / "d2/f").c_str(), (mnt_ / "d2/g").c_str()), 0);
+  ASSERT_EQ(pwrite(fd, "six", 3, 6), 3);
+  char buf[16] = {};
+  ASSERT_EQ(pread(fd, buf, sizeof(buf), 0), 9);
+  EXPECT_EQ(std::string(buf, 9), "onetwosix");
+  close(fd);
+  EXPECT_EQ(ReadWholeFile(backing_ / "d2/g"), "onetwosix");
+  EXPECT_EQ(List(backing_ / "d2"), (std::vector<std::string>{".", "..", "g"}));
+}
+
+TEST_F(FuseVolumeTest, CapabilityXattrSetThroughTheVolumeIsSeenAtOnce) {
+  Mount();  // kernel cache auto: writes go through the page cache
+  const std::string f = mnt_ / "bin";
+  WriteWholeFile(f, "x");  // the kernel asks for security.capability
+  WriteWholeFile(f, "y");  // and is answered by sroute-fuse itself
+  char buf[64];
+  EXPECT_EQ(getxattr(f.c_str(), "security.capability", buf, sizeof(buf)), -1);
+  EXPECT_EQ(errno, ENODATA);
+  // struct vfs_cap_data, revision 2: CAP_NET_BIND_SERVICE permitted.
+  const uint32_t cap[5] = {0x02000000, 1u << 10, 0, 0, 0};
+  ASSERT_EQ(setxattr(f.c_str(), "security.capability", cap, sizeof(cap), 0), 0);
+  EXPECT_EQ(getxattr(f.c_str(), "security.capability", buf, sizeof(buf)),
+            static_cast<ssize_t>(sizeof(cap)));
+  EXPECT_EQ(getxattr((backing_ / "bin").c_str(), "security.capability", buf,
+                     sizeof(buf)),
+            static_cast<ssize_t>(sizeof(cap)));
+  ASSERT_EQ(removexattr(f.c_str(), "security.capability"), 0);
+  WriteWholeFile(f, "z");
+  EXPECT_EQ(getxattr(f.c_str(), "security.capability", buf, sizeof(buf)), -1);
+  EXPECT_EQ(errno, ENODATA);
 }
 
 }  // namespace
