@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # FUSE data-path benchmark: sroute-fuse against the raw backing directory,
 # mergerfs (cache.files=off and partial) and libfuse's passthrough_ll
-# (cache=never and default), alternated round by round over the same backing
+# (cache=never and default), alternated run by run over the same backing
 # files. Prints one line per (system, workload) with the median over rounds
 # of IOPS or MB/s, p50/p99 completion latency and the daemon's CPU use.
 # The backing directory is a journaled ext4 loop filesystem made for the
@@ -180,12 +180,16 @@ fi
 
 results=$work/results.txt
 : > "$results"
+# Each workload runs on every system back to back, in an order that rotates
+# from round to round, so that peers compared with each other are measured
+# minutes apart at most (the machine's load drifts) and none is always first.
+read -r -a order <<< "$systems"
 for round in $(seq "$rounds"); do
-  for sys in $systems; do
-    mount_system "$sys"
-    dir=$mnt
-    [ "$sys" = raw ] && dir=$data
-    for wl in $workloads; do
+  for wl in $workloads; do
+    for sys in "${order[@]}"; do
+      mount_system "$sys"
+      dir=$mnt
+      [ "$sys" = raw ] && dir=$data
       if [ "$wl" = "${wl%-cold}" ]; then
         # Warm: read the file once so the page cache holds it where it can.
         cat "$dir/fio.dat" > /dev/null
@@ -195,9 +199,10 @@ for round in $(seq "$rounds"); do
       echo "# $round $sys $wl: page cache holds $(resident) of $size" >&2
       echo "$round $sys $wl $(run_fio "$dir" "$wl")" >> "$results"
       echo "#   after: $(resident)" >&2
+      unmount_system
     done
-    unmount_system
   done
+  order=("${order[@]:1}" "${order[0]}")
 done
 
 python3 - "$results" <<'PY'
