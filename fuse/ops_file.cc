@@ -1,4 +1,6 @@
 // File ops: open, create, read, write, release, fsync, lseek, fallocate.
+#include <fcntl.h>
+#include <linux/fuse.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -15,12 +17,31 @@ namespace {
 // the pages of a file no rule can route, across opens (a rule change
 // invalidates them: Volume::StartInvalidating); a file some rule matches
 // gets direct IO, since its route may depend on the tenant or the range.
+// An O_DIRECT open gets direct IO too: the caller asked for it, and the
+// kernel then lets its writes run in parallel (ReplyOpen).
 void SetCaching(Volume& v, const std::string& file, fuse_file_info* fi) {
   const bool direct =
       v.options().kernel_cache == VolumeOptions::KernelCache::kOff ||
-      v.sswitch().MayRoute(file);
+      (fi->flags & O_DIRECT) != 0 || v.sswitch().MayRoute(file);
   fi->direct_io = direct ? 1 : 0;
   fi->keep_cache = direct ? 0 : 1;
+}
+
+// fuse_reply_open, plus FOPEN_PARALLEL_DIRECT_WRITES for direct IO, which
+// libfuse 3.14 cannot express: without it the kernel holds the inode's lock
+// across every direct write, so writers of one file (a database, fio with
+// several jobs) queue behind each other although the sSwitch and the
+// endpoints serve them concurrently. The kernel still serializes writes
+// that append or extend the file. Returns what fuse_reply_open would.
+int ReplyOpen(fuse_req_t req, const fuse_file_info& fi) {
+  fuse_open_out out{};
+  out.fh = fi.fh;
+  if (fi.direct_io)
+    out.open_flags |= FOPEN_DIRECT_IO | FOPEN_PARALLEL_DIRECT_WRITES;
+  if (fi.keep_cache) out.open_flags |= FOPEN_KEEP_CACHE;
+  if (fi.nonseekable) out.open_flags |= FOPEN_NONSEEKABLE;
+  if (fi.noflush) out.open_flags |= FOPEN_NOFLUSH;
+  return fuse_reply_buf(req, reinterpret_cast<const char*>(&out), sizeof(out));
 }
 }  // namespace
 
@@ -35,7 +56,7 @@ void Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     SetCaching(*rr.volume, rr.io.header.file, &rr.fi);
     rr.volume->inodes().Opened(ino);
     rr.fi.fh = reinterpret_cast<uint64_t>(new OpenFile());
-    if (fuse_reply_open(rr.req, &rr.fi) != 0) {
+    if (ReplyOpen(rr.req, rr.fi) != 0) {
       // Interrupted: no release follows.
       delete OpenFile::Of(&rr.fi);
       rr.volume->inodes().Released(ino);
