@@ -81,6 +81,13 @@ int main(int argc, char** argv) {
                  "deadline of each IO sent to a storage server")
       ->capture_default_str()
       ->check(CLI::Range(1, 3600000));
+  int poll_us = 0;
+  app.add_option("--poll-us", poll_us,
+                 "busy-poll the storage servers' replies this many "
+                 "microseconds after each event before sleeping (lower "
+                 "latency, more CPU)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 100000));
   app.add_option("--rules", rules_file, "rules file to install at start");
   app.add_option("--tenant", tenants,
                  "name callers for rules: NAME=uid:N or NAME=gid:N "
@@ -175,7 +182,8 @@ int main(int argc, char** argv) {
   const bool stay = foreground || debug;
   std::unique_ptr<sroute::IoThreads> io_threads;
   if (any_remote || !controller.empty()) {
-    io_threads = std::make_unique<sroute::IoThreads>(2, /*start=*/stay);
+    io_threads = std::make_unique<sroute::IoThreads>(
+        2, /*start=*/stay, std::chrono::microseconds(poll_us));
     remote.threads = io_threads.get();
   }
   // What the controller learns of this host.

@@ -1,5 +1,7 @@
 #include "rpc/io_threads.h"
 
+#include <sched.h>
+
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 
@@ -13,9 +15,11 @@ struct IoThreads::Guard {
   boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work;
 };
 
-IoThreads::IoThreads(int threads, bool start)
-    : count_(threads),
-      context_(std::make_unique<boost::asio::io_context>(threads)),
+IoThreads::IoThreads(int threads, bool start,
+                     std::chrono::microseconds poll_window)
+    : count_(poll_window.count() > 0 ? 1 : threads),
+      poll_window_(poll_window),
+      context_(std::make_unique<boost::asio::io_context>(count_)),
       guard_(std::make_unique<Guard>(*context_)) {
   if (start) Run();
 }
@@ -32,13 +36,32 @@ void IoThreads::Run() {
       // anyway, log it and keep the thread serving.
       while (true) {
         try {
-          context_->run();
+          if (poll_window_.count() > 0) {
+            Poll();
+          } else {
+            context_->run();
+          }
           return;
         } catch (const std::exception& e) {
           LogError("io thread: uncaught exception: ", e.what());
         }
       }
     });
+  }
+}
+
+void IoThreads::Poll() {
+  using Clock = std::chrono::steady_clock;
+  auto last_event = Clock::now();
+  while (!context_->stopped()) {
+    if (context_->poll() > 0) {
+      last_event = Clock::now();
+    } else if (Clock::now() - last_event < poll_window_) {
+      sched_yield();  // let whatever else is runnable here have the CPU
+    } else {
+      context_->run_one();  // sleeps until the next event
+      last_event = Clock::now();
+    }
   }
 }
 

@@ -41,6 +41,13 @@ int main(int argc, char** argv) {
   app.add_option("--io-threads", o.io_threads, "network threads")
       ->capture_default_str()
       ->check(CLI::Range(1, 64));
+  int poll_us = 0;
+  app.add_option("--poll-us", poll_us,
+                 "busy-poll the network this many microseconds after each "
+                 "event before sleeping (lower latency, more CPU; one "
+                 "network thread)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 100000));
   app.add_option("--remote-timeout-ms", timeout_ms,
                  "deadline of IOs this server sends to other servers")
       ->capture_default_str()
@@ -48,6 +55,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   sroute::SetLogTag("sroute-server");
   o.remote_timeout = absl::Milliseconds(timeout_ms);
+  o.poll_window = std::chrono::microseconds(poll_us);
 
   auto secret = sroute::LoadSecretFile(secret_file);
   if (!secret.ok()) {

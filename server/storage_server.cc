@@ -301,7 +301,8 @@ absl::StatusOr<std::unique_ptr<StorageServer>> StorageServer::Start(
 
   auto impl = std::make_unique<Impl>(std::move(options));
   const StorageServerOptions& o = impl->options;
-  impl->threads = std::make_unique<IoThreads>(std::max(1, o.io_threads));
+  impl->threads = std::make_unique<IoThreads>(std::max(1, o.io_threads),
+                                              /*start=*/true, o.poll_window);
   if (absl::Status s = impl->host.AddLocalEndpoint(o.name, o.root); !s.ok()) {
     return absl::Status(s.code(), StrCat("root ", o.root, ": ", s.message()));
   }

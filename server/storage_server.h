@@ -9,6 +9,7 @@
 #ifndef SROUTE_SERVER_STORAGE_SERVER_H_
 #define SROUTE_SERVER_STORAGE_SERVER_H_
 
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -33,6 +34,9 @@ struct StorageServerOptions {
   std::vector<std::string> rules;      // more rules, after the file's
   std::vector<std::string> endpoints;  // NAME=DIR or NAME=HOST:PORT
   int io_threads = 2;
+  // > 0: the network thread busy-polls this long after each event before it
+  // sleeps (rpc/io_threads.h: lower latency for CPU; one network thread).
+  std::chrono::microseconds poll_window{0};
   absl::Duration remote_timeout = absl::Seconds(10);
   // Register with the controller at HOST:PORT (empty: no controller). Its
   // rules are in place before the server answers its first request.

@@ -399,6 +399,75 @@ TEST_F(RpcTest, NothingListeningIsUnavailable) {
   StartServer(0);
 }
 
+// Polling network threads (rpc/io_threads.h) on both sides: calls from
+// several threads come back, deadlines still fire, a thread that went to
+// sleep after its window wakes for the next call, and Stop ends the poller.
+TEST(RpcPollingTest, PollingThreadsServeCallsDeadlinesAndStop) {
+  using std::chrono::microseconds;
+  IoThreads server_threads(2, /*start=*/true, microseconds(300));
+  IoThreads client_threads(2, /*start=*/true, microseconds(300));
+  EXPECT_EQ(server_threads.size(), 1);  // one poller, whatever was asked
+  std::mutex held_mu;
+  std::vector<std::unique_ptr<RpcServer::Call>> held;
+  RpcServer::Options so;
+  so.name = "poller";
+  so.secret = kSecret;
+  auto server = *RpcServer::Start(&server_threads, "127.0.0.1:0", so,
+                                  [&](std::unique_ptr<RpcServer::Call> call) {
+                                    if (call->request().io().path() == "hold") {
+                                      std::lock_guard<std::mutex> l(held_mu);
+                                      held.push_back(std::move(call));
+                                      return;
+                                    }
+                                    proto::RpcReply reply;
+                                    call->Reply(reply, call->payload());
+                                  });
+  RpcChannel::Options co;
+  co.address = server->address();
+  co.secret = kSecret;
+  auto ch = *RpcChannel::Create(&client_threads, co);
+
+  std::atomic<int> good{0};
+  std::vector<std::thread> callers;
+  for (int t = 0; t < 2; ++t) {
+    callers.emplace_back([&, t] {
+      for (int i = 0; i < 300; ++i) {
+        proto::RpcRequest req;
+        req.mutable_io()->set_path("echo");
+        const std::string data = std::to_string(t * 1000 + i);
+        std::string back;
+        auto r = ch->CallSync(req, absl::Seconds(10), data, &back);
+        if (r.ok() && back == data) good.fetch_add(1);
+      }
+    });
+  }
+  for (auto& t : callers) t.join();
+  EXPECT_EQ(good.load(), 600);
+
+  proto::RpcRequest hold;
+  hold.mutable_io()->set_path("hold");
+  auto late = ch->CallSync(hold, absl::Milliseconds(100));
+  EXPECT_TRUE(absl::IsDeadlineExceeded(late.status())) << late.status();
+
+  // Long past the window: both pollers sleep, and the next call wakes them.
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  proto::RpcRequest req;
+  req.mutable_io()->set_path("echo");
+  std::string back;
+  const std::string again = "again";
+  EXPECT_TRUE(ch->CallSync(req, absl::Seconds(5), again, &back).ok());
+  EXPECT_EQ(back, "again");
+
+  ch.reset();
+  {
+    std::lock_guard<std::mutex> l(held_mu);
+    held.clear();
+  }
+  server.reset();
+  client_threads.Stop();  // returns: the poller sees the context stop
+  server_threads.Stop();
+}
+
 TEST(RpcAddressTest, BadAddressesAreClearErrors) {
   std::string host;
   uint16_t port;
