@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Installs what bench/fuse_fio.sh needs beyond scripts/install-deps.sh
-# (Debian 12, as root): fio, and mergerfs as a peer to compare with. The
-# script also uses fincore (util-linux), python3 and a C compiler.
+# Installs what bench/fuse_fio.sh and bench/server_fio.sh need beyond
+# scripts/install-deps.sh (Debian 12, as root): fio, mergerfs as a FUSE peer
+# to compare with, and GlusterFS (10.3: server and FUSE client) as a peer for
+# the storage-server path. The scripts also use fincore (util-linux), python3
+# and a C compiler.
 set -euo pipefail
-packages=(fio mergerfs)
+packages=(fio mergerfs glusterfs-server glusterfs-client)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" \
