@@ -51,16 +51,12 @@ Volume::Volume(SSwitch* sw, VolumeOptions options)
   ops_.getxattr = Getxattr;
   ops_.listxattr = Listxattr;
   ops_.removexattr = Removexattr;
-  if (options_.kernel_cache != VolumeOptions::KernelCache::kOff) {
-    sw_->SetRouteObserver(
-        [this](const std::vector<HeaderPattern>& c) { RoutesChanged(c); });
-  }
+  sw_->SetRouteObserver(
+      [this](const std::vector<HeaderPattern>& c) { RoutesChanged(c); });
 }
 
 Volume::~Volume() {
-  if (options_.kernel_cache != VolumeOptions::KernelCache::kOff) {
-    sw_->SetRouteObserver(nullptr);
-  }
+  sw_->SetRouteObserver(nullptr);
   StopInvalidating();
 }
 
@@ -147,16 +143,8 @@ void Volume::InvalidateLoop() {
   }
 }
 
-double Volume::attr_timeout() const {
-  return options_.kernel_cache == VolumeOptions::KernelCache::kOff
-             ? 0.0
-             : options_.attr_timeout;
-}
+double Volume::attr_timeout() const { return options_.attr_timeout; }
 
-double Volume::entry_timeout() const {
-  return options_.kernel_cache == VolumeOptions::KernelCache::kOff
-             ? 0.0
-             : options_.entry_timeout;
-}
+double Volume::entry_timeout() const { return options_.entry_timeout; }
 
 }  // namespace sroute

@@ -27,15 +27,16 @@ namespace sroute {
 struct VolumeOptions {
   // The endpoint that holds the volume's namespace (--backing).
   std::string home = "home";
-  // off: every read and write reaches the sSwitch (FUSE direct IO, no
-  // attribute caching). auto: the kernel keeps the pages of files no rule
-  // can route (SSwitch::MayRoute) and attributes for a second; a rule change
-  // drops the kernel's pages and attributes of the files it matches. Files
-  // some rule matches when opened get direct IO.
+  // off: every read and write reaches the sSwitch (FUSE direct IO). auto:
+  // the kernel also keeps the pages of files no rule can route
+  // (SSwitch::MayRoute); files some rule matches when opened get direct IO.
+  // In both, the kernel keeps attributes and names for a second (they live
+  // at the file's home whatever the route, DESIGN.md §3), and a rule change
+  // drops the kernel's pages, attributes and names of the files it matches.
   enum class KernelCache { kOff, kAuto };
   KernelCache kernel_cache = KernelCache::kAuto;
-  double attr_timeout = 1.0;   // seconds, for kAuto
-  double entry_timeout = 1.0;  // seconds, for kAuto
+  double attr_timeout = 1.0;   // seconds
+  double entry_timeout = 1.0;  // seconds
   TenantMap tenants;
 };
 
