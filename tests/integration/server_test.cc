@@ -16,6 +16,7 @@
 #include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <set>
 #include <sstream>
 #include <string>
@@ -281,6 +282,31 @@ TEST_F(ServerTest, KilledServerFailsIoWithinTheDeadlineAndComesBack) {
   EXPECT_EQ(ReadWholeFile(r1_ / "r/f").substr(0, 13), "after restart");
 }
 
+// True once every thread of `pid` is in the stopped state ('T' in
+// /proc/PID/task/TID/stat), within 10 s.
+bool WaitAllThreadsStopped(pid_t pid) {
+  namespace fs = std::filesystem;
+  for (int i = 0; i < 1000; ++i) {
+    bool all = true;
+    std::error_code ec;
+    for (const auto& t :
+         fs::directory_iterator("/proc/" + std::to_string(pid) + "/task", ec)) {
+      std::ifstream in(t.path() / "stat");
+      std::string line;
+      std::getline(in, line);
+      const size_t paren = line.rfind(')');
+      if (paren == std::string::npos || paren + 2 >= line.size() ||
+          line[paren + 2] != 'T') {
+        all = false;
+        break;
+      }
+    }
+    if (all && !ec) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
+
 TEST_F(ServerTest, AStoppedServerTimesOutInsteadOfHanging) {
   ServerProcess* s1 = StartServer("S1", r1_.path());
   WriteWholeFile(home_ / "slow", "");
@@ -293,6 +319,9 @@ TEST_F(ServerTest, AStoppedServerTimesOutInsteadOfHanging) {
   ASSERT_GE(fd, 0);
   ASSERT_EQ(pread(fd, buf, sizeof(buf), 0), 9);
   kill(s1->pid(), SIGSTOP);
+  // kill(2) only queues the stop: wait until every thread of the server has
+  // stopped, or a request that is already being served may still answer.
+  ASSERT_TRUE(WaitAllThreadsStopped(s1->pid()));
   const auto start = std::chrono::steady_clock::now();
   EXPECT_EQ(pread(fd, buf, sizeof(buf), 0), -1);
   EXPECT_EQ(errno, ETIMEDOUT);
