@@ -24,6 +24,7 @@
 # build/fuse/sroute-fuse (SROUTE_FUSE=PATH for another build).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
+. "$top/bench/fio_lib.sh"
 work=${WORK:-/tmp/sroute-bench}
 rounds=${ROUNDS:-3}
 runtime=${RUNTIME:-10}
@@ -131,15 +132,7 @@ run_meta() {  # dir -> "ops 0 p50_us p99_us cpu_pct", or "failed"
 run_fio() {  # system workload -> "iops mbps p50_us p99_us cpu_pct"
   local dir=$1 wl=$2 rw bs jobs
   if [ "$wl" = meta20k ]; then run_meta "$dir"; return; fi
-  case ${wl%-cold} in
-    randread4k-1) rw=randread bs=4k jobs=1 ;;
-    randread4k-4) rw=randread bs=4k jobs=4 ;;
-    randwrite4k-1) rw=randwrite bs=4k jobs=1 ;;
-    randwrite4k-4) rw=randwrite bs=4k jobs=4 ;;
-    seqread128k-1) rw=read bs=128k jobs=1 ;;
-    seqwrite128k-1) rw=write bs=128k jobs=1 ;;
-    *) echo "unknown workload $wl" >&2; exit 2 ;;
-  esac
+  fio_workload "${wl%-cold}"
   local invalidate=0 before after hz=$(getconf CLK_TCK)
   [ "$wl" != "${wl%-cold}" ] && invalidate=1  # fio drops the mount's pages
   before=$(cpu_ticks)
@@ -148,16 +141,8 @@ run_fio() {  # system workload -> "iops mbps p50_us p99_us cpu_pct"
     --invalidate="$invalidate" --time_based --runtime="$runtime" \
     --group_reporting --output-format=json > "$work/out.json" 2>/dev/null
   after=$(cpu_ticks)
-  python3 - "$work/out.json" "$before" "$after" "$hz" "$runtime" <<'PY'
-import json, sys
-j = json.load(open(sys.argv[1]))["jobs"][0]
-d = j["read"] if j["read"]["io_bytes"] > 0 else j["write"]
-pct = d["clat_ns"].get("percentile", {})
-p50 = pct.get("50.000000", 0) / 1000
-p99 = pct.get("99.000000", 0) / 1000
-cpu = (int(sys.argv[3]) - int(sys.argv[2])) / int(sys.argv[4]) / float(sys.argv[5]) * 100
-print(f'{d["iops"]:.0f} {d["bw_bytes"]/1e6:.1f} {p50:.1f} {p99:.1f} {cpu:.0f}')
-PY
+  echo "$(fio_figures "$work/out.json") $(python3 -c \
+    "print(f'{($after - $before) / $hz / $runtime * 100:.0f}')")"
 }
 
 resident() { fincore -n -o RES "$data/fio.dat" | tr -d ' '; }

@@ -65,6 +65,7 @@
 # glusterd, the volumes, the loop filesystem's mount) is stopped at the end.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
+. "$top/bench/fio_lib.sh"
 work=${WORK:-/tmp/sroute-server-bench}
 rounds=${ROUNDS:-3}
 runtime=${RUNTIME:-10}
@@ -313,15 +314,7 @@ resident() { fincore -n -o RES "$(backing_file "$1")" | tr -d ' '; }
 
 run_fio() {  # system workload -> "iops mbps p50_us p99_us cpu_client cpu_server"
   local sys=$1 wl=$2 rw bs jobs cpid spid c0 s0 c1 s1 t0 t1 perf_pid=""
-  case $wl in
-    randread4k-1) rw=randread bs=4k jobs=1 ;;
-    randread4k-4) rw=randread bs=4k jobs=4 ;;
-    randwrite4k-1) rw=randwrite bs=4k jobs=1 ;;
-    randwrite4k-4) rw=randwrite bs=4k jobs=4 ;;
-    seqread128k-1) rw=read bs=128k jobs=1 ;;
-    seqwrite128k-1) rw=write bs=128k jobs=1 ;;
-    *) echo "unknown workload $wl" >&2; exit 2 ;;
-  esac
+  fio_workload "$wl"
   cpid=${fuse_pid[$sys]}
   spid=$(server_pid_of "$sys")
   if [[ " $perf_workloads " == *" $wl "* ]]; then
@@ -339,19 +332,10 @@ run_fio() {  # system workload -> "iops mbps p50_us p99_us cpu_client cpu_server
   c1=$(ticks "$cpid"); s1=$(ticks "$spid"); t1=$(date +%s.%N)
   [ -n "$perf_pid" ] && wait "$perf_pid"
   # CPU is averaged over the whole fio run (warm-up included): % of one CPU.
-  python3 - "$work/out.json" "$hz" "$t0" "$t1" "$c0" "$c1" "$s0" "$s1" <<'PY'
-import json, sys
-j = json.load(open(sys.argv[1]))["jobs"][0]
-d = j["read"] if j["read"]["io_bytes"] > 0 else j["write"]
-pct = d["clat_ns"].get("percentile", {})
-p50 = pct.get("50.000000", 0) / 1000
-p99 = pct.get("99.000000", 0) / 1000
-hz, t0, t1, c0, c1, s0, s1 = map(float, sys.argv[2:])
+  echo "$(fio_figures "$work/out.json") $(python3 -c "
+hz, t0, t1, c0, c1, s0, s1 = $hz, $t0, $t1, $c0, $c1, $s0, $s1
 wall = t1 - t0
-cc = (c1 - c0) / hz / wall * 100
-sc = (s1 - s0) / hz / wall * 100
-print(f'{d["iops"]:.0f} {d["bw_bytes"]/1e6:.1f} {p50:.1f} {p99:.1f} {cc:.0f} {sc:.0f}')
-PY
+print(f'{(c1 - c0) / hz / wall * 100:.0f} {(s1 - s0) / hz / wall * 100:.0f}')")"
 }
 
 : > "$results"

@@ -1,0 +1,28 @@
+# Shared by bench/fuse_fio.sh and bench/server_fio.sh (sourced).
+
+# fio_workload WORKLOAD: sets rw, bs and jobs for one of the benchmarks'
+# workload names (a "-cold" suffix is the caller's business).
+fio_workload() {
+  case $1 in
+    randread4k-1) rw=randread bs=4k jobs=1 ;;
+    randread4k-4) rw=randread bs=4k jobs=4 ;;
+    randwrite4k-1) rw=randwrite bs=4k jobs=1 ;;
+    randwrite4k-4) rw=randwrite bs=4k jobs=4 ;;
+    seqread128k-1) rw=read bs=128k jobs=1 ;;
+    seqwrite128k-1) rw=write bs=128k jobs=1 ;;
+    *) echo "unknown workload $1" >&2; exit 2 ;;
+  esac
+}
+
+# fio_figures JSON: "iops mbps p50_us p99_us" of the read or write side
+# (whichever did IO) of fio's --output-format=json --group_reporting output.
+fio_figures() {
+  python3 - "$1" <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1]))["jobs"][0]
+d = j["read"] if j["read"]["io_bytes"] > 0 else j["write"]
+pct = d["clat_ns"].get("percentile", {})
+print(f'{d["iops"]:.0f} {d["bw_bytes"]/1e6:.1f} '
+      f'{pct.get("50.000000", 0) / 1000:.1f} {pct.get("99.000000", 0) / 1000:.1f}')
+PY
+}
