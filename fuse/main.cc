@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -20,6 +21,7 @@
 #include "control/control_server.h"
 #include "controller/agent.h"
 #include "fuse/config.h"
+#include "fuse/session_loop.h"
 #include "fuse/volume.h"
 #include "rpc/handshake.h"
 #include "rpc/io_threads.h"
@@ -82,12 +84,20 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(1, 3600000));
   int poll_us = 0;
-  app.add_option("--poll-us", poll_us,
-                 "busy-poll the storage servers' replies this many "
-                 "microseconds after each event before sleeping (lower "
-                 "latency, more CPU)")
-      ->capture_default_str()
-      ->check(CLI::Range(0, 100000));
+  auto* poll_us_opt =
+      app.add_option("--poll-us", poll_us,
+                     "busy-poll the storage servers' replies this many "
+                     "microseconds after each event before sleeping (lower "
+                     "latency, more CPU)")
+          ->capture_default_str()
+          ->check(CLI::Range(0, 100000));
+  int fuse_threads =
+      static_cast<int>(std::max(2u, std::thread::hardware_concurrency()));
+  auto* threads_opt =
+      app.add_option("--threads", fuse_threads,
+                     "threads serving FUSE requests (more are added while all "
+                     "of them are stuck on slow requests) [CPUs, at least 2]")
+          ->check(CLI::Range(1, 1024));
   app.add_option("--rules", rules_file, "rules file to install at start");
   app.add_option("--tenant", tenants,
                  "name callers for rules: NAME=uid:N or NAME=gid:N "
@@ -135,6 +145,14 @@ int main(int argc, char** argv) {
       kernel_cache = config->kernel_cache();
     }
     if (control_socket.empty()) control_socket = config->control_socket();
+    if (threads_opt->count() == 0 && config->threads() != 0) {
+      if (config->threads() > 1024) return Die("threads: at most 1024");
+      fuse_threads = static_cast<int>(config->threads());
+    }
+    if (poll_us_opt->count() == 0) {
+      if (config->poll_us() > 100000) return Die("poll_us: at most 100000");
+      poll_us = static_cast<int>(config->poll_us());
+    }
     for (const std::string& o : config->fuse_option()) {
       options += (options.empty() ? "" : ",") + o;
     }
@@ -351,10 +369,9 @@ int main(int argc, char** argv) {
     fuse_session_unmount(se);
     return 1;
   }
-  fuse_loop_config config{};
-  config.clone_fd = 0;
-  config.max_idle_threads = 16;
-  const int rc = fuse_session_loop_mt(se, &config);
+  sroute::SessionLoopOptions loop_options;
+  loop_options.workers = fuse_threads;
+  const int rc = sroute::RunSessionLoop(se, loop_options);
   // No control request may touch the session from here on.
   control.reset();
   agent.reset();

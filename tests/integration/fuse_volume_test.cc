@@ -2,6 +2,7 @@
 // between local endpoints.
 #include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -11,10 +12,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -254,7 +257,8 @@ TEST_F(FuseVolumeTest, ConfigFileDescribesTheWholeVolume) {
           "tenant { name: \"alice\" uid: 4101 }\n"
           "rules_file: \"volume.rules\"\n"
           "rule: \"<alice, w, //home/cfg/b> -> <IO, //other/cfg/b>\"\n"
-          "kernel_cache: \"off\"\n");
+          "kernel_cache: \"off\"\n"
+          "threads: 3\n");
   volume_ = std::make_unique<MountedVolume>(
       SROUTE_FUSE_BINARY, mnt_.path(),
       std::vector<std::string>{"--config", rules_dir_ / "volume.conf"});
@@ -265,6 +269,12 @@ TEST_F(FuseVolumeTest, ConfigFileDescribesTheWholeVolume) {
   close(fd);
   EXPECT_EQ(ReadWholeFile(other_ / "cfg/a"), "configured");
   EXPECT_EQ(ReadWholeFile(backing_ / "cfg/a"), "");
+  int workers = 0;
+  for (const auto& task : std::filesystem::directory_iterator(
+           "/proc/" + std::to_string(volume_->pid()) + "/task")) {
+    if (ReadWholeFile(task.path() / "comm") == "fuse-worker\n") ++workers;
+  }
+  EXPECT_EQ(workers, 3);
 }
 
 TEST_F(FuseVolumeTest, MountHelperTakesFstabStyleArguments) {
@@ -280,7 +290,7 @@ TEST_F(FuseVolumeTest, MountHelperTakesFstabStyleArguments) {
   auto [rc, out] = RunCommand(
       helper + " " + backing_.path() + " " + mnt_.path() +
       " -o defaults,_netdev,kernel_cache=off,endpoint=other=" + other_.path() +
-      ",rules=" + (rules_dir_ / "m.rules") + ",noatime");
+      ",rules=" + (rules_dir_ / "m.rules") + ",threads=2,poll_us=0,noatime");
   ASSERT_EQ(rc, 0) << out;
   WriteWholeFile(mnt_ / "m", "via fstab");
   EXPECT_EQ(ReadWholeFile(other_ / "m"), "via fstab");
@@ -623,6 +633,67 @@ TEST_F(FuseVolumeTest, ConcurrentWritersToOneFile) {
   for (size_t i = 0; i < all.size(); i += kBlock) {
     EXPECT_EQ(all[i], static_cast<char>('a' + (i / kBlock) % kThreads));
   }
+}
+
+// True once some thread of `pid` sleeps waiting for a FUSE reply.
+bool WaitForThreadInFuseRequest(pid_t pid) {
+  for (int i = 0; i < 1000; ++i) {
+    for (const auto& task : std::filesystem::directory_iterator(
+             "/proc/" + std::to_string(pid) + "/task")) {
+      if (ReadWholeFile(task.path() / "wchan").find("request_wait_answer") !=
+          std::string::npos) {
+        return true;
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
+
+// The daemon serves FUSE requests with a small pool (--threads). A request
+// stuck on a slow endpoint (here a local endpoint on another FUSE volume
+// whose daemon is stopped) must not stop the rest of the volume: a helper
+// thread takes over while every worker is stuck.
+TEST_F(FuseVolumeTest, ARequestStuckOnASlowEndpointDoesNotStopTheVolume) {
+  TempDir slow_backing, slow_mnt;
+  MountedVolume slow(
+      SROUTE_FUSE_BINARY, slow_mnt.path(),
+      {"--backing", slow_backing.path(), "--kernel-cache", "off"});
+  ASSERT_TRUE(slow.ok());
+  WriteWholeFile(slow_mnt / "f", "slow data");
+  WriteWholeFile(backing_ / "slow", "");
+  Mount("<*, r, //home/slow> -> <IO, //slow/f>\n",
+        {"--endpoint", "slow=" + slow_mnt.path(), "--threads", "1",
+         "--kernel-cache", "off"});
+  const int fd = open((mnt_ / "slow").c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0);
+  char buf[32] = {};
+  ASSERT_EQ(pread(fd, buf, sizeof(buf), 0), 9);  // opens it at the endpoint
+
+  ASSERT_EQ(kill(slow.pid(), SIGSTOP), 0);
+  std::atomic<ssize_t> stuck_read{-2};
+  std::thread stuck([&] {
+    char b[32] = {};
+    const ssize_t n = pread(fd, b, sizeof(b), 0);
+    stuck_read = n == 9 && std::string(b, 9) == "slow data" ? n : -1;
+  });
+  // The volume's only worker now waits on the stopped daemon.
+  const bool in_flight = WaitForThreadInFuseRequest(volume_->pid());
+  auto other_io = std::async(std::launch::async, [&] {
+    WriteWholeFile(mnt_ / "meanwhile", "served");
+    return ReadWholeFile(mnt_ / "meanwhile");
+  });
+  const bool served =
+      other_io.wait_for(std::chrono::seconds(20)) == std::future_status::ready;
+  const ssize_t read_while_stopped = stuck_read.load();
+  kill(slow.pid(), SIGCONT);
+  stuck.join();
+  close(fd);
+  EXPECT_TRUE(in_flight) << "the read never reached the stopped daemon";
+  ASSERT_TRUE(served) << "other IO waited for the stuck request";
+  EXPECT_EQ(other_io.get(), "served");
+  EXPECT_EQ(read_while_stopped, -2) << "the stuck read did not wait";
+  EXPECT_EQ(stuck_read.load(), 9);  // and completes once the daemon runs
 }
 
 TEST_F(FuseVolumeTest, OpenFileFollowsRenamesOfItselfAndItsDirectory) {

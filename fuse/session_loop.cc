@@ -1,0 +1,163 @@
+#include "fuse/session_loop.h"
+
+#include <pthread.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <condition_variable>
+#include <cstdlib>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+namespace sroute {
+namespace {
+
+// Interrupts a worker blocked reading /dev/fuse when the loop ends: the
+// read fails with EINTR (no SA_RESTART) and the worker sees the session
+// has exited.
+constexpr int kWakeSignal = SIGUSR2;
+
+void InstallWakeHandler() {
+  struct sigaction sa {};
+  sa.sa_handler = [](int) {};
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = 0;
+  sigaction(kWakeSignal, &sa, nullptr);
+}
+
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+class Loop {
+ public:
+  Loop(fuse_session* se, const SessionLoopOptions& o) : se_(se), o_(o) {}
+
+  int Run() {
+    InstallWakeHandler();
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      for (int i = 0; i < std::max(1, o_.workers); ++i) StartLocked(false);
+    }
+    std::unique_lock<std::mutex> l(mu_);
+    const auto tick = std::max(std::chrono::milliseconds(1), o_.stuck_after);
+    while (!fuse_session_exited(se_) && !ended_) {
+      cv_.wait_for(l, tick);
+      ReapLocked();
+      if (idle_.load() == 0 && AllStuckLocked() &&
+          static_cast<int>(workers_.size()) < o_.max_workers) {
+        StartLocked(true);
+      }
+    }
+    fuse_session_exit(se_);
+    // Wake every worker still blocked in read(2), again until it is gone: a
+    // signal that lands just before the read would be lost.
+    while (!workers_.empty()) {
+      for (auto& w : workers_) {
+        if (!w->done.load())
+          pthread_kill(w->thread.native_handle(), kWakeSignal);
+      }
+      cv_.wait_for(l, std::chrono::milliseconds(10));
+      ReapLocked();
+    }
+    return error_;
+  }
+
+ private:
+  struct Worker {
+    std::thread thread;
+    bool helper = false;
+    std::atomic<int64_t> busy_since_ns{0};  // 0: not on a request
+    std::atomic<bool> done{false};
+  };
+
+  void StartLocked(bool helper) {
+    auto w = std::make_unique<Worker>();
+    w->helper = helper;
+    Worker* raw = w.get();
+    raw->thread = std::thread([this, raw] { Work(raw); });
+    workers_.push_back(std::move(w));
+  }
+
+  void Work(Worker* w) {
+    pthread_setname_np(pthread_self(),
+                       w->helper ? "fuse-helper" : "fuse-worker");
+    fuse_buf buf{};
+    while (!fuse_session_exited(se_)) {
+      idle_.fetch_add(1);
+      const int res = fuse_session_receive_buf(se_, &buf);
+      idle_.fetch_sub(1);
+      if (res == -EINTR || res == -EAGAIN) continue;
+      if (res <= 0) {
+        End(res);
+        break;
+      }
+      w->busy_since_ns.store(NowNs(), std::memory_order_relaxed);
+      fuse_session_process_buf(se_, &buf);
+      w->busy_since_ns.store(0, std::memory_order_relaxed);
+      // A helper is needed only while the others are stuck.
+      if (w->helper && idle_.load() > 0) break;
+    }
+    std::free(buf.mem);
+    std::lock_guard<std::mutex> l(mu_);
+    w->done.store(true);
+    cv_.notify_all();
+  }
+
+  void End(int res) {
+    std::lock_guard<std::mutex> l(mu_);
+    if (res < 0 && error_ == 0) error_ = res;
+    ended_ = true;
+    fuse_session_exit(se_);
+    cv_.notify_all();
+  }
+
+  // True if every worker has been on its current request for longer than
+  // stuck_after.
+  bool AllStuckLocked() const {
+    const int64_t limit =
+        NowNs() -
+        std::chrono::duration_cast<std::chrono::nanoseconds>(o_.stuck_after)
+            .count();
+    for (const auto& w : workers_) {
+      const int64_t since = w->busy_since_ns.load(std::memory_order_relaxed);
+      if (!w->done.load() && (since == 0 || since > limit)) return false;
+    }
+    return true;
+  }
+
+  void ReapLocked() {
+    for (auto it = workers_.begin(); it != workers_.end();) {
+      if ((*it)->done.load()) {
+        (*it)->thread.join();
+        it = workers_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+
+  fuse_session* const se_;
+  const SessionLoopOptions o_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::list<std::unique_ptr<Worker>> workers_;  // guarded by mu_
+  std::atomic<int> idle_{0};
+  int error_ = 0;       // guarded by mu_
+  bool ended_ = false;  // guarded by mu_
+};
+
+}  // namespace
+
+int RunSessionLoop(fuse_session* se, const SessionLoopOptions& options) {
+  Loop loop(se, options);
+  return loop.Run();
+}
+
+}  // namespace sroute

@@ -1,0 +1,35 @@
+// The loop that reads FUSE requests and runs them.
+//
+// libfuse's multithreaded loop starts a new worker whenever none is idle,
+// so a volume under N concurrent callers ends with about N+ workers, and
+// every request wakes a sleeping one. Here a small fixed pool (as many as
+// there are CPUs) serves the fast path: while a worker is busy, requests
+// wait in the kernel's queue and the next free worker takes them without
+// sleeping, so a request costs fewer thread switches. A worker can still
+// block (fsync on a slow disk, a local endpoint on a hung NFS mount), so a
+// supervisor adds a helper when every worker has been busy on one request
+// for longer than `stuck_after`; helpers leave when they find others idle.
+#ifndef SROUTE_FUSE_SESSION_LOOP_H_
+#define SROUTE_FUSE_SESSION_LOOP_H_
+
+#include <chrono>
+
+#include "fuse/volume.h"
+
+namespace sroute {
+
+struct SessionLoopOptions {
+  int workers = 2;       // always reading /dev/fuse; at least 1
+  int max_workers = 64;  // workers plus helpers
+  std::chrono::milliseconds stuck_after{5};
+};
+
+// Runs the session until it exits (unmount, fuse_session_exit, a signal
+// handler from fuse_set_signal_handlers). Returns 0, or the negative errno
+// that ended it.
+// REQUIRES: `se` is mounted; no other loop runs it.
+int RunSessionLoop(fuse_session* se, const SessionLoopOptions& options);
+
+}  // namespace sroute
+
+#endif  // SROUTE_FUSE_SESSION_LOOP_H_
