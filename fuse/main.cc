@@ -86,9 +86,10 @@ int main(int argc, char** argv) {
   int poll_us = 0;
   auto* poll_us_opt =
       app.add_option("--poll-us", poll_us,
-                     "busy-poll the storage servers' replies this many "
-                     "microseconds after each event before sleeping (lower "
-                     "latency, more CPU)")
+                     "after each request or reply, keep polling for FUSE "
+                     "requests and storage servers' replies this many "
+                     "microseconds before sleeping (lower latency; a CPU "
+                     "while IO flows)")
           ->capture_default_str()
           ->check(CLI::Range(0, 100000));
   int fuse_threads =
@@ -371,6 +372,7 @@ int main(int argc, char** argv) {
   }
   sroute::SessionLoopOptions loop_options;
   loop_options.workers = fuse_threads;
+  loop_options.poll_window = std::chrono::microseconds(poll_us);
   const int rc = sroute::RunSessionLoop(se, loop_options);
   // No control request may touch the session from here on.
   control.reset();

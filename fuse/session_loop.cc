@@ -1,7 +1,11 @@
 #include "fuse/session_loop.h"
 
+#include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
+#include <sys/epoll.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -41,6 +45,12 @@ class Loop {
 
   int Run() {
     InstallWakeHandler();
+    if (polling()) {
+      // Workers then read without blocking and sleep in epoll_wait.
+      const int fd = fuse_session_fd(se_);
+      if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) != 0)
+        return -errno;
+    }
     {
       std::lock_guard<std::mutex> l(mu_);
       for (int i = 0; i < std::max(1, o_.workers); ++i) StartLocked(false);
@@ -85,14 +95,55 @@ class Loop {
     workers_.push_back(std::move(w));
   }
 
+  bool polling() const { return o_.poll_window.count() > 0; }
+
+  // Polling mode: returns once the queue may hold a request (or a signal
+  // came). Spins while this worker holds the single spinner role and the
+  // window since its last request lasts, else sleeps.
+  void AwaitRequest(int epoll_fd, int64_t* spin_until) {
+    if (NowNs() < *spin_until) {
+      bool expected = false;
+      if (this_spins_ || spinning_.compare_exchange_strong(expected, true)) {
+        this_spins_ = true;
+        sched_yield();
+        return;
+      }
+    }
+    if (this_spins_) {
+      this_spins_ = false;
+      spinning_.store(false);
+    }
+    epoll_event ev;
+    idle_.fetch_add(1);
+    epoll_wait(epoll_fd, &ev, 1, -1);
+    idle_.fetch_sub(1);
+    *spin_until = NowNs() + poll_ns_;
+  }
+
   void Work(Worker* w) {
     pthread_setname_np(pthread_self(),
                        w->helper ? "fuse-helper" : "fuse-worker");
     fuse_buf buf{};
+    // Polling: a wake-up for one sleeper per request (EPOLLEXCLUSIVE).
+    int epoll_fd = -1;
+    if (polling()) {
+      epoll_fd = epoll_create1(EPOLL_CLOEXEC);
+      epoll_event ev{};
+      ev.events = EPOLLIN | EPOLLEXCLUSIVE;
+      if (epoll_fd < 0 ||
+          epoll_ctl(epoll_fd, EPOLL_CTL_ADD, fuse_session_fd(se_), &ev) != 0) {
+        End(-errno);
+      }
+    }
+    int64_t spin_until = 0;
     while (!fuse_session_exited(se_)) {
       idle_.fetch_add(1);
       const int res = fuse_session_receive_buf(se_, &buf);
       idle_.fetch_sub(1);
+      if (res == -EAGAIN && polling()) {
+        AwaitRequest(epoll_fd, &spin_until);
+        continue;
+      }
       if (res == -EINTR || res == -EAGAIN) continue;
       if (res <= 0) {
         End(res);
@@ -101,10 +152,13 @@ class Loop {
       w->busy_since_ns.store(NowNs(), std::memory_order_relaxed);
       fuse_session_process_buf(se_, &buf);
       w->busy_since_ns.store(0, std::memory_order_relaxed);
+      spin_until = NowNs() + poll_ns_;
       // A helper is needed only while the others are stuck.
       if (w->helper && idle_.load() > 0) break;
     }
     std::free(buf.mem);
+    if (this_spins_) spinning_.store(false);
+    if (epoll_fd >= 0) close(epoll_fd);
     std::lock_guard<std::mutex> l(mu_);
     w->done.store(true);
     cv_.notify_all();
@@ -149,9 +203,16 @@ class Loop {
   std::condition_variable cv_;
   std::list<std::unique_ptr<Worker>> workers_;  // guarded by mu_
   std::atomic<int> idle_{0};
-  int error_ = 0;       // guarded by mu_
-  bool ended_ = false;  // guarded by mu_
+  const int64_t poll_ns_ =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(o_.poll_window)
+          .count();
+  std::atomic<bool> spinning_{false};    // a worker holds the spinner role
+  static thread_local bool this_spins_;  // it is this thread
+  int error_ = 0;                        // guarded by mu_
+  bool ended_ = false;                   // guarded by mu_
 };
+
+thread_local bool Loop::this_spins_ = false;
 
 }  // namespace
 

@@ -9,6 +9,11 @@
 // block (fsync on a slow disk, a local endpoint on a hung NFS mount), so a
 // supervisor adds a helper when every worker has been busy on one request
 // for longer than `stuck_after`; helpers leave when they find others idle.
+//
+// With a poll window, a worker that finds the queue empty keeps asking for
+// up to that long (yielding the CPU between tries) before it sleeps, and at
+// most one worker does so at a time: a caller's next request is then taken
+// without waking anyone, at the cost of a CPU while IO flows.
 #ifndef SROUTE_FUSE_SESSION_LOOP_H_
 #define SROUTE_FUSE_SESSION_LOOP_H_
 
@@ -22,6 +27,7 @@ struct SessionLoopOptions {
   int workers = 2;       // always reading /dev/fuse; at least 1
   int max_workers = 64;  // workers plus helpers
   std::chrono::milliseconds stuck_after{5};
+  std::chrono::microseconds poll_window{0};  // 0: sleep at once
 };
 
 // Runs the session until it exits (unmount, fuse_session_exit, a signal

@@ -610,90 +610,35 @@ TEST_F(FuseVolumeTest, FiftyThousandFilesWithFewDescriptorsAndFlatMemory) {
 #endif
 }
 
+// Also with polling workers (--poll-us), which read /dev/fuse without
+// blocking and sleep in epoll.
 TEST_F(FuseVolumeTest, ConcurrentWritersToOneFile) {
-  WriteWholeFile(backing_ / "c", "");
-  Mount("", {"--kernel-cache", "off"});
-  constexpr int kThreads = 4, kBlocks = 64, kBlock = 4096;
-  std::vector<std::thread> threads;
-  for (int t = 0; t < kThreads; ++t) {
-    threads.emplace_back([&, t] {
-      int fd = open((mnt_ / "c").c_str(), O_WRONLY);
-      ASSERT_GE(fd, 0);
-      std::string block(kBlock, static_cast<char>('a' + t));
-      for (int b = 0; b < kBlocks; ++b) {
-        const off_t off = (static_cast<off_t>(b) * kThreads + t) * kBlock;
-        ASSERT_EQ(pwrite(fd, block.data(), kBlock, off), kBlock);
-      }
-      close(fd);
-    });
-  }
-  for (auto& t : threads) t.join();
-  const std::string all = ReadWholeFile(mnt_ / "c");
-  ASSERT_EQ(all.size(), static_cast<size_t>(kThreads * kBlocks * kBlock));
-  for (size_t i = 0; i < all.size(); i += kBlock) {
-    EXPECT_EQ(all[i], static_cast<char>('a' + (i / kBlock) % kThreads));
-  }
-}
-
-// True once some thread of `pid` sleeps waiting for a FUSE reply.
-bool WaitForThreadInFuseRequest(pid_t pid) {
-  for (int i = 0; i < 1000; ++i) {
-    for (const auto& task : std::filesystem::directory_iterator(
-             "/proc/" + std::to_string(pid) + "/task")) {
-      if (ReadWholeFile(task.path() / "wchan").find("request_wait_answer") !=
-          std::string::npos) {
-        return true;
-      }
+  for (const char* poll_us : {"0", "200"}) {
+    SCOPED_TRACE(std::string("--poll-us ") + poll_us);
+    WriteWholeFile(backing_ / "c", "");
+    Mount("", {"--kernel-cache", "off", "--poll-us", poll_us});
+    constexpr int kThreads = 4, kBlocks = 64, kBlock = 4096;
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t) {
+      threads.emplace_back([&, t] {
+        int fd = open((mnt_ / "c").c_str(), O_WRONLY);
+        ASSERT_GE(fd, 0);
+        std::string block(kBlock, static_cast<char>('a' + t));
+        for (int b = 0; b < kBlocks; ++b) {
+          const off_t off = (static_cast<off_t>(b) * kThreads + t) * kBlock;
+          ASSERT_EQ(pwrite(fd, block.data(), kBlock, off), kBlock);
+        }
+        close(fd);
+      });
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    for (auto& t : threads) t.join();
+    const std::string all = ReadWholeFile(mnt_ / "c");
+    ASSERT_EQ(all.size(), static_cast<size_t>(kThreads * kBlocks * kBlock));
+    for (size_t i = 0; i < all.size(); i += kBlock) {
+      EXPECT_EQ(all[i], static_cast<char>('a' + (i / kBlock) % kThreads));
+    }
+    volume_.reset();
   }
-  return false;
-}
-
-// The daemon serves FUSE requests with a small pool (--threads). A request
-// stuck on a slow endpoint (here a local endpoint on another FUSE volume
-// whose daemon is stopped) must not stop the rest of the volume: a helper
-// thread takes over while every worker is stuck.
-TEST_F(FuseVolumeTest, ARequestStuckOnASlowEndpointDoesNotStopTheVolume) {
-  TempDir slow_backing, slow_mnt;
-  MountedVolume slow(
-      SROUTE_FUSE_BINARY, slow_mnt.path(),
-      {"--backing", slow_backing.path(), "--kernel-cache", "off"});
-  ASSERT_TRUE(slow.ok());
-  WriteWholeFile(slow_mnt / "f", "slow data");
-  WriteWholeFile(backing_ / "slow", "");
-  Mount("<*, r, //home/slow> -> <IO, //slow/f>\n",
-        {"--endpoint", "slow=" + slow_mnt.path(), "--threads", "1",
-         "--kernel-cache", "off"});
-  const int fd = open((mnt_ / "slow").c_str(), O_RDONLY);
-  ASSERT_GE(fd, 0);
-  char buf[32] = {};
-  ASSERT_EQ(pread(fd, buf, sizeof(buf), 0), 9);  // opens it at the endpoint
-
-  ASSERT_EQ(kill(slow.pid(), SIGSTOP), 0);
-  std::atomic<ssize_t> stuck_read{-2};
-  std::thread stuck([&] {
-    char b[32] = {};
-    const ssize_t n = pread(fd, b, sizeof(b), 0);
-    stuck_read = n == 9 && std::string(b, 9) == "slow data" ? n : -1;
-  });
-  // The volume's only worker now waits on the stopped daemon.
-  const bool in_flight = WaitForThreadInFuseRequest(volume_->pid());
-  auto other_io = std::async(std::launch::async, [&] {
-    WriteWholeFile(mnt_ / "meanwhile", "served");
-    return ReadWholeFile(mnt_ / "meanwhile");
-  });
-  const bool served =
-      other_io.wait_for(std::chrono::seconds(20)) == std::future_status::ready;
-  const ssize_t read_while_stopped = stuck_read.load();
-  kill(slow.pid(), SIGCONT);
-  stuck.join();
-  close(fd);
-  EXPECT_TRUE(in_flight) << "the read never reached the stopped daemon";
-  ASSERT_TRUE(served) << "other IO waited for the stuck request";
-  EXPECT_EQ(other_io.get(), "served");
-  EXPECT_EQ(read_while_stopped, -2) << "the stuck read did not wait";
-  EXPECT_EQ(stuck_read.load(), 9);  // and completes once the daemon runs
 }
 
 TEST_F(FuseVolumeTest, OpenFileFollowsRenamesOfItselfAndItsDirectory) {

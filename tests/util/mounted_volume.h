@@ -74,6 +74,24 @@ class MountedVolume {
   // SIGKILL the daemon, as a crash would.
   void Kill() { Reap(SIGKILL); }
 
+  // Waits up to `timeout` for the daemon to exit by itself (after a signal
+  // or an unmount the test caused). Returns its wait status, or -1 if it is
+  // still running.
+  int WaitExit(std::chrono::milliseconds timeout) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (pid_ > 0) {
+      int status;
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        mounted_ = false;
+        return status;
+      }
+      if (std::chrono::steady_clock::now() > deadline) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return -1;
+  }
+
  private:
   void Reap(int sig) {
     if (pid_ <= 0) return;
