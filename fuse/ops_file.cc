@@ -3,6 +3,7 @@
 #include <linux/fuse.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <optional>
 
@@ -27,13 +28,13 @@ void SetCaching(Volume& v, const std::string& file, fuse_file_info* fi) {
   fi->keep_cache = direct ? 0 : 1;
 }
 
-// fuse_reply_open, plus FOPEN_PARALLEL_DIRECT_WRITES for direct IO, which
-// libfuse 3.14 cannot express: without it the kernel holds the inode's lock
-// across every direct write, so writers of one file (a database, fio with
-// several jobs) queue behind each other although the sSwitch and the
-// endpoints serve them concurrently. The kernel still serializes writes
-// that append or extend the file. Returns what fuse_reply_open would.
-int ReplyOpen(fuse_req_t req, const fuse_file_info& fi) {
+// The open flags the kernel is sent: fuse_reply_open's, plus
+// FOPEN_PARALLEL_DIRECT_WRITES for direct IO, which libfuse 3.14 cannot
+// express: without it the kernel holds the inode's lock across every direct
+// write, so writers of one file (a database, fio with several jobs) queue
+// behind each other although the sSwitch and the endpoints serve them
+// concurrently. The kernel still serializes writes that extend the file.
+fuse_open_out OpenOut(const fuse_file_info& fi) {
   fuse_open_out out{};
   out.fh = fi.fh;
   if (fi.direct_io)
@@ -41,6 +42,55 @@ int ReplyOpen(fuse_req_t req, const fuse_file_info& fi) {
   if (fi.keep_cache) out.open_flags |= FOPEN_KEEP_CACHE;
   if (fi.nonseekable) out.open_flags |= FOPEN_NONSEEKABLE;
   if (fi.noflush) out.open_flags |= FOPEN_NOFLUSH;
+  return out;
+}
+
+// Returns what fuse_reply_open would.
+int ReplyOpen(fuse_req_t req, const fuse_file_info& fi) {
+  const fuse_open_out out = OpenOut(fi);
+  return fuse_reply_buf(req, reinterpret_cast<const char*>(&out), sizeof(out));
+}
+
+// A timeout in seconds as the kernel takes it: whole seconds and nanoseconds.
+void SplitTimeout(double t, uint64_t* sec, uint32_t* nsec) {
+  if (!(t > 0)) t = 0;  // NaN and negatives: no caching
+  if (t >= 1e18) t = 1e18;
+  *sec = static_cast<uint64_t>(t);
+  *nsec = static_cast<uint32_t>(
+      std::min(999999999.0, (t - static_cast<double>(*sec)) * 1e9));
+}
+
+// fuse_reply_create with the open flags of OpenOut. Returns what
+// fuse_reply_create would.
+int ReplyCreate(fuse_req_t req, const fuse_entry_param& e,
+                const fuse_file_info& fi) {
+  struct {
+    fuse_entry_out entry;
+    fuse_open_out open;
+  } out{};
+  fuse_entry_out& entry = out.entry;
+  entry.nodeid = e.ino;
+  entry.generation = e.generation;
+  SplitTimeout(e.entry_timeout, &entry.entry_valid, &entry.entry_valid_nsec);
+  SplitTimeout(e.attr_timeout, &entry.attr_valid, &entry.attr_valid_nsec);
+  const struct stat& st = e.attr;
+  fuse_attr& a = entry.attr;
+  a.ino = st.st_ino;
+  a.mode = st.st_mode;
+  a.nlink = static_cast<uint32_t>(st.st_nlink);
+  a.uid = st.st_uid;
+  a.gid = st.st_gid;
+  a.rdev = static_cast<uint32_t>(st.st_rdev);
+  a.size = static_cast<uint64_t>(st.st_size);
+  a.blocks = static_cast<uint64_t>(st.st_blocks);
+  a.blksize = static_cast<uint32_t>(st.st_blksize);
+  a.atime = static_cast<uint64_t>(st.st_atim.tv_sec);
+  a.mtime = static_cast<uint64_t>(st.st_mtim.tv_sec);
+  a.ctime = static_cast<uint64_t>(st.st_ctim.tv_sec);
+  a.atimensec = static_cast<uint32_t>(st.st_atim.tv_nsec);
+  a.mtimensec = static_cast<uint32_t>(st.st_mtim.tv_nsec);
+  a.ctimensec = static_cast<uint32_t>(st.st_ctim.tv_nsec);
+  out.open = OpenOut(fi);
   return fuse_reply_buf(req, reinterpret_cast<const char*>(&out), sizeof(out));
 }
 }  // namespace
@@ -80,7 +130,7 @@ void Create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
     SetCaching(*rr.volume, rr.io.header.file, &rr.fi);
     rr.volume->inodes().Opened(e.ino);
     rr.fi.fh = reinterpret_cast<uint64_t>(new OpenFile());
-    if (fuse_reply_create(rr.req, &e, &rr.fi) != 0) {
+    if (ReplyCreate(rr.req, e, rr.fi) != 0) {
       delete OpenFile::Of(&rr.fi);
       rr.volume->inodes().Released(e.ino);
       rr.volume->inodes().Forget(e.ino, 1);

@@ -16,6 +16,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -421,10 +422,11 @@ INSTANTIATE_TEST_SUITE_P(KernelCache, LiveRouteFlipTest,
 // with a write parked by a quiesced range, a direct write elsewhere in the
 // file still completes (the daemon asks for FOPEN_PARALLEL_DIRECT_WRITES;
 // without it the parked write would hold the inode's lock). In both cache
-// modes: with auto, an O_DIRECT open gets direct IO.
+// modes (with auto, an O_DIRECT open gets direct IO), and for the handles
+// that open(2) and create(2) return.
 class ParallelDirectWritesTest
     : public FuseControlTest,
-      public ::testing::WithParamInterface<const char*> {};
+      public ::testing::WithParamInterface<std::tuple<const char*, bool>> {};
 
 TEST_P(ParallelDirectWritesTest, AParkedWriteDoesNotHoldUpOthers) {
   // FOPEN_PARALLEL_DIRECT_WRITES came with Linux 6.2; older kernels ignore it.
@@ -435,30 +437,46 @@ TEST_P(ParallelDirectWritesTest, AParkedWriteDoesNotHoldUpOthers) {
   if (major < 6 || (major == 6 && minor < 2)) {
     GTEST_SKIP() << "kernel " << u.release << " has no parallel direct writes";
   }
-  constexpr size_t kBlock = 4096;
-  WriteWholeFile(backing_ / "db", std::string(16 * kBlock, 'x'));
-  Mount(GetParam());
+  const auto [cache_mode, from_create] = GetParam();
+  constexpr size_t kBlock = 4096, kBlocks = 16;
+  Mount(cache_mode);
+  const std::string db = mnt_ / "db";
+  std::unique_ptr<void, decltype(&std::free)> fill(
+      std::aligned_alloc(kBlock, kBlocks * kBlock), &std::free);
+  std::memset(fill.get(), 'x', kBlocks * kBlock);
+  // The parked writer's handle: from create(2) (the file is new), or from
+  // open(2) of a file made beforehand.
+  int parked_fd;
+  if (from_create) {
+    parked_fd = open(db.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_DIRECT, 0644);
+    ASSERT_GE(parked_fd, 0) << strerror(errno);
+    ASSERT_EQ(pwrite(parked_fd, fill.get(), kBlocks * kBlock, 0),
+              static_cast<ssize_t>(kBlocks * kBlock));
+  } else {
+    WriteWholeFile(backing_ / "db", std::string(kBlocks * kBlock, 'x'));
+    parked_fd = open(db.c_str(), O_WRONLY | O_DIRECT);
+    ASSERT_GE(parked_fd, 0) << strerror(errno);
+  }
   const std::string range = "'<*, w, //home/db[0:4K]>'";
   auto [rc, out] = Ctl(Host() + " quiesce " + range + " on");
   ASSERT_EQ(rc, 0) << out;
 
-  // Writes `c` over block `b` with O_DIRECT; sets `done` after.
-  auto direct_write = [&](int b, char c, std::atomic<int>* done) {
+  // Writes `c` over block `b` with O_DIRECT through `fd`; sets `done` after.
+  auto direct_write = [&](int fd, int b, char c, std::atomic<int>* done) {
     void* buf = std::aligned_alloc(kBlock, kBlock);
     std::memset(buf, c, kBlock);
-    const int fd = open((mnt_ / "db").c_str(), O_WRONLY | O_DIRECT);
-    const bool ok =
-        fd >= 0 && pwrite(fd, buf, kBlock, static_cast<off_t>(b * kBlock)) ==
-                       static_cast<ssize_t>(kBlock);
-    if (fd >= 0) close(fd);
+    const bool ok = pwrite(fd, buf, kBlock, static_cast<off_t>(b * kBlock)) ==
+                    static_cast<ssize_t>(kBlock);
     std::free(buf);
     done->store(ok ? 1 : -1);
   };
   std::atomic<int> parked_done{0}, other_done{0};
-  std::thread parked(direct_write, 0, 'A', &parked_done);
+  std::thread parked(direct_write, parked_fd, 0, 'A', &parked_done);
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   EXPECT_EQ(parked_done.load(), 0) << "the quiesced write went through";
-  std::thread other(direct_write, 2, 'B', &other_done);
+  const int other_fd = open(db.c_str(), O_WRONLY | O_DIRECT);
+  ASSERT_GE(other_fd, 0) << strerror(errno);
+  std::thread other(direct_write, other_fd, 2, 'B', &other_done);
   // Bounded, so that a regression fails instead of hanging the test.
   for (int i = 0; i < 1000 && other_done.load() == 0; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -470,15 +488,23 @@ TEST_P(ParallelDirectWritesTest, AParkedWriteDoesNotHoldUpOthers) {
   EXPECT_EQ(rc, 0) << out;
   parked.join();
   other.join();
+  close(parked_fd);
+  close(other_fd);
   EXPECT_EQ(parked_done.load(), 1);
-  std::string want(16 * kBlock, 'x');
+  std::string want(kBlocks * kBlock, 'x');
   want.replace(0, kBlock, kBlock, 'A');
   want.replace(2 * kBlock, kBlock, kBlock, 'B');
   EXPECT_EQ(ReadWholeFile(backing_ / "db"), want);
 }
 
-INSTANTIATE_TEST_SUITE_P(KernelCache, ParallelDirectWritesTest,
-                         ::testing::Values("off", "auto"));
+INSTANTIATE_TEST_SUITE_P(CacheModeAndHandle, ParallelDirectWritesTest,
+                         ::testing::Combine(::testing::Values("off", "auto"),
+                                            ::testing::Bool()),
+                         [](const auto& info) {
+                           return std::string(std::get<0>(info.param)) +
+                                  (std::get<1>(info.param) ? "_create"
+                                                           : "_open");
+                         });
 
 }  // namespace
 }  // namespace sroute

@@ -641,6 +641,110 @@ TEST_F(FuseVolumeTest, ConcurrentWritersToOneFile) {
   }
 }
 
+// The daemon ends cleanly (exit 0, mount gone, data kept) on fusermount3 -u,
+// SIGTERM and SIGINT, with sleeping and with polling workers.
+class FuseShutdownTest
+    : public FuseVolumeTest,
+      public ::testing::WithParamInterface<std::tuple<std::string, int>> {};
+
+TEST_P(FuseShutdownTest, EndsCleanly) {
+  const auto& [how, poll_us] = GetParam();
+  Mount("", {"--poll-us", std::to_string(poll_us), "--kernel-cache", "off"});
+  WriteWholeFile(mnt_ / "kept", "written before the end");
+  if (how == "fusermount") {
+    ASSERT_EQ(RunCommand("fusermount3 -u " + mnt_.path()).first, 0);
+  } else {
+    ASSERT_EQ(kill(volume_->pid(), how == "SIGTERM" ? SIGTERM : SIGINT), 0);
+  }
+  const int status = volume_->WaitExit(std::chrono::seconds(20));
+  ASSERT_NE(status, -1) << "the daemon did not end";
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  struct stat self {
+  }, parent{};
+  ASSERT_EQ(stat(mnt_.path().c_str(), &self), 0);
+  ASSERT_EQ(stat((mnt_ / "..").c_str(), &parent), 0);
+  EXPECT_EQ(self.st_dev, parent.st_dev) << "still mounted";
+  EXPECT_EQ(ReadWholeFile(backing_ / "kept"), "written before the end");
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    HowAndPolling, FuseShutdownTest,
+    ::testing::Combine(::testing::Values("fusermount", "SIGTERM", "SIGINT"),
+                       ::testing::Values(0, 200)),
+    [](const auto& info) {
+      return std::get<0>(info.param) + "_poll" +
+             std::to_string(std::get<1>(info.param));
+    });
+
+// True once some thread of `pid` sleeps waiting for a FUSE reply.
+bool WaitForThreadInFuseRequest(pid_t pid) {
+  for (int i = 0; i < 1000; ++i) {
+    for (const auto& task : std::filesystem::directory_iterator(
+             "/proc/" + std::to_string(pid) + "/task")) {
+      if (ReadWholeFile(task.path() / "wchan").find("request_wait_answer") !=
+          std::string::npos) {
+        return true;
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
+
+// The daemon serves FUSE requests with a small pool (--threads). A request
+// stuck on a slow endpoint (here a local endpoint on another FUSE volume
+// whose daemon is stopped) must not stop the rest of the volume: a helper
+// thread takes over while every worker is stuck.
+class FuseStuckRequestTest : public FuseVolumeTest,
+                             public ::testing::WithParamInterface<int> {};
+
+TEST_P(FuseStuckRequestTest, DoesNotStopTheVolume) {
+  TempDir slow_backing, slow_mnt;
+  MountedVolume slow(
+      SROUTE_FUSE_BINARY, slow_mnt.path(),
+      {"--backing", slow_backing.path(), "--kernel-cache", "off"});
+  ASSERT_TRUE(slow.ok());
+  WriteWholeFile(slow_mnt / "f", "slow data");
+  WriteWholeFile(backing_ / "slow", "");
+  Mount("<*, r, //home/slow> -> <IO, //slow/f>\n",
+        {"--endpoint", "slow=" + slow_mnt.path(), "--threads", "1",
+         "--kernel-cache", "off", "--poll-us", std::to_string(GetParam())});
+  const int fd = open((mnt_ / "slow").c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0);
+  char buf[32] = {};
+  ASSERT_EQ(pread(fd, buf, sizeof(buf), 0), 9);  // opens it at the endpoint
+
+  ASSERT_EQ(kill(slow.pid(), SIGSTOP), 0);
+  std::atomic<ssize_t> stuck_read{-2};
+  std::thread stuck([&] {
+    char b[32] = {};
+    const ssize_t n = pread(fd, b, sizeof(b), 0);
+    stuck_read = n == 9 && std::string(b, 9) == "slow data" ? n : -1;
+  });
+  // The volume's only worker now waits on the stopped daemon.
+  const bool in_flight = WaitForThreadInFuseRequest(volume_->pid());
+  auto other_io = std::async(std::launch::async, [&] {
+    WriteWholeFile(mnt_ / "meanwhile", "served");
+    return ReadWholeFile(mnt_ / "meanwhile");
+  });
+  const bool served =
+      other_io.wait_for(std::chrono::seconds(20)) == std::future_status::ready;
+  const ssize_t read_while_stopped = stuck_read.load();
+  kill(slow.pid(), SIGCONT);
+  stuck.join();
+  close(fd);
+  EXPECT_TRUE(in_flight) << "the read never reached the stopped daemon";
+  ASSERT_TRUE(served) << "other IO waited for the stuck request";
+  EXPECT_EQ(other_io.get(), "served");
+  EXPECT_EQ(read_while_stopped, -2) << "the stuck read did not wait";
+  EXPECT_EQ(stuck_read.load(), 9);  // and completes once the daemon runs
+}
+
+INSTANTIATE_TEST_SUITE_P(Polling, FuseStuckRequestTest,
+                         ::testing::Values(0, 200), [](const auto& info) {
+                           return "poll" + std::to_string(info.param);
+                         });
+
 TEST_F(FuseVolumeTest, OpenFileFollowsRenamesOfItselfAndItsDirectory) {
   Mount("", {"--kernel-cache", "off"});
   ASSERT_EQ(mkdir((mnt_ / "d1").c_str(), 0755), 0);
