@@ -58,7 +58,10 @@ class Loop {
     std::unique_lock<std::mutex> l(mu_);
     const auto tick = std::max(std::chrono::milliseconds(1), o_.stuck_after);
     while (!fuse_session_exited(se_) && !ended_) {
-      cv_.wait_for(l, tick);
+      // An idle volume wakes this thread once a second; a busy one every
+      // tick, to see whether all workers are stuck. (Waking it from the
+      // workers instead would cost a system call on many requests.)
+      cv_.wait_for(l, AnyBusyLocked() ? tick : std::chrono::seconds(1));
       ReapLocked();
       if (idle_.load() == 0 && AllStuckLocked() &&
           static_cast<int>(workers_.size()) < o_.max_workers) {
@@ -170,6 +173,13 @@ class Loop {
     ended_ = true;
     fuse_session_exit(se_);
     cv_.notify_all();
+  }
+
+  bool AnyBusyLocked() const {
+    for (const auto& w : workers_) {
+      if (w->busy_since_ns.load(std::memory_order_relaxed) != 0) return true;
+    }
+    return false;
   }
 
   // True if every worker has been on its current request for longer than

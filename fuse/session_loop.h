@@ -9,6 +9,8 @@
 // block (fsync on a slow disk, a local endpoint on a hung NFS mount), so a
 // supervisor adds a helper when every worker has been busy on one request
 // for longer than `stuck_after`; helpers leave when they find others idle.
+// The supervisor looks every `stuck_after` while a worker is busy and once
+// a second otherwise, so a helper comes within about a second.
 //
 // With a poll window, a worker that finds the queue empty keeps asking for
 // up to that long (yielding the CPU between tries) before it sleeps, and at
