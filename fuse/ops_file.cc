@@ -105,10 +105,10 @@ void Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     if (!rr.io.status.ok()) return ReplyError(rr);
     SetCaching(*rr.volume, rr.io.header.file, &rr.fi);
     rr.volume->inodes().Opened(ino);
-    rr.fi.fh = reinterpret_cast<uint64_t>(new OpenFile());
+    rr.fi.fh = reinterpret_cast<uint64_t>(rr.volume->NewOpenFile());
     if (ReplyOpen(rr.req, rr.fi) != 0) {
       // Interrupted: no release follows.
-      delete OpenFile::Of(&rr.fi);
+      rr.volume->DeleteOpenFile(OpenFile::Of(&rr.fi));
       rr.volume->inodes().Released(ino);
     }
   });
@@ -129,9 +129,9 @@ void Create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
     fuse_entry_param e = MakeEntry(rr);
     SetCaching(*rr.volume, rr.io.header.file, &rr.fi);
     rr.volume->inodes().Opened(e.ino);
-    rr.fi.fh = reinterpret_cast<uint64_t>(new OpenFile());
+    rr.fi.fh = reinterpret_cast<uint64_t>(rr.volume->NewOpenFile());
     if (ReplyCreate(rr.req, e, rr.fi) != 0) {
-      delete OpenFile::Of(&rr.fi);
+      rr.volume->DeleteOpenFile(OpenFile::Of(&rr.fi));
       rr.volume->inodes().Released(e.ino);
       rr.volume->inodes().Forget(e.ino, 1);
     }
@@ -170,7 +170,7 @@ void Write(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size,
 }
 
 void Release(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
-  delete OpenFile::Of(fi);
+  VolumeOf(req).DeleteOpenFile(OpenFile::Of(fi));
   std::optional<std::string> hidden = VolumeOf(req).inodes().Released(ino);
   if (!hidden) {
     fuse_reply_err(req, 0);

@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "fuse/ops.h"
+#include "fuse/request.h"
 #include "util/errno_status.h"
 #include "util/strings.h"
 
@@ -58,6 +59,23 @@ Volume::Volume(SSwitch* sw, VolumeOptions options)
 Volume::~Volume() {
   sw_->SetRouteObserver(nullptr);
   StopInvalidating();
+}
+
+fuse_internal::OpenFile* Volume::NewOpenFile() {
+  auto file = std::make_unique<fuse_internal::OpenFile>();
+  fuse_internal::OpenFile* raw = file.get();
+  std::lock_guard<std::mutex> l(open_files_mu_);
+  open_files_.emplace(raw, std::move(file));
+  return raw;
+}
+
+void Volume::DeleteOpenFile(fuse_internal::OpenFile* file) {
+  std::unique_ptr<fuse_internal::OpenFile> owned;  // freed after the lock
+  std::lock_guard<std::mutex> l(open_files_mu_);
+  auto it = open_files_.find(file);
+  if (it == open_files_.end()) return;
+  owned = std::move(it->second);
+  open_files_.erase(it);
 }
 
 std::string Volume::FileName(const std::string& path) const {

@@ -13,9 +13,11 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "fuse/inode_table.h"
@@ -23,6 +25,10 @@
 #include "sswitch/sswitch.h"
 
 namespace sroute {
+
+namespace fuse_internal {
+class OpenFile;
+}
 
 struct VolumeOptions {
   // The endpoint that holds the volume's namespace (--backing).
@@ -78,6 +84,12 @@ class Volume {
   void XattrsChanged() {
     xattr_generation_.fetch_add(1, std::memory_order_acq_rel);
   }
+  // The state of an open regular file (fuse_file_info::fh). Handles the
+  // kernel has not released when the volume ends (a daemon stopped by a
+  // signal while files were open, or before the kernel's asynchronous
+  // releases arrived) are freed with the volume.
+  fuse_internal::OpenFile* NewOpenFile();
+  void DeleteOpenFile(fuse_internal::OpenFile* file);
 
  private:
   SSwitch* const sw_;
@@ -85,6 +97,10 @@ class Volume {
   InodeTable inodes_;
   fuse_lowlevel_ops ops_{};
   std::atomic<uint64_t> xattr_generation_{1};
+  std::mutex open_files_mu_;
+  std::unordered_map<fuse_internal::OpenFile*,
+                     std::unique_ptr<fuse_internal::OpenFile>>
+      open_files_;  // guarded by open_files_mu_
 
   void RoutesChanged(const std::vector<HeaderPattern>& changed);
   void InvalidateLoop();
