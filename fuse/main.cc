@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <string>
@@ -374,6 +375,10 @@ int main(int argc, char** argv) {
   loop_options.workers = fuse_threads;
   loop_options.poll_window = std::chrono::microseconds(poll_us);
   const int rc = sroute::RunSessionLoop(se, loop_options);
+  if (rc != 0) {
+    sroute::LogError("serving FUSE requests on ", mountpoint,
+                     " failed: ", std::strerror(-rc), "; unmounting");
+  }
   // No control request may touch the session from here on.
   control.reset();
   agent.reset();

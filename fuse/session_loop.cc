@@ -155,7 +155,7 @@ class Loop {
       w->busy_since_ns.store(NowNs(), std::memory_order_relaxed);
       fuse_session_process_buf(se_, &buf);
       w->busy_since_ns.store(0, std::memory_order_relaxed);
-      spin_until = NowNs() + poll_ns_;
+      if (polling()) spin_until = NowNs() + poll_ns_;
       // A helper is needed only while the others are stuck.
       if (w->helper && idle_.load() > 0) break;
     }
