@@ -25,6 +25,7 @@
 
 #include "gtest/gtest.h"
 #include "tests/util/mounted_volume.h"
+#include "tests/util/process_threads.h"
 #include "tests/util/run_command.h"
 #include "tests/util/temp_dir.h"
 
@@ -35,6 +36,8 @@ using ::sroute::testing::MountedVolume;
 using ::sroute::testing::ReadWholeFile;
 using ::sroute::testing::RunCommand;
 using ::sroute::testing::TempDir;
+using ::sroute::testing::ThreadFiles;
+using ::sroute::testing::WaitForThreadFiles;
 using ::sroute::testing::WriteWholeFile;
 
 std::vector<std::string> List(const std::string& dir) {
@@ -269,12 +272,8 @@ TEST_F(FuseVolumeTest, ConfigFileDescribesTheWholeVolume) {
   close(fd);
   EXPECT_EQ(ReadWholeFile(other_ / "cfg/a"), "configured");
   EXPECT_EQ(ReadWholeFile(backing_ / "cfg/a"), "");
-  int workers = 0;
-  for (const auto& task : std::filesystem::directory_iterator(
-           "/proc/" + std::to_string(volume_->pid()) + "/task")) {
-    if (ReadWholeFile(task.path() / "comm") == "fuse-worker\n") ++workers;
-  }
-  EXPECT_EQ(workers, 3);
+  const std::vector<std::string> names = ThreadFiles(volume_->pid(), "comm");
+  EXPECT_EQ(std::count(names.begin(), names.end(), "fuse-worker\n"), 3);
 }
 
 TEST_F(FuseVolumeTest, MountHelperTakesFstabStyleArguments) {
@@ -684,17 +683,12 @@ INSTANTIATE_TEST_SUITE_P(
 
 // True once some thread of `pid` sleeps waiting for a FUSE reply.
 bool WaitForThreadInFuseRequest(pid_t pid) {
-  for (int i = 0; i < 1000; ++i) {
-    for (const auto& task : std::filesystem::directory_iterator(
-             "/proc/" + std::to_string(pid) + "/task")) {
-      if (ReadWholeFile(task.path() / "wchan").find("request_wait_answer") !=
-          std::string::npos) {
-        return true;
-      }
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return false;
+  return WaitForThreadFiles(
+      pid, "wchan", [](const std::vector<std::string>& wchans) {
+        return std::any_of(wchans.begin(), wchans.end(), [](const auto& w) {
+          return w.find("request_wait_answer") != std::string::npos;
+        });
+      });
 }
 
 // The daemon serves FUSE requests with a small pool (--threads). A request

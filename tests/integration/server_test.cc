@@ -28,6 +28,7 @@
 #include "rpc/io_threads.h"
 #include "tests/integration/posix_scenarios.h"
 #include "tests/util/mounted_volume.h"
+#include "tests/util/process_threads.h"
 #include "tests/util/run_command.h"
 #include "tests/util/server_process.h"
 #include "tests/util/temp_dir.h"
@@ -285,26 +286,17 @@ TEST_F(ServerTest, KilledServerFailsIoWithinTheDeadlineAndComesBack) {
 // True once every thread of `pid` is in the stopped state ('T' in
 // /proc/PID/task/TID/stat), within 10 s.
 bool WaitAllThreadsStopped(pid_t pid) {
-  namespace fs = std::filesystem;
-  for (int i = 0; i < 1000; ++i) {
-    bool all = true;
-    std::error_code ec;
-    for (const auto& t :
-         fs::directory_iterator("/proc/" + std::to_string(pid) + "/task", ec)) {
-      std::ifstream in(t.path() / "stat");
-      std::string line;
-      std::getline(in, line);
-      const size_t paren = line.rfind(')');
-      if (paren == std::string::npos || paren + 2 >= line.size() ||
-          line[paren + 2] != 'T') {
-        all = false;
-        break;
-      }
-    }
-    if (all && !ec) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return false;
+  return ::sroute::testing::WaitForThreadFiles(
+      pid, "stat", [](const std::vector<std::string>& stats) {
+        for (const std::string& line : stats) {
+          const size_t paren = line.rfind(')');
+          if (paren == std::string::npos || paren + 2 >= line.size() ||
+              line[paren + 2] != 'T') {
+            return false;
+          }
+        }
+        return !stats.empty();
+      });
 }
 
 TEST_F(ServerTest, AStoppedServerTimesOutInsteadOfHanging) {

@@ -82,8 +82,7 @@ class MountedVolume {
     while (pid_ > 0) {
       int status;
       if (waitpid(pid_, &status, WNOHANG) == pid_) {
-        pid_ = -1;
-        mounted_ = false;
+        pid_ = -1;  // a dead daemon's mount is still unmounted by Unmount()
         return status;
       }
       if (std::chrono::steady_clock::now() > deadline) break;
@@ -93,19 +92,16 @@ class MountedVolume {
   }
 
  private:
+  // Gives the daemon a second to end by itself, then `sig` and four more
+  // seconds, then SIGKILL (a SIGKILL `sig` is sent at once).
   void Reap(int sig) {
     if (pid_ <= 0) return;
-    int status;
-    for (int i = 0; i < 500; ++i) {
-      if (waitpid(pid_, &status, WNOHANG) == pid_) {
-        pid_ = -1;
-        return;
-      }
-      if (i == 0 && sig == SIGKILL) kill(pid_, SIGKILL);
-      if (i == 100) kill(pid_, sig);
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
+    if (sig == SIGKILL) kill(pid_, SIGKILL);
+    if (WaitExit(std::chrono::seconds(1)) != -1) return;
+    kill(pid_, sig);
+    if (WaitExit(std::chrono::seconds(4)) != -1) return;
     kill(pid_, SIGKILL);
+    int status;
     waitpid(pid_, &status, 0);
     pid_ = -1;
   }

@@ -1,0 +1,48 @@
+// The threads of a process as /proc shows them, for tests that watch a
+// daemon's threads (stopped, waiting on FUSE, named).
+#ifndef SROUTE_TESTS_UTIL_PROCESS_THREADS_H_
+#define SROUTE_TESTS_UTIL_PROCESS_THREADS_H_
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iterator>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace sroute::testing {
+
+// The contents of /proc/PID/task/TID/`name` for every thread of `pid`
+// (empty if the process is gone).
+inline std::vector<std::string> ThreadFiles(pid_t pid,
+                                            const std::string& name) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const auto& task : std::filesystem::directory_iterator(
+           "/proc/" + std::to_string(pid) + "/task", ec)) {
+    std::ifstream in(task.path() / name);
+    out.emplace_back(std::istreambuf_iterator<char>(in),
+                     std::istreambuf_iterator<char>());
+  }
+  return out;
+}
+
+// Polls ThreadFiles(pid, name) every 10 ms until `done` holds for them;
+// false if it does not within 10 s.
+inline bool WaitForThreadFiles(
+    pid_t pid, const std::string& name,
+    const std::function<bool(const std::vector<std::string>&)>& done) {
+  for (int i = 0; i < 1000; ++i) {
+    if (done(ThreadFiles(pid, name))) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
+
+}  // namespace sroute::testing
+
+#endif  // SROUTE_TESTS_UTIL_PROCESS_THREADS_H_
