@@ -94,7 +94,17 @@ class Loop {
     auto w = std::make_unique<Worker>();
     w->helper = helper;
     Worker* raw = w.get();
+    // Workers take no signal but the wake signal (a new thread inherits the
+    // mask): SIGTERM and the like go to a thread that is not reading
+    // /dev/fuse, whose handler ends the session. (Under TSan, which holds a
+    // signal back until the thread's next interceptor, a SIGTERM that went
+    // to a worker about to block in read(2) never ended the daemon.)
+    sigset_t all, old;
+    sigfillset(&all);
+    sigdelset(&all, kWakeSignal);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
     raw->thread = std::thread([this, raw] { Work(raw); });
+    pthread_sigmask(SIG_SETMASK, &old, nullptr);
     workers_.push_back(std::move(w));
   }
 
@@ -118,7 +128,10 @@ class Loop {
     }
     epoll_event ev;
     idle_.fetch_add(1);
-    epoll_wait(epoll_fd, &ev, 1, -1);
+    // Bounded, so that a worker sees the session end even if the wake
+    // signal is lost (a sanitizer may hold a signal back until its next
+    // interceptor): it looks again once a second.
+    epoll_wait(epoll_fd, &ev, 1, 1000);
     idle_.fetch_sub(1);
     *spin_until = NowNs() + poll_ns_;
   }

@@ -37,6 +37,7 @@ using ::sroute::testing::ReadWholeFile;
 using ::sroute::testing::RunCommand;
 using ::sroute::testing::TempDir;
 using ::sroute::testing::ThreadFiles;
+using ::sroute::testing::WaitAllThreadsStopped;
 using ::sroute::testing::WaitForThreadFiles;
 using ::sroute::testing::WriteWholeFile;
 
@@ -272,8 +273,13 @@ TEST_F(FuseVolumeTest, ConfigFileDescribesTheWholeVolume) {
   close(fd);
   EXPECT_EQ(ReadWholeFile(other_ / "cfg/a"), "configured");
   EXPECT_EQ(ReadWholeFile(backing_ / "cfg/a"), "");
-  const std::vector<std::string> names = ThreadFiles(volume_->pid(), "comm");
-  EXPECT_EQ(std::count(names.begin(), names.end(), "fuse-worker\n"), 3);
+  // Workers name themselves once they run: wait for three, then no more.
+  auto workers = [](const std::vector<std::string>& names) {
+    return std::count(names.begin(), names.end(), "fuse-worker\n");
+  };
+  EXPECT_TRUE(WaitForThreadFiles(
+      volume_->pid(), "comm", [&](const auto& n) { return workers(n) >= 3; }));
+  EXPECT_EQ(workers(ThreadFiles(volume_->pid(), "comm")), 3);
 }
 
 TEST_F(FuseVolumeTest, MountHelperTakesFstabStyleArguments) {
@@ -715,6 +721,7 @@ TEST_P(FuseStuckRequestTest, DoesNotStopTheVolume) {
   ASSERT_EQ(pread(fd, buf, sizeof(buf), 0), 9);  // opens it at the endpoint
 
   ASSERT_EQ(kill(slow.pid(), SIGSTOP), 0);
+  ASSERT_TRUE(WaitAllThreadsStopped(slow.pid()));
   std::atomic<ssize_t> stuck_read{-2};
   std::thread stuck([&] {
     char b[32] = {};

@@ -283,22 +283,6 @@ TEST_F(ServerTest, KilledServerFailsIoWithinTheDeadlineAndComesBack) {
   EXPECT_EQ(ReadWholeFile(r1_ / "r/f").substr(0, 13), "after restart");
 }
 
-// True once every thread of `pid` is in the stopped state ('T' in
-// /proc/PID/task/TID/stat), within 10 s.
-bool WaitAllThreadsStopped(pid_t pid) {
-  return ::sroute::testing::WaitForThreadFiles(
-      pid, "stat", [](const std::vector<std::string>& stats) {
-        for (const std::string& line : stats) {
-          const size_t paren = line.rfind(')');
-          if (paren == std::string::npos || paren + 2 >= line.size() ||
-              line[paren + 2] != 'T') {
-            return false;
-          }
-        }
-        return !stats.empty();
-      });
-}
-
 TEST_F(ServerTest, AStoppedServerTimesOutInsteadOfHanging) {
   ServerProcess* s1 = StartServer("S1", r1_.path());
   WriteWholeFile(home_ / "slow", "");
@@ -313,7 +297,7 @@ TEST_F(ServerTest, AStoppedServerTimesOutInsteadOfHanging) {
   kill(s1->pid(), SIGSTOP);
   // kill(2) only queues the stop: wait until every thread of the server has
   // stopped, or a request that is already being served may still answer.
-  ASSERT_TRUE(WaitAllThreadsStopped(s1->pid()));
+  ASSERT_TRUE(::sroute::testing::WaitAllThreadsStopped(s1->pid()));
   const auto start = std::chrono::steady_clock::now();
   EXPECT_EQ(pread(fd, buf, sizeof(buf), 0), -1);
   EXPECT_EQ(errno, ETIMEDOUT);

@@ -43,6 +43,23 @@ inline bool WaitForThreadFiles(
   return false;
 }
 
+// True once every thread of `pid` is in the stopped state ('T' in
+// /proc/PID/task/TID/stat), within 10 s. kill(SIGSTOP) only queues the
+// stop: until this holds, the process may still answer a request.
+inline bool WaitAllThreadsStopped(pid_t pid) {
+  return WaitForThreadFiles(
+      pid, "stat", [](const std::vector<std::string>& stats) {
+        for (const std::string& line : stats) {
+          const size_t paren = line.rfind(')');
+          if (paren == std::string::npos || paren + 2 >= line.size() ||
+              line[paren + 2] != 'T') {
+            return false;
+          }
+        }
+        return !stats.empty();
+      });
+}
+
 }  // namespace sroute::testing
 
 #endif  // SROUTE_TESTS_UTIL_PROCESS_THREADS_H_
