@@ -122,6 +122,7 @@ absl::Status ControllerStore::Apply(const std::vector<RuleChange>& changes,
     }
   }
   batch.Put(kVersion, U64(version));
+  std::lock_guard<std::mutex> l(mu_);
   return FromRocks(db_->Write(Synced(), &batch), "storing rules");
 }
 
@@ -186,6 +187,7 @@ bool ControllerStore::Known(const std::string& sswitch) const {
 }
 
 absl::Status ControllerStore::PutHost(const proto::HostInfo& host) {
+  std::lock_guard<std::mutex> l(mu_);
   return FromRocks(
       db_->Put(Synced(), "h/" + host.sswitch(), host.SerializeAsString()),
       "storing the topology");
@@ -211,6 +213,7 @@ absl::Status ControllerStore::PutAppState(const std::string& app,
   std::string k = "a/" + app;
   k.push_back('\0');
   k += key;
+  std::lock_guard<std::mutex> l(mu_);
   return FromRocks(db_->Put(Synced(), k, value), "storing app state");
 }
 
