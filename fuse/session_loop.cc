@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <list>
@@ -57,13 +58,18 @@ class Loop {
     }
     std::unique_lock<std::mutex> l(mu_);
     const auto tick = std::max(std::chrono::milliseconds(1), o_.stuck_after);
+    auto last_tick = std::chrono::steady_clock::now();
     while (!fuse_session_exited(se_) && !ended_) {
       // An idle volume wakes this thread once a second; a busy one every
       // tick, to see whether all workers are stuck. (Waking it from the
       // workers instead would cost a system call on many requests.)
       cv_.wait_for(l, AnyBusyLocked() ? tick : std::chrono::seconds(1));
       ReapLocked();
-      if (idle_.load() == 0 && AllStuckLocked() &&
+      // Early wake-ups (a worker ended) do not count as a tick.
+      const auto now = std::chrono::steady_clock::now();
+      if (now - last_tick < tick) continue;
+      last_tick = now;
+      if (AllStuckLocked() &&
           static_cast<int>(workers_.size()) < o_.max_workers) {
         StartLocked(true);
       }
@@ -83,11 +89,16 @@ class Loop {
   }
 
  private:
-  struct Worker {
+  // Each on its own cache line: a worker writes `requests` twice per
+  // request, and should not slow the others down doing it.
+  struct alignas(64) Worker {
+    // Odd while on a request; the supervisor calls a worker stuck when it
+    // sees the same odd value a tick later. (No clock read per request.)
+    std::atomic<uint64_t> requests{0};
     std::thread thread;
     bool helper = false;
-    std::atomic<int64_t> busy_since_ns{0};  // 0: not on a request
     std::atomic<bool> done{false};
+    uint64_t seen_at_last_tick = 0;  // guarded by mu_
   };
 
   void StartLocked(bool helper) {
@@ -127,12 +138,10 @@ class Loop {
       spinning_.store(false);
     }
     epoll_event ev;
-    idle_.fetch_add(1);
     // Bounded, so that a worker sees the session end even if the wake
     // signal is lost (a sanitizer may hold a signal back until its next
     // interceptor): it looks again once a second.
     epoll_wait(epoll_fd, &ev, 1, 1000);
-    idle_.fetch_sub(1);
     *spin_until = NowNs() + poll_ns_;
   }
 
@@ -152,10 +161,9 @@ class Loop {
       }
     }
     int64_t spin_until = 0;
+    uint64_t requests = 0;
     while (!fuse_session_exited(se_)) {
-      idle_.fetch_add(1);
       const int res = fuse_session_receive_buf(se_, &buf);
-      idle_.fetch_sub(1);
       if (res == -EAGAIN && polling()) {
         AwaitRequest(epoll_fd, &spin_until);
         continue;
@@ -165,12 +173,12 @@ class Loop {
         End(res);
         break;
       }
-      w->busy_since_ns.store(NowNs(), std::memory_order_relaxed);
+      w->requests.store(++requests, std::memory_order_relaxed);
       fuse_session_process_buf(se_, &buf);
-      w->busy_since_ns.store(0, std::memory_order_relaxed);
+      w->requests.store(++requests, std::memory_order_relaxed);
       if (polling()) spin_until = NowNs() + poll_ns_;
       // A helper is needed only while the others are stuck.
-      if (w->helper && idle_.load() > 0) break;
+      if (w->helper && AnyIdle()) break;
     }
     std::free(buf.mem);
     if (this_spins_) spinning_.store(false);
@@ -188,25 +196,37 @@ class Loop {
     cv_.notify_all();
   }
 
+  static bool OnRequest(const Worker& w) {
+    return w.requests.load(std::memory_order_relaxed) % 2 == 1;
+  }
+
   bool AnyBusyLocked() const {
     for (const auto& w : workers_) {
-      if (w->busy_since_ns.load(std::memory_order_relaxed) != 0) return true;
+      if (OnRequest(*w)) return true;
     }
     return false;
   }
 
-  // True if every worker has been on its current request for longer than
-  // stuck_after.
-  bool AllStuckLocked() const {
-    const int64_t limit =
-        NowNs() -
-        std::chrono::duration_cast<std::chrono::nanoseconds>(o_.stuck_after)
-            .count();
+  bool AnyIdle() {
+    std::lock_guard<std::mutex> l(mu_);
     for (const auto& w : workers_) {
-      const int64_t since = w->busy_since_ns.load(std::memory_order_relaxed);
-      if (!w->done.load() && (since == 0 || since > limit)) return false;
+      if (!w->done.load() && !OnRequest(*w)) return true;
     }
-    return true;
+    return false;
+  }
+
+  // True if every worker is on the same request as at the last tick, so
+  // has been on it for at least a tick (stuck_after). Called once a tick.
+  bool AllStuckLocked() {
+    bool all = true;
+    for (auto& w : workers_) {
+      const uint64_t now = w->requests.load(std::memory_order_relaxed);
+      if (!w->done.load() && (now % 2 == 0 || now != w->seen_at_last_tick)) {
+        all = false;
+      }
+      w->seen_at_last_tick = now;
+    }
+    return all;
   }
 
   void ReapLocked() {
@@ -225,7 +245,6 @@ class Loop {
   std::mutex mu_;
   std::condition_variable cv_;
   std::list<std::unique_ptr<Worker>> workers_;  // guarded by mu_
-  std::atomic<int> idle_{0};
   const int64_t poll_ns_ =
       std::chrono::duration_cast<std::chrono::nanoseconds>(o_.poll_window)
           .count();
