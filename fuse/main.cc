@@ -1,14 +1,17 @@
 // sroute-fuse MOUNTPOINT --backing DIR|HOST:PORT
 //             [--endpoint NAME=DIR|NAME=HOST:PORT]... [--secret-file FILE]
 //             [--rules FILE] [--kernel-cache off|auto] [--control SOCKET]
-//             [--name NAME] [--controller HOST:PORT] [-f] [-d] [-o OPTIONS]
+//             [--name NAME] [--controller HOST:PORT] [--threads N]
+//             [--poll-us N] [--nice N] [-f] [-d] [-o OPTIONS]
 //
 // Mounts a routed volume: the namespace lives in the backing directory or
 // storage server (endpoint "home"); rules may send any IO elsewhere.
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -31,6 +34,10 @@
 #include "util/log.h"
 
 namespace {
+
+// Like mergerfs: the daemon's threads run ahead of its callers, so when
+// callers keep every CPU busy a woken worker does not wait its turn.
+constexpr int kDefaultNice = -10;
 
 int Die(const std::string& msg) {
   std::cerr << "sroute-fuse: " << msg << "\n";
@@ -100,6 +107,14 @@ int main(int argc, char** argv) {
                      "threads serving FUSE requests (more are added while all "
                      "of them are stuck on slow requests) [CPUs, at least 2]")
           ->check(CLI::Range(1, 1024));
+  int nice_value = kDefaultNice;
+  auto* nice_opt =
+      app.add_option("--nice", nice_value,
+                     "scheduling priority of the daemon's threads (-20..19); "
+                     "below its callers', a request is served as soon as it "
+                     "arrives instead of after the caller's time slice")
+          ->capture_default_str()
+          ->check(CLI::Range(-20, 19));
   app.add_option("--rules", rules_file, "rules file to install at start");
   app.add_option("--tenant", tenants,
                  "name callers for rules: NAME=uid:N or NAME=gid:N "
@@ -120,6 +135,7 @@ int main(int argc, char** argv) {
   // The config file first; flags add endpoints and tenants and override the
   // rest.
   std::vector<std::string> inline_rules;
+  bool nice_asked = nice_opt->count() != 0;
   if (!config_file.empty()) {
     auto config = sroute::LoadVolumeConfig(config_file);
     if (!config.ok()) return Die(std::string(config.status().message()));
@@ -155,6 +171,14 @@ int main(int argc, char** argv) {
       if (config->poll_us() > 100000) return Die("poll_us: at most 100000");
       poll_us = static_cast<int>(config->poll_us());
     }
+    if (nice_opt->count() == 0 && config->has_nice()) {
+      if (config->nice() < -20 || config->nice() > 19) {
+        return Die("nice: must be in -20..19, not " +
+                   std::to_string(config->nice()));
+      }
+      nice_value = config->nice();
+      nice_asked = true;
+    }
     for (const std::string& o : config->fuse_option()) {
       options += (options.empty() ? "" : ",") + o;
     }
@@ -166,6 +190,17 @@ int main(int argc, char** argv) {
   }
 
   sroute::SetLogTag("sroute-fuse");
+  // Before any thread starts: threads take their priority from the thread
+  // that creates them.
+  if (setpriority(PRIO_PROCESS, 0, nice_value) != 0) {
+    const std::string why = std::strerror(errno);
+    if (nice_asked) {
+      return Die("cannot run at nice " + std::to_string(nice_value) + ": " +
+                 why + " (needs CAP_SYS_NICE below 0)");
+    }
+    sroute::LogInfo("running at nice ", getpriority(PRIO_PROCESS, 0), ", not ",
+                    nice_value, ": ", why);
+  }
   if (name.empty()) {
     char hostname[256] = "localhost";
     gethostname(hostname, sizeof(hostname) - 1);

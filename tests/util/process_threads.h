@@ -10,6 +10,7 @@
 #include <fstream>
 #include <functional>
 #include <iterator>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -41,6 +42,20 @@ inline bool WaitForThreadFiles(
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   return false;
+}
+
+// The nice value of every thread of `pid` (field 19 of its stat file).
+inline std::vector<int> ThreadNices(pid_t pid) {
+  std::vector<int> out;
+  for (const std::string& line : ThreadFiles(pid, "stat")) {
+    // Fields after the command's closing parenthesis start at field 3.
+    std::istringstream rest(line.substr(line.rfind(')') + 1));
+    std::string field;
+    for (int i = 3; i <= 19 && rest >> field; ++i) {
+    }
+    out.push_back(std::stoi(field));
+  }
+  return out;
 }
 
 // True once every thread of `pid` is in the stopped state ('T' in
