@@ -57,6 +57,8 @@ bool IsMountPoint(const std::string& path) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Before any thread starts, so that every thread inherits the mask.
+  sroute::BlockStopSignals();
   CLI::App app{"sroute-fuse: a FUSE volume whose IO is routed by rules"};
   std::string mountpoint, backing, rules_file, kernel_cache = "auto", options,
                                                control_socket;

@@ -5,6 +5,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/epoll.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -34,6 +35,22 @@ void InstallWakeHandler() {
   sigaction(kWakeSignal, &sa, nullptr);
 }
 
+sigset_t StopSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGHUP);
+  return set;
+}
+
+// True if a stop signal was pending (it is consumed).
+bool TakeStopSignal() {
+  const sigset_t stop = StopSignals();
+  const timespec now{};
+  return sigtimedwait(&stop, nullptr, &now) > 0;
+}
+
 int64_t NowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::steady_clock::now().time_since_epoch())
@@ -60,10 +77,11 @@ class Loop {
     const auto tick = std::max(std::chrono::milliseconds(1), o_.stuck_after);
     auto last_tick = std::chrono::steady_clock::now();
     while (!fuse_session_exited(se_) && !ended_) {
-      // An idle volume wakes this thread once a second; a busy one every
-      // tick, to see whether all workers are stuck. (Waking it from the
-      // workers instead would cost a system call on many requests.)
-      cv_.wait_for(l, AnyBusyLocked() ? tick : std::chrono::seconds(1));
+      // An idle volume wakes this thread four times a second; a busy one
+      // every tick, to see whether all workers are stuck. (Waking it from
+      // the workers instead would cost a system call on many requests.)
+      cv_.wait_for(l, AnyBusyLocked() ? tick : std::chrono::milliseconds(250));
+      if (TakeStopSignal()) break;
       ReapLocked();
       // Early wake-ups (a worker ended) do not count as a tick.
       const auto now = std::chrono::steady_clock::now();
@@ -257,6 +275,11 @@ class Loop {
 thread_local bool Loop::this_spins_ = false;
 
 }  // namespace
+
+void BlockStopSignals() {
+  const sigset_t stop = StopSignals();
+  pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+}
 
 int RunSessionLoop(fuse_session* se, const SessionLoopOptions& options) {
   Loop loop(se, options);

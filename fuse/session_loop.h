@@ -9,8 +9,9 @@
 // block (fsync on a slow disk, a local endpoint on a hung NFS mount), so a
 // supervisor adds a helper when every worker has been busy on one request
 // for longer than `stuck_after`; helpers leave when they find others idle.
-// The supervisor looks every `stuck_after` while a worker is busy and once
-// a second otherwise, so a helper comes within about a second.
+// The supervisor looks every `stuck_after` while a worker is busy and every
+// quarter second otherwise (also for stop signals), so a helper comes
+// within a quarter second.
 //
 // With a poll window, a worker that finds the queue empty keeps asking for
 // up to that long (yielding the CPU between tries) before it sleeps, and at
@@ -32,9 +33,18 @@ struct SessionLoopOptions {
   std::chrono::microseconds poll_window{0};  // 0: sleep at once
 };
 
-// Runs the session until it exits (unmount, fuse_session_exit, a signal
-// handler from fuse_set_signal_handlers). Returns 0, or the negative errno
-// that ended it.
+// Blocks SIGTERM, SIGINT and SIGHUP in the calling thread, and so in every
+// thread it starts afterwards. Call it first in main, before any thread
+// starts: RunSessionLoop then takes these signals itself (sigtimedwait),
+// so they end the volume whichever thread the kernel would have given them
+// to and whatever that thread was doing. (A handler runs on one thread of
+// the kernel's choosing, and under TSan only once that thread next enters
+// the runtime; some SIGTERMs never ended the daemon that way.)
+void BlockStopSignals();
+
+// Runs the session until it exits (unmount, fuse_session_exit, one of the
+// signals BlockStopSignals blocked, a handler from
+// fuse_set_signal_handlers). Returns 0, or the negative errno that ended it.
 // REQUIRES: `se` is mounted; no other loop runs it.
 int RunSessionLoop(fuse_session* se, const SessionLoopOptions& options);
 

@@ -707,7 +707,10 @@ TEST_P(FuseShutdownTest, EndsCleanly) {
     // with the volume: under ASan a leak fails the exit status).
     held = open((mnt_ / "kept").c_str(), O_RDONLY);
     ASSERT_GE(held, 0);
-    ASSERT_EQ(kill(volume_->pid(), how == "SIGTERM" ? SIGTERM : SIGINT), 0);
+    const int sig = how == "SIGTERM"  ? SIGTERM
+                    : how == "SIGINT" ? SIGINT
+                                      : SIGHUP;
+    ASSERT_EQ(kill(volume_->pid(), sig), 0);
   }
   const int status = volume_->WaitExit(std::chrono::seconds(20));
   if (held >= 0) close(held);
@@ -723,7 +726,8 @@ TEST_P(FuseShutdownTest, EndsCleanly) {
 
 INSTANTIATE_TEST_SUITE_P(
     HowAndPolling, FuseShutdownTest,
-    ::testing::Combine(::testing::Values("fusermount", "SIGTERM", "SIGINT"),
+    ::testing::Combine(::testing::Values("fusermount", "SIGTERM", "SIGINT",
+                                         "SIGHUP"),
                        ::testing::Values(0, 200)),
     [](const auto& info) {
       return std::get<0>(info.param) + "_poll" +
