@@ -198,7 +198,9 @@ int main(int argc, char** argv) {
     const std::string why = std::strerror(errno);
     if (nice_asked) {
       return Die("cannot run at nice " + std::to_string(nice_value) + ": " +
-                 why + " (needs CAP_SYS_NICE below 0)");
+                 why +
+                 " (lowering the nice value needs CAP_SYS_NICE or "
+                 "RLIMIT_NICE)");
     }
     sroute::LogInfo("running at nice ", getpriority(PRIO_PROCESS, 0), ", not ",
                     nice_value, ": ", why);
@@ -391,10 +393,16 @@ int main(int argc, char** argv) {
   fuse_session* se =
       fuse_session_new(&args, &volume.ops(), sizeof(volume.ops()), &volume);
   if (se == nullptr) return Die("bad FUSE options");
+  // Stop signals are blocked (BlockStopSignals); libfuse's handlers still
+  // make a write to a closed socket an error instead of SIGPIPE.
   if (fuse_set_signal_handlers(se) != 0) return Die("cannot set signals");
   if (fuse_session_mount(se, mountpoint.c_str()) != 0) {
     return Die("cannot mount on " + mountpoint);
   }
+  // A stop signal that came while starting (blocked until now) ends the
+  // volume as soon as it serves; after fuse_daemonize's fork it would be
+  // left pending in the parent.
+  if (sroute::TakeStopSignal()) fuse_session_exit(se);
   fuse_daemonize(stay ? 1 : 0);
   if (!stay && io_threads) io_threads->StartAfterFork();
   if (!stay && !controller.empty()) {

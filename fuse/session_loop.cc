@@ -44,13 +44,6 @@ sigset_t StopSignals() {
   return set;
 }
 
-// True if a stop signal was pending (it is consumed).
-bool TakeStopSignal() {
-  const sigset_t stop = StopSignals();
-  const timespec now{};
-  return sigtimedwait(&stop, nullptr, &now) > 0;
-}
-
 int64_t NowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::steady_clock::now().time_since_epoch())
@@ -107,13 +100,14 @@ class Loop {
   }
 
  private:
-  // Each on its own cache line: a worker writes `requests` twice per
-  // request, and should not slow the others down doing it.
-  struct alignas(64) Worker {
+  // `requests` has a cache line of its own: its worker writes it twice per
+  // request, and should not slow the others down doing it (the supervisor
+  // only reads it, once a tick).
+  struct Worker {
     // Odd while on a request; the supervisor calls a worker stuck when it
     // sees the same odd value a tick later. (No clock read per request.)
-    std::atomic<uint64_t> requests{0};
-    std::thread thread;
+    alignas(64) std::atomic<uint64_t> requests{0};
+    alignas(64) std::thread thread;
     bool helper = false;
     std::atomic<bool> done{false};
     uint64_t seen_at_last_tick = 0;  // guarded by mu_
@@ -124,10 +118,9 @@ class Loop {
     w->helper = helper;
     Worker* raw = w.get();
     // Workers take no signal but the wake signal (a new thread inherits the
-    // mask): SIGTERM and the like go to a thread that is not reading
-    // /dev/fuse, whose handler ends the session. (Under TSan, which holds a
-    // signal back until the thread's next interceptor, a SIGTERM that went
-    // to a worker about to block in read(2) never ended the daemon.)
+    // mask), so that any other signal with a handler runs on a thread that
+    // is not blocked reading /dev/fuse. (The stop signals are blocked in
+    // every thread anyway: the supervisor takes them, see TakeStopSignal.)
     sigset_t all, old;
     sigfillset(&all);
     sigdelset(&all, kWakeSignal);
@@ -196,7 +189,7 @@ class Loop {
       w->requests.store(++requests, std::memory_order_relaxed);
       if (polling()) spin_until = NowNs() + poll_ns_;
       // A helper is needed only while the others are stuck.
-      if (w->helper && AnyIdle()) break;
+      if (w->helper && AnyOtherIdle(w)) break;
     }
     std::free(buf.mem);
     if (this_spins_) spinning_.store(false);
@@ -225,10 +218,11 @@ class Loop {
     return false;
   }
 
-  bool AnyIdle() {
+  // True if a worker other than `self` is between requests.
+  bool AnyOtherIdle(const Worker* self) {
     std::lock_guard<std::mutex> l(mu_);
     for (const auto& w : workers_) {
-      if (!w->done.load() && !OnRequest(*w)) return true;
+      if (w.get() != self && !w->done.load() && !OnRequest(*w)) return true;
     }
     return false;
   }
@@ -275,6 +269,12 @@ class Loop {
 thread_local bool Loop::this_spins_ = false;
 
 }  // namespace
+
+bool TakeStopSignal() {
+  const sigset_t stop = StopSignals();
+  const timespec now{};
+  return sigtimedwait(&stop, nullptr, &now) > 0;
+}
 
 void BlockStopSignals() {
   const sigset_t stop = StopSignals();

@@ -10,8 +10,7 @@
 // supervisor adds a helper when every worker has been busy on one request
 // for longer than `stuck_after`; helpers leave when they find others idle.
 // The supervisor looks every `stuck_after` while a worker is busy and every
-// quarter second otherwise (also for stop signals), so a helper comes
-// within a quarter second.
+// quarter second otherwise (also for stop signals).
 //
 // With a poll window, a worker that finds the queue empty keeps asking for
 // up to that long (yielding the CPU between tries) before it sleeps, and at
@@ -42,9 +41,13 @@ struct SessionLoopOptions {
 // the runtime; some SIGTERMs never ended the daemon that way.)
 void BlockStopSignals();
 
+// True if one of those signals is pending (it is consumed). For start-up:
+// one that came before fuse_daemonize would stay with the parent.
+bool TakeStopSignal();
+
 // Runs the session until it exits (unmount, fuse_session_exit, one of the
-// signals BlockStopSignals blocked, a handler from
-// fuse_set_signal_handlers). Returns 0, or the negative errno that ended it.
+// signals BlockStopSignals blocked). Returns 0, or the negative errno that
+// ended it.
 // REQUIRES: `se` is mounted; no other loop runs it.
 int RunSessionLoop(fuse_session* se, const SessionLoopOptions& options);
 

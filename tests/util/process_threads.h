@@ -5,6 +5,7 @@
 
 #include <sys/types.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -32,6 +33,23 @@ inline std::vector<std::string> ThreadFiles(pid_t pid,
   return out;
 }
 
+// The ids of the threads of `pid` named `comm` (as /proc shows the name).
+inline std::vector<std::string> ThreadIdsNamed(pid_t pid,
+                                               const std::string& comm) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const auto& task : std::filesystem::directory_iterator(
+           "/proc/" + std::to_string(pid) + "/task", ec)) {
+    std::ifstream in(task.path() / "comm");
+    std::string name;
+    if (std::getline(in, name) && name == comm) {
+      out.push_back(task.path().filename().string());
+    }
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 // Polls ThreadFiles(pid, name) every 10 ms until `done` holds for them;
 // false if it does not within 10 s.
 inline bool WaitForThreadFiles(
@@ -48,12 +66,14 @@ inline bool WaitForThreadFiles(
 inline std::vector<int> ThreadNices(pid_t pid) {
   std::vector<int> out;
   for (const std::string& line : ThreadFiles(pid, "stat")) {
+    const size_t paren = line.rfind(')');
+    if (paren == std::string::npos) continue;  // the thread just ended
     // Fields after the command's closing parenthesis start at field 3.
-    std::istringstream rest(line.substr(line.rfind(')') + 1));
+    std::istringstream rest(line.substr(paren + 1));
     std::string field;
-    for (int i = 3; i <= 19 && rest >> field; ++i) {
-    }
-    out.push_back(std::stoi(field));
+    int i = 3;
+    while (i <= 19 && rest >> field) ++i;
+    if (i == 20) out.push_back(std::stoi(field));
   }
   return out;
 }
