@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -57,8 +58,10 @@ bool IsMountPoint(const std::string& path) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // Before any thread starts, so that every thread inherits the mask.
+  // Before any thread starts, so that every thread inherits the mask. (Stop
+  // signals are taken by the session loop, not by libfuse's handlers.)
   sroute::BlockStopSignals();
+  signal(SIGPIPE, SIG_IGN);  // a closed socket is an error, not an exit
   CLI::App app{"sroute-fuse: a FUSE volume whose IO is routed by rules"};
   std::string mountpoint, backing, rules_file, kernel_cache = "auto", options,
                                                control_socket;
@@ -393,9 +396,6 @@ int main(int argc, char** argv) {
   fuse_session* se =
       fuse_session_new(&args, &volume.ops(), sizeof(volume.ops()), &volume);
   if (se == nullptr) return Die("bad FUSE options");
-  // Stop signals are blocked (BlockStopSignals); libfuse's handlers still
-  // make a write to a closed socket an error instead of SIGPIPE.
-  if (fuse_set_signal_handlers(se) != 0) return Die("cannot set signals");
   if (fuse_session_mount(se, mountpoint.c_str()) != 0) {
     return Die("cannot mount on " + mountpoint);
   }
@@ -441,7 +441,6 @@ int main(int argc, char** argv) {
     io_threads->Stop();
   }
   fuse_session_unmount(se);
-  fuse_remove_signal_handlers(se);
   fuse_session_destroy(se);
   fuse_opt_free_args(&args);
   return rc == 0 ? 0 : 1;

@@ -18,15 +18,24 @@
 
 namespace sroute::testing {
 
-// The contents of /proc/PID/task/TID/`name` for every thread of `pid`
-// (empty if the process is gone).
-inline std::vector<std::string> ThreadFiles(pid_t pid,
-                                            const std::string& name) {
-  std::vector<std::string> out;
+// /proc/PID/task/TID for every thread of `pid` (none if the process is
+// gone).
+inline std::vector<std::filesystem::path> ThreadDirs(pid_t pid) {
+  std::vector<std::filesystem::path> out;
   std::error_code ec;
   for (const auto& task : std::filesystem::directory_iterator(
            "/proc/" + std::to_string(pid) + "/task", ec)) {
-    std::ifstream in(task.path() / name);
+    out.push_back(task.path());
+  }
+  return out;
+}
+
+// The contents of /proc/PID/task/TID/`name` for every thread of `pid`.
+inline std::vector<std::string> ThreadFiles(pid_t pid,
+                                            const std::string& name) {
+  std::vector<std::string> out;
+  for (const auto& dir : ThreadDirs(pid)) {
+    std::ifstream in(dir / name);
     out.emplace_back(std::istreambuf_iterator<char>(in),
                      std::istreambuf_iterator<char>());
   }
@@ -37,17 +46,28 @@ inline std::vector<std::string> ThreadFiles(pid_t pid,
 inline std::vector<std::string> ThreadIdsNamed(pid_t pid,
                                                const std::string& comm) {
   std::vector<std::string> out;
-  std::error_code ec;
-  for (const auto& task : std::filesystem::directory_iterator(
-           "/proc/" + std::to_string(pid) + "/task", ec)) {
-    std::ifstream in(task.path() / "comm");
+  for (const auto& dir : ThreadDirs(pid)) {
+    std::ifstream in(dir / "comm");
     std::string name;
     if (std::getline(in, name) && name == comm) {
-      out.push_back(task.path().filename().string());
+      out.push_back(dir.filename().string());
     }
   }
-  std::sort(out.begin(), out.end());
   return out;
+}
+
+// Field `n` (1-based, as in proc(5)) of a /proc/.../stat line; empty if the
+// line is cut short (the thread just ended). Counting starts after the
+// command's closing parenthesis, since the command may hold spaces.
+inline std::string StatField(const std::string& line, int n) {
+  const size_t paren = line.rfind(')');
+  if (paren == std::string::npos) return "";
+  std::istringstream rest(line.substr(paren + 1));
+  std::string field;
+  for (int i = 3; i <= n; ++i) {
+    if (!(rest >> field)) return "";
+  }
+  return field;
 }
 
 // Polls ThreadFiles(pid, name) every 10 ms until `done` holds for them;
@@ -62,18 +82,12 @@ inline bool WaitForThreadFiles(
   return false;
 }
 
-// The nice value of every thread of `pid` (field 19 of its stat file).
+// The nice value of every thread of `pid`.
 inline std::vector<int> ThreadNices(pid_t pid) {
   std::vector<int> out;
   for (const std::string& line : ThreadFiles(pid, "stat")) {
-    const size_t paren = line.rfind(')');
-    if (paren == std::string::npos) continue;  // the thread just ended
-    // Fields after the command's closing parenthesis start at field 3.
-    std::istringstream rest(line.substr(paren + 1));
-    std::string field;
-    int i = 3;
-    while (i <= 19 && rest >> field) ++i;
-    if (i == 20) out.push_back(std::stoi(field));
+    const std::string nice = StatField(line, 19);
+    if (!nice.empty()) out.push_back(std::stoi(nice));
   }
   return out;
 }
@@ -84,14 +98,10 @@ inline std::vector<int> ThreadNices(pid_t pid) {
 inline bool WaitAllThreadsStopped(pid_t pid) {
   return WaitForThreadFiles(
       pid, "stat", [](const std::vector<std::string>& stats) {
-        for (const std::string& line : stats) {
-          const size_t paren = line.rfind(')');
-          if (paren == std::string::npos || paren + 2 >= line.size() ||
-              line[paren + 2] != 'T') {
-            return false;
-          }
-        }
-        return !stats.empty();
+        return !stats.empty() &&
+               std::all_of(stats.begin(), stats.end(), [](const auto& line) {
+                 return StatField(line, 3) == "T";
+               });
       });
 }
 
