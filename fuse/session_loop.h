@@ -15,7 +15,10 @@
 // With a poll window, a worker that finds the queue empty keeps asking for
 // up to that long (yielding the CPU between tries) before it sleeps, and at
 // most one worker does so at a time: a caller's next request is then taken
-// without waking anyone, at the cost of a CPU while IO flows.
+// without waking anyone, at the cost of an otherwise idle CPU while IO
+// flows. The yield makes way for any other runnable thread on that CPU (the
+// kernel puts the yielder behind them), so the spinning costs little where
+// callers keep the CPUs busy.
 #ifndef SROUTE_FUSE_SESSION_LOOP_H_
 #define SROUTE_FUSE_SESSION_LOOP_H_
 

@@ -2,6 +2,8 @@
 // between local endpoints.
 #include <dirent.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/mount.h>
 #include <sys/resource.h>
@@ -33,12 +35,15 @@
 namespace sroute {
 namespace {
 
+using ::sroute::testing::DescriptorFlags;
 using ::sroute::testing::MountedVolume;
+using ::sroute::testing::ProcessCpuSeconds;
 using ::sroute::testing::ReadWholeFile;
 using ::sroute::testing::RunCommand;
 using ::sroute::testing::TempDir;
 using ::sroute::testing::ThreadFiles;
 using ::sroute::testing::ThreadIdsNamed;
+using ::sroute::testing::ThreadIdsOf;
 using ::sroute::testing::ThreadNices;
 using ::sroute::testing::WaitAllThreadsStopped;
 using ::sroute::testing::WaitForThreadFiles;
@@ -326,6 +331,61 @@ TEST_F(FuseVolumeTest, DaemonThreadsRunAheadOfTheirCallers) {
   EXPECT_NE(rc, 0);
   EXPECT_NE(out.find("nice: must be in -20..19, not -21"), std::string::npos)
       << out;
+}
+
+TEST_F(FuseVolumeTest, WorkersPollByDefaultAndGiveWayToBusyCallers) {
+  // By default the workers poll for requests (the FUSE descriptor is
+  // non-blocking; they sleep in epoll); --poll-us 0 turns that off.
+  WriteWholeFile(backing_ / "p", "0123456789");
+  Mount("", {"--kernel-cache", "off"});
+  EXPECT_EQ(ReadWholeFile(mnt_ / "p"), "0123456789");
+  const int flags = DescriptorFlags(volume_->pid(), "/dev/fuse");
+  ASSERT_GE(flags, 0);
+  EXPECT_NE(flags & O_NONBLOCK, 0);
+  volume_.reset();
+  Mount("", {"--kernel-cache", "off", "--poll-us", "0"});
+  EXPECT_EQ(ReadWholeFile(mnt_ / "p"), "0123456789");
+  EXPECT_EQ(DescriptorFlags(volume_->pid(), "/dev/fuse") & O_NONBLOCK, 0);
+  volume_.reset();
+
+  // A spinning worker must not take its CPU from the callers: with the
+  // daemon and a busy caller thread on one CPU, and requests every few
+  // milliseconds keeping a long poll window open, the daemon uses a small
+  // share of that CPU (it would take most of it if it kept spinning).
+  Mount("", {"--kernel-cache", "off", "--poll-us", "100000"});
+  EXPECT_EQ(ReadWholeFile(mnt_ / "p"), "0123456789");
+  cpu_set_t one_cpu;
+  CPU_ZERO(&one_cpu);
+  CPU_SET(0, &one_cpu);
+  for (const std::string& tid : ThreadIdsOf(volume_->pid())) {
+    ASSERT_EQ(sched_setaffinity(std::stoi(tid), sizeof(one_cpu), &one_cpu), 0)
+        << std::strerror(errno);
+  }
+  std::atomic<bool> stop{false};
+  std::thread busy([&] {
+    pthread_setaffinity_np(pthread_self(), sizeof(one_cpu), &one_cpu);
+    while (!stop.load(std::memory_order_relaxed)) {
+    }
+  });
+  std::thread caller([&] {
+    const int fd = open((mnt_ / "p").c_str(), O_RDONLY);
+    ASSERT_GE(fd, 0);
+    char c;
+    while (!stop.load()) {
+      ASSERT_EQ(pread(fd, &c, 1, 3), 1);
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    close(fd);
+  });
+  // Let the first pause pass, then measure a second.
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const double cpu_before = ProcessCpuSeconds(volume_->pid());
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  const double cpu_used = ProcessCpuSeconds(volume_->pid()) - cpu_before;
+  stop = true;
+  busy.join();
+  caller.join();
+  EXPECT_LT(cpu_used, 0.25) << "seconds of CPU in one second";
 }
 
 TEST_F(FuseVolumeTest, MountHelperTakesFstabStyleArguments) {

@@ -4,6 +4,7 @@
 #define SROUTE_TESTS_UTIL_PROCESS_THREADS_H_
 
 #include <sys/types.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -38,6 +39,15 @@ inline std::vector<std::string> ThreadFiles(pid_t pid,
     std::ifstream in(dir / name);
     out.emplace_back(std::istreambuf_iterator<char>(in),
                      std::istreambuf_iterator<char>());
+  }
+  return out;
+}
+
+// The ids of every thread of `pid`.
+inline std::vector<std::string> ThreadIdsOf(pid_t pid) {
+  std::vector<std::string> out;
+  for (const auto& dir : ThreadDirs(pid)) {
+    out.push_back(dir.filename().string());
   }
   return out;
 }
@@ -103,6 +113,36 @@ inline bool WaitAllThreadsStopped(pid_t pid) {
                  return StatField(line, 3) == "T";
                });
       });
+}
+
+// CPU time (user and system) `pid` has used, in seconds; -1 if it is gone.
+inline double ProcessCpuSeconds(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(in, line)) return -1;
+  const std::string utime = StatField(line, 14), stime = StatField(line, 15);
+  if (utime.empty() || stime.empty()) return -1;
+  return static_cast<double>(std::stoll(utime) + std::stoll(stime)) /
+         static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+// The file status flags (O_*) of `pid`'s first descriptor open on `target`
+// (as /proc/PID/fd shows it, e.g. "/dev/fuse"); -1 if there is none.
+inline int DescriptorFlags(pid_t pid, const std::string& target) {
+  const std::string proc = "/proc/" + std::to_string(pid);
+  std::error_code ec;
+  for (const auto& fd : std::filesystem::directory_iterator(proc + "/fd", ec)) {
+    std::error_code link_ec;
+    if (std::filesystem::read_symlink(fd.path(), link_ec) != target) continue;
+    std::ifstream info(proc + "/fdinfo/" + fd.path().filename().string());
+    std::string key;
+    while (info >> key) {
+      std::string value;
+      info >> value;
+      if (key == "flags:") return std::stoi(value, nullptr, 8);
+    }
+  }
+  return -1;
 }
 
 }  // namespace sroute::testing
