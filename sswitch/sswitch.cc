@@ -129,6 +129,18 @@ std::string FormatRuleInfo(const RuleInfo& info) {
   return out;
 }
 
+namespace {
+// State that every IO updates is kept in shards, one per thread (threads
+// share a shard only beyond kThreadShards), so that threads on different
+// CPUs do not write to the same cache line.
+constexpr int kThreadShards = 16;
+int ThreadShard() {
+  static std::atomic<int> next{0};
+  thread_local int shard = next.fetch_add(1) % kThreadShards;
+  return shard;
+}
+}  // namespace
+
 // --- In-flight registry ------------------------------------------------------
 
 // IOs between admission and completion, in intrusive lists sharded by thread
@@ -191,18 +203,12 @@ class InflightRegistry {
   }
 
  private:
-  static constexpr int kShards = 16;
   struct alignas(64) Shard {
     mutable std::mutex mu;
     Io* head = nullptr;
     int64_t count = 0;
   };
-  static int ThreadShard() {
-    static std::atomic<int> next{0};
-    thread_local int shard = next.fetch_add(1) % kShards;
-    return shard;
-  }
-  Shard shards_[kShards];
+  Shard shards_[kThreadShards];
 };
 
 // --- Delegate context ---
@@ -385,7 +391,8 @@ void SSwitch::Join::ChildDone(size_t index, Io& child) {
 SSwitch::SSwitch(std::string name)
     : name_(std::move(name)),
       uid_(next_switch_uid.fetch_add(1)),
-      inflight_(std::make_unique<InflightRegistry>()) {
+      inflight_(std::make_unique<InflightRegistry>()),
+      unmatched_(std::make_unique<UnmatchedShard[]>(kThreadShards)) {
   auto snap = std::make_shared<Snapshot>();
   snap->version = 0;
   snap->table = RuleTable::Empty();
@@ -559,7 +566,7 @@ void SSwitch::Split(Io* io, const RuleTable::Pieces& pieces) {
 
 void SSwitch::RoutePiece(Io* io, const RuleEntry* entry) {
   if (entry == nullptr) {
-    unmatched_ops_[static_cast<int>(io->header.op)].fetch_add(
+    unmatched_[ThreadShard()].ops[static_cast<int>(io->header.op)].fetch_add(
         1, std::memory_order_relaxed);
     SendToFile(io, io->header.file);  // default route
     return;
@@ -1015,6 +1022,15 @@ void SSwitch::FinishRuleFrame(Io& io, Io::Frame& frame) {
 void SSwitch::Unregister(
     Io* io, absl::InlinedVector<std::shared_ptr<DrainWaiter>, 1>* waiters) {
   inflight_->Unregister(io, waiters);
+}
+
+uint64_t SSwitch::unmatched_ops(Op op) const {
+  uint64_t n = 0;
+  for (int i = 0; i < kThreadShards; ++i) {
+    n +=
+        unmatched_[i].ops[static_cast<int>(op)].load(std::memory_order_relaxed);
+  }
+  return n;
 }
 
 void SSwitch::SignalDrained(DrainWaiter& w) {

@@ -174,9 +174,7 @@ class SSwitch {
   uint64_t route_errors() const { return route_errors_.load(); }
   // IOs (or pieces of split IOs) that matched no rule and took the default
   // route, by op: with the rules' counters, every routed IO is counted once.
-  uint64_t unmatched_ops(Op op) const {
-    return unmatched_ops_[static_cast<int>(op)].load(std::memory_order_relaxed);
-  }
+  uint64_t unmatched_ops(Op op) const;
 
  private:
   class Context;
@@ -235,7 +233,13 @@ class SSwitch {
   std::unique_ptr<class InflightRegistry> inflight_;
   std::atomic<uint64_t> route_errors_{0};
   RouteObserver route_observer_;  // guarded by control_mu_
-  std::array<std::atomic<uint64_t>, kNumOps> unmatched_ops_{};
+  // Counted per thread shard (ThreadShard in sswitch.cc), each on cache
+  // lines of its own: every unmatched IO adds one, and a count shared by
+  // all threads would bounce between their CPUs on every IO.
+  struct alignas(64) UnmatchedShard {
+    std::array<std::atomic<uint64_t>, kNumOps> ops{};
+  };
+  std::unique_ptr<UnmatchedShard[]> unmatched_;
   std::atomic<uint64_t> last_record_seq_{0};
 
   std::mutex shared_state_mu_;  // guards shared_state_
