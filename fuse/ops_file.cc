@@ -158,12 +158,9 @@ void Write(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size,
   std::string file;
   if (!OpenFile::Of(fi)->FileName(req, ino, &file)) return;
   auto r = NewFileRequest(req, Op::kWrite, std::move(file));
-  // libfuse reuses `buf` once this returns, and the IO may be parked.
-  r->buffer.assign(buf, buf + size);
   r->io.header.offset = static_cast<uint64_t>(off);
   r->io.header.length = size;
-  r->io.write_data = std::span<const char>(r->buffer);
-  Submit(std::move(r), [](Request& rr) {
+  SubmitWrite(std::move(r), buf, size, [](Request& rr) {
     if (!rr.io.status.ok()) return ReplyError(rr);
     fuse_reply_write(rr.req, rr.io.bytes);
   });

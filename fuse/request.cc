@@ -8,6 +8,8 @@
 
 namespace sroute::fuse_internal {
 
+Request::~Request() { ReturnRequestBuffer(request_buffer); }
+
 Volume& VolumeOf(fuse_req_t req) {
   return *static_cast<Volume*>(fuse_req_userdata(req));
 }

@@ -5,20 +5,34 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "fuse/session_loop.h"
 #include "fuse/volume.h"
 #include "util/errno_status.h"
 
 namespace sroute::fuse_internal {
 
 struct Request {
+  Request() = default;
+  Request(const Request&) = delete;
+  Request& operator=(const Request&) = delete;
+  ~Request();
+
   Volume* volume = nullptr;
   fuse_req_t req = nullptr;
   Io io;
   std::vector<char> buffer;  // a copy of write data
+  // The worker's receive buffer holding the write data, if the request
+  // took it (SubmitWrite); given back when the request is freed.
+  void* request_buffer = nullptr;
+  // SubmitWrite: the submitter and the completion each drop one; the last
+  // frees the request.
+  std::atomic<int> owners{1};
+  std::atomic<bool> completed{false};
   // Read destination: not zero-filled, only the bytes read are sent.
   std::unique_ptr<char[]> read_data;
   uint64_t parent = 0;  // for replies that create an entry
@@ -70,6 +84,44 @@ void Submit(std::unique_ptr<Request> r, Reply reply) {
     reply(*owned);
   });
   raw->volume->sswitch().Route(&raw->io);
+}
+
+// Drops one owner of a request SubmitWrite routed; the last frees it.
+inline void DropOwner(Request* r) {
+  if (r->owners.fetch_sub(1, std::memory_order_acq_rel) == 1) delete r;
+}
+
+// Submit for a write whose data (`size` bytes at `payload`) is libfuse's:
+// it lies in the buffer the worker received the request into, reused once
+// the handler returns. The IO uses the data where it is; if the IO is
+// still in flight when routing returns (parked by a quiesce, sent to a
+// storage server), the request takes that buffer from the worker, so the
+// data lives until the completion without a copy. Off a worker's request
+// buffer the data is copied first.
+template <typename Reply>
+void SubmitWrite(std::unique_ptr<Request> r, const char* payload, size_t size,
+                 Reply reply) {
+  if (!InRequestBuffer(payload)) {
+    r->buffer.assign(payload, payload + size);
+    r->io.write_data = std::span<const char>(r->buffer);
+    Submit(std::move(r), std::move(reply));
+    return;
+  }
+  r->io.write_data = std::span<const char>(payload, size);
+  Request* raw = r.release();
+  raw->owners.store(2, std::memory_order_relaxed);
+  raw->io.set_completion([raw, reply = std::move(reply)](Io&) mutable {
+    reply(*raw);
+    raw->completed.store(true, std::memory_order_release);
+    DropOwner(raw);
+  });
+  raw->volume->sswitch().Route(&raw->io);
+  // Taking the buffer when the IO completes meanwhile is harmless (the
+  // worker gets another); not taking it while the IO runs is not.
+  if (!raw->completed.load(std::memory_order_acquire)) {
+    raw->request_buffer = TakeRequestBuffer(payload);
+  }
+  DropOwner(raw);
 }
 
 // Replies with the IO's errno.

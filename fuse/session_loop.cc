@@ -18,6 +18,7 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 namespace sroute {
 namespace {
@@ -48,6 +49,44 @@ int64_t NowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::steady_clock::now().time_since_epoch())
       .count();
+}
+
+// The buffer the calling worker received its current request into (null
+// outside a request, and on other threads).
+thread_local fuse_buf* current_request_buffer = nullptr;
+
+// Receive buffers taken by requests and given back, for workers whose own
+// was taken. All were allocated by libfuse for this process's session,
+// whose buffer size never grows, so each is large enough for any request.
+class BufferPool {
+ public:
+  void* Get() {
+    std::lock_guard<std::mutex> l(mu_);
+    if (free_.empty()) return nullptr;  // libfuse allocates one
+    void* b = free_.back();
+    free_.pop_back();
+    return b;
+  }
+  void Put(void* b) {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      if (free_.size() < kKeep) {
+        free_.push_back(b);
+        return;
+      }
+    }
+    std::free(b);
+  }
+
+ private:
+  static constexpr size_t kKeep = 16;
+  std::mutex mu_;
+  std::vector<void*> free_;  // guarded by mu_
+};
+
+BufferPool& Pool() {
+  static auto* pool = new BufferPool;  // never destroyed: workers may outlive
+  return *pool;
 }
 
 class Loop {
@@ -174,6 +213,7 @@ class Loop {
     int64_t spin_until = 0;
     uint64_t requests = 0;
     while (!fuse_session_exited(se_)) {
+      if (buf.mem == nullptr) buf.mem = Pool().Get();  // the last was taken
       const int res = fuse_session_receive_buf(se_, &buf);
       if (res == -EAGAIN && polling()) {
         AwaitRequest(epoll_fd, &spin_until);
@@ -185,7 +225,9 @@ class Loop {
         break;
       }
       w->requests.store(++requests, std::memory_order_relaxed);
+      current_request_buffer = &buf;
       fuse_session_process_buf(se_, &buf);
+      current_request_buffer = nullptr;
       w->requests.store(++requests, std::memory_order_relaxed);
       if (polling()) spin_until = NowNs() + poll_ns_;
       // A helper is needed only while the others are stuck.
@@ -269,6 +311,29 @@ class Loop {
 thread_local bool Loop::this_spins_ = false;
 
 }  // namespace
+
+bool InRequestBuffer(const void* payload) {
+  const fuse_buf* b = current_request_buffer;
+  if (b == nullptr || b->mem == nullptr || (b->flags & FUSE_BUF_IS_FD)) {
+    return false;
+  }
+  const auto* mem = static_cast<const char*>(b->mem);
+  const auto* p = static_cast<const char*>(payload);
+  return p >= mem && p < mem + b->size;
+}
+
+void* TakeRequestBuffer(const void* payload) {
+  if (!InRequestBuffer(payload)) return nullptr;
+  fuse_buf* b = current_request_buffer;
+  void* taken = b->mem;
+  b->mem = nullptr;
+  b->size = 0;
+  return taken;
+}
+
+void ReturnRequestBuffer(void* buffer) {
+  if (buffer != nullptr) Pool().Put(buffer);
+}
 
 bool TakeStopSignal() {
   const sigset_t stop = StopSignals();

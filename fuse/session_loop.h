@@ -48,6 +48,20 @@ void BlockStopSignals();
 // one that came before fuse_daemonize would stay with the parent.
 bool TakeStopSignal();
 
+// For a request handler running on a worker of RunSessionLoop: true if
+// `payload` lies in the buffer the worker received its request into (a
+// write's data does, as libfuse hands it over).
+bool InRequestBuffer(const void* payload);
+// Takes that buffer from the worker, which then receives its next request
+// into another, and returns it; nullptr (taking nothing) if `payload` does
+// not lie in it. A handler whose request outlives it keeps the payload so
+// without copying it. Give the buffer back with ReturnRequestBuffer once
+// the payload is no longer used. Thread-safe.
+void* TakeRequestBuffer(const void* payload);
+// Makes a taken buffer available to the workers again (or frees it).
+// Thread-safe.
+void ReturnRequestBuffer(void* buffer);
+
 // Runs the session until it exits (unmount, fuse_session_exit, one of the
 // signals BlockStopSignals blocked). Returns 0, or the negative errno that
 // ended it.

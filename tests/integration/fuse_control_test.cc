@@ -67,13 +67,16 @@ bool PosixRead(const std::string& path, std::string* out) {
 
 class FuseControlTest : public ::testing::Test {
  protected:
-  void Mount(const std::string& kernel_cache = "auto") {
+  void Mount(const std::string& kernel_cache = "auto",
+             const std::vector<std::string>& extra = {}) {
     sock_ = ctl_dir_ / "control.sock";
-    volume_ = std::make_unique<MountedVolume>(
-        SROUTE_FUSE_BINARY, mnt_.path(),
-        std::vector<std::string>{"--backing", backing_.path(), "--endpoint",
-                                 "other=" + other_.path(), "--control", sock_,
-                                 "--kernel-cache", kernel_cache});
+    std::vector<std::string> args{"--backing",      backing_.path(),
+                                  "--endpoint",     "other=" + other_.path(),
+                                  "--control",      sock_,
+                                  "--kernel-cache", kernel_cache};
+    args.insert(args.end(), extra.begin(), extra.end());
+    volume_ =
+        std::make_unique<MountedVolume>(SROUTE_FUSE_BINARY, mnt_.path(), args);
     ASSERT_TRUE(volume_->ok()) << "sroute-fuse did not mount";
   }
   void TearDown() override { volume_.reset(); }
@@ -417,6 +420,46 @@ TEST_F(FuseControlTest, KernelCacheAutoKeepsPagesUntilARouteChanges) {
 
 INSTANTIATE_TEST_SUITE_P(KernelCache, LiveRouteFlipTest,
                          ::testing::Values("off", "auto"));
+
+// A write's data lies in the buffer its worker received the request into,
+// and the daemon does not copy it: a parked write keeps that buffer while
+// the worker (the only one here) receives other writes into another. Were
+// the buffer reused, the parked write would store the later writes' bytes.
+TEST_F(FuseControlTest, AParkedWriteKeepsItsDataWhileTheWorkerGoesOn) {
+  constexpr size_t kSize = 64 * 1024;
+  WriteWholeFile(backing_ / "parked", "");
+  Mount("off", {"--threads", "1"});
+  const int fd = open((mnt_ / "parked").c_str(), O_WRONLY);
+  ASSERT_GE(fd, 0) << strerror(errno);
+  const std::string range = "'<*, w, //home/parked>'";
+  auto [rc, out] = Ctl(Host() + " quiesce " + range + " on");
+  ASSERT_EQ(rc, 0) << out;
+  std::atomic<bool> parked_ok{false}, parked_done{false};
+  std::thread parked([&] {
+    const std::string data(kSize, 'A');
+    parked_ok = pwrite(fd, data.data(), kSize, 0) == kSize;
+    parked_done = true;
+  });
+  // Until the write is parked, other writes keep landing in the buffer.
+  const std::string later(kSize, 'Z');
+  for (int i = 0; i < 200 && !parked_done; ++i) {
+    ASSERT_TRUE(PosixWrite(mnt_ / "later", later));
+    if (Ctl(Host() + " stats").second.find("parked 1\n") != std::string::npos) {
+      for (int j = 0; j < 20; ++j) {
+        ASSERT_TRUE(PosixWrite(mnt_ / "later", later));
+      }
+      break;
+    }
+  }
+  EXPECT_FALSE(parked_done.load()) << "the quiesced write went through";
+  std::tie(rc, out) = Ctl(Host() + " quiesce " + range + " off");
+  ASSERT_EQ(rc, 0) << out;
+  parked.join();
+  close(fd);
+  EXPECT_TRUE(parked_ok.load());
+  EXPECT_EQ(ReadWholeFile(backing_ / "parked"), std::string(kSize, 'A'));
+  EXPECT_EQ(ReadWholeFile(backing_ / "later"), later);
+}
 
 // Direct writes to one file do not queue behind each other in the kernel:
 // with a write parked by a quiesced range, a direct write elsewhere in the
