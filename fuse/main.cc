@@ -109,7 +109,8 @@ int main(int argc, char** argv) {
                      "after each request or reply, keep polling for FUSE "
                      "requests and storage servers' replies this many "
                      "microseconds before sleeping (lower latency; a CPU "
-                     "while IO flows) [FUSE requests 50, replies 0]")
+                     "while IO flows) [FUSE requests " +
+                         std::to_string(kDefaultFusePollUs) + ", replies 0]")
           ->check(CLI::Range(0, 100000));
   int fuse_threads =
       static_cast<int>(std::max(2u, std::thread::hardware_concurrency()));

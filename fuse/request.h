@@ -29,10 +29,10 @@ struct Request {
   // The worker's receive buffer holding the write data, if the request
   // took it (SubmitWrite); given back when the request is freed.
   void* request_buffer = nullptr;
-  // SubmitWrite: the submitter and the completion each drop one; the last
-  // frees the request.
+  // Submit: the submitter and the completion each drop one; the last frees
+  // the request.
   std::atomic<int> owners{1};
-  std::atomic<bool> completed{false};
+  std::atomic<bool> completed{false};  // the completion replied
   // Read destination: not zero-filled, only the bytes read are sent.
   std::unique_ptr<char[]> read_data;
   uint64_t parent = 0;  // for replies that create an entry
@@ -71,33 +71,45 @@ class OpenFile {
   std::vector<std::unique_ptr<const std::string>> names_;  // guarded by mu_
 };
 
-// Routes the request; `reply` (callable as void(Request&)) runs once when
-// the IO completes (possibly on another thread) and must reply to the
-// kernel. The request is freed after. A template rather than a
-// std::function: the completion then holds the callable itself, without an
-// allocation of its own on every IO.
-template <typename Reply>
-void Submit(std::unique_ptr<Request> r, Reply reply) {
-  Request* raw = r.release();
-  raw->io.set_completion([raw, reply = std::move(reply)](Io&) mutable {
-    std::unique_ptr<Request> owned(raw);
-    reply(*owned);
-  });
-  raw->volume->sswitch().Route(&raw->io);
-}
-
-// Drops one owner of a request SubmitWrite routed; the last frees it.
+// Drops one of a routed request's two owners (the submitter, until
+// routing returns; the completion, once it replied); the last frees it.
 inline void DropOwner(Request* r) {
   if (r->owners.fetch_sub(1, std::memory_order_acq_rel) == 1) delete r;
+}
+
+// Routes `r` with `reply` as its completion, and returns still owning it:
+// the caller must DropOwner it.
+template <typename Reply>
+Request* RouteOwned(std::unique_ptr<Request> r, Reply reply) {
+  Request* raw = r.release();
+  raw->owners.store(2, std::memory_order_relaxed);
+  raw->io.set_completion([raw, reply = std::move(reply)](Io&) mutable {
+    reply(*raw);
+    raw->completed.store(true, std::memory_order_release);
+    DropOwner(raw);
+  });
+  raw->volume->sswitch().Route(&raw->io);
+  return raw;
+}
+
+// Routes the request; `reply` (callable as void(Request&)) runs once when
+// the IO completes (possibly on another thread, possibly before routing
+// returns) and must reply to the kernel. The request is freed once both
+// happened: routing may still be unwinding when a completion it ran
+// replied. A template rather than a std::function: the completion then
+// holds the callable itself, without an allocation of its own on every IO.
+template <typename Reply>
+void Submit(std::unique_ptr<Request> r, Reply reply) {
+  DropOwner(RouteOwned(std::move(r), std::move(reply)));
 }
 
 // Submit for a write whose data (`size` bytes at `payload`) is libfuse's:
 // it lies in the buffer the worker received the request into, reused once
 // the handler returns. The IO uses the data where it is; if the IO is
-// still in flight when routing returns (parked by a quiesce, sent to a
-// storage server), the request takes that buffer from the worker, so the
-// data lives until the completion without a copy. Off a worker's request
-// buffer the data is copied first.
+// still in flight when routing returns (parked by a quiesce, at a stage or
+// the controller, sent to a storage server), the request takes that buffer
+// from the worker, so the data lives until the completion without a copy.
+// Off a worker's request buffer the data is copied first.
 template <typename Reply>
 void SubmitWrite(std::unique_ptr<Request> r, const char* payload, size_t size,
                  Reply reply) {
@@ -108,14 +120,7 @@ void SubmitWrite(std::unique_ptr<Request> r, const char* payload, size_t size,
     return;
   }
   r->io.write_data = std::span<const char>(payload, size);
-  Request* raw = r.release();
-  raw->owners.store(2, std::memory_order_relaxed);
-  raw->io.set_completion([raw, reply = std::move(reply)](Io&) mutable {
-    reply(*raw);
-    raw->completed.store(true, std::memory_order_release);
-    DropOwner(raw);
-  });
-  raw->volume->sswitch().Route(&raw->io);
+  Request* raw = RouteOwned(std::move(r), std::move(reply));
   // Taking the buffer when the IO completes meanwhile is harmless (the
   // worker gets another); not taking it while the IO runs is not.
   if (!raw->completed.load(std::memory_order_acquire)) {

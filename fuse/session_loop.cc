@@ -5,6 +5,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -79,7 +80,10 @@ class BufferPool {
   }
 
  private:
-  static constexpr size_t kKeep = 16;
+  // About the writes a volume has in flight past routing (to storage
+  // servers, parked): each buffer is ~1 MiB of address space, of which only
+  // the pages requests wrote to are resident.
+  static constexpr size_t kKeep = 64;
   std::mutex mu_;
   std::vector<void*> free_;  // guarded by mu_
 };
@@ -172,16 +176,13 @@ class Loop {
   bool polling() const { return o_.poll_window.count() > 0; }
 
   // Polling mode: returns once the queue may hold a request (or a signal
-  // came). Spins while this worker holds the single spinner role and the
-  // window since its last request lasts, else sleeps.
+  // came). Spins while this worker holds the single spinner role, the
+  // window since its last request lasts and its CPU has nothing else to
+  // run; else sleeps.
   void AwaitRequest(int epoll_fd, int64_t* spin_until) {
-    if (NowNs() < *spin_until) {
-      bool expected = false;
-      if (this_spins_ || spinning_.compare_exchange_strong(expected, true)) {
-        this_spins_ = true;
-        sched_yield();
-        return;
-      }
+    if (SpinOnceMore(*spin_until)) {
+      sched_yield();
+      return;
     }
     if (this_spins_) {
       this_spins_ = false;
@@ -193,6 +194,58 @@ class Loop {
     // interceptor): it looks again once a second.
     epoll_wait(epoll_fd, &ev, 1, 1000);
     *spin_until = NowNs() + poll_ns_;
+  }
+
+  // True if the calling worker should ask for a request once more instead
+  // of sleeping: it holds (or takes) the spinner role, the window lasts,
+  // and no pause is on.
+  bool SpinOnceMore(int64_t spin_until) {
+    const int64_t now = NowNs();
+    if (now >= spin_until ||
+        now < spin_paused_until_.load(std::memory_order_relaxed)) {
+      return false;
+    }
+    if (!this_spins_) {
+      bool expected = false;
+      if (!spinning_.compare_exchange_strong(expected, true)) return false;
+      this_spins_ = true;
+      this_switches_ = InvoluntarySwitches();
+      this_last_turn_ = now;
+      return true;
+    }
+    const bool was_away = now - this_last_turn_ > kAwayNs;
+    this_last_turn_ = now;
+    return !was_away || !CpuWanted(now);
+  }
+
+  // Called by the spinner when its last turn took long enough for another
+  // thread to have had a time slice (kAwayNs): true if one did run on its
+  // CPU meanwhile (the spinner was preempted, or its yield let one run). The
+  // CPU then has other work, which spinning would slow down (callers
+  // outnumbering the CPUs; a scheduler that picks the yielding thread again, as
+  // CFS does for a thread at nice -10), so no worker spins for a while: longer
+  // each time it repeats, back to short once a check finds the CPU free.
+  bool CpuWanted(int64_t now) {
+    const int64_t switches = InvoluntarySwitches();
+    int64_t pause = spin_pause_ns_.load(std::memory_order_relaxed);
+    if (switches == this_switches_) {
+      if (pause != kSpinPauseMinNs) {
+        spin_pause_ns_.store(kSpinPauseMinNs, std::memory_order_relaxed);
+      }
+      return false;
+    }
+    this_switches_ = switches;
+    spin_paused_until_.store(now + pause, std::memory_order_relaxed);
+    spin_pause_ns_.store(std::min(pause * 2, kSpinPauseMaxNs),
+                         std::memory_order_relaxed);
+    return true;
+  }
+
+  // Times the calling thread was switched out while it could have run.
+  static int64_t InvoluntarySwitches() {
+    rusage ru{};
+    getrusage(RUSAGE_THREAD, &ru);
+    return ru.ru_nivcsw;
   }
 
   void Work(Worker* w) {
@@ -304,11 +357,25 @@ class Loop {
           .count();
   std::atomic<bool> spinning_{false};    // a worker holds the spinner role
   static thread_local bool this_spins_;  // it is this thread
-  int error_ = 0;                        // guarded by mu_
-  bool ended_ = false;                   // guarded by mu_
+  // The spinner's involuntary switches at its last check, and when its last
+  // turn (a read and a yield, ~1.5 µs alone on its CPU) began.
+  static thread_local int64_t this_switches_;
+  static thread_local int64_t this_last_turn_;
+  // A turn that took longer gave another thread a time slice, not just the
+  // moment a caller needs to send its next request.
+  static constexpr int64_t kAwayNs = 200'000;
+  // No spinning before then (CpuWanted).
+  std::atomic<int64_t> spin_paused_until_{0};
+  static constexpr int64_t kSpinPauseMinNs = 50'000;
+  static constexpr int64_t kSpinPauseMaxNs = 5'000'000;
+  std::atomic<int64_t> spin_pause_ns_{kSpinPauseMinNs};  // the next pause
+  int error_ = 0;                                        // guarded by mu_
+  bool ended_ = false;                                   // guarded by mu_
 };
 
 thread_local bool Loop::this_spins_ = false;
+thread_local int64_t Loop::this_switches_ = 0;
+thread_local int64_t Loop::this_last_turn_ = 0;
 
 }  // namespace
 

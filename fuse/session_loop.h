@@ -16,9 +16,9 @@
 // up to that long (yielding the CPU between tries) before it sleeps, and at
 // most one worker does so at a time: a caller's next request is then taken
 // without waking anyone, at the cost of an otherwise idle CPU while IO
-// flows. The yield makes way for any other runnable thread on that CPU (the
-// kernel puts the yielder behind them), so the spinning costs little where
-// callers keep the CPUs busy.
+// flows. The spinner runs under SCHED_IDLE (where the process may leave it
+// again), so it only takes CPU time nothing else wants: where callers keep
+// the CPUs busy, it costs them nothing.
 #ifndef SROUTE_FUSE_SESSION_LOOP_H_
 #define SROUTE_FUSE_SESSION_LOOP_H_
 
@@ -56,7 +56,9 @@ bool InRequestBuffer(const void* payload);
 // into another, and returns it; nullptr (taking nothing) if `payload` does
 // not lie in it. A handler whose request outlives it keeps the payload so
 // without copying it. Give the buffer back with ReturnRequestBuffer once
-// the payload is no longer used. Thread-safe.
+// the payload is no longer used.
+// REQUIRES: called by the handler, on the worker serving the request (both
+// functions look at the calling thread's request).
 void* TakeRequestBuffer(const void* payload);
 // Makes a taken buffer available to the workers again (or frees it).
 // Thread-safe.

@@ -130,9 +130,10 @@ std::string FormatRuleInfo(const RuleInfo& info) {
 }
 
 namespace {
-// State that every IO updates is kept in shards, one per thread (threads
-// share a shard only beyond kThreadShards), so that threads on different
-// CPUs do not write to the same cache line.
+// State that every IO updates is kept in shards, handed to threads in turn
+// as they first route (so threads share one only after kThreadShards
+// threads came), so that threads on different CPUs rarely write to the
+// same cache line.
 constexpr int kThreadShards = 16;
 int ThreadShard() {
   static std::atomic<int> next{0};
@@ -774,16 +775,20 @@ void SSwitch::Scatter(Io* io, const RuleEntry* entry,
     child->stage_hops_ = io->stage_hops_;
     join->children.push_back(std::move(child));
   }
+  // Every name before the first send: a child that completes at once may
+  // complete the parent (a read takes the first answer), whose issuer may
+  // then free it.
+  std::vector<std::string> files(n);
   for (size_t i = 0; i < n; ++i) {
+    const Target& t = detours[i]->target;
+    if (t.kind == Target::Kind::kFile) {
+      files[i] = ResolveTargetFile(t, r.pattern.file, io->header.file);
+    }
     join->children[i]->set_completion(
         [join, i](Io& c) { join->ChildDone(i, c); });
   }
   for (size_t i = 0; i < n; ++i) {
-    const Target& t = detours[i]->target;
-    SendTo(join->children[i].get(), t,
-           t.kind == Target::Kind::kFile
-               ? ResolveTargetFile(t, r.pattern.file, io->header.file)
-               : std::string(),
+    SendTo(join->children[i].get(), detours[i]->target, std::move(files[i]),
            entry->id());
   }
 }

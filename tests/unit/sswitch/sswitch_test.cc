@@ -271,6 +271,33 @@ TEST_F(SSwitchTest, ScatterReadTakesTheFirstGoodReply) {
   EXPECT_EQ(bad->calls.load(), 1);
 }
 
+// The first target answers at once, which completes the read, and the
+// issuer frees the IO in its completion while the sSwitch still has the
+// second target to send to: it must not touch the freed IO (ASan would
+// report it).
+TEST_F(SSwitchTest, ScatterReadMayFreeItsIoOnTheFirstReply) {
+  auto bad = std::make_shared<FailingEndpoint>(ErrnoStatus(EIO, "broken"));
+  ASSERT_TRUE(host_.AddEndpoint("Bad", bad).ok());
+  WriteWholeFile(b_ / "f", "replica");
+  ASSERT_TRUE(
+      host_.LoadRules("<*, r, //A/f> -> <IO, //B/f>, <IO, //Bad/f>").ok());
+  std::string buf(100, '\0');
+  std::string got;
+  auto* io = new Io;
+  io->header.source = "t";
+  io->header.op = Op::kRead;
+  io->header.file = "//A/f";
+  io->header.length = buf.size();
+  io->read_buffer = std::span<char>(buf);
+  io->set_completion([&](Io& done) {
+    got = done.status.ok() ? buf.substr(0, done.bytes) : "error";
+    delete &done;
+  });
+  host_.sswitch().Route(io);
+  EXPECT_EQ(got, "replica");
+  EXPECT_EQ(bad->calls.load(), 1);
+}
+
 TEST_F(SSwitchTest, PathsEscapingTheEndpointRootAreRefused) {
   WriteWholeFile(a_ / "ok", "fine");
   std::string buf(100, '\0');
