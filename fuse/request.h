@@ -29,10 +29,9 @@ struct Request {
   // The worker's receive buffer holding the write data, if the request
   // took it (SubmitWrite); given back when the request is freed.
   void* request_buffer = nullptr;
-  // Submit: the submitter and the completion each drop one; the last frees
-  // the request.
+  // Submit: the submitter and the completion (once it replied) each drop
+  // one; the last frees the request.
   std::atomic<int> owners{1};
-  std::atomic<bool> completed{false};  // the completion replied
   // Read destination: not zero-filled, only the bytes read are sent.
   std::unique_ptr<char[]> read_data;
   uint64_t parent = 0;  // for replies that create an entry
@@ -85,7 +84,6 @@ Request* RouteOwned(std::unique_ptr<Request> r, Reply reply) {
   raw->owners.store(2, std::memory_order_relaxed);
   raw->io.set_completion([raw, reply = std::move(reply)](Io&) mutable {
     reply(*raw);
-    raw->completed.store(true, std::memory_order_release);
     DropOwner(raw);
   });
   raw->volume->sswitch().Route(&raw->io);
@@ -121,9 +119,10 @@ void SubmitWrite(std::unique_ptr<Request> r, const char* payload, size_t size,
   }
   r->io.write_data = std::span<const char>(payload, size);
   Request* raw = RouteOwned(std::move(r), std::move(reply));
-  // Taking the buffer when the IO completes meanwhile is harmless (the
-  // worker gets another); not taking it while the IO runs is not.
-  if (!raw->completed.load(std::memory_order_acquire)) {
+  // The completion has not dropped its owner yet: the IO may still use the
+  // data. (Taking the buffer when the IO completes meanwhile is harmless:
+  // the worker gets another.)
+  if (raw->owners.load(std::memory_order_acquire) == 2) {
     raw->request_buffer = TakeRequestBuffer(payload);
   }
   DropOwner(raw);

@@ -16,9 +16,10 @@
 // up to that long (yielding the CPU between tries) before it sleeps, and at
 // most one worker does so at a time: a caller's next request is then taken
 // without waking anyone, at the cost of an otherwise idle CPU while IO
-// flows. The spinner runs under SCHED_IDLE (where the process may leave it
-// again), so it only takes CPU time nothing else wants: where callers keep
-// the CPUs busy, it costs them nothing.
+// flows. When the spinner finds that another thread ran on its CPU during
+// a long turn (it was preempted, or its yield let one run), no worker
+// spins for a while (50 µs, doubling to 5 ms while that repeats), so
+// callers that keep the CPUs busy lose little to it.
 #ifndef SROUTE_FUSE_SESSION_LOOP_H_
 #define SROUTE_FUSE_SESSION_LOOP_H_
 
