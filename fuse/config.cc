@@ -62,7 +62,7 @@ absl::StatusOr<proto::VolumeConfig> LoadVolumeConfig(const std::string& path) {
   for (const auto& t : config.tenant()) {
     if (t.name().empty() ||
         t.who_case() == proto::VolumeConfig::Tenant::WHO_NOT_SET) {
-      return bad("every tenant needs a name and a uid or gid");
+      return bad("every tenant needs a name and a uid, gid or cgroup");
     }
   }
   if (!config.secret_file().empty() &&

@@ -129,8 +129,9 @@ int main(int argc, char** argv) {
           ->check(CLI::Range(-20, 19));
   app.add_option("--rules", rules_file, "rules file to install at start");
   app.add_option("--tenant", tenants,
-                 "name callers for rules: NAME=uid:N or NAME=gid:N "
-                 "(repeatable; others are uid:N)");
+                 "name callers for rules: NAME=uid:N, NAME=gid:N or "
+                 "NAME=cgroup:/PATH (a cgroup v2 path and those beneath it; "
+                 "repeatable; others are uid:N)");
   auto* kernel_cache_opt =
       app.add_option("--kernel-cache", kernel_cache,
                      "off: every read and write reaches the router; auto: the "
@@ -165,8 +166,9 @@ int main(int argc, char** argv) {
     std::vector<std::string> config_tenants;
     for (const auto& t : config->tenant()) {
       config_tenants.push_back(
-          t.name() + (t.has_uid() ? "=uid:" + std::to_string(t.uid())
-                                  : "=gid:" + std::to_string(t.gid())));
+          t.name() + (t.has_uid()   ? "=uid:" + std::to_string(t.uid())
+                      : t.has_gid() ? "=gid:" + std::to_string(t.gid())
+                                    : "=cgroup:" + t.cgroup()));
     }
     tenants.insert(tenants.begin(), config_tenants.begin(),
                    config_tenants.end());

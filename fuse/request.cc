@@ -21,7 +21,7 @@ std::unique_ptr<Request> NewFileRequest(fuse_req_t req, Op op,
   r->req = req;
   const fuse_ctx* ctx = fuse_req_ctx(req);
   r->io.header.source =
-      r->volume->options().tenants.TenantOf(ctx->uid, ctx->gid);
+      r->volume->options().tenants.TenantOf(ctx->uid, ctx->gid, ctx->pid);
   r->io.header.op = op;
   r->io.header.file = std::move(file);
   r->io.args.uid = ctx->uid;

@@ -1,16 +1,36 @@
 #include "fuse/tenant_map.h"
 
+#include <algorithm>
 #include <charconv>
+#include <chrono>
+#include <fstream>
 
 #include "util/strings.h"
 
 namespace sroute {
+namespace {
+
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// True if cgroup `path` is `root` or lies beneath it.
+bool Within(std::string_view path, std::string_view root) {
+  if (root.empty()) return true;  // "/": every cgroup
+  return path.starts_with(root) &&
+         (path.size() == root.size() || path[root.size()] == '/');
+}
+
+}  // namespace
 
 absl::Status TenantMap::Add(std::string_view spec) {
   const size_t eq = spec.find('=');
   const auto bad = [&](std::string_view why) {
-    return absl::InvalidArgumentError(StrCat(
-        "tenant '", spec, "': ", why, " (expected NAME=uid:N or NAME=gid:N)"));
+    return absl::InvalidArgumentError(
+        StrCat("tenant '", spec, "': ", why,
+               " (expected NAME=uid:N, NAME=gid:N or NAME=cgroup:/PATH)"));
   };
   if (eq == std::string_view::npos || eq == 0) return bad("no NAME=");
   const std::string_view name = spec.substr(0, eq);
@@ -20,6 +40,21 @@ absl::Status TenantMap::Add(std::string_view spec) {
     if (!ok) return bad("NAME may hold letters, digits, '_', '.', '-'");
   }
   const std::string_view who = spec.substr(eq + 1);
+  if (who.starts_with("cgroup:")) {
+    std::string_view path = who.substr(7);
+    if (!path.starts_with('/')) return bad("a cgroup path starts with '/'");
+    while (path.ends_with('/')) path.remove_suffix(1);
+    for (const auto& [p, t] : by_cgroup_) {
+      if (p == path) return bad("this cgroup is mapped already");
+    }
+    by_cgroup_.emplace_back(std::string(path), std::string(name));
+    // Deepest first: the first that holds a caller's cgroup is its tenant.
+    std::stable_sort(by_cgroup_.begin(), by_cgroup_.end(),
+                     [](const auto& a, const auto& b) {
+                       return a.first.size() > b.first.size();
+                     });
+    return absl::OkStatus();
+  }
   const bool is_uid = who.starts_with("uid:");
   if (!is_uid && !who.starts_with("gid:")) return bad("unknown id kind");
   const std::string_view digits = who.substr(4);
@@ -37,10 +72,53 @@ absl::Status TenantMap::Add(std::string_view spec) {
   return absl::OkStatus();
 }
 
-std::string TenantMap::TenantOf(uid_t uid, gid_t gid) const {
+std::string TenantMap::TenantOf(uid_t uid, gid_t gid, pid_t pid) const {
   if (auto it = by_uid_.find(uid); it != by_uid_.end()) return it->second;
   if (auto it = by_gid_.find(gid); it != by_gid_.end()) return it->second;
+  if (!by_cgroup_.empty() && pid > 0) {
+    if (std::optional<std::string> cgroup = CgroupOf(pid)) {
+      for (const auto& [path, tenant] : by_cgroup_) {
+        if (Within(*cgroup, path)) return tenant;
+      }
+    }
+  }
   return StrCat("uid:", uid);
+}
+
+std::optional<std::string> TenantMap::CgroupOf(pid_t pid) const {
+  const int64_t now = NowNs();
+  CgroupCache& cache = *cgroup_cache_;
+  {
+    std::lock_guard<std::mutex> l(cache.mu);
+    auto it = cache.by_pid.find(pid);
+    if (it != cache.by_pid.end() && it->second.expires_ns > now) {
+      return it->second.path;
+    }
+  }
+  std::optional<std::string> path = ReadCgroup(pid);
+  std::lock_guard<std::mutex> l(cache.mu);
+  if (cache.by_pid.size() >= kCgroupCacheMax) {
+    absl::erase_if(cache.by_pid,
+                   [now](const auto& e) { return e.second.expires_ns <= now; });
+    if (cache.by_pid.size() >= kCgroupCacheMax) cache.by_pid.clear();
+  }
+  cache.by_pid[pid] = CgroupCache::Entry{path, now + kCgroupTtlNs};
+  return path;
+}
+
+std::optional<std::string> TenantMap::ReadCgroup(pid_t pid) {
+  std::ifstream in(StrCat("/proc/", pid, "/cgroup"));
+  std::string line;
+  while (std::getline(in, line)) {
+    // cgroup v2: "0::/PATH"; v1 lines name their controllers.
+    if (line.starts_with("0::")) {
+      std::string path = line.substr(3);
+      while (path.size() > 1 && path.ends_with('/')) path.pop_back();
+      if (path == "/") path.clear();  // the root, as Add stores "/"
+      return path;
+    }
+  }
+  return std::nullopt;
 }
 
 }  // namespace sroute

@@ -20,6 +20,7 @@
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <optional>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -635,6 +636,95 @@ TEST_F(FuseVolumeTest, TenantsAreRoutedByTheirOwnRules) {
   EXPECT_EQ(ReadWholeFile(backing_ / "shared/b"), "from bob");
 }
 
+// The cgroup v2 hierarchy: where it is mounted and this process's cgroup
+// in it ("" for the root); nullopt if the kernel has none mounted.
+std::optional<std::pair<std::string, std::string>> Cgroup2() {
+  std::ifstream mounts("/proc/self/mounts");
+  std::string dev, dir, type, rest;
+  std::string root;
+  while (mounts >> dev >> dir >> type && std::getline(mounts, rest)) {
+    if (type == "cgroup2") root = dir;
+  }
+  if (root.empty()) return std::nullopt;
+  std::ifstream self("/proc/self/cgroup");
+  std::string line;
+  while (std::getline(self, line)) {
+    if (line.starts_with("0::")) {
+      std::string own = line.substr(3);
+      if (own == "/") own.clear();
+      return std::make_pair(root, own);
+    }
+  }
+  return std::nullopt;
+}
+
+// Writes `data` to `path` from a child process that the parent first moves
+// into cgroup directory `cgroup_dir` (none if empty).
+bool WriteFromCgroup(const std::string& cgroup_dir, const std::string& path,
+                     const std::string& data) {
+  int go[2];
+  if (pipe(go) != 0) return false;
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(go[1]);
+    char c;
+    if (read(go[0], &c, 1) != 1) _exit(2);
+    int fd = open(path.c_str(), O_CREAT | O_WRONLY | O_TRUNC, 0644);
+    if (fd < 0) _exit(3);
+    const bool ok = write(fd, data.data(), data.size()) ==
+                    static_cast<ssize_t>(data.size());
+    close(fd);
+    _exit(ok ? 0 : 4);
+  }
+  close(go[0]);
+  bool moved = true;
+  if (!cgroup_dir.empty()) {
+    std::ofstream procs(cgroup_dir + "/cgroup.procs");
+    procs << pid << std::flush;
+    moved = procs.good();
+  }
+  (void)!write(go[1], "x", 1);
+  close(go[1]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return moved && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+TEST_F(FuseVolumeTest, TenantsByCgroupIncludeTheCgroupsBeneath) {
+  const auto cgroup2 = Cgroup2();
+  ASSERT_TRUE(cgroup2.has_value()) << "no cgroup v2 hierarchy mounted";
+  const auto& [root, own] = *cgroup2;
+  // web: a cgroup beside this process's (siblings share the parent's
+  // delegation), with a child; "web-x" shares its name's prefix only.
+  const std::string web = own + "/sroute-test-" + std::to_string(getpid());
+  const std::string inner = web + "/inner", near = web + "-x";
+  for (const auto& c : {web, inner, near}) {
+    ASSERT_TRUE(std::filesystem::create_directory(root + c)) << root + c;
+  }
+  std::filesystem::create_directories(backing_ / "shared");
+  std::filesystem::create_directories(other_ / "shared");
+  for (const char* f : {"a", "b", "c"}) {
+    WriteWholeFile(backing_ / ("shared/" + std::string(f)), "");
+    WriteWholeFile(other_ / ("shared/" + std::string(f)), "");
+  }
+  // From a config file (flags are tested below).
+  WriteWholeFile(rules_dir_ / "tenants.conf",
+                 "tenant { name: \"web\" cgroup: \"" + web + "/\" }\n");
+  Mount("<web, w, //home/shared/*> -> <IO, //other/shared/*>\n",
+        {"--config", rules_dir_ / "tenants.conf"});
+  EXPECT_TRUE(WriteFromCgroup(root + inner, mnt_ / "shared/a", "from web"));
+  EXPECT_TRUE(WriteFromCgroup(root + near, mnt_ / "shared/b", "from web-x"));
+  EXPECT_TRUE(WriteFromCgroup("", mnt_ / "shared/c", "from here"));
+  EXPECT_EQ(ReadWholeFile(other_ / "shared/a"), "from web");
+  EXPECT_EQ(ReadWholeFile(backing_ / "shared/b"), "from web-x");
+  EXPECT_EQ(ReadWholeFile(other_ / "shared/b"), "");
+  EXPECT_EQ(ReadWholeFile(backing_ / "shared/c"), "from here");
+  // The children have been reaped: their cgroups are empty.
+  for (const auto& c : {inner, web, near}) {
+    EXPECT_EQ(rmdir((root + c).c_str()), 0) << root + c << ": " << errno;
+  }
+}
+
 TEST_F(FuseVolumeTest, BadTenantSpecIsAClearError) {
   const auto [rc, out] =
       RunCommand(std::string(SROUTE_FUSE_BINARY) + " " + mnt_.path() +
@@ -643,6 +733,14 @@ TEST_F(FuseVolumeTest, BadTenantSpecIsAClearError) {
   EXPECT_NE(out.find("tenant 'alice=pid:3': unknown id kind"),
             std::string::npos)
       << out;
+  const auto [rc2, out2] = RunCommand(
+      std::string(SROUTE_FUSE_BINARY) + " " + mnt_.path() + " -f --backing " +
+      backing_.path() + " --tenant web=cgroup:system.slice");
+  EXPECT_NE(rc2, 0);
+  EXPECT_NE(out2.find("tenant 'web=cgroup:system.slice': a cgroup path "
+                      "starts with '/'"),
+            std::string::npos)
+      << out2;
 }
 
 long DaemonRssKb(pid_t pid) {
