@@ -429,6 +429,13 @@ int main(int argc, char** argv) {
   }
   sroute::SessionLoopOptions loop_options;
   loop_options.workers = fuse_threads;
+  // -d prints every request as libfuse parses it: let it see them all.
+  if (!debug) {
+    loop_options.raw_handler = [&volume](fuse_session* s,
+                                         const sroute::RawRequest& r) {
+      return volume.ServeRaw(s, r);
+    };
+  }
   loop_options.poll_window =
       std::chrono::microseconds(poll_asked ? poll_us : kDefaultFusePollUs);
   const int rc = sroute::RunSessionLoop(se, loop_options);

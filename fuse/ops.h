@@ -2,6 +2,7 @@
 #ifndef SROUTE_FUSE_OPS_H_
 #define SROUTE_FUSE_OPS_H_
 
+#include "fuse/session_loop.h"
 #include "fuse/volume.h"
 
 namespace sroute::fuse_internal {
@@ -32,6 +33,8 @@ void Create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
             fuse_file_info* fi);
 void Read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
           fuse_file_info* fi);
+// FUSE_READ without libfuse (RawHandler).
+bool ServeRawRead(Volume& volume, fuse_session* se, const RawRequest& raw);
 void Write(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size,
            off_t off, fuse_file_info* fi);
 void Release(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);

@@ -93,6 +93,17 @@ int ReplyCreate(fuse_req_t req, const fuse_entry_param& e,
   out.open = OpenOut(fi);
   return fuse_reply_buf(req, reinterpret_cast<const char*>(&out), sizeof(out));
 }
+
+void SubmitRead(std::unique_ptr<Request> r, size_t size, off_t off) {
+  r->read_data = std::make_unique_for_overwrite<char[]>(size);
+  r->io.header.offset = static_cast<uint64_t>(off);
+  r->io.header.length = size;
+  r->io.read_buffer = std::span<char>(r->read_data.get(), size);
+  Submit(std::move(r), [](Request& rr) {
+    if (!rr.io.status.ok()) return ReplyError(rr);
+    ReplyData(rr, rr.read_data.get(), rr.io.bytes);
+  });
+}
 }  // namespace
 
 void Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
@@ -142,15 +153,26 @@ void Read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
           fuse_file_info* fi) {
   std::string file;
   if (!OpenFile::Of(fi)->FileName(req, ino, &file)) return;
-  auto r = NewFileRequest(req, Op::kRead, std::move(file));
-  r->read_data = std::make_unique_for_overwrite<char[]>(size);
-  r->io.header.offset = static_cast<uint64_t>(off);
-  r->io.header.length = size;
-  r->io.read_buffer = std::span<char>(r->read_data.get(), size);
-  Submit(std::move(r), [](Request& rr) {
-    if (!rr.io.status.ok()) return ReplyError(rr);
-    fuse_reply_buf(rr.req, rr.read_data.get(), rr.io.bytes);
-  });
+  SubmitRead(NewFileRequest(req, Op::kRead, std::move(file)), size, off);
+}
+
+bool ServeRawRead(Volume& volume, fuse_session* se, const RawRequest& raw) {
+  if (raw.arg_size < sizeof(fuse_read_in)) return false;
+  const auto* arg = reinterpret_cast<const fuse_read_in*>(raw.arg);
+  const fuse_in_header& in = *raw.header;
+  std::string file;
+  if (arg->fh == 0 || !reinterpret_cast<OpenFile*>(arg->fh)->FileName(
+                          volume, in.nodeid, &file)) {
+    SendRawReply(se, in.unique, ESTALE);
+    return true;
+  }
+  auto r =
+      NewFileRequest(volume, Caller{in.uid, in.gid, static_cast<pid_t>(in.pid)},
+                     Op::kRead, std::move(file));
+  r->session = se;
+  r->unique = in.unique;
+  SubmitRead(std::move(r), arg->size, static_cast<off_t>(arg->offset));
+  return true;
 }
 
 void Write(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size,

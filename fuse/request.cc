@@ -14,18 +14,25 @@ Volume& VolumeOf(fuse_req_t req) {
   return *static_cast<Volume*>(fuse_req_userdata(req));
 }
 
-std::unique_ptr<Request> NewFileRequest(fuse_req_t req, Op op,
-                                        std::string file) {
+std::unique_ptr<Request> NewFileRequest(Volume& volume, const Caller& caller,
+                                        Op op, std::string file) {
   auto r = std::make_unique<Request>();
-  r->volume = &VolumeOf(req);
-  r->req = req;
-  const fuse_ctx* ctx = fuse_req_ctx(req);
+  r->volume = &volume;
   r->io.header.source =
-      r->volume->options().tenants.TenantOf(ctx->uid, ctx->gid, ctx->pid);
+      volume.options().tenants.TenantOf(caller.uid, caller.gid, caller.pid);
   r->io.header.op = op;
   r->io.header.file = std::move(file);
-  r->io.args.uid = ctx->uid;
-  r->io.args.gid = ctx->gid;
+  r->io.args.uid = caller.uid;
+  r->io.args.gid = caller.gid;
+  return r;
+}
+
+std::unique_ptr<Request> NewFileRequest(fuse_req_t req, Op op,
+                                        std::string file) {
+  const fuse_ctx* ctx = fuse_req_ctx(req);
+  auto r = NewFileRequest(VolumeOf(req), Caller{ctx->uid, ctx->gid, ctx->pid},
+                          op, std::move(file));
+  r->req = req;
   return r;
 }
 
@@ -35,7 +42,13 @@ std::unique_ptr<Request> NewRequest(fuse_req_t req, Op op,
 }
 
 bool OpenFile::FileName(fuse_req_t req, uint64_t ino, std::string* file) {
-  InodeTable& inodes = VolumeOf(req).inodes();
+  if (FileName(VolumeOf(req), ino, file)) return true;
+  fuse_reply_err(req, ESTALE);
+  return false;
+}
+
+bool OpenFile::FileName(Volume& volume, uint64_t ino, std::string* file) {
+  InodeTable& inodes = volume.inodes();
   if (valid_generation_.load(std::memory_order_acquire) ==
       inodes.generation()) {
     *file = *file_.load(std::memory_order_acquire);
@@ -43,11 +56,8 @@ bool OpenFile::FileName(fuse_req_t req, uint64_t ino, std::string* file) {
   }
   uint64_t generation = 0;
   std::optional<std::string> path = inodes.Path(ino, &generation);
-  if (!path) {
-    fuse_reply_err(req, ESTALE);
-    return false;
-  }
-  *file = VolumeOf(req).FileName(*path);
+  if (!path) return false;
+  *file = volume.FileName(*path);
   std::lock_guard<std::mutex> l(mu_);
   // Refreshes may finish out of order: never go back to an older name.
   if (generation <= valid_generation_.load(std::memory_order_relaxed)) {
@@ -64,7 +74,20 @@ bool OpenFile::FileName(fuse_req_t req, uint64_t ino, std::string* file) {
 }
 
 void ReplyError(Request& r) {
-  fuse_reply_err(r.req, r.io.status.ok() ? 0 : ErrnoOf(r.io.status));
+  const int error = r.io.status.ok() ? 0 : ErrnoOf(r.io.status);
+  if (r.req != nullptr) {
+    fuse_reply_err(r.req, error);
+  } else {
+    SendRawReply(r.session, r.unique, error);
+  }
+}
+
+void ReplyData(Request& r, const char* data, size_t size) {
+  if (r.req != nullptr) {
+    fuse_reply_buf(r.req, data, size);
+  } else {
+    SendRawReply(r.session, r.unique, 0, data, size);
+  }
 }
 
 fuse_entry_param MakeEntry(Request& r) {

@@ -23,7 +23,11 @@ struct Request {
   ~Request();
 
   Volume* volume = nullptr;
+  // libfuse's request; null for one a RawHandler took, which is answered
+  // on `session` by its `unique` id (SendRawReply).
   fuse_req_t req = nullptr;
+  fuse_session* session = nullptr;
+  uint64_t unique = 0;
   Io io;
   std::vector<char> buffer;  // a copy of write data
   // The worker's receive buffer holding the write data, if the request
@@ -40,6 +44,13 @@ struct Request {
   bool has_fi = false;
 };
 
+// Who sent a request.
+struct Caller {
+  uid_t uid;
+  gid_t gid;
+  pid_t pid;
+};
+
 // A request for `op` on the volume-relative `path`, with the caller's tenant
 // and credentials in the header and args.
 std::unique_ptr<Request> NewRequest(fuse_req_t req, Op op,
@@ -47,6 +58,9 @@ std::unique_ptr<Request> NewRequest(fuse_req_t req, Op op,
 // The same for the file named `file` ("//HOME/PATH").
 std::unique_ptr<Request> NewFileRequest(fuse_req_t req, Op op,
                                         std::string file);
+// The same for a request a RawHandler took; `req` stays null.
+std::unique_ptr<Request> NewFileRequest(Volume& volume, const Caller& caller,
+                                        Op op, std::string file);
 
 // An open regular file (fuse_file_info::fh). It keeps the file's name as of
 // an inode-table generation, so reads and writes take neither the table's
@@ -59,6 +73,8 @@ class OpenFile {
   // Sets *file to the name of `ino` ("//HOME/PATH"), or replies ESTALE and
   // returns false.
   bool FileName(fuse_req_t req, uint64_t ino, std::string* file);
+  // The same without replying: false if `ino` is no longer known.
+  bool FileName(Volume& volume, uint64_t ino, std::string* file);
 
  private:
   // The generation `file_` is valid for (0: none yet).
@@ -130,6 +146,8 @@ void SubmitWrite(std::unique_ptr<Request> r, const char* payload, size_t size,
 
 // Replies with the IO's errno.
 void ReplyError(Request& r);
+// Replies with `size` bytes of `data`.
+void ReplyData(Request& r, const char* data, size_t size);
 // Replies to lookup/create-like requests: remembers the node and sends its
 // entry.
 void ReplyEntry(Request& r);

@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <sys/epoll.h>
 #include <sys/resource.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -279,7 +280,9 @@ class Loop {
       }
       w->requests.store(++requests, std::memory_order_relaxed);
       current_request_buffer = &buf;
-      fuse_session_process_buf(se_, &buf);
+      if (!ServeRaw(buf, static_cast<size_t>(res))) {
+        fuse_session_process_buf(se_, &buf);
+      }
       current_request_buffer = nullptr;
       w->requests.store(++requests, std::memory_order_relaxed);
       if (polling()) spin_until = NowNs() + poll_ns_;
@@ -292,6 +295,24 @@ class Loop {
     std::lock_guard<std::mutex> l(mu_);
     w->done.store(true);
     cv_.notify_all();
+  }
+
+  // Offers the `size` bytes received in `buf` to the raw handler; true if
+  // it (or the loop, for an interrupt) answers them.
+  bool ServeRaw(const fuse_buf& buf, size_t size) {
+    if (!o_.raw_handler || (buf.flags & FUSE_BUF_IS_FD) ||
+        size < sizeof(fuse_in_header)) {
+      return false;
+    }
+    const auto* in = static_cast<const fuse_in_header*>(buf.mem);
+    if (in->len != size) return false;  // libfuse reports it
+    if (in->opcode == FUSE_INTERRUPT) {
+      SendRawReply(se_, in->unique, ENOSYS);
+      return true;
+    }
+    const RawRequest request{in, reinterpret_cast<const char*>(in + 1),
+                             size - sizeof(fuse_in_header)};
+    return o_.raw_handler(se_, request);
   }
 
   void End(int res) {
@@ -378,6 +399,19 @@ thread_local int64_t Loop::this_switches_ = 0;
 thread_local int64_t Loop::this_last_turn_ = 0;
 
 }  // namespace
+
+void SendRawReply(fuse_session* se, uint64_t unique, int error,
+                  const void* data, size_t size) {
+  fuse_out_header out{};
+  out.unique = unique;
+  out.error = -error;
+  iovec iov[2] = {{&out, sizeof(out)}, {const_cast<void*>(data), size}};
+  const int count = error == 0 && size > 0 ? 2 : 1;
+  out.len = static_cast<uint32_t>(sizeof(out) + (count == 2 ? size : 0));
+  // ENOENT: the kernel dropped the request (its caller was killed).
+  // Anything else means the session is gone; the loop sees that itself.
+  (void)!writev(fuse_session_fd(se), iov, count);
+}
 
 bool InRequestBuffer(const void* payload) {
   const fuse_buf* b = current_request_buffer;

@@ -23,17 +23,52 @@
 #ifndef SROUTE_FUSE_SESSION_LOOP_H_
 #define SROUTE_FUSE_SESSION_LOOP_H_
 
+#include <linux/fuse.h>
+
 #include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
 
 #include "fuse/volume.h"
 
 namespace sroute {
+
+// A request as read from /dev/fuse, offered to a RawHandler before libfuse
+// parses it.
+struct RawRequest {
+  const fuse_in_header* header;
+  const char* arg;  // the op's argument: arg_size bytes after the header
+  size_t arg_size;
+};
+
+// Serves `request` itself, skipping libfuse's per-request bookkeeping (an
+// allocation and two rounds of its session-wide lock, whose cache line
+// moves between CPUs on every request): returns true if it took the
+// request, which it must then answer exactly once with SendRawReply (on any
+// thread, before or after returning); false leaves it to libfuse. Runs on
+// the worker that read the request.
+using RawHandler = std::function<bool(fuse_session*, const RawRequest&)>;
+
+// Answers request `unique` taken by a RawHandler: `error` (0 or an errno)
+// and, on success, `size` bytes of `data`. A request the kernel no longer
+// waits for (its caller was killed) is dropped silently.
+void SendRawReply(fuse_session* se, uint64_t unique, int error,
+                  const void* data = nullptr, size_t size = 0);
 
 struct SessionLoopOptions {
   int workers = 2;       // always reading /dev/fuse; at least 1
   int max_workers = 64;  // workers plus helpers
   std::chrono::milliseconds stuck_after{5};
   std::chrono::microseconds poll_window{0};  // 0: sleep at once
+  // If set, offered every request first. The loop then also answers the
+  // kernel's interrupts itself, with ENOSYS, so that the kernel sends no
+  // more: libfuse would hold an interrupt for a request it never saw and
+  // bounce it back on every later request. (The ops never look at
+  // interrupts: a caller's request runs to its reply, as the kernel's own
+  // handling ensures once interrupts are off; a fatal signal still ends a
+  // waiting caller.)
+  RawHandler raw_handler;
 };
 
 // Blocks SIGTERM, SIGINT and SIGHUP in the calling thread, and so in every

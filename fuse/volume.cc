@@ -9,6 +9,7 @@
 
 #include "fuse/ops.h"
 #include "fuse/request.h"
+#include "fuse/session_loop.h"
 #include "util/errno_status.h"
 #include "util/strings.h"
 
@@ -54,6 +55,15 @@ Volume::Volume(SSwitch* sw, VolumeOptions options)
   ops_.removexattr = Removexattr;
   sw_->SetRouteObserver(
       [this](const std::vector<HeaderPattern>& c) { RoutesChanged(c); });
+}
+
+bool Volume::ServeRaw(fuse_session* se, const RawRequest& request) {
+  switch (request.header->opcode) {
+    case FUSE_READ:
+      return fuse_internal::ServeRawRead(*this, se, request);
+    default:
+      return false;
+  }
 }
 
 Volume::~Volume() {

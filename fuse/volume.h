@@ -29,6 +29,7 @@ namespace sroute {
 namespace fuse_internal {
 class OpenFile;
 }
+struct RawRequest;
 
 struct VolumeOptions {
   // The endpoint that holds the volume's namespace (--backing).
@@ -57,6 +58,9 @@ class Volume {
   Volume& operator=(const Volume&) = delete;
 
   const fuse_lowlevel_ops& ops() const { return ops_; }
+  // Serves the requests whose ops have a path past libfuse (reads), for
+  // RunSessionLoop's raw handler; false for the others.
+  bool ServeRaw(fuse_session* se, const RawRequest& request);
 
   // Starts dropping the kernel's cached pages and attributes of files whose
   // route changed, on a thread of its own: the kernel may wait for replies

@@ -1,6 +1,8 @@
 // sroute-fuse with a live control port: sroutectl (run as a subprocess)
 // adds and removes rules while the volume is mounted and in use.
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <sys/utsname.h>
 #include <unistd.h>
@@ -465,6 +467,63 @@ TEST_F(FuseControlTest, AParkedWriteKeepsItsDataWhileTheWorkerGoesOn) {
   EXPECT_TRUE(parked_ok.load());
   EXPECT_EQ(ReadWholeFile(backing_ / "parked"), std::string(kSize, 'A'));
   EXPECT_EQ(ReadWholeFile(backing_ / "later"), later);
+}
+
+// A read parked by a quiesce while its caller takes a signal: the daemon
+// serves reads without libfuse and so turns the kernel's interrupts off
+// (ENOSYS); the read then simply waits, the only worker goes on serving
+// other reads, and the release answers the parked read with its bytes.
+TEST_F(FuseControlTest, AParkedReadOutlastsASignalAndGetsItsBytes) {
+  const std::string content = "parked bytes\n";
+  WriteWholeFile(backing_ / "parked", content);
+  WriteWholeFile(backing_ / "other", "other bytes");
+  Mount("off", {"--threads", "1"});
+  const int fd = open((mnt_ / "parked").c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0) << strerror(errno);
+  struct sigaction sa {};
+  sa.sa_handler = [](int) {};
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = 0;  // no SA_RESTART: an interruptible read would fail
+  struct sigaction old {};
+  ASSERT_EQ(sigaction(SIGUSR1, &sa, &old), 0);
+  const std::string range = "'<*, r, //home/parked>'";
+  auto [rc, out] = Ctl(Host() + " quiesce " + range + " on");
+  ASSERT_EQ(rc, 0) << out;
+  std::atomic<ssize_t> parked_result{-2};
+  std::atomic<int> parked_errno{0};
+  std::string parked_data(64, '\0');
+  std::thread parked([&] {
+    const ssize_t n = pread(fd, parked_data.data(), parked_data.size(), 0);
+    parked_errno = errno;
+    parked_result = n;
+  });
+  bool is_parked = false;
+  for (int i = 0; i < 1000 && !is_parked && parked_result == -2; ++i) {
+    is_parked =
+        Ctl(Host() + " stats").second.find("parked 1\n") != std::string::npos;
+    if (!is_parked) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_TRUE(is_parked) << "the read was not parked";
+  for (int i = 0; i < 3 && is_parked; ++i) {
+    pthread_kill(parked.native_handle(), SIGUSR1);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  bool others_ok = true;
+  for (int i = 0; i < 20 && is_parked; ++i) {
+    others_ok = ReadWholeFile(mnt_ / "other") == "other bytes" && others_ok;
+  }
+  EXPECT_TRUE(others_ok);
+  EXPECT_EQ(parked_result.load(), -2) << "the quiesced read returned early";
+  std::tie(rc, out) = Ctl(Host() + " quiesce " + range + " off");
+  EXPECT_EQ(rc, 0) << out;
+  if (rc != 0) volume_.reset();  // the parked read then fails: no hang
+  parked.join();
+  close(fd);
+  sigaction(SIGUSR1, &old, nullptr);
+  EXPECT_EQ(parked_result.load(), static_cast<ssize_t>(content.size()))
+      << strerror(parked_errno.load());
+  EXPECT_EQ(parked_data.substr(0, content.size()), content);
+  EXPECT_EQ(ReadWholeFile(mnt_ / "other"), "other bytes");
 }
 
 // Direct writes to one file do not queue behind each other in the kernel:
