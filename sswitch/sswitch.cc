@@ -146,12 +146,28 @@ int ThreadShard() {
 
 // IOs between admission and completion, in intrusive lists sharded by thread
 // so that routing threads rarely share a lock.
+//
+// Each shard also pins the current snapshot for the IOs it registers,
+// through a reference count of its own: an IO holds its snapshot until it
+// completes, and with one count shared by all threads that count's cache
+// line would move between the CPUs twice per IO.
 class InflightRegistry {
  public:
-  void Register(Io* io) {
+  // Registers `io` and sets its snapshot to the current one: `version` is
+  // the sSwitch's version, `load` returns its current snapshot.
+  template <typename Load>
+  void Register(Io* io, const std::atomic<uint64_t>& version, Load load) {
     const int s = ThreadShard();
     Shard& shard = shards_[s];
     std::lock_guard<std::mutex> l(shard.mu);
+    // Under the shard's lock, after the IO is listed: a Drain() that scans
+    // this shard after us published its quiesce before (see SSwitch::Route).
+    if (shard.pin == nullptr ||
+        shard.pin->version != version.load(std::memory_order_acquire)) {
+      auto holder = std::make_shared<std::shared_ptr<const Snapshot>>(load());
+      shard.pin = std::shared_ptr<const Snapshot>(holder, holder->get());
+    }
+    io->snapshot_ = shard.pin;
     io->inflight_shard_ = s;
     io->inflight_prev_ = nullptr;
     io->inflight_next_ = shard.head;
@@ -194,6 +210,16 @@ class InflightRegistry {
     }
   }
 
+  // Drops the shards' pins, so that no snapshot outlives its replacement
+  // but in the IOs routed with it.
+  void Unpin() {
+    for (Shard& shard : shards_) {
+      std::shared_ptr<const Snapshot> old;  // released after the lock
+      std::lock_guard<std::mutex> l(shard.mu);
+      old.swap(shard.pin);
+    }
+  }
+
   int64_t total() const {
     int64_t n = 0;
     for (const Shard& shard : shards_) {
@@ -208,6 +234,7 @@ class InflightRegistry {
     mutable std::mutex mu;
     Io* head = nullptr;
     int64_t count = 0;
+    std::shared_ptr<const Snapshot> pin;  // the current one, or null
   };
   Shard shards_[kThreadShards];
 };
@@ -426,10 +453,24 @@ std::shared_ptr<const Snapshot> SSwitch::Load() const {
 }
 
 void SSwitch::Publish(std::shared_ptr<const Snapshot> snap) {
+  std::shared_ptr<const Snapshot> old;  // released after the lock
+  {
+    std::lock_guard<std::mutex> l(publish_mu_);
+    const uint64_t v = snap->version;
+    old = std::move(current_);
+    current_ = std::move(snap);
+    version_.store(v, std::memory_order_release);
+  }
+  inflight_->Unpin();
+}
+
+std::shared_ptr<const Snapshot> SSwitch::Current() const {
   std::lock_guard<std::mutex> l(publish_mu_);
-  const uint64_t v = snap->version;
-  current_ = std::move(snap);
-  version_.store(v, std::memory_order_release);
+  return current_;
+}
+
+void SSwitch::RegisterInflight(Io* io) {
+  inflight_->Register(io, version_, [this] { return Current(); });
 }
 
 absl::Status SSwitch::AddEndpoint(const std::string& name,
@@ -488,15 +529,17 @@ void SSwitch::SetControllerSink(std::shared_ptr<ControllerSink> sink) {
 void SSwitch::Route(Io* io) {
   io->router_ = this;
   io->stage_hops_ = 0;
-  // Register before loading the snapshot: a Drain() that misses this IO in
-  // the registry published its quiesce first, so this IO will see it.
-  inflight_->Register(io);
+  // Register, then load the snapshot: a Drain() that misses this IO in the
+  // registry published its quiesce first, so this IO will see it.
+  RegisterInflight(io);
   Admit(io);
 }
 
 void SSwitch::Admit(Io* io) {
-  for (;;) {
-    std::shared_ptr<const Snapshot> snap = Load();
+  // The snapshot RegisterInflight pinned, then (a gate released meanwhile)
+  // the current one.
+  for (;; io->snapshot_ = Load()) {
+    const Snapshot* snap = io->snapshot_.get();
     QuiesceGate* gate = nullptr;
     for (const auto& g : snap->quiesced) {
       if (g->matcher.Matches(io->header)) {
@@ -510,12 +553,12 @@ void SSwitch::Admit(Io* io) {
       // A parked IO is not in flight: Drain() does not wait for it.
       absl::InlinedVector<std::shared_ptr<DrainWaiter>, 1> waiters;
       inflight_->Unregister(io, &waiters);
+      io->snapshot_.reset();  // Release() pins the snapshot of the moment
       gate->parked.push_back(io);
       l.unlock();
       for (auto& w : waiters) SignalDrained(*w);
       return;
     }
-    io->snapshot_ = std::move(snap);
     Dispatch(io);
     return;
   }
@@ -1291,7 +1334,7 @@ absl::Status SSwitch::Quiesce(const HeaderPattern& pattern, bool on) {
 void SSwitch::Release(std::deque<Io*> parked) {
   // In arrival order, on the caller's thread, with no lock held.
   for (Io* io : parked) {
-    inflight_->Register(io);
+    RegisterInflight(io);
     Admit(io);
   }
 }

@@ -10,8 +10,9 @@
 // control operations; control operations are serialized among themselves.
 // Lock order: a delegate's own state lock (e.g. track_writes) > control_mu_
 // > publish_mu_; control_mu_ > QuiesceGate::mu > inflight shard mutex >
-// DrainWaiter::mu. No sSwitch lock is held while an IO is submitted to an
-// endpoint or stage, or while a completion runs.
+// DrainWaiter::mu; inflight shard mutex > publish_mu_ (a shard pins the
+// snapshot of the moment). No sSwitch lock is held while an IO is submitted to
+// an endpoint or stage, or while a completion runs.
 #ifndef SROUTE_SSWITCH_SSWITCH_H_
 #define SROUTE_SSWITCH_SSWITCH_H_
 
@@ -181,6 +182,9 @@ class SSwitch {
   struct Join;
 
   std::shared_ptr<const Snapshot> Load() const;
+  std::shared_ptr<const Snapshot> Current() const;  // takes publish_mu_
+  // Lists `io` as in flight and pins the current snapshot in it.
+  void RegisterInflight(Io* io);
   void Publish(std::shared_ptr<const Snapshot> snap);  // REQUIRES: control_mu_
   absl::StatusOr<std::shared_ptr<const RuleEntry>> MakeEntry(
       Rule rule, std::string owner, const OrderKey& order,
