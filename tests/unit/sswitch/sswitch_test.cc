@@ -538,6 +538,34 @@ class CountingStage : public Stage {
   std::atomic<int> requests{0}, responses{0};
 };
 
+// A replaced snapshot (here: the one holding a controller sink) lives on in
+// the IOs routed with it, and not a moment longer: routing threads pin
+// snapshots per shard, and a publish drops those pins.
+TEST_F(SSwitchTest, AReplacedSnapshotLivesOnlyAsLongAsItsIos) {
+  auto blocking = std::make_shared<BlockingEndpoint>();
+  ASSERT_TRUE(host_.AddEndpoint("Slow", blocking).ok());
+  auto sink = std::make_shared<RecordingSink>();
+  std::weak_ptr<RecordingSink> watched = sink;
+  host_.sswitch().SetControllerSink(std::move(sink));
+  // Routed on this thread: its shard pins the snapshot with the sink.
+  WriteWholeFile(a_ / "pinned", "");
+  ASSERT_TRUE(host_.Write("t", "//A/pinned", 0, Bytes("x")).ok());
+  auto io = std::make_unique<Io>();
+  io->header.source = "t";
+  io->header.op = Op::kGetattr;
+  io->header.file = "//Slow/held";
+  std::atomic<bool> done{false};
+  io->set_completion([&](Io&) { done = true; });
+  host_.sswitch().Route(io.get());
+  blocking->WaitHeld(1);
+  host_.sswitch().SetControllerSink(nullptr);
+  EXPECT_FALSE(watched.expired()) << "the IO in flight still uses it";
+  blocking->Release("held");
+  EXPECT_TRUE(done.load());
+  io.reset();  // an Io holds its snapshot until it is freed
+  EXPECT_TRUE(watched.expired()) << "the shard's pin outlived the snapshot";
+}
+
 TEST_F(SSwitchTest, StagesForwardAndSeeTheResponse) {
   auto stage = std::make_shared<CountingStage>();
   ASSERT_TRUE(host_.AddStage("S", stage).ok());
