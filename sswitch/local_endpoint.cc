@@ -52,6 +52,7 @@
 #include <utility>
 #include <vector>
 
+#include "sswitch/thread_shard.h"
 #include "util/errno_status.h"
 #include "util/strings.h"
 
@@ -169,7 +170,11 @@ struct Invalidation {
 
 struct LocalEndpoint::Impl {
   Impl(std::string root, int root_fd, size_t max_open)
-      : root(std::move(root)), root_fd(root_fd), max_open(max_open) {}
+      : root(std::move(root)),
+        root_fd(root_fd),
+        max_open(max_open),
+        use_fronts(max_open >= 4 * kThreadShards),
+        lru_capacity(use_fronts ? max_open - kThreadShards : max_open) {}
   ~Impl() {
     lru.clear();
     by_path.clear();
@@ -224,8 +229,13 @@ struct LocalEndpoint::Impl {
     std::lock_guard<std::mutex> l(mu);
     return generation;
   }
+  // The handle a thread shard used last, if it still stands.
+  bool FrontHit(std::string_view path, bool need_write, Handle* out);
+  void SetFront(std::string_view path, const Handle& h, uint64_t gen);
+  void ClearFronts();
   void Insert(std::string_view path, Handle h, uint64_t gen);
   void Invalidate(const Invalidation& inv);
+  void InvalidateShared(const Invalidation& inv);  // all but the fronts
   // Drops `path` if it is cached for an inode other than `inode`.
   void InvalidateIfOther(std::string_view path, InodeKey inode);
 
@@ -239,6 +249,12 @@ struct LocalEndpoint::Impl {
   const std::string root;
   const int root_fd;
   const size_t max_open;
+  // The fronts (below) hold up to kThreadShards handles the shared cache
+  // may have dropped: with them, the shared cache keeps that many fewer, so
+  // that no more than max_open files are open in all. A limit too small to
+  // spare them gets no fronts.
+  const bool use_fronts;
+  const size_t lru_capacity;
   std::atomic<size_t> live{0};  // FdHandles alive (cached or in use)
 
   std::mutex mu;
@@ -246,7 +262,21 @@ struct LocalEndpoint::Impl {
   std::unordered_map<std::string, EntryList::iterator, StringHash, StringEq>
       by_path;
   std::unordered_map<InodeKey, int, InodeKeyHash> inode_refs;
-  uint64_t generation = 0;
+  uint64_t generation = 0;  // guarded by mu; bumped by namespace changes
+  // `generation`, for the fronts to check without taking mu.
+  std::atomic<uint64_t> front_generation{0};
+
+  // Each thread shard's last handle, looked up before the shared cache,
+  // whose lock, map and reference count every IO on every CPU would
+  // otherwise touch. A front holds its handle through a reference count of
+  // its own (a per-front holder); namespace changes clear the fronts.
+  struct alignas(64) Front {
+    std::mutex mu;
+    uint64_t generation = 0;  // guarded by mu
+    std::string path;         // guarded by mu
+    Handle handle;            // guarded by mu; null if none
+  };
+  Front fronts[kThreadShards];
 };
 
 // ---------------------------------------------------------------------------
@@ -320,18 +350,56 @@ void LocalEndpoint::Impl::EraseLocked(EntryList::iterator it,
   lru.erase(it);
 }
 
+bool LocalEndpoint::Impl::FrontHit(std::string_view path, bool need_write,
+                                   Handle* out) {
+  if (!use_fronts) return false;
+  Front& f = fronts[ThreadShard()];
+  std::lock_guard<std::mutex> l(f.mu);
+  if (f.handle == nullptr || f.path != path ||
+      f.generation != front_generation.load(std::memory_order_acquire) ||
+      (need_write && !f.handle->writable)) {
+    return false;
+  }
+  *out = f.handle;
+  return true;
+}
+
+void LocalEndpoint::Impl::SetFront(std::string_view path, const Handle& h,
+                                   uint64_t gen) {
+  if (!use_fronts) return;
+  auto holder = std::make_shared<Handle>(h);
+  Handle front(holder, holder->get());
+  Front& f = fronts[ThreadShard()];
+  std::lock_guard<std::mutex> l(f.mu);
+  f.path.assign(path);
+  f.generation = gen;
+  f.handle.swap(front);  // the old one is released after the lock
+}
+
+void LocalEndpoint::Impl::ClearFronts() {
+  for (Front& f : fronts) {
+    Handle old;  // released after the lock
+    std::lock_guard<std::mutex> l(f.mu);
+    old.swap(f.handle);
+  }
+}
+
 absl::Status LocalEndpoint::Impl::GetHandle(Op op, std::string_view path,
                                             bool need_write, Handle* out) {
+  if (FrontHit(path, need_write, out)) return absl::OkStatus();
   uint64_t gen;
   {
     std::lock_guard<std::mutex> l(mu);
+    gen = generation;
     auto it = by_path.find(path);
     if (it != by_path.end() && (!need_write || it->second->handle->writable)) {
       lru.splice(lru.begin(), lru, it->second);
       *out = it->second->handle;
-      return absl::OkStatus();
     }
-    gen = generation;
+  }
+  if (*out != nullptr) {
+    SetFront(path, *out, gen);
+    return absl::OkStatus();
   }
   bool writable = true;
   int fd = OpenBeneath(root_fd, path, O_RDWR);
@@ -348,6 +416,7 @@ absl::Status LocalEndpoint::Impl::GetHandle(Op op, std::string_view path,
   }
   auto h = std::make_shared<FdHandle>(fd, writable, KeyOf(st), &live);
   Insert(path, h, gen);
+  SetFront(path, h, gen);
   *out = std::move(h);
   return absl::OkStatus();
 }
@@ -364,13 +433,21 @@ void LocalEndpoint::Impl::Insert(std::string_view path, Handle h,
   lru.push_front(Entry{std::string(path), std::move(h)});
   by_path.emplace(lru.front().path, lru.begin());
   ++inode_refs[inode];
-  while (lru.size() > max_open) EraseLocked(std::prev(lru.end()), &dropped);
+  while (lru.size() > lru_capacity) {
+    EraseLocked(std::prev(lru.end()), &dropped);
+  }
 }
 
 void LocalEndpoint::Impl::Invalidate(const Invalidation& inv) {
+  InvalidateShared(inv);
+  ClearFronts();
+}
+
+void LocalEndpoint::Impl::InvalidateShared(const Invalidation& inv) {
   std::vector<Handle> dropped;  // closed after the lock is released
   std::lock_guard<std::mutex> l(mu);
   ++generation;
+  front_generation.store(generation, std::memory_order_release);
   if (inv.all) {
     for (Entry& e : lru) dropped.push_back(std::move(e.handle));
     lru.clear();
@@ -410,12 +487,16 @@ void LocalEndpoint::Impl::Invalidate(const Invalidation& inv) {
 
 void LocalEndpoint::Impl::InvalidateIfOther(std::string_view path,
                                             InodeKey inode) {
-  std::vector<Handle> dropped;
-  std::lock_guard<std::mutex> l(mu);
-  auto it = by_path.find(path);
-  if (it == by_path.end() || it->second->handle->inode == inode) return;
-  ++generation;
-  EraseLocked(it->second, &dropped);
+  {
+    std::vector<Handle> dropped;  // closed after the lock is released
+    std::lock_guard<std::mutex> l(mu);
+    auto it = by_path.find(path);
+    if (it == by_path.end() || it->second->handle->inode == inode) return;
+    ++generation;
+    front_generation.store(generation, std::memory_order_release);
+    EraseLocked(it->second, &dropped);
+  }
+  ClearFronts();
 }
 
 // ---------------------------------------------------------------------------

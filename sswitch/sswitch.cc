@@ -11,6 +11,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "re2/re2.h"
 #include "rules/parser.h"
+#include "sswitch/thread_shard.h"
 #include "util/errno_status.h"
 #include "util/strings.h"
 
@@ -128,19 +129,6 @@ std::string FormatRuleInfo(const RuleInfo& info) {
   if (!info.owner.empty()) StrAppend(&out, "  # owner=", info.owner);
   return out;
 }
-
-namespace {
-// State that every IO updates is kept in shards, handed to threads in turn
-// as they first route (so threads share one only after kThreadShards
-// threads came), so that threads on different CPUs rarely write to the
-// same cache line.
-constexpr int kThreadShards = 16;
-int ThreadShard() {
-  static std::atomic<int> next{0};
-  thread_local int shard = next.fetch_add(1) % kThreadShards;
-  return shard;
-}
-}  // namespace
 
 // --- In-flight registry ------------------------------------------------------
 

@@ -1055,12 +1055,19 @@ TEST_F(LocalEndpointTest, OpenFilesStayBounded) {
   EXPECT_EQ(ep_->open_files(), 0u);
 }
 
-TEST_F(LocalEndpointTest, ConcurrentWritesAndReads) {
+// Both with a cache too small for per-thread fronts (3) and with one that
+// has them (64: 16 fronts and 48 shared entries).
+class LocalEndpointConcurrencyTest
+    : public LocalEndpointTest,
+      public ::testing::WithParamInterface<size_t> {};
+
+TEST_P(LocalEndpointConcurrencyTest, ConcurrentWritesAndReads) {
   LocalEndpoint::Options options;
-  options.max_open_files = 3;  // fewer than the files: constant eviction
+  options.max_open_files = GetParam();
   OpenEndpoint(options);
   constexpr int kThreads = 4;
-  constexpr int kFiles = 8;
+  // More files than the cache holds: constant eviction.
+  const int kFiles = static_cast<int>(GetParam()) + 5;
   constexpr int kOps = 1000;
   constexpr size_t kRegion = 4096;
   for (int f = 0; f < kFiles; ++f) {
@@ -1123,7 +1130,7 @@ TEST_F(LocalEndpointTest, ConcurrentWritesAndReads) {
   for (auto& th : threads) th.join();
   EXPECT_EQ(failures.load(), 0);
   EXPECT_EQ(completions.load(), kThreads * kOps);
-  EXPECT_LE(ep_->open_files(), 3u);
+  EXPECT_LE(ep_->open_files(), GetParam());
 
   for (int f = 0; f < kFiles; ++f) {
     const std::string host = ReadHostFile(StrCat(root_, "/file", f));
@@ -1137,11 +1144,11 @@ TEST_F(LocalEndpointTest, ConcurrentWritesAndReads) {
   }
 }
 
-TEST_F(LocalEndpointTest, ConcurrentNamespaceChangesAndDataIo) {
+TEST_P(LocalEndpointConcurrencyTest, ConcurrentNamespaceChangesAndDataIo) {
   // Renames and unlinks racing with reads and writes: every IO completes
   // exactly once, and in the end each name reads what was last written to it.
   LocalEndpoint::Options options;
-  options.max_open_files = 2;
+  options.max_open_files = GetParam();
   OpenEndpoint(options);
   std::atomic<int> bad{0};
   auto churn = [&](int t) {
@@ -1200,8 +1207,11 @@ TEST_F(LocalEndpointTest, ConcurrentNamespaceChangesAndDataIo) {
   for (int t = 0; t < 3; ++t) threads.emplace_back(churn, t);
   for (auto& th : threads) th.join();
   EXPECT_EQ(bad.load(), 0);
-  EXPECT_LE(ep_->open_files(), 2u);
+  EXPECT_LE(ep_->open_files(), GetParam());
 }
+
+INSTANTIATE_TEST_SUITE_P(MaxOpenFiles, LocalEndpointConcurrencyTest,
+                         ::testing::Values(3, 64));
 
 }  // namespace
 }  // namespace sroute
