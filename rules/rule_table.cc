@@ -436,6 +436,11 @@ void RuleTable::Match(const IoHeader& h, Pieces* out) const {
 }
 
 void RuleTable::Route(const IoHeader& h, Pieces* out) const {
+  if (size_ == 0) {  // the passthrough: no index to probe
+    out->clear();
+    out->push_back({h.offset, h.length, nullptr});
+    return;
+  }
   if (HasByteExtent(h.op)) {
     Match(h, out);
   } else {
