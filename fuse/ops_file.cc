@@ -95,7 +95,7 @@ int ReplyCreate(fuse_req_t req, const fuse_entry_param& e,
 }
 
 void SubmitRead(std::unique_ptr<Request> r, size_t size, off_t off) {
-  r->read_data = std::make_unique_for_overwrite<char[]>(size);
+  r->read_data.Allocate(size);
   r->io.header.offset = static_cast<uint64_t>(off);
   r->io.header.length = size;
   r->io.read_buffer = std::span<char>(r->read_data.get(), size);

@@ -3,10 +3,67 @@
 #include <cerrno>
 #include <cstring>
 #include <optional>
+#include <utility>
+#include <vector>
 
 #include "util/strings.h"
 
 namespace sroute::fuse_internal {
+
+namespace {
+// Size classes 4 KiB << c, c < kClasses (up to 128 KiB, the kernel's usual
+// largest read); each thread keeps a few buffers of each.
+constexpr int kClasses = 6;
+constexpr size_t kKeepPerClass = 4;
+
+struct ThreadReadBuffers {
+  ~ThreadReadBuffers() {
+    for (auto& list : free)
+      for (char* b : list) delete[] b;
+    gone = true;
+  }
+  std::vector<char*> free[kClasses];
+  // Set once the thread's buffers are freed (at its exit): a buffer freed
+  // later by another thread-local's destructor is not kept.
+  static thread_local bool gone;
+};
+thread_local ThreadReadBuffers thread_read_buffers;
+thread_local bool ThreadReadBuffers::gone = false;
+
+size_t ClassSize(int c) { return size_t{4096} << c; }
+}  // namespace
+
+void ReadBuffer::Allocate(size_t size) {
+  Release();
+  int c = 0;
+  while (c < kClasses && ClassSize(c) < size) ++c;
+  if (c == kClasses) {
+    data_ = new char[size];
+    size_class_ = -1;
+    return;
+  }
+  size_class_ = c;
+  std::vector<char*>& list = thread_read_buffers.free[c];
+  if (ThreadReadBuffers::gone || list.empty()) {
+    data_ = new char[ClassSize(c)];
+  } else {
+    data_ = list.back();
+    list.pop_back();
+  }
+}
+
+void ReadBuffer::Release() {
+  char* data = std::exchange(data_, nullptr);
+  if (data == nullptr) return;
+  if (size_class_ >= 0 && !ThreadReadBuffers::gone) {
+    std::vector<char*>& list = thread_read_buffers.free[size_class_];
+    if (list.size() < kKeepPerClass) {
+      list.push_back(data);
+      return;
+    }
+  }
+  delete[] data;
+}
 
 Request::~Request() { ReturnRequestBuffer(request_buffer); }
 

@@ -16,6 +16,25 @@
 
 namespace sroute::fuse_internal {
 
+// A read's destination, reused by the thread that frees it: a read of a few
+// KiB is too large for glibc's per-thread cache and would take the malloc
+// arena's lock twice per read.
+class ReadBuffer {
+ public:
+  ReadBuffer() = default;
+  ~ReadBuffer() { Release(); }
+  ReadBuffer(const ReadBuffer&) = delete;
+  ReadBuffer& operator=(const ReadBuffer&) = delete;
+  // At least `size` bytes, replacing any earlier buffer.
+  void Allocate(size_t size);
+  char* get() const { return data_; }
+
+ private:
+  void Release();
+  char* data_ = nullptr;
+  int size_class_ = -1;  // -1: too large to keep
+};
+
 struct Request {
   Request() = default;
   Request(const Request&) = delete;
@@ -37,7 +56,7 @@ struct Request {
   // one; the last frees the request.
   std::atomic<int> owners{1};
   // Read destination: not zero-filled, only the bytes read are sent.
-  std::unique_ptr<char[]> read_data;
+  ReadBuffer read_data;
   uint64_t parent = 0;  // for replies that create an entry
   std::string name;
   fuse_file_info fi{};

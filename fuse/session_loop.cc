@@ -181,6 +181,7 @@ class Loop {
   // window since its last request lasts and its CPU has nothing else to
   // run; else sleeps.
   void AwaitRequest(int epoll_fd, int64_t* spin_until) {
+    if (*spin_until == kWindowFromNextWait) *spin_until = NowNs() + poll_ns_;
     if (SpinOnceMore(*spin_until)) {
       sched_yield();
       return;
@@ -285,7 +286,9 @@ class Loop {
       }
       current_request_buffer = nullptr;
       w->requests.store(++requests, std::memory_order_relaxed);
-      if (polling()) spin_until = NowNs() + poll_ns_;
+      // The window starts when the queue is next found empty (AwaitRequest):
+      // no clock read per request while requests are queued.
+      spin_until = kWindowFromNextWait;
       // A helper is needed only while the others are stuck.
       if (w->helper && AnyOtherIdle(w)) break;
     }
@@ -385,6 +388,8 @@ class Loop {
   // A turn that took longer gave another thread a time slice, not just the
   // moment a caller needs to send its next request.
   static constexpr int64_t kAwayNs = 200'000;
+  // A spin_until meaning: the window opens at the next AwaitRequest.
+  static constexpr int64_t kWindowFromNextWait = -1;
   // No spinning before then (CpuWanted).
   std::atomic<int64_t> spin_paused_until_{0};
   static constexpr int64_t kSpinPauseMinNs = 50'000;

@@ -73,8 +73,12 @@ absl::Status TenantMap::Add(std::string_view spec) {
 }
 
 std::string TenantMap::TenantOf(uid_t uid, gid_t gid, pid_t pid) const {
-  if (auto it = by_uid_.find(uid); it != by_uid_.end()) return it->second;
-  if (auto it = by_gid_.find(gid); it != by_gid_.end()) return it->second;
+  if (!by_uid_.empty()) {
+    if (auto it = by_uid_.find(uid); it != by_uid_.end()) return it->second;
+  }
+  if (!by_gid_.empty()) {
+    if (auto it = by_gid_.find(gid); it != by_gid_.end()) return it->second;
+  }
   if (!by_cgroup_.empty() && pid > 0) {
     if (std::optional<std::string> cgroup = CgroupOf(pid)) {
       for (const auto& [path, tenant] : by_cgroup_) {
@@ -82,7 +86,14 @@ std::string TenantMap::TenantOf(uid_t uid, gid_t gid, pid_t pid) const {
       }
     }
   }
-  return StrCat("uid:", uid);
+  // Formatted once per thread and caller: this runs for every IO.
+  thread_local uid_t last_uid = 0;
+  thread_local std::string last_name;
+  if (last_name.empty() || last_uid != uid) {
+    last_name = StrCat("uid:", uid);
+    last_uid = uid;
+  }
+  return last_name;
 }
 
 std::optional<std::string> TenantMap::CgroupOf(pid_t pid) const {
