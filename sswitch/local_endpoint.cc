@@ -386,6 +386,7 @@ void LocalEndpoint::Impl::ClearFronts() {
 
 absl::Status LocalEndpoint::Impl::GetHandle(Op op, std::string_view path,
                                             bool need_write, Handle* out) {
+  out->reset();
   if (FrontHit(path, need_write, out)) return absl::OkStatus();
   uint64_t gen;
   {
