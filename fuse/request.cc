@@ -2,6 +2,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <new>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -16,10 +17,21 @@ namespace {
 constexpr int kClasses = 6;
 constexpr size_t kKeepPerClass = 4;
 
+size_t ClassSize(int c) { return size_t{4096} << c; }
+
+// Page-aligned: a 4 KiB read into a buffer that straddles two pages makes
+// the kernel pin and copy two pages, for the backing file's read and again
+// for the reply.
+constexpr std::align_val_t kPage{4096};
+char* NewPages(size_t size) {
+  return static_cast<char*>(::operator new[](size, kPage));
+}
+void DeletePages(char* p) { ::operator delete[](p, kPage); }
+
 struct ThreadReadBuffers {
   ~ThreadReadBuffers() {
     for (auto& list : free)
-      for (char* b : list) delete[] b;
+      for (char* b : list) DeletePages(b);
     gone = true;
   }
   std::vector<char*> free[kClasses];
@@ -30,7 +42,6 @@ struct ThreadReadBuffers {
 thread_local ThreadReadBuffers thread_read_buffers;
 thread_local bool ThreadReadBuffers::gone = false;
 
-size_t ClassSize(int c) { return size_t{4096} << c; }
 }  // namespace
 
 void ReadBuffer::Allocate(size_t size) {
@@ -38,14 +49,14 @@ void ReadBuffer::Allocate(size_t size) {
   int c = 0;
   while (c < kClasses && ClassSize(c) < size) ++c;
   if (c == kClasses) {
-    data_ = new char[size];
+    data_ = NewPages(size);
     size_class_ = -1;
     return;
   }
   size_class_ = c;
   std::vector<char*>& list = thread_read_buffers.free[c];
   if (ThreadReadBuffers::gone || list.empty()) {
-    data_ = new char[ClassSize(c)];
+    data_ = NewPages(ClassSize(c));
   } else {
     data_ = list.back();
     list.pop_back();
@@ -62,7 +73,7 @@ void ReadBuffer::Release() {
       return;
     }
   }
-  delete[] data;
+  DeletePages(data);
 }
 
 Request::~Request() { ReturnRequestBuffer(request_buffer); }
