@@ -16,9 +16,10 @@
 
 namespace sroute::fuse_internal {
 
-// A read's destination, reused by the thread that frees it: a read of a few
-// KiB is too large for glibc's per-thread cache and would take the malloc
-// arena's lock twice per read.
+// A read's destination: page-aligned (a 4 KiB read into two pages costs the
+// kernel two page pins and copies, for the backing read and the reply), and
+// reused by the thread that frees it (a read of a few KiB is too large for
+// glibc's per-thread cache and would take the malloc arena's lock twice).
 class ReadBuffer {
  public:
   ReadBuffer() = default;
