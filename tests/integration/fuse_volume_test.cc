@@ -592,18 +592,25 @@ TEST_P(FuseFailureTest, RemovedBackingDirGivesErrorsNotHangs) {
 INSTANTIATE_TEST_SUITE_P(KernelCache, FuseFailureTest,
                          ::testing::Values("off", "auto"));
 
+// In a forked child: writes `data` to `path` and exits 0, or 3 or 4 on
+// failure.
+[[noreturn]] void WriteFileAndExit(const std::string& path,
+                                   const std::string& data) {
+  int fd = open(path.c_str(), O_CREAT | O_WRONLY | O_TRUNC, 0644);
+  if (fd < 0) _exit(3);
+  const bool ok =
+      write(fd, data.data(), data.size()) == static_cast<ssize_t>(data.size());
+  close(fd);
+  _exit(ok ? 0 : 4);
+}
+
 // Writes `data` to `path` from a child process running as uid:gid.
 bool WriteAs(uid_t uid, gid_t gid, const std::string& path,
              const std::string& data) {
   pid_t pid = fork();
   if (pid == 0) {
     if (setgid(gid) != 0 || setuid(uid) != 0) _exit(2);
-    int fd = open(path.c_str(), O_CREAT | O_WRONLY | O_TRUNC, 0644);
-    if (fd < 0) _exit(3);
-    const bool ok = write(fd, data.data(), data.size()) ==
-                    static_cast<ssize_t>(data.size());
-    close(fd);
-    _exit(ok ? 0 : 4);
+    WriteFileAndExit(path, data);
   }
   int status = 0;
   waitpid(pid, &status, 0);
@@ -669,12 +676,7 @@ bool WriteFromCgroup(const std::string& cgroup_dir, const std::string& path,
     close(go[1]);
     char c;
     if (read(go[0], &c, 1) != 1) _exit(2);
-    int fd = open(path.c_str(), O_CREAT | O_WRONLY | O_TRUNC, 0644);
-    if (fd < 0) _exit(3);
-    const bool ok = write(fd, data.data(), data.size()) ==
-                    static_cast<ssize_t>(data.size());
-    close(fd);
-    _exit(ok ? 0 : 4);
+    WriteFileAndExit(path, data);
   }
   close(go[0]);
   bool moved = true;
