@@ -262,14 +262,13 @@ struct LocalEndpoint::Impl {
   std::unordered_map<std::string, EntryList::iterator, StringHash, StringEq>
       by_path;
   std::unordered_map<InodeKey, int, InodeKeyHash> inode_refs;
-  uint64_t generation = 0;  // guarded by mu; bumped by namespace changes
-  // `generation`, for the fronts to check without taking mu.
-  std::atomic<uint64_t> front_generation{0};
+  // Bumped (under mu) by namespace changes; the fronts read it without mu.
+  std::atomic<uint64_t> generation{0};
 
   // Each thread shard's last handle, looked up before the shared cache,
   // whose lock, map and reference count every IO on every CPU would
   // otherwise touch. A front holds its handle through a reference count of
-  // its own (a per-front holder); namespace changes clear the fronts.
+  // its own (ShardLocalRef); namespace changes clear the fronts.
   struct alignas(64) Front {
     std::mutex mu;
     uint64_t generation = 0;  // guarded by mu
@@ -356,7 +355,7 @@ bool LocalEndpoint::Impl::FrontHit(std::string_view path, bool need_write,
   Front& f = fronts[ThreadShard()];
   std::lock_guard<std::mutex> l(f.mu);
   if (f.handle == nullptr || f.path != path ||
-      f.generation != front_generation.load(std::memory_order_acquire) ||
+      f.generation != generation.load(std::memory_order_acquire) ||
       (need_write && !f.handle->writable)) {
     return false;
   }
@@ -367,8 +366,7 @@ bool LocalEndpoint::Impl::FrontHit(std::string_view path, bool need_write,
 void LocalEndpoint::Impl::SetFront(std::string_view path, const Handle& h,
                                    uint64_t gen) {
   if (!use_fronts) return;
-  auto holder = std::make_shared<Handle>(h);
-  Handle front(holder, holder->get());
+  Handle front = ShardLocalRef(h);
   Front& f = fronts[ThreadShard()];
   std::lock_guard<std::mutex> l(f.mu);
   f.path.assign(path);
@@ -448,7 +446,6 @@ void LocalEndpoint::Impl::InvalidateShared(const Invalidation& inv) {
   std::vector<Handle> dropped;  // closed after the lock is released
   std::lock_guard<std::mutex> l(mu);
   ++generation;
-  front_generation.store(generation, std::memory_order_release);
   if (inv.all) {
     for (Entry& e : lru) dropped.push_back(std::move(e.handle));
     lru.clear();
@@ -494,7 +491,6 @@ void LocalEndpoint::Impl::InvalidateIfOther(std::string_view path,
     auto it = by_path.find(path);
     if (it == by_path.end() || it->second->handle->inode == inode) return;
     ++generation;
-    front_generation.store(generation, std::memory_order_release);
     EraseLocked(it->second, &dropped);
   }
   ClearFronts();

@@ -136,9 +136,9 @@ std::string FormatRuleInfo(const RuleInfo& info) {
 // so that routing threads rarely share a lock.
 //
 // Each shard also pins the current snapshot for the IOs it registers,
-// through a reference count of its own: an IO holds its snapshot until it
-// completes, and with one count shared by all threads that count's cache
-// line would move between the CPUs twice per IO.
+// through a reference count of its own (ShardLocalRef): an IO holds its
+// snapshot until it completes, and with one count shared by all threads
+// that count's cache line would move between the CPUs twice per IO.
 class InflightRegistry {
  public:
   // Registers `io` and sets its snapshot to the current one: `version` is
@@ -152,8 +152,7 @@ class InflightRegistry {
     // this shard after us published its quiesce before (see SSwitch::Route).
     if (shard.pin == nullptr ||
         shard.pin->version != version.load(std::memory_order_acquire)) {
-      auto holder = std::make_shared<std::shared_ptr<const Snapshot>>(load());
-      shard.pin = std::shared_ptr<const Snapshot>(holder, holder->get());
+      shard.pin = ShardLocalRef(load());
     }
     io->snapshot_ = shard.pin;
     io->inflight_shard_ = s;
@@ -433,11 +432,11 @@ std::shared_ptr<const Snapshot> SSwitch::Load() const {
   if (cache.uid == uid_ && cache.version == v) {
     if (auto snap = cache.snap.lock()) return snap;
   }
-  std::lock_guard<std::mutex> l(publish_mu_);
+  std::shared_ptr<const Snapshot> snap = Current();
   cache.uid = uid_;
-  cache.snap = current_;
-  cache.version = current_->version;
-  return current_;
+  cache.snap = snap;
+  cache.version = snap->version;
+  return snap;
 }
 
 void SSwitch::Publish(std::shared_ptr<const Snapshot> snap) {

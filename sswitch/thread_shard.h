@@ -6,6 +6,8 @@
 #define SROUTE_SSWITCH_THREAD_SHARD_H_
 
 #include <atomic>
+#include <memory>
+#include <utility>
 
 namespace sroute {
 
@@ -16,6 +18,17 @@ inline int ThreadShard() {
   static std::atomic<int> next{0};
   thread_local int shard = next.fetch_add(1) % kThreadShards;
   return shard;
+}
+
+// Another reference to `*p` with a reference count of its own, for a shard
+// to hand out: copying it touches only that count (whose cache line the
+// shard's threads share) instead of the one every thread shares, and it
+// keeps `p` alive until its last copy is gone.
+template <typename T>
+std::shared_ptr<T> ShardLocalRef(std::shared_ptr<T> p) {
+  auto holder = std::make_shared<std::shared_ptr<T>>(std::move(p));
+  T* raw = holder->get();
+  return std::shared_ptr<T>(std::move(holder), raw);
 }
 
 }  // namespace sroute
