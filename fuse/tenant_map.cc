@@ -2,19 +2,13 @@
 
 #include <algorithm>
 #include <charconv>
-#include <chrono>
 #include <fstream>
 
+#include "sswitch/stats.h"
 #include "util/strings.h"
 
 namespace sroute {
 namespace {
-
-int64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 // True if cgroup `path` is `root` or lies beneath it.
 bool Within(std::string_view path, std::string_view root) {
@@ -97,7 +91,7 @@ std::string TenantMap::TenantOf(uid_t uid, gid_t gid, pid_t pid) const {
 }
 
 std::optional<std::string> TenantMap::CgroupOf(pid_t pid) const {
-  const int64_t now = NowNs();
+  const uint64_t now = MonotonicNanos();
   CgroupCache& cache = *cgroup_cache_;
   {
     std::lock_guard<std::mutex> l(cache.mu);

@@ -41,7 +41,7 @@ class TenantMap {
   // would cost several system calls. A process moved to another cgroup, or a
   // pid reused by another process within that time, is seen late by as much.
   std::optional<std::string> CgroupOf(pid_t pid) const;
-  static constexpr int64_t kCgroupTtlNs = 1'000'000'000;
+  static constexpr uint64_t kCgroupTtlNs = 1'000'000'000;
   static constexpr size_t kCgroupCacheMax = 4096;
 
   absl::flat_hash_map<uid_t, std::string> by_uid_;
@@ -52,7 +52,7 @@ class TenantMap {
   struct CgroupCache {
     struct Entry {
       std::optional<std::string> path;
-      int64_t expires_ns = 0;
+      uint64_t expires_ns = 0;
     };
     std::mutex mu;
     absl::flat_hash_map<pid_t, Entry> by_pid;  // guarded by mu
