@@ -469,10 +469,12 @@ TEST_F(FuseControlTest, AParkedWriteKeepsItsDataWhileTheWorkerGoesOn) {
   EXPECT_EQ(ReadWholeFile(backing_ / "later"), later);
 }
 
-// A read parked by a quiesce while its caller takes a signal: the daemon
-// serves reads without libfuse and so turns the kernel's interrupts off
-// (ENOSYS); the read then simply waits, the only worker goes on serving
-// other reads, and the release answers the parked read with its bytes.
+// A read served past libfuse (the raw path) and parked by a quiesce, its
+// caller signalled meanwhile: the read waits rather than failing with
+// EINTR, the only worker goes on serving other reads, and the release
+// answers the parked read with its bytes from another thread. (Whether the
+// kernel's interrupt was answered with ENOSYS is not visible from here:
+// without that answer libfuse bounces it back, and the read still waits.)
 TEST_F(FuseControlTest, AParkedReadOutlastsASignalAndGetsItsBytes) {
   const std::string content = "parked bytes\n";
   WriteWholeFile(backing_ / "parked", content);
