@@ -1,5 +1,6 @@
 #include "fuse/request.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <new>
@@ -12,12 +13,21 @@
 namespace sroute::fuse_internal {
 
 namespace {
-// Size classes 4 KiB << c, c < kClasses (up to 128 KiB, the kernel's usual
-// largest read); each thread keeps a few buffers of each.
-constexpr int kClasses = 6;
-constexpr size_t kKeepPerClass = 4;
+// Size classes 4 KiB << c, c < kClasses: up to 1 MiB, the largest read the
+// kernel sends (libfuse's 256-page limit). Readahead for a reader that said
+// it reads sequentially (cat, fio) comes in 256 KiB requests; a buffer that
+// size freed to malloc went back to the kernel, so every such read faulted
+// in 64 fresh pages, and those allocations interleaved with the page
+// cache's own and scattered it in physical memory (slower cached reads
+// later). Each thread keeps up to 512 KiB per class, at least one buffer.
+constexpr int kClasses = 9;
+constexpr size_t kKeepBytesPerClass = size_t{512} << 10;
 
 size_t ClassSize(int c) { return size_t{4096} << c; }
+size_t KeepPerClass(int c) {
+  return std::max<size_t>(
+      1, std::min<size_t>(4, kKeepBytesPerClass / ClassSize(c)));
+}
 
 // Page-aligned: a 4 KiB read into a buffer that straddles two pages makes
 // the kernel pin and copy two pages, for the backing file's read and again
@@ -68,7 +78,7 @@ void ReadBuffer::Release() {
   if (data == nullptr) return;
   if (size_class_ >= 0 && !ThreadReadBuffers::gone) {
     std::vector<char*>& list = thread_read_buffers.free[size_class_];
-    if (list.size() < kKeepPerClass) {
+    if (list.size() < KeepPerClass(size_class_)) {
       list.push_back(data);
       return;
     }
