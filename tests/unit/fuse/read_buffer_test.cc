@@ -35,6 +35,11 @@ long FaultsDuring(F f) {
          (after.ru_majflt - before.ru_majflt);
 }
 
+// A sanitizer's own bookkeeping faults a page now and then (TSan: one in
+// eight reuses of a 128 KiB buffer); a buffer that went back to the kernel
+// faults all of its pages on every reuse.
+constexpr long kStrayFaults = 4;
+
 TEST(ReadBufferTest, EverySizeUpToOneMebibyteIsReusedWithoutFaults) {
   // 256 KiB is the readahead of a reader that said it reads sequentially:
   // such a buffer used to go back to the kernel after each read and fault
@@ -43,20 +48,20 @@ TEST(ReadBufferTest, EverySizeUpToOneMebibyteIsReusedWithoutFaults) {
                       size_t{256} << 10, size_t{1} << 20}) {
     SCOPED_TRACE(size);
     UseOnce(size);
-    EXPECT_EQ(FaultsDuring([&] {
+    EXPECT_LE(FaultsDuring([&] {
                 for (int i = 0; i < 8; ++i) UseOnce(size);
               }),
-              0);
+              kStrayFaults);
   }
 }
 
 TEST(ReadBufferTest, ABufferServesAnySizeOfItsClass) {
   UseOnce(512 << 10);
-  EXPECT_EQ(FaultsDuring([] {  // the same 512 KiB class
+  EXPECT_LE(FaultsDuring([] {  // the same 512 KiB class
               UseOnce(300 << 10);
               UseOnce(257 << 10);
             }),
-            0);
+            kStrayFaults);
 }
 
 TEST(ReadBufferTest, LargerReadsAreServed) {
