@@ -383,7 +383,11 @@ TEST_F(FuseVolumeTest, WorkersPollByDefaultAndGiveWayToBusyCallers) {
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   const double cpu_before = ProcessCpuSeconds(volume_->pid());
   // And it mostly sleeps rather than waiting its turn to spin: a spinner
-  // that kept on would be runnable ('R') at nearly every look.
+  // that kept on is runnable ('R') at nearly every look (97-99 of 100 here
+  // with the pause disabled; it then gets so little CPU on this EEVDF
+  // kernel that the CPU check alone would miss it). A worker woken by the
+  // caller's request also shows 'R' while it waits behind the busy thread:
+  // 17-58 looks here.
   int runnable = 0;
   for (int i = 0; i < 100; ++i) {
     const auto stats = ThreadFiles(volume_->pid(), "stat");
@@ -399,7 +403,7 @@ TEST_F(FuseVolumeTest, WorkersPollByDefaultAndGiveWayToBusyCallers) {
   ASSERT_GE(cpu_before, 0) << "the daemon is gone";
   ASSERT_GE(cpu_after, 0) << "the daemon is gone";
   EXPECT_LT(cpu_after - cpu_before, 0.25) << "seconds of CPU in one second";
-  EXPECT_LT(runnable, 50) << "looks of 100 with a daemon thread runnable";
+  EXPECT_LT(runnable, 80) << "looks of 100 with a daemon thread runnable";
 }
 
 TEST_F(FuseVolumeTest, MountHelperTakesFstabStyleArguments) {
