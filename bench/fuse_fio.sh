@@ -12,7 +12,9 @@
 # Warm runs read the file once first and keep fio from dropping its pages
 # (--invalidate=0; fio's default drops them, which made "warm" raw reads
 # cold). Cold runs ("-cold") drop the pages of the benchmark file and of the
-# loop image beneath it first. Before and after each run the script prints
+# loop image beneath it first. "-first" runs read the region once, in one
+# pass, through a fresh mount whose own cache is empty while the backing
+# file is cached (the first read of a file through the volume). Before and after each run the script prints
 # how much of the file the page cache holds (fincore), since a reclaimer may
 # evict it (bench/RESULTS.md).
 #
@@ -30,7 +32,7 @@ rounds=${ROUNDS:-3}
 runtime=${RUNTIME:-10}
 size=${SIZE:-1g}
 systems=${SYSTEMS:-"raw sroute-off sroute-auto sroute-off-1000rules sroute-off-1000rules-match mergerfs-off mergerfs-partial ptll-never ptll-default"}
-workloads=${WORKLOADS:-"randread4k-1 randread4k-4 randread4k-1-cold randread4k-4-cold randwrite4k-1 randwrite4k-4 seqread128k-1 seqwrite128k-1 meta20k"}
+workloads=${WORKLOADS:-"randread4k-1 randread4k-4 randread4k-1-cold randread4k-4-cold randwrite4k-1 randwrite4k-4 seqread128k-1 seqread128k-1-first seqwrite128k-1 meta20k"}
 sroute_fuse=${SROUTE_FUSE:-$top/build/fuse/sroute-fuse}
 
 mkdir -p "$work/data" "$work/mnt" "$work/bin"
@@ -136,17 +138,25 @@ run_meta() {  # dir -> "ops 0 p50_us p99_us cpu_pct", or "failed"
 run_fio() {  # system workload -> "iops mbps p50_us p99_us cpu_pct"
   local dir=$1 wl=$2 rw bs jobs
   if [ "$wl" = meta20k ]; then run_meta "$dir"; return; fi
-  fio_workload "${wl%-cold}"
-  local invalidate=0 before after hz=$(getconf CLK_TCK)
+  local base=${wl%-cold}
+  base=${base%-first}
+  fio_workload "$base"
+  local invalidate=0 before after t0 t1 hz=$(getconf CLK_TCK)
+  local timing=(--time_based --runtime="$runtime")
   [ "$wl" != "${wl%-cold}" ] && invalidate=1  # fio drops the mount's pages
+  [ "$wl" != "${wl%-first}" ] && timing=()     # one pass over the region
+  t0=$(date +%s.%N)
   before=$(cpu_ticks)
   fio --name="$wl" --filename="$dir/fio.dat" --size="$size" --rw="$rw" \
     --bs="$bs" --numjobs="$jobs" --ioengine=psync --iodepth=1 \
-    --invalidate="$invalidate" --time_based --runtime="$runtime" \
+    --invalidate="$invalidate" "${timing[@]}" \
     --group_reporting --output-format=json > "$work/out.json" 2>/dev/null
   after=$(cpu_ticks)
+  t1=$(date +%s.%N)
+  local seconds=$runtime
+  [ ${#timing[@]} -eq 0 ] && seconds="($t1 - $t0)"
   echo "$(fio_figures "$work/out.json") $(python3 -c \
-    "print(f'{($after - $before) / $hz / $runtime * 100:.0f}')")"
+    "print(f'{($after - $before) / $hz / $seconds * 100:.0f}')")"
 }
 
 resident() { fincore -n -o RES "$data/fio.dat" | tr -d ' '; }
@@ -179,7 +189,10 @@ for round in $(seq "$rounds"); do
       mount_system "$sys"
       dir=$mnt
       [ "$sys" = raw ] && dir=$data
-      if [ "$wl" = "${wl%-cold}" ]; then
+      if [ "$wl" != "${wl%-first}" ]; then
+        # First read: the backing file cached, the fresh mount's cache empty.
+        cat "$data/fio.dat" > /dev/null
+      elif [ "$wl" = "${wl%-cold}" ]; then
         # Warm: read the file once so the page cache holds it where it can.
         cat "$dir/fio.dat" > /dev/null
       else
