@@ -1,6 +1,7 @@
 #include "fuse/request.h"
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstring>
 #include <new>
@@ -21,13 +22,18 @@ namespace {
 // cache's own and scattered it in physical memory (slower cached reads
 // later). Each thread keeps up to 512 KiB per class, at least one buffer.
 constexpr int kClasses = 9;
-constexpr size_t kKeepBytesPerClass = size_t{512} << 10;
 
-size_t ClassSize(int c) { return size_t{4096} << c; }
-size_t KeepPerClass(int c) {
-  return std::max<size_t>(
-      1, std::min<size_t>(4, kKeepBytesPerClass / ClassSize(c)));
-}
+constexpr size_t ClassSize(int c) { return size_t{4096} << c; }
+
+// Buffers a thread keeps per class (at most 4), computed once rather than
+// divided out on every read.
+constexpr auto kKeepPerClass = [] {
+  std::array<size_t, kClasses> keep{};
+  for (int c = 0; c < kClasses; ++c) {
+    keep[c] = std::clamp<size_t>((size_t{512} << 10) / ClassSize(c), 1, 4);
+  }
+  return keep;
+}();
 
 // Page-aligned: a 4 KiB read into a buffer that straddles two pages makes
 // the kernel pin and copy two pages, for the backing file's read and again
@@ -78,7 +84,7 @@ void ReadBuffer::Release() {
   if (data == nullptr) return;
   if (size_class_ >= 0 && !ThreadReadBuffers::gone) {
     std::vector<char*>& list = thread_read_buffers.free[size_class_];
-    if (list.size() < KeepPerClass(size_class_)) {
+    if (list.size() < kKeepPerClass[size_class_]) {
       list.push_back(data);
       return;
     }
