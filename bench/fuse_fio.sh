@@ -14,9 +14,9 @@
 # cold). Cold runs ("-cold") drop the pages of the benchmark file and of the
 # loop image beneath it first. "-first" runs read the region once, in one
 # pass, through a fresh mount whose own cache is empty while the backing
-# file is cached (the first read of a file through the volume). Before and after each run the script prints
-# how much of the file the page cache holds (fincore), since a reclaimer may
-# evict it (bench/RESULTS.md).
+# file is cached (the first read of a file through the volume). Before and
+# after each run the script prints how much of the file the page cache holds
+# (fincore), since a reclaimer may evict it (bench/RESULTS.md).
 #
 #   sudo bench/fuse_fio.sh                 # 3 rounds, 10 s per run
 #   ROUNDS=1 RUNTIME=3 bench/fuse_fio.sh   # a quick look
