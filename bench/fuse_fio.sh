@@ -179,12 +179,24 @@ fi
 
 results=$work/results.txt
 : > "$results"
-# Each workload runs on every system back to back, in an order that rotates
-# from round to round, so that peers compared with each other are measured
-# minutes apart at most (the machine's load drifts) and none is always first.
-read -r -a order <<< "$systems"
+# Each workload runs on every system back to back, so that peers compared
+# with each other are measured minutes apart at most (the machine's load
+# drifts), in an order shuffled anew for each round and workload (seeded by
+# SEED, so a run can be repeated): none is always first, and none always
+# follows the same system. (A run leaves the page cache and the free memory
+# as it found them only roughly: a system that drops its cache at open frees
+# a file's worth of pages, which the next fill reuses. Rotating a fixed
+# order kept every system behind the same neighbour in every round.)
+seed=${SEED:-1}
+shuffled() {  # key systems... -> the systems in an order fixed by key
+  python3 -c 'import random, sys
+systems = sys.argv[2:]
+random.Random(sys.argv[1]).shuffle(systems)
+print(" ".join(systems))' "$@"
+}
 for round in $(seq "$rounds"); do
   for wl in $workloads; do
+    read -r -a order <<< "$(shuffled "$seed-$round-$wl" $systems)"
     for sys in "${order[@]}"; do
       mount_system "$sys"
       dir=$mnt
@@ -204,7 +216,6 @@ for round in $(seq "$rounds"); do
       unmount_system
     done
   done
-  order=("${order[@]:1}" "${order[0]}")
 done
 
 python3 - "$results" <<'PY'
