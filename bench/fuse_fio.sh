@@ -221,6 +221,7 @@ done
 python3 - "$results" <<'PY'
 import collections, statistics, sys
 rows = collections.defaultdict(list)
+by_round = collections.defaultdict(dict)  # (wl, system) -> {round: IOPS}
 failed = collections.Counter()
 for line in open(sys.argv[1]):
     f = line.split()
@@ -229,6 +230,7 @@ for line in open(sys.argv[1]):
         continue
     r, sys_, wl, iops, mbps, p50, p99, cpu = f
     rows[(wl, sys_)].append((float(iops), float(mbps), float(p50), float(p99), float(cpu)))
+    by_round[(wl, sys_)][r] = float(iops)
 raw = {}
 print(f'{"workload":18} {"system":28} {"IOPS":>9} {"MB/s":>8} {"p50us":>7} {"p99us":>7} {"cpu%":>5} {"vs raw":>7}')
 for (wl, s), v in sorted(rows.items()):
@@ -256,9 +258,16 @@ def target(name, wl, s, peers, need=1.0):
         return
     best, peer = max(got)
     r = mine / best
-    print(f'{name:54} {wl:16} {mine:9.0f} / {best:9.0f} {peer:22} = {r:5.2f}  {"met" if r >= need else "MISSED"}')
+    # The same ratio within each round (the two runs minutes apart at
+    # most): its median and range show how far the machine's drift moves
+    # the ratio of medians.
+    pairs = sorted(by_round[(wl, s)][k] / by_round[(wl, peer)][k]
+                   for k in by_round[(wl, s)] if k in by_round[(wl, peer)])
+    spread = (f'{statistics.median(pairs):5.2f} ({pairs[0]:.2f}-{pairs[-1]:.2f})'
+              if pairs else '')
+    print(f'{name:54} {wl:16} {mine:9.0f} / {best:9.0f} {peer:22} = {r:5.2f}  {"met" if r >= need else "MISSED":6}  {spread}')
 print()
-print(f'{"target":54} {"workload":16} {"sroute":>9}   {"peer":>9} {"(best of)":22}   ratio')
+print(f'{"target":54} {"workload":16} {"sroute":>9}   {"peer":>9} {"(best of)":22}   ratio          per round: median (range)')
 for wl in ["randread4k-1", "randread4k-4", "randwrite4k-1", "randwrite4k-4"]:
     target("off, empty table >= best of mergerfs-off, ptll-never", wl,
            "sroute-off", ["mergerfs-off", "ptll-never"])
