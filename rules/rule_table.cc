@@ -18,9 +18,14 @@ struct RangedEntry {
   const RuleEntry* entry;
 };
 
-bool Passes(const RuleEntry* e, const IoHeader& h) {
+// Whether `e` matches `h` taken as an IO of class `cls` (buckets already
+// matched the file).
+bool Passes(const RuleEntry* e, const IoHeader& h, OpClass cls) {
   const HeaderPattern& p = e->rule().pattern;
-  return (p.ops & h.op_class()) != 0 && p.source.Matches(h);
+  return (p.ops & cls) != 0 && p.source.Matches(h);
+}
+bool Passes(const RuleEntry* e, const IoHeader& h) {
+  return Passes(e, h, h.op_class());
 }
 
 int SlashDepth(std::string_view dir) {
@@ -327,12 +332,13 @@ using BucketRefs = absl::InlinedVector<BucketRef, 8>;
 
 namespace {
 
-const RuleEntry* BestWhole(const BucketRefs& buckets, const IoHeader& h) {
+const RuleEntry* BestWhole(const BucketRefs& buckets, const IoHeader& h,
+                           OpClass cls) {
   const RuleEntry* best = nullptr;
   for (const BucketRef& ref : buckets) {
     for (const RuleEntry* e : ref.bucket->whole) {
       if (best != nullptr && !(e->order() < best->order())) break;
-      if (!Passes(e, h)) continue;
+      if (!Passes(e, h, cls)) continue;
       if (ref.removed != nullptr && ref.removed->contains(e->id())) continue;
       best = e;
       break;
@@ -362,16 +368,20 @@ bool RuleTable::MayRoute(const std::string& file) const {
 }
 
 const RuleEntry* RuleTable::MatchWhole(const IoHeader& h) const {
+  return MatchWholeAs(h, h.op);
+}
+
+const RuleEntry* RuleTable::MatchWholeAs(const IoHeader& h, Op op) const {
   BucketRefs buckets;
   CollectBuckets(h, &buckets);
-  return BestWhole(buckets, h);
+  return BestWhole(buckets, h, ClassOf(op));
 }
 
 void RuleTable::Match(const IoHeader& h, Pieces* out) const {
   out->clear();
   BucketRefs buckets;
   CollectBuckets(h, &buckets);
-  const RuleEntry* whole = BestWhole(buckets, h);
+  const RuleEntry* whole = BestWhole(buckets, h, h.op_class());
   const uint64_t a = h.offset;
   // [a, b) with b clamped so that an extent near 2^64 cannot wrap around.
   const uint64_t room = UINT64_MAX - a;

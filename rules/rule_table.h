@@ -107,6 +107,9 @@ class RuleTable {
   // The first rule matching `h`, ignoring rules with byte ranges. For IOs
   // without a byte extent (metadata).
   const RuleEntry* MatchWhole(const IoHeader& h) const;
+  // MatchWhole for `h` taken as an IO of `op` (say, the getattr that finds
+  // a written file's home), without copying the header.
+  const RuleEntry* MatchWholeAs(const IoHeader& h, Op op) const;
 
   // Splits [h.offset, h.end()) into pieces, each routed by its first matching
   // rule, in offset order. An IO of length 0 is one piece of length 0 routed

@@ -682,30 +682,32 @@ void SSwitch::RoutePiece(Io* io, const RuleEntry* entry) {
     io->Complete(std::move(bad_choice));
     return;
   }
+  // The single detour's file, resolved once (the home check below and the
+  // send both need it).
+  std::string single_file;
+  if (chosen.size() == 1 && chosen[0]->target.kind == Target::Kind::kFile) {
+    single_file =
+        ResolveTargetFile(chosen[0]->target, r.pattern.file, io->header.file);
+  }
   if (io->header.op == Op::kWrite && !chosen.empty()) {
     // DESIGN §3: a write detoured away from the file's home still grows the
     // size the home reports.
-    IoHeader meta = io->header;
-    meta.op = Op::kGetattr;
-    meta.offset = meta.length = 0;
-    std::string home = ResolveWholeFile(snap, meta);
+    std::string home = HomeOf(snap, io->header);
     bool reaches_home = home.empty();
     for (const Detour* d : chosen) {
+      if (reaches_home) break;
       reaches_home =
-          reaches_home || d->target.kind != Target::Kind::kFile ||
-          ResolveTargetFile(d->target, r.pattern.file, io->header.file) == home;
+          d->target.kind != Target::Kind::kFile ||
+          (chosen.size() == 1 ? single_file
+                              : ResolveTargetFile(d->target, r.pattern.file,
+                                                  io->header.file)) == home;
     }
     if (!reaches_home) io = GrowHomeAfter(io, std::move(home));
   }
   if (chosen.empty()) {
     SendToFile(io, io->header.file);  // only side detours: the IO goes on
   } else if (chosen.size() == 1) {
-    const Target& t = chosen[0]->target;
-    SendTo(io, t,
-           t.kind == Target::Kind::kFile
-               ? ResolveTargetFile(t, r.pattern.file, io->header.file)
-               : std::string(),
-           rule->id());
+    SendTo(io, chosen[0]->target, std::move(single_file), rule->id());
   } else {
     Scatter(io, rule, chosen);
   }
@@ -1028,14 +1030,21 @@ void SSwitch::MakeDetourFile(const std::shared_ptr<DetourCreate>& st) {
 }
 
 std::string SSwitch::ResolveWholeFile(const Snapshot& snap, const IoHeader& h) {
-  const RuleEntry* e = snap.table->MatchWhole(h);
-  if (e == nullptr) return h.file;
+  return ResolveEntry(snap.table->MatchWhole(h), h.file);
+}
+
+std::string SSwitch::HomeOf(const Snapshot& snap, const IoHeader& h) {
+  return ResolveEntry(snap.table->MatchWholeAs(h, Op::kGetattr), h.file);
+}
+
+std::string SSwitch::ResolveEntry(const RuleEntry* e, const std::string& file) {
+  if (e == nullptr) return file;
   for (const Detour& d : e->rule().detours) {
     if (d.what != Detour::What::kIo) continue;
     if (d.target.kind != Target::Kind::kFile) return "";
-    return ResolveTargetFile(d.target, e->rule().pattern.file, h.file);
+    return ResolveTargetFile(d.target, e->rule().pattern.file, file);
   }
-  return h.file;
+  return file;
 }
 
 void SSwitch::Fail(Io* io, absl::Status status) {

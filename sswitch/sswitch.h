@@ -209,6 +209,11 @@ class SSwitch {
   // Where the first whole-file rule matching `h` sends it: a file name, ""
   // for a stage or the controller. Delegates are not consulted.
   static std::string ResolveWholeFile(const Snapshot& snap, const IoHeader& h);
+  // Where the file of `h` has its home: ResolveWholeFile for a getattr.
+  static std::string HomeOf(const Snapshot& snap, const IoHeader& h);
+  // The file rule `e` sends a whole-file IO on `file` to (`file` itself
+  // for no rule, "" for a stage or the controller).
+  static std::string ResolveEntry(const RuleEntry* e, const std::string& file);
   // Returns an Io to route in place of the write `io`: when it succeeds, the
   // file `home` grows to at least its end, then `io` completes.
   Io* GrowHomeAfter(Io* io, std::string home);

@@ -433,6 +433,15 @@ TEST(RuleTable, RangesSplitAnIoAtEveryBoundary) {
   EXPECT_EQ(Describe(*t, Io("t", Op::kTruncate, "//S1/X", 2048, 0)),
             "[2048,2048)C");
   EXPECT_EQ(t->MatchWhole(Io("t", Op::kRead, "//S1/X", 0, 10))->owner(), "C");
+  // Taken as another op: a write's header asks where a getattr would go.
+  RuleTablePtr by_op = RuleTable::Build({
+      Entry(1, "<*, w, //S1/X> -> <IO, //A/x>", 1, "writes"),
+      Entry(2, "<*, r, //S1/X> -> <IO, //B/x>", 2, "reads"),
+  });
+  const IoHeader write = Io("t", Op::kWrite, "//S1/X", 0, 10);
+  EXPECT_EQ(by_op->MatchWhole(write)->owner(), "writes");
+  EXPECT_EQ(by_op->MatchWholeAs(write, Op::kGetattr)->owner(), "reads");
+  EXPECT_EQ(by_op->MatchWholeAs(write, Op::kUnlink), nullptr);
   EXPECT_TRUE(HasByteExtent(Op::kRead));
   EXPECT_TRUE(HasByteExtent(Op::kWrite));
   EXPECT_TRUE(HasByteExtent(Op::kFallocate));

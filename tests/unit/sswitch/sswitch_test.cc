@@ -1005,6 +1005,15 @@ TEST_F(SSwitchTest, DetouredWritesGrowTheHomeSize) {
   ASSERT_TRUE(host_.Write("t", "//A/g", 0, Bytes(data)).ok());
   EXPECT_EQ(std::filesystem::file_size(a_ / "g"), 8192u);
   EXPECT_EQ(ReadAll(host_, "//A/g", 20000), data);
+
+  // A file moved whole (its metadata too) has its home at the target: the
+  // write reaches it, and the file left behind does not grow.
+  WriteWholeFile(a_ / "h", "old");
+  WriteWholeFile(b_ / "h", "");
+  ASSERT_TRUE(sw.Insert(R("<*, *, //A/h> -> <IO, //B/h>")).ok());
+  ASSERT_TRUE(host_.Write("t", "//A/h", 5000, Bytes("new")).ok());
+  EXPECT_EQ(std::filesystem::file_size(a_ / "h"), 3u);
+  EXPECT_EQ(std::filesystem::file_size(b_ / "h"), 5003u);
 }
 
 TEST_F(SSwitchTest, RouteObserverSeesEveryTableChange) {
