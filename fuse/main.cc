@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
@@ -365,15 +366,20 @@ int main(int argc, char** argv) {
     agent_options.require_registration = false;
   }
 
+  // FUSE interrupts the session loop answered with ENOSYS (a gauge).
+  std::atomic<uint64_t> interrupts_refused{0};
   std::unique_ptr<sroute::ControlServer> control;
   auto start_control = [&]() -> bool {
     if (control_socket.empty()) return true;
     auto server = sroute::ControlServer::Start(
         &host.sswitch(), control_socket,
         /*on_rules_changed=*/nullptr,
-        [&volume, &agent](sroute::proto::ControlResponse* resp) {
+        [&volume, &agent,
+         &interrupts_refused](sroute::proto::ControlResponse* resp) {
           auto& gauges = *resp->mutable_gauges();
           gauges["fuse_inodes"] = static_cast<int64_t>(volume.inodes().size());
+          gauges["fuse_interrupts_refused"] =
+              static_cast<int64_t>(interrupts_refused.load());
           gauges["fuse_pending_invalidations"] =
               static_cast<int64_t>(volume.pending_invalidations());
           if (agent) {
@@ -436,6 +442,7 @@ int main(int argc, char** argv) {
       return volume.ServeRaw(s, r);
     };
   }
+  loop_options.interrupts_refused = &interrupts_refused;
   loop_options.poll_window =
       std::chrono::microseconds(poll_asked ? poll_us : kDefaultFusePollUs);
   const int rc = sroute::RunSessionLoop(se, loop_options);

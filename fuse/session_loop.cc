@@ -310,6 +310,9 @@ class Loop {
     const auto* in = static_cast<const fuse_in_header*>(buf.mem);
     if (in->len != size) return false;  // libfuse reports it
     if (in->opcode == FUSE_INTERRUPT) {
+      if (o_.interrupts_refused != nullptr) {
+        o_.interrupts_refused->fetch_add(1, std::memory_order_relaxed);
+      }
       SendRawReply(se_, in->unique, ENOSYS);
       return true;
     }

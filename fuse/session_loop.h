@@ -25,6 +25,7 @@
 
 #include <linux/fuse.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -69,6 +70,9 @@ struct SessionLoopOptions {
   // handling ensures once interrupts are off; a fatal signal still ends a
   // waiting caller.)
   RawHandler raw_handler;
+  // If set, counts the interrupts answered with ENOSYS (the kernel sends
+  // none after the first: more than one means it did not take the answer).
+  std::atomic<uint64_t>* interrupts_refused = nullptr;
 };
 
 // Blocks SIGTERM, SIGINT and SIGHUP in the calling thread, and so in every
