@@ -37,6 +37,9 @@ void Read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 bool ServeRawRead(Volume& volume, fuse_session* se, const RawRequest& raw);
 void Write(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size,
            off_t off, fuse_file_info* fi);
+// FUSE_WRITE without libfuse (RawHandler); the data stays in the worker's
+// receive buffer (SubmitWrite).
+bool ServeRawWrite(Volume& volume, fuse_session* se, const RawRequest& raw);
 void Release(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
 void Fsync(fuse_req_t req, fuse_ino_t ino, int datasync, fuse_file_info* fi);
 void Lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,

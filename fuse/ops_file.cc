@@ -175,17 +175,55 @@ bool ServeRawRead(Volume& volume, fuse_session* se, const RawRequest& raw) {
   return true;
 }
 
+namespace {
+void ReplyWrite(Request& r) {
+  if (!r.io.status.ok()) return ReplyError(r);
+  if (r.req != nullptr) {
+    fuse_reply_write(r.req, r.io.bytes);
+    return;
+  }
+  fuse_write_out out{};
+  out.size = static_cast<uint32_t>(r.io.bytes);
+  SendRawReply(r.session, r.unique, 0, &out, sizeof(out));
+}
+
+void SubmitWriteAt(std::unique_ptr<Request> r, const char* data, size_t size,
+                   off_t off) {
+  r->io.header.offset = static_cast<uint64_t>(off);
+  r->io.header.length = size;
+  SubmitWrite(std::move(r), data, size, ReplyWrite);
+}
+}  // namespace
+
 void Write(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size,
            off_t off, fuse_file_info* fi) {
   std::string file;
   if (!OpenFile::Of(fi)->FileName(req, ino, &file)) return;
-  auto r = NewFileRequest(req, Op::kWrite, std::move(file));
-  r->io.header.offset = static_cast<uint64_t>(off);
-  r->io.header.length = size;
-  SubmitWrite(std::move(r), buf, size, [](Request& rr) {
-    if (!rr.io.status.ok()) return ReplyError(rr);
-    fuse_reply_write(rr.req, rr.io.bytes);
-  });
+  SubmitWriteAt(NewFileRequest(req, Op::kWrite, std::move(file)), buf, size,
+                off);
+}
+
+bool ServeRawWrite(Volume& volume, fuse_session* se, const RawRequest& raw) {
+  if (raw.arg_size < sizeof(fuse_write_in)) return false;
+  const auto* arg = reinterpret_cast<const fuse_write_in*>(raw.arg);
+  // The data follows the argument (protocol 7.9 on); anything else is
+  // libfuse's to parse and report.
+  if (raw.arg_size != sizeof(fuse_write_in) + arg->size) return false;
+  const fuse_in_header& in = *raw.header;
+  std::string file;
+  if (arg->fh == 0 || !reinterpret_cast<OpenFile*>(arg->fh)->FileName(
+                          volume, in.nodeid, &file)) {
+    SendRawReply(se, in.unique, ESTALE);
+    return true;
+  }
+  auto r =
+      NewFileRequest(volume, Caller{in.uid, in.gid, static_cast<pid_t>(in.pid)},
+                     Op::kWrite, std::move(file));
+  r->session = se;
+  r->unique = in.unique;
+  SubmitWriteAt(std::move(r), raw.arg + sizeof(fuse_write_in), arg->size,
+                static_cast<off_t>(arg->offset));
+  return true;
 }
 
 void Release(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {

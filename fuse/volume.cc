@@ -61,6 +61,8 @@ bool Volume::ServeRaw(fuse_session* se, const RawRequest& request) {
   switch (request.header->opcode) {
     case FUSE_READ:
       return fuse_internal::ServeRawRead(*this, se, request);
+    case FUSE_WRITE:
+      return fuse_internal::ServeRawWrite(*this, se, request);
     default:
       return false;
   }

@@ -58,8 +58,8 @@ class Volume {
   Volume& operator=(const Volume&) = delete;
 
   const fuse_lowlevel_ops& ops() const { return ops_; }
-  // Serves the requests whose ops have a path past libfuse (reads), for
-  // RunSessionLoop's raw handler; false for the others.
+  // Serves the requests whose ops have a path past libfuse (reads and
+  // writes), for RunSessionLoop's raw handler; false for the others.
   bool ServeRaw(fuse_session* se, const RawRequest& request);
 
   // Starts dropping the kernel's cached pages and attributes of files whose
