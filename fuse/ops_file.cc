@@ -156,22 +156,34 @@ void Read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
   SubmitRead(NewFileRequest(req, Op::kRead, std::move(file)), size, off);
 }
 
-bool ServeRawRead(Volume& volume, fuse_session* se, const RawRequest& raw) {
-  if (raw.arg_size < sizeof(fuse_read_in)) return false;
-  const auto* arg = reinterpret_cast<const fuse_read_in*>(raw.arg);
-  const fuse_in_header& in = *raw.header;
+namespace {
+// A request for `op` on the open file `fh` of a request a RawHandler took,
+// or null once it replied ESTALE (the file is gone).
+std::unique_ptr<Request> NewRawFileRequest(Volume& volume, fuse_session* se,
+                                           const fuse_in_header& in,
+                                           uint64_t fh, Op op) {
   std::string file;
-  if (arg->fh == 0 || !reinterpret_cast<OpenFile*>(arg->fh)->FileName(
-                          volume, in.nodeid, &file)) {
+  if (fh == 0 ||
+      !reinterpret_cast<OpenFile*>(fh)->FileName(volume, in.nodeid, &file)) {
     SendRawReply(se, in.unique, ESTALE);
-    return true;
+    return nullptr;
   }
   auto r =
       NewFileRequest(volume, Caller{in.uid, in.gid, static_cast<pid_t>(in.pid)},
-                     Op::kRead, std::move(file));
+                     op, std::move(file));
   r->session = se;
   r->unique = in.unique;
-  SubmitRead(std::move(r), arg->size, static_cast<off_t>(arg->offset));
+  return r;
+}
+}  // namespace
+
+bool ServeRawRead(Volume& volume, fuse_session* se, const RawRequest& raw) {
+  if (raw.arg_size < sizeof(fuse_read_in)) return false;
+  const auto* arg = reinterpret_cast<const fuse_read_in*>(raw.arg);
+  auto r = NewRawFileRequest(volume, se, *raw.header, arg->fh, Op::kRead);
+  if (r != nullptr) {
+    SubmitRead(std::move(r), arg->size, static_cast<off_t>(arg->offset));
+  }
   return true;
 }
 
@@ -209,20 +221,11 @@ bool ServeRawWrite(Volume& volume, fuse_session* se, const RawRequest& raw) {
   // The data follows the argument (protocol 7.9 on); anything else is
   // libfuse's to parse and report.
   if (raw.arg_size != sizeof(fuse_write_in) + arg->size) return false;
-  const fuse_in_header& in = *raw.header;
-  std::string file;
-  if (arg->fh == 0 || !reinterpret_cast<OpenFile*>(arg->fh)->FileName(
-                          volume, in.nodeid, &file)) {
-    SendRawReply(se, in.unique, ESTALE);
-    return true;
+  auto r = NewRawFileRequest(volume, se, *raw.header, arg->fh, Op::kWrite);
+  if (r != nullptr) {
+    SubmitWriteAt(std::move(r), raw.arg + sizeof(fuse_write_in), arg->size,
+                  static_cast<off_t>(arg->offset));
   }
-  auto r =
-      NewFileRequest(volume, Caller{in.uid, in.gid, static_cast<pid_t>(in.pid)},
-                     Op::kWrite, std::move(file));
-  r->session = se;
-  r->unique = in.unique;
-  SubmitWriteAt(std::move(r), raw.arg + sizeof(fuse_write_in), arg->size,
-                static_cast<off_t>(arg->offset));
   return true;
 }
 
