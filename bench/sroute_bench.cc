@@ -175,7 +175,8 @@ BENCHMARK(BM_RouteNullEndpointMatched);
 // 4 KiB writes through the FUSE benchmark's rules (bench/fuse_fio.sh):
 // none matching the file, or one more routing it to itself, which makes the
 // sSwitch also ask where the file's home is (a write detoured away from it
-// must grow it). Two threads, as the 4-job FUSE runs on 2 cores.
+// must grow it). On 1 thread, and on 2 as the 4-job FUSE runs use 2 cores.
+// Thread 0 builds the switch before the loop's start barrier.
 void BM_RouteWrite(benchmark::State& state) {
   static std::unique_ptr<SSwitch> sw;
   if (state.thread_index() == 0) {
