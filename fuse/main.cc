@@ -41,13 +41,6 @@ namespace {
 // callers keep every CPU busy a woken worker does not wait its turn.
 constexpr int kDefaultNice = -10;
 
-// A caller that issues one IO at a time finds a worker already asking for
-// its next request, instead of waking one (tens of microseconds on a
-// virtual machine). The workers' polling gives way to any other work on
-// their CPU (RunSessionLoop), so callers that keep every CPU busy are not
-// slowed down. Replies of storage servers are polled for only on request.
-constexpr int kDefaultFusePollUs = 50;
-
 int Die(const std::string& msg) {
   std::cerr << "sroute-fuse: " << msg << "\n";
   return 1;
@@ -104,14 +97,20 @@ int main(int argc, char** argv) {
                  "deadline of each IO sent to a storage server")
       ->capture_default_str()
       ->check(CLI::Range(1, 3600000));
+  // FUSE workers sleep in read(2) unless asked to poll. Polling saves
+  // waking a worker per request, but its reply must then wake the caller on
+  // the other CPU, which where idle CPUs halt (a VM without guest halt
+  // polling, as here) costs ~40 µs; the kernel's own hand-off runs the woken
+  // worker on the caller's CPU instead. Small IO one at a time ran up to
+  // 1.8x faster without polling here; 128 KiB reads and metadata ~1.1x
+  // slower (bench/RESULTS.md).
   int poll_us = 0;
   auto* poll_us_opt =
       app.add_option("--poll-us", poll_us,
                      "after each request or reply, keep polling for FUSE "
                      "requests and storage servers' replies this many "
-                     "microseconds before sleeping (lower latency; a CPU "
-                     "while IO flows) [FUSE requests " +
-                         std::to_string(kDefaultFusePollUs) + ", replies 0]")
+                     "microseconds before sleeping (costs a CPU while IO "
+                     "flows; pays where waking a thread is slow) [0]")
           ->check(CLI::Range(0, 100000));
   int fuse_threads =
       static_cast<int>(std::max(2u, std::thread::hardware_concurrency()));
@@ -150,7 +149,6 @@ int main(int argc, char** argv) {
   // rest.
   std::vector<std::string> inline_rules;
   bool nice_asked = nice_opt->count() != 0;
-  bool poll_asked = poll_us_opt->count() != 0;
   if (!config_file.empty()) {
     auto config = sroute::LoadVolumeConfig(config_file);
     if (!config.ok()) return Die(std::string(config.status().message()));
@@ -186,7 +184,6 @@ int main(int argc, char** argv) {
     if (poll_us_opt->count() == 0 && config->has_poll_us()) {
       if (config->poll_us() > 100000) return Die("poll_us: at most 100000");
       poll_us = static_cast<int>(config->poll_us());
-      poll_asked = true;
     }
     if (nice_opt->count() == 0 && config->has_nice()) {
       if (config->nice() < -20 || config->nice() > 19) {
@@ -257,7 +254,7 @@ int main(int argc, char** argv) {
   std::unique_ptr<sroute::IoThreads> io_threads;
   if (any_remote || !controller.empty()) {
     io_threads = std::make_unique<sroute::IoThreads>(
-        2, /*start=*/stay, std::chrono::microseconds(poll_asked ? poll_us : 0));
+        2, /*start=*/stay, std::chrono::microseconds(poll_us));
     remote.threads = io_threads.get();
   }
   // What the controller learns of this host.
@@ -443,8 +440,7 @@ int main(int argc, char** argv) {
     };
   }
   loop_options.interrupts_refused = &interrupts_refused;
-  loop_options.poll_window =
-      std::chrono::microseconds(poll_asked ? poll_us : kDefaultFusePollUs);
+  loop_options.poll_window = std::chrono::microseconds(poll_us);
   const int rc = sroute::RunSessionLoop(se, loop_options);
   if (rc != 0) {
     sroute::LogError("serving FUSE requests on ", mountpoint,
