@@ -335,6 +335,30 @@ TEST_F(FuseVolumeTest, DaemonThreadsRunAheadOfTheirCallers) {
       << out;
 }
 
+// Under -d every request goes through libfuse (so that it can print it),
+// reads and writes included: their libfuse handlers route like the raw ones.
+TEST_F(FuseVolumeTest, DebugModeReadsAndWritesThroughLibfuse) {
+  WriteWholeFile(backing_ / "h", "0123456789");
+  Mount("<*, r|w, //home/m> -> <IO, //other/m>\n",
+        {"-d", "--kernel-cache", "off"});
+  int fd = open((mnt_ / "h").c_str(), O_RDWR);
+  ASSERT_GE(fd, 0) << std::strerror(errno);
+  EXPECT_EQ(pwrite(fd, "ab", 2, 3), 2);
+  char buf[16] = {};
+  EXPECT_EQ(pread(fd, buf, sizeof(buf), 2), 8);
+  EXPECT_EQ(std::string(buf, 8), "2ab56789");
+  close(fd);
+  EXPECT_EQ(ReadWholeFile(backing_ / "h"), "012ab56789");
+  // A routed file: its bytes land at the other endpoint.
+  fd = open((mnt_ / "m").c_str(), O_RDWR | O_CREAT, 0644);
+  ASSERT_GE(fd, 0) << std::strerror(errno);
+  EXPECT_EQ(pwrite(fd, "routed", 6, 0), 6);
+  EXPECT_EQ(pread(fd, buf, sizeof(buf), 0), 6);
+  EXPECT_EQ(std::string(buf, 6), "routed");
+  close(fd);
+  EXPECT_EQ(ReadWholeFile(other_ / "m"), "routed");
+}
+
 TEST_F(FuseVolumeTest, WorkersSleepByDefaultAndPollGivingWayToBusyCallers) {
   // By default the workers sleep in read(2) on the FUSE descriptor; with
   // --poll-us they poll for requests (the descriptor is non-blocking; they
