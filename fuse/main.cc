@@ -28,6 +28,7 @@
 #include "controller/agent.h"
 #include "fuse/config.h"
 #include "fuse/session_loop.h"
+#include "fuse/uring_queues.h"
 #include "fuse/volume.h"
 #include "rpc/handshake.h"
 #include "rpc/io_threads.h"
@@ -112,6 +113,13 @@ int main(int argc, char** argv) {
                      "microseconds before sleeping (costs a CPU while IO "
                      "flows; pays where waking a thread is slow) [0]")
           ->check(CLI::Range(0, 100000));
+  // FUSE over io_uring keeps each request on its caller's CPU (see
+  // fuse/uring_queues.h); opt-in, since the kernel's switch for it is
+  // system-wide and off by default.
+  bool io_uring = false;
+  app.add_flag("--io-uring", io_uring,
+               "take requests from per-CPU io_uring queues (Linux 6.14+, "
+               "with /sys/module/fuse/parameters/enable_uring set to Y)");
   int fuse_threads =
       static_cast<int>(std::max(2u, std::thread::hardware_concurrency()));
   auto* threads_opt =
@@ -196,6 +204,10 @@ int main(int argc, char** argv) {
     for (const std::string& o : config->fuse_option()) {
       options += (options.empty() ? "" : ",") + o;
     }
+  }
+  if (io_uring) {
+    const std::string why = sroute::UringUnavailableReason();
+    if (!why.empty()) return Die("--io-uring: " + why);
   }
   if (backing.empty()) {
     return Die(
@@ -365,18 +377,24 @@ int main(int argc, char** argv) {
 
   // FUSE interrupts the session loop answered with ENOSYS (a gauge).
   std::atomic<uint64_t> interrupts_refused{0};
+  // What the io_uring queues did (gauges).
+  sroute::UringStats uring_stats;
   std::unique_ptr<sroute::ControlServer> control;
   auto start_control = [&]() -> bool {
     if (control_socket.empty()) return true;
     auto server = sroute::ControlServer::Start(
         &host.sswitch(), control_socket,
         /*on_rules_changed=*/nullptr,
-        [&volume, &agent,
-         &interrupts_refused](sroute::proto::ControlResponse* resp) {
+        [&volume, &agent, &interrupts_refused,
+         &uring_stats](sroute::proto::ControlResponse* resp) {
           auto& gauges = *resp->mutable_gauges();
           gauges["fuse_inodes"] = static_cast<int64_t>(volume.inodes().size());
           gauges["fuse_interrupts_refused"] =
               static_cast<int64_t>(interrupts_refused.load());
+          gauges["fuse_uring_requests"] =
+              static_cast<int64_t>(uring_stats.requests.load());
+          gauges["fuse_uring_boosts"] =
+              static_cast<int64_t>(uring_stats.boosts.load());
           gauges["fuse_pending_invalidations"] =
               static_cast<int64_t>(volume.pending_invalidations());
           if (agent) {
@@ -441,6 +459,8 @@ int main(int argc, char** argv) {
   }
   loop_options.interrupts_refused = &interrupts_refused;
   loop_options.poll_window = std::chrono::microseconds(poll_us);
+  loop_options.io_uring = io_uring;
+  loop_options.uring_stats = &uring_stats;
   const int rc = sroute::RunSessionLoop(se, loop_options);
   if (rc != 0) {
     sroute::LogError("serving FUSE requests on ", mountpoint,

@@ -15,12 +15,16 @@
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
+#include <cstddef>
 #include <cstdlib>
 #include <list>
 #include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
+
+#include "fuse/uring_queues.h"
+#include "util/log.h"
 
 namespace sroute {
 namespace {
@@ -51,6 +55,55 @@ int64_t NowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::steady_clock::now().time_since_epoch())
       .count();
+}
+
+// The INIT exchange when io_uring is asked for: the request's unique (the
+// custom writev patches the reply with that unique), whether the kernel
+// offered io_uring, whether the reply asked for it, and the largest
+// payload the kernel may then send (from the reply).
+std::atomic<uint64_t> init_unique{0};
+std::atomic<bool> uring_offered{false};
+std::atomic<bool> uring_agreed{false};
+std::atomic<size_t> uring_max_payload{0};
+
+// Asks for io_uring in libfuse's INIT reply (libfuse 3.14 cannot).
+void PatchInitReply(iovec* iov, int count) {
+  if (!uring_offered.load() || count < 2 ||
+      iov[1].iov_len < offsetof(fuse_init_out, flags2) + sizeof(uint32_t)) {
+    return;
+  }
+  auto* out = static_cast<fuse_init_out*>(iov[1].iov_base);
+  out->flags |= FUSE_INIT_EXT;
+  out->flags2 |= static_cast<uint32_t>(kFuseOverIoUring >> 32);
+  const size_t pages = out->flags & FUSE_MAX_PAGES ? out->max_pages : 32;
+  uring_max_payload.store(
+      std::max<size_t>({8192, out->max_write, pages * 4096}));
+  uring_agreed.store(true);
+}
+
+size_t TotalLength(const iovec* iov, int count) {
+  size_t n = 0;
+  for (int i = 0; i < count; ++i) n += iov[i].iov_len;
+  return n;
+}
+
+// libfuse's replies with io_uring asked for: to the ring entry holding the
+// request, else to /dev/fuse.
+ssize_t HookedWritev(int fd, iovec* iov, int count, void*) {
+  if (count > 0 && iov[0].iov_len >= sizeof(fuse_out_header)) {
+    const auto* out = static_cast<const fuse_out_header*>(iov[0].iov_base);
+    if (UringReply(out->unique, iov, count)) {
+      return static_cast<ssize_t>(TotalLength(iov, count));
+    }
+    if (out->unique != 0 && out->unique == init_unique.load()) {
+      PatchInitReply(iov, count);
+    }
+  }
+  return writev(fd, iov, count);
+}
+
+ssize_t PlainRead(int fd, void* buf, size_t len, void*) {
+  return read(fd, buf, len);
 }
 
 // The buffer the calling worker received its current request into (null
@@ -100,6 +153,13 @@ class Loop {
 
   int Run() {
     InstallWakeHandler();
+    if (o_.io_uring) {
+      fuse_custom_io io{};
+      io.writev = HookedWritev;
+      io.read = PlainRead;
+      const int rc = fuse_session_custom_io(se_, &io, fuse_session_fd(se_));
+      if (rc != 0) return rc < 0 ? rc : -EINVAL;
+    }
     if (polling()) {
       // Workers then read without blocking and sleep in epoll_wait.
       const int fd = fuse_session_fd(se_);
@@ -140,6 +200,9 @@ class Loop {
       cv_.wait_for(l, std::chrono::milliseconds(10));
       ReapLocked();
     }
+    l.unlock();
+    std::lock_guard<std::mutex> ul(uring_mu_);
+    uring_.reset();
     return error_;
   }
 
@@ -281,10 +344,12 @@ class Loop {
       }
       w->requests.store(++requests, std::memory_order_relaxed);
       current_request_buffer = &buf;
+      const bool init = o_.io_uring && NoteInit(buf, static_cast<size_t>(res));
       if (!ServeRaw(buf, static_cast<size_t>(res))) {
         fuse_session_process_buf(se_, &buf);
       }
       current_request_buffer = nullptr;
+      if (init) StartUring();
       w->requests.store(++requests, std::memory_order_relaxed);
       // The window starts when the queue is next found empty (AwaitRequest):
       // no clock read per request while requests are queued.
@@ -298,6 +363,47 @@ class Loop {
     std::lock_guard<std::mutex> l(mu_);
     w->done.store(true);
     cv_.notify_all();
+  }
+
+  // True if `buf` holds the INIT request; notes what the kernel offered.
+  static bool NoteInit(const fuse_buf& buf, size_t size) {
+    if ((buf.flags & FUSE_BUF_IS_FD) ||
+        size < sizeof(fuse_in_header) + sizeof(fuse_init_in)) {
+      return false;
+    }
+    const auto* in = static_cast<const fuse_in_header*>(buf.mem);
+    if (in->opcode != FUSE_INIT) return false;
+    const auto* arg = reinterpret_cast<const fuse_init_in*>(in + 1);
+    uring_offered.store((arg->flags & FUSE_INIT_EXT) != 0 &&
+                        (arg->flags2 & (kFuseOverIoUring >> 32)) != 0);
+    init_unique.store(in->unique);
+    return true;
+  }
+
+  // After INIT: starts the io_uring queues if the kernel agreed.
+  void StartUring() {
+    init_unique.store(0);
+    if (!uring_agreed.load()) {
+      const std::string why = UringUnavailableReason();
+      LogError("--io-uring: the kernel did not offer FUSE over io_uring (",
+               why.empty() ? "its protocol is older" : why,
+               "); serving through /dev/fuse");
+      return;
+    }
+    std::string error;
+    auto queues = UringQueues::Start(
+        se_,
+        [this](fuse_buf& buf, size_t size) {
+          if (!ServeRaw(buf, size)) fuse_session_process_buf(se_, &buf);
+        },
+        o_.uring_threads_per_cpu, uring_max_payload.load(), o_.uring_stats,
+        &error);
+    if (queues == nullptr) {
+      LogError("--io-uring: ", error, "; serving through /dev/fuse");
+      return;
+    }
+    std::lock_guard<std::mutex> l(uring_mu_);
+    uring_ = std::move(queues);
   }
 
   // Offers the `size` bytes received in `buf` to the raw handler; true if
@@ -379,6 +485,8 @@ class Loop {
   std::mutex mu_;
   std::condition_variable cv_;
   std::list<std::unique_ptr<Worker>> workers_;  // guarded by mu_
+  std::mutex uring_mu_;
+  std::unique_ptr<UringQueues> uring_;  // guarded by uring_mu_
   const int64_t poll_ns_ =
       std::chrono::duration_cast<std::chrono::nanoseconds>(o_.poll_window)
           .count();
@@ -416,12 +524,15 @@ void SendRawReply(fuse_session* se, uint64_t unique, int error,
   iovec iov[2] = {{&out, sizeof(out)}, {const_cast<void*>(data), size}};
   const int count = error == 0 && size > 0 ? 2 : 1;
   out.len = static_cast<uint32_t>(sizeof(out) + (count == 2 ? size : 0));
+  if (UringReply(unique, iov, count)) return;
   // ENOENT: the kernel dropped the request (its caller was killed).
   // Anything else means the session is gone; the loop sees that itself.
   (void)!writev(fuse_session_fd(se), iov, count);
 }
 
 bool InRequestBuffer(const void* payload) {
+  // A ring entry stays the request's until it is answered.
+  if (InUringEntry(payload)) return true;
   const fuse_buf* b = current_request_buffer;
   if (b == nullptr || b->mem == nullptr || (b->flags & FUSE_BUF_IS_FD)) {
     return false;
@@ -432,7 +543,7 @@ bool InRequestBuffer(const void* payload) {
 }
 
 void* TakeRequestBuffer(const void* payload) {
-  if (!InRequestBuffer(payload)) return nullptr;
+  if (InUringEntry(payload) || !InRequestBuffer(payload)) return nullptr;
   fuse_buf* b = current_request_buffer;
   void* taken = b->mem;
   b->mem = nullptr;

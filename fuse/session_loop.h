@@ -31,6 +31,7 @@
 #include <cstdint>
 #include <functional>
 
+#include "fuse/uring_queues.h"
 #include "fuse/volume.h"
 
 namespace sroute {
@@ -70,6 +71,13 @@ struct SessionLoopOptions {
   // handling ensures once interrupts are off; a fatal signal still ends a
   // waiting caller.)
   RawHandler raw_handler;
+  // Serve requests on per-CPU io_uring queues (fuse/uring_queues.h) once
+  // the kernel agrees at INIT, `uring_threads_per_cpu` threads per CPU; if
+  // it does not, through /dev/fuse (logged). What the queues do is counted
+  // in `*uring_stats` if set.
+  bool io_uring = false;
+  int uring_threads_per_cpu = 2;
+  UringStats* uring_stats = nullptr;
   // If set, counts the interrupts answered with ENOSYS (the kernel sends
   // none after the first: more than one means it did not take the answer).
   std::atomic<uint64_t>* interrupts_refused = nullptr;

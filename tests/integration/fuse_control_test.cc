@@ -2,9 +2,11 @@
 // adds and removes rules while the volume is mounted and in use.
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/utsname.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,8 +15,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -23,8 +28,10 @@
 
 #include "gtest/gtest.h"
 #include "tests/util/mounted_volume.h"
+#include "tests/util/process_threads.h"
 #include "tests/util/run_command.h"
 #include "tests/util/temp_dir.h"
+#include "tests/util/uring_switch.h"
 
 namespace sroute {
 namespace {
@@ -33,6 +40,8 @@ using ::sroute::testing::MountedVolume;
 using ::sroute::testing::ReadWholeFile;
 using ::sroute::testing::RunCommand;
 using ::sroute::testing::TempDir;
+using ::sroute::testing::ThreadIdsNamed;
+using ::sroute::testing::UringSwitch;
 using ::sroute::testing::WriteWholeFile;
 
 // Runs sroutectl with `args` (shell words).
@@ -228,7 +237,17 @@ TEST_P(LiveRouteFlipTest, WritersSeeNoErrorNoStaleByteAndEveryWriteCounted) {
   for (int t = 0; t < kThreads; ++t) {
     WriteWholeFile(backing_ / ("d/w" + std::to_string(t)), model[t]);
   }
-  Mount(GetParam());
+  // "off-uring": cache off, requests on io_uring queues.
+  std::string mode = GetParam();
+  std::vector<std::string> extra;
+  std::optional<UringSwitch> uring;
+  if (mode == "off-uring") {
+    uring.emplace(true);
+    if (!uring->ok()) GTEST_SKIP() << "this kernel has no FUSE over io_uring";
+    mode = "off";
+    extra = {"--io-uring"};
+  }
+  Mount(mode, extra);
   auto stats = [&] {
     auto [rc, out] = Ctl(Host() + " stats --json");
     EXPECT_EQ(rc, 0) << out;
@@ -421,7 +440,12 @@ TEST_F(FuseControlTest, KernelCacheAutoKeepsPagesUntilARouteChanges) {
 }
 
 INSTANTIATE_TEST_SUITE_P(KernelCache, LiveRouteFlipTest,
-                         ::testing::Values("off", "auto"));
+                         ::testing::Values("off", "auto", "off-uring"),
+                         [](const auto& info) {
+                           std::string name = info.param;
+                           std::replace(name.begin(), name.end(), '-', '_');
+                           return name;
+                         });
 
 // A write's data lies in the buffer its worker received the request into,
 // and the daemon does not copy it: a parked write keeps that buffer while
@@ -631,6 +655,208 @@ INSTANTIATE_TEST_SUITE_P(CacheModeAndHandle, ParallelDirectWritesTest,
                                   (std::get<1>(info.param) ? "_create"
                                                            : "_open");
                          });
+
+}  // namespace
+}  // namespace sroute
+
+namespace sroute {
+namespace {
+
+// The CPUs the kernel keeps FUSE io_uring queues for.
+int PossibleCpus() {
+  std::ifstream in("/sys/devices/system/cpu/possible");
+  std::string text;
+  in >> text;
+  const size_t dash = text.find_last_of("-,");
+  return std::atoi(text.c_str() + (dash == std::string::npos ? 0 : dash + 1)) +
+         1;
+}
+
+// Pins the calling thread to `cpu`.
+bool PinTo(int cpu) {
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(cpu, &one);
+  return sched_setaffinity(0, sizeof(one), &one) == 0;
+}
+
+// A volume serving FUSE requests on io_uring queues (--io-uring), with the
+// kernel's switch for it on.
+class FuseUringTest : public FuseControlTest {
+ protected:
+  void SetUp() override {
+    switch_ = std::make_unique<UringSwitch>(true);
+    if (!switch_->ok()) {
+      GTEST_SKIP() << "this kernel has no FUSE over io_uring ("
+                   << UringSwitch::kPath << ")";
+    }
+  }
+  // The value of gauge `name` in `sroutectl stats`, -1 if missing.
+  long long Gauge(const std::string& name) {
+    const std::string stats = Ctl(Host() + " stats").second;
+    const std::string key = "\n" + name + " ";
+    const size_t at = stats.find(key);
+    return at == std::string::npos
+               ? -1
+               : std::atoll(stats.c_str() + at + key.size());
+  }
+
+  std::unique_ptr<UringSwitch> switch_;
+};
+
+TEST_F(FuseUringTest, ServesRoutedIoOnPerCpuQueuesAndEndsCleanly) {
+  WriteWholeFile(other_ / "routed", "");
+  Mount("off", {"--io-uring"});
+  EXPECT_EQ(ThreadIdsNamed(volume_->pid(), "fuse-uring").size(),
+            static_cast<size_t>(2 * PossibleCpus()));
+  const long long before = Gauge("fuse_uring_requests");
+  EXPECT_GE(before, 0);
+
+  // Writes and reads larger than one request (1 MiB), at an odd offset.
+  std::string big(1 << 20 | 12345, '\0');
+  std::mt19937 random(7);
+  for (char& c : big) c = static_cast<char>(random());
+  const int fd = open((mnt_ / "big").c_str(), O_RDWR | O_CREAT, 0644);
+  ASSERT_GE(fd, 0) << strerror(errno);
+  ASSERT_EQ(pwrite(fd, big.data(), big.size(), 4321),
+            static_cast<ssize_t>(big.size()));
+  std::string back(big.size(), '\0');
+  ASSERT_EQ(pread(fd, back.data(), back.size(), 4321),
+            static_cast<ssize_t>(back.size()));
+  EXPECT_TRUE(back == big);
+  ASSERT_EQ(close(fd), 0);
+  EXPECT_TRUE(ReadWholeFile(backing_ / "big").substr(4321) == big);
+
+  // Routing applies as on /dev/fuse.
+  auto [rc, out] = Ctl(
+      Host() + " rules add '<*, r|w, //home/routed> -> <IO, //other/routed>'");
+  ASSERT_EQ(rc, 0) << out;
+  ASSERT_TRUE(PosixWrite(mnt_ / "routed", "routed bytes"));
+  EXPECT_EQ(ReadWholeFile(other_ / "routed"), "routed bytes");
+  std::string got;
+  ASSERT_TRUE(PosixRead(mnt_ / "routed", &got));
+  EXPECT_EQ(got, "routed bytes");
+
+  // Metadata: every op kind the libfuse handlers answer.
+  ASSERT_EQ(mkdir((mnt_ / "d").c_str(), 0755), 0);
+  for (int i = 0; i < 300; ++i) {
+    ASSERT_TRUE(PosixWrite(mnt_ / ("d/f" + std::to_string(i)), "x"));
+  }
+  ASSERT_EQ(rename((mnt_ / "d/f0").c_str(), (mnt_ / "d/g").c_str()), 0);
+  ASSERT_EQ(chmod((mnt_ / "d/g").c_str(), 0600), 0);
+  struct stat st {};
+  ASSERT_EQ(stat((mnt_ / "d/g").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  std::vector<std::string> names;
+  for (const auto& e : std::filesystem::directory_iterator(mnt_ / "d")) {
+    names.push_back(e.path().filename());
+  }
+  EXPECT_EQ(names.size(), 300u);
+  for (const std::string& n : names) {
+    ASSERT_EQ(unlink((mnt_ / ("d/" + n)).c_str()), 0) << n;
+  }
+  ASSERT_EQ(rmdir((mnt_ / "d").c_str()), 0);
+  EXPECT_EQ(open((mnt_ / "missing").c_str(), O_RDONLY), -1);
+  EXPECT_EQ(errno, ENOENT);
+  EXPECT_GE(Gauge("fuse_uring_requests"), before + 900)
+      << "requests did not come through the io_uring queues";
+
+  // An unmount ends the daemon with status 0.
+  auto [urc, uout] = RunCommand("fusermount3 -u " + mnt_.path());
+  ASSERT_EQ(urc, 0) << uout;
+  const int status = volume_->WaitExit(std::chrono::seconds(10));
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+}
+
+// A request that waits (parked by a quiesce) holds a queue thread; its
+// reply comes on another thread, when the range is released, and reaches
+// the caller through the ring. Other callers go on meanwhile.
+TEST_F(FuseUringTest, ParkedRequestIsAnsweredFromAnotherThread) {
+  const std::string content = "parked bytes\n";
+  WriteWholeFile(backing_ / "parked", content);
+  WriteWholeFile(backing_ / "other", "other bytes");
+  Mount("off", {"--io-uring"});
+  const std::string range = "'<*, r, //home/parked>'";
+  const int fd = open((mnt_ / "parked").c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0) << strerror(errno);
+  auto [rc, out] = Ctl(Host() + " quiesce " + range + " on");
+  ASSERT_EQ(rc, 0) << out;
+  std::atomic<ssize_t> result{-2};
+  std::string data(64, '\0');
+  std::thread reader([&] { result = pread(fd, data.data(), data.size(), 0); });
+  bool is_parked = false;
+  for (int i = 0; i < 1000 && !is_parked && result == -2; ++i) {
+    is_parked =
+        Ctl(Host() + " stats").second.find("parked 1\n") != std::string::npos;
+    if (!is_parked) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_TRUE(is_parked) << "the read was not parked";
+  for (int i = 0; i < 50; ++i) {
+    ASSERT_EQ(ReadWholeFile(mnt_ / "other"), "other bytes");
+  }
+  EXPECT_EQ(result.load(), -2) << "the quiesced read returned early";
+  std::tie(rc, out) = Ctl(Host() + " quiesce " + range + " off");
+  EXPECT_EQ(rc, 0) << out;
+  if (rc != 0) volume_.reset();  // the parked read then fails: no hang
+  reader.join();
+  close(fd);
+  EXPECT_EQ(result.load(), static_cast<ssize_t>(content.size()));
+  EXPECT_EQ(data.substr(0, content.size()), content);
+}
+
+// Queue threads run as SCHED_IDLE (so that a reply wakes its caller on
+// their CPU); a thread that busy work on its CPU keeps from running is run
+// at normal priority: a caller sharing CPU 0 with a spinning thread still
+// gets its reads, and the volume counts the boost.
+TEST_F(FuseUringTest, QueueThreadStarvedByBusyCpuIsBoosted) {
+  std::string content(4096, 'q');
+  WriteWholeFile(backing_ / "f", content);
+  Mount("off", {"--io-uring"});
+  std::atomic<bool> stop{false};
+  std::thread spinner([&] {
+    if (!PinTo(0)) return;
+    while (!stop.load(std::memory_order_relaxed)) {
+    }
+  });
+  long long boosts = 0;
+  bool reads_ok = true;
+  std::thread reader([&] {
+    reads_ok = PinTo(0);
+    const int fd = open((mnt_ / "f").c_str(), O_RDONLY);
+    reads_ok = reads_ok && fd >= 0;
+    std::string buf(4096, '\0');
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    for (int i = 0; reads_ok && std::chrono::steady_clock::now() < deadline;
+         ++i) {
+      reads_ok = pread(fd, buf.data(), buf.size(), 0) == 4096 && buf == content;
+      if (i % 200 == 199 && (boosts = Gauge("fuse_uring_boosts")) > 0) break;
+    }
+    if (fd >= 0) close(fd);
+  });
+  reader.join();
+  stop = true;
+  spinner.join();
+  EXPECT_TRUE(reads_ok);
+  EXPECT_GT(boosts, 0) << "no queue thread was boosted";
+}
+
+// --io-uring while the kernel's switch is off: a clear error, no mount.
+TEST(FuseUringSwitchTest, RefusedWhileTheKernelSwitchIsOff) {
+  UringSwitch off(false);
+  if (!off.ok()) {
+    GTEST_SKIP() << "this kernel has no FUSE over io_uring ("
+                 << UringSwitch::kPath << ")";
+  }
+  TempDir backing, mnt;
+  auto [rc, out] =
+      RunCommand(std::string(SROUTE_FUSE_BINARY) + " " + mnt.path() +
+                 " -f --backing " + backing.path() + " --io-uring");
+  EXPECT_EQ(rc, 1) << out;
+  EXPECT_NE(out.find("echo Y > /sys/module/fuse/parameters/enable_uring"),
+            std::string::npos)
+      << out;
+}
 
 }  // namespace
 }  // namespace sroute

@@ -1,0 +1,95 @@
+// FUSE over io_uring (Linux 6.14+): the kernel queues each request on a
+// ring of the CPU its caller runs on, and a thread of ours pinned to that
+// CPU takes it, answers it and fetches the next one in one system call.
+// Caller and server then stay on one CPU: no request or reply wakes a
+// thread on another (an idle CPU of a VM may be halted, and waking it costs
+// tens of microseconds), and the reply and the next fetch cost one system
+// call instead of a write and a read.
+//
+// The kernel sends every request but forgets and interrupts this way once
+// every CPU's queue has registered an entry; those two still come through
+// /dev/fuse, which the session loop keeps reading. Notifications go to
+// /dev/fuse as before.
+//
+// A queue thread serves one request at a time and commits it once it is
+// answered (on any thread; the thread waits for an answer given later), so
+// a request that blocks (a slow fsync, a storage server's round trip)
+// holds its thread: each CPU has `threads_per_cpu` of them.
+#ifndef SROUTE_FUSE_URING_QUEUES_H_
+#define SROUTE_FUSE_URING_QUEUES_H_
+
+#include <sys/uio.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "fuse/volume.h"  // libfuse, at the API version the volume uses
+
+namespace sroute {
+
+// Bits of the INIT exchange (include/uapi/linux/fuse.h, 7.42).
+inline constexpr uint64_t kFuseOverIoUring = uint64_t{1} << 41;
+
+// Path of the kernel's switch for FUSE over io_uring.
+inline constexpr const char* kUringSwitch =
+    "/sys/module/fuse/parameters/enable_uring";
+
+// "" if this kernel serves FUSE over io_uring now; else why not, and how to
+// turn it on.
+std::string UringUnavailableReason();
+
+// What the queues did, for the volume's stats.
+struct UringStats {
+  std::atomic<uint64_t> requests{0};  // served
+  // Times the watchdog ran a starved queue thread at normal priority.
+  std::atomic<uint64_t> boosts{0};
+};
+
+// Serves one request: `size` bytes of `buf`, laid out as read from
+// /dev/fuse. Its reply goes through fuse_session's custom writev or
+// SendRawReply, which hand it to UringReply.
+using UringServe = std::function<void(fuse_buf& buf, size_t size)>;
+
+class UringQueues {
+ public:
+  // Starts `threads_per_cpu` threads for each possible CPU, each with its
+  // own ring registering one entry for that CPU's queue, with room for
+  // requests of `max_payload` bytes. Returns null and sets `error` if a
+  // ring cannot be set up; requests then keep coming through /dev/fuse.
+  // REQUIRES: the INIT reply, with kFuseOverIoUring, was sent.
+  // Counts in `*stats` if set.
+  static std::unique_ptr<UringQueues> Start(fuse_session* se, UringServe serve,
+                                            int threads_per_cpu,
+                                            size_t max_payload,
+                                            UringStats* stats,
+                                            std::string* error);
+  // Stops and joins the threads (a request being served is answered
+  // first).
+  ~UringQueues();
+
+  UringQueues(const UringQueues&) = delete;
+  UringQueues& operator=(const UringQueues&) = delete;
+
+ private:
+  struct Impl;
+  explicit UringQueues(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// If a queue thread holds request `unique`, stores the reply in `iov` (its
+// first element a fuse_out_header) for it to commit, and returns true;
+// false if no queue thread holds it (the reply goes to /dev/fuse).
+// Thread-safe.
+bool UringReply(uint64_t unique, const iovec* iov, int count);
+
+// For request handlers: true if `payload` lies in the ring entry the
+// calling thread serves, which stays the request's until it is answered.
+bool InUringEntry(const void* payload);
+
+}  // namespace sroute
+
+#endif  // SROUTE_FUSE_URING_QUEUES_H_
