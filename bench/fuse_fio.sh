@@ -84,6 +84,16 @@ mount_system() {
       "$sroute_fuse" "$mnt" --backing "$data" --kernel-cache off --poll-us 50 -f & ;;
     sroute-off-1000rules)
       "$sroute_fuse" "$mnt" --backing "$data" --kernel-cache off --rules "$rules_none" -f & ;;
+    # Requests on per-CPU io_uring queues (--io-uring; the script turns the
+    # kernel's switch on for them and back off at the end).
+    sroute-off-uring)
+      "$sroute_fuse" "$mnt" --backing "$data" --kernel-cache off --io-uring -f & ;;
+    sroute-auto-uring)
+      "$sroute_fuse" "$mnt" --backing "$data" --kernel-cache auto --io-uring -f & ;;
+    sroute-off-uring-1000rules)
+      "$sroute_fuse" "$mnt" --backing "$data" --kernel-cache off --io-uring --rules "$rules_none" -f & ;;
+    sroute-off-uring-1000rules-match)
+      "$sroute_fuse" "$mnt" --backing "$data" --kernel-cache off --io-uring --rules "$rules_match" -f & ;;
     sroute-off-1000rules-match)
       "$sroute_fuse" "$mnt" --backing "$data" --kernel-cache off --rules "$rules_match" -f & ;;
     # minfreespace=0: mergerfs refuses to create on a branch with less than
@@ -101,6 +111,16 @@ mount_system() {
   echo "$sys did not mount" >&2; exit 1
 }
 
+# FUSE over io_uring is a system-wide kernel switch, off by default.
+uring_switch=/sys/module/fuse/parameters/enable_uring
+uring_was=""
+case " $systems " in
+  *-uring*)
+    [ -w "$uring_switch" ] || { echo "no $uring_switch: this kernel has no FUSE over io_uring" >&2; exit 1; }
+    uring_was=$(cat "$uring_switch")
+    echo Y > "$uring_switch" ;;
+esac
+
 unmount_system() {
   if [ -n "$daemon_pid" ]; then
     fusermount3 -u "$mnt" || umount -l "$mnt" || true
@@ -108,7 +128,10 @@ unmount_system() {
     daemon_pid=""
   fi
 }
-trap unmount_system EXIT
+restore_uring_switch() {
+  [ -z "$uring_was" ] || echo "$uring_was" > "$uring_switch"
+}
+trap 'unmount_system; restore_uring_switch' EXIT
 
 cpu_ticks() {  # utime+stime of the daemon, in clock ticks
   [ -n "$daemon_pid" ] || { echo 0; return; }
@@ -273,14 +296,18 @@ for wl in ["randread4k-1", "randread4k-4", "randwrite4k-1", "randwrite4k-4"]:
            "sroute-off", ["mergerfs-off", "ptll-never"])
     target("off, --poll-us 50 >= best of mergerfs-off, ptll-never", wl,
            "sroute-off-poll", ["mergerfs-off", "ptll-never"])
-target("auto: warm random reads >= 0.9x raw", "randread4k-1", "sroute-auto", ["raw"], 0.9)
-target("auto: warm random reads >= 0.9x raw", "randread4k-4", "sroute-auto", ["raw"], 0.9)
-for wl in ["seqread128k-1", "seqwrite128k-1"]:
-    target("auto: sequential >= mergerfs-partial", wl, "sroute-auto", ["mergerfs-partial"])
+    target("off, --io-uring >= best of mergerfs-off, ptll-never", wl,
+           "sroute-off-uring", ["mergerfs-off", "ptll-never"])
+for s in ["sroute-auto", "sroute-auto-uring"]:
+    for wl in ["randread4k-1", "randread4k-4"]:
+        target(f"{s[7:]}: warm random reads >= 0.9x raw", wl, s, ["raw"], 0.9)
+    for wl in ["seqread128k-1", "seqwrite128k-1"]:
+        target(f"{s[7:]}: sequential >= mergerfs-partial", wl, s, ["mergerfs-partial"])
 peers = ["mergerfs-off", "mergerfs-partial", "ptll-never", "ptll-default"]
-target("metadata (auto) >= best peer", "meta20k", "sroute-auto", peers)
-target("metadata (off) >= best peer", "meta20k", "sroute-off", peers)
+for s in ["sroute-auto", "sroute-off", "sroute-auto-uring", "sroute-off-uring"]:
+    target(f"metadata ({s[7:]}) >= best peer", "meta20k", s, peers)
 for wl in ["randread4k-1", "randread4k-4", "randwrite4k-1", "randwrite4k-4"]:
-    for s in ["sroute-off-1000rules", "sroute-off-1000rules-match"]:
-        target(f"{s[11:]} within 5% of empty", wl, s, ["sroute-off"], 0.95)
+    for empty in ["sroute-off", "sroute-off-uring"]:
+        for s in [empty + "-1000rules", empty + "-1000rules-match"]:
+            target(f"{s[7:]} within 5% of empty", wl, s, [empty], 0.95)
 PY
