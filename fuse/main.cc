@@ -193,6 +193,7 @@ int main(int argc, char** argv) {
       if (config->poll_us() > 100000) return Die("poll_us: at most 100000");
       poll_us = static_cast<int>(config->poll_us());
     }
+    if (config->io_uring()) io_uring = true;
     if (nice_opt->count() == 0 && config->has_nice()) {
       if (config->nice() < -20 || config->nice() > 19) {
         return Die("nice: must be in -20..19, not " +

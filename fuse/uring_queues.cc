@@ -106,8 +106,9 @@ struct Entry {
 };
 
 // Every entry of the process's queues, for replies given on other threads.
-// Entries are never freed (their buffers are), so that a scan never reads
-// a dead one; a process has one set of queues.
+// Entries and their buffers are never freed: a reply given after its queue
+// thread ended may still read or write one (a process has one set of
+// queues, and at most kMaxEntries entries).
 constexpr int kMaxEntries = 4096;
 std::atomic<Entry*> registry[kMaxEntries];
 std::atomic<int> registered{0};
@@ -119,7 +120,8 @@ Entry* FindServing(uint64_t unique) {
   if (e != nullptr && e->serving.load(std::memory_order_acquire) == unique) {
     return e;
   }
-  const int n = registered.load(std::memory_order_acquire);
+  const int n =
+      std::min(registered.load(std::memory_order_acquire), kMaxEntries);
   for (int i = 0; i < n; ++i) {
     e = registry[i].load(std::memory_order_acquire);
     if (e != nullptr && e->serving.load(std::memory_order_acquire) == unique)

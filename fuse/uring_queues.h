@@ -11,10 +11,16 @@
 // /dev/fuse, which the session loop keeps reading. Notifications go to
 // /dev/fuse as before.
 //
-// A queue thread serves one request at a time and commits it once it is
-// answered (on any thread; the thread waits for an answer given later), so
-// a request that blocks (a slow fsync, a storage server's round trip)
-// holds its thread: each CPU has `threads_per_cpu` of them.
+// A queue thread serves one request at a time. A request answered later,
+// on another thread (parked by a quiesce, sent to a storage server), keeps
+// its ring entry but not the thread, which registers another entry (up to
+// 64) while all of its own wait. A thread blocked in a slow call (fsync on
+// a hung disk) holds the requests its other entries took; each CPU has
+// `threads_per_cpu` threads.
+//
+// Queue threads run as SCHED_IDLE, so that the kernel runs a caller woken
+// by a reply on their CPU; a watchdog runs one at normal priority while
+// other work on its CPU keeps it from running.
 #ifndef SROUTE_FUSE_URING_QUEUES_H_
 #define SROUTE_FUSE_URING_QUEUES_H_
 
@@ -57,18 +63,17 @@ using UringServe = std::function<void(fuse_buf& buf, size_t size)>;
 class UringQueues {
  public:
   // Starts `threads_per_cpu` threads for each possible CPU, each with its
-  // own ring registering one entry for that CPU's queue, with room for
+  // own ring registering entries for that CPU's queue, with room for
   // requests of `max_payload` bytes. Returns null and sets `error` if a
   // ring cannot be set up; requests then keep coming through /dev/fuse.
-  // REQUIRES: the INIT reply, with kFuseOverIoUring, was sent.
   // Counts in `*stats` if set.
+  // REQUIRES: the INIT reply, with kFuseOverIoUring, was sent.
   static std::unique_ptr<UringQueues> Start(fuse_session* se, UringServe serve,
                                             int threads_per_cpu,
                                             size_t max_payload,
                                             UringStats* stats,
                                             std::string* error);
-  // Stops and joins the threads (a request being served is answered
-  // first).
+  // Stops and joins the threads (each after the request it is serving).
   ~UringQueues();
 
   UringQueues(const UringQueues&) = delete;

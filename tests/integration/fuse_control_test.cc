@@ -841,6 +841,36 @@ TEST_F(FuseUringTest, QueueThreadStarvedByBusyCpuIsBoosted) {
   EXPECT_GT(boosts, 0) << "no queue thread was boosted";
 }
 
+// io_uring turned on from a config file (io_uring: true) and from an fstab
+// line (mount.fuse.sroute -o io_uring).
+TEST_F(FuseUringTest, TurnedOnFromAConfigFileOrAnFstabLine) {
+  sock_ = ctl_dir_ / "config.sock";
+  const std::string config = ctl_dir_ / "volume.conf";
+  WriteWholeFile(config, "backing: \"" + backing_.path() +
+                             "\"\ncontrol_socket: \"" + sock_ +
+                             "\"\nio_uring: true\n");
+  volume_ = std::make_unique<MountedVolume>(
+      SROUTE_FUSE_BINARY, mnt_.path(),
+      std::vector<std::string>{"--config", config});
+  ASSERT_TRUE(volume_->ok()) << "sroute-fuse did not mount";
+  WriteWholeFile(mnt_ / "c", "config");
+  EXPECT_GT(Gauge("fuse_uring_requests"), 0);
+  volume_.reset();
+
+  sock_ = ctl_dir_ / "fstab.sock";
+  const std::string helper =
+      std::filesystem::path(SROUTE_FUSE_BINARY).parent_path() /
+      "mount.fuse.sroute";
+  auto [rc, out] =
+      RunCommand(helper + " " + backing_.path() + " " + mnt_.path() +
+                 " -o defaults,io_uring,control=" + sock_);
+  ASSERT_EQ(rc, 0) << out;
+  WriteWholeFile(mnt_ / "f", "fstab");
+  EXPECT_EQ(ReadWholeFile(backing_ / "f"), "fstab");
+  EXPECT_GT(Gauge("fuse_uring_requests"), 0);
+  EXPECT_EQ(RunCommand("fusermount3 -u " + mnt_.path()).first, 0);
+}
+
 // --io-uring while the kernel's switch is off: a clear error, no mount.
 TEST(FuseUringSwitchTest, RefusedWhileTheKernelSwitchIsOff) {
   UringSwitch off(false);
