@@ -63,9 +63,10 @@ constexpr int kWakeSignal = SIGUSR2;
 // write's data.
 constexpr size_t kPayloadOffset = 4096;
 
-// Entries a thread registers at first, and at most (more are registered
-// while all wait for answers given later: parked IO, storage servers).
-constexpr int kFirstEntries = 2;
+// Entries a thread registers at first, keeps free, and at most (see
+// KeepSpareEntries).
+constexpr int kFirstEntries = 8;
+constexpr long kSpareEntries = 4;
 constexpr size_t kMaxEntriesPerThread = 64;
 // Submission slots: a registration and a commit per entry, the eventfd.
 constexpr unsigned kRingSize = 256;
@@ -204,6 +205,16 @@ class Ring {
     pending_ = 0;
     const long res = syscall(__NR_io_uring_enter, fd_, to_submit, 1,
                              IORING_ENTER_GETEVENTS, nullptr, 0);
+    return res < 0 ? errno : 0;
+  }
+
+  // Submits the queued SQEs without waiting. Returns 0 or an errno.
+  int Submit() {
+    __atomic_store_n(sq_tail_, *sq_tail_ + pending_, __ATOMIC_RELEASE);
+    const unsigned to_submit = pending_;
+    pending_ = 0;
+    const long res =
+        syscall(__NR_io_uring_enter, fd_, to_submit, 0, 0, nullptr, 0);
     return res < 0 ? errno : 0;
   }
 
@@ -384,6 +395,32 @@ struct UringQueues::Impl {
                reinterpret_cast<uint64_t>(e));
   }
 
+  // A request that waits for its answer keeps its entry. The kernel gives a
+  // request that finds no free entry of its CPU to the next entry that
+  // commits, not to one registered later: were every entry of a CPU
+  // waiting for answers, such a request would wait for one of them (a
+  // quiesced range whose release waits on it would never come free). So a
+  // thread keeps kSpareEntries free, registering more (up to
+  // kMaxEntriesPerThread) as soon as its requests start to wait; it starts
+  // with kFirstEntries for bursts that come before it can run (under CPU
+  // contention a SCHED_IDLE thread runs late).
+  void KeepSpareEntries(Ring& ring, int fd, Thread* t, uint16_t qid) {
+    auto free_entries = [t] {
+      return std::count_if(t->entries.begin(), t->entries.end(), [](Entry* e) {
+        return e->state.load(std::memory_order_relaxed) == kInKernel;
+      });
+    };
+    bool added = false;
+    while (free_entries() < kSpareEntries &&
+           t->entries.size() < kMaxEntriesPerThread) {
+      Entry* e = NewEntry(t, qid);
+      if (e == nullptr) break;
+      Register(ring, fd, e);
+      added = true;
+    }
+    if (added) ring.Submit();
+  }
+
   void ArmEventFd(Ring& ring, Thread* t, uint64_t* sink) {
     io_uring_sqe* sqe = ring.NextSqe();
     sqe->opcode = IORING_OP_READ;
@@ -464,18 +501,13 @@ struct UringQueues::Impl {
           break;
         }
         auto* e = reinterpret_cast<Entry*>(tag);
-        if (Serve(e)) Commit(ring, fd, e);
+        if (Serve(e)) {
+          Commit(ring, fd, e);
+        } else {
+          KeepSpareEntries(ring, fd, t, qid);
+        }
       }
       if (err != 0) break;
-      // Requests waiting for answers keep their entries: register another
-      // so that the next request of this CPU need not wait for them.
-      const bool none_free =
-          std::none_of(t->entries.begin(), t->entries.end(), [](Entry* e) {
-            return e->state.load(std::memory_order_relaxed) == kInKernel;
-          });
-      if (none_free && t->entries.size() < kMaxEntriesPerThread) {
-        if (Entry* e = NewEntry(t, qid)) Register(ring, fd, e);
-      }
       if (t->boosted.load(std::memory_order_relaxed) &&
           NowNs() >= t->boost_until.load(std::memory_order_relaxed)) {
         t->boosted.store(false);

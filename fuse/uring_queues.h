@@ -13,10 +13,13 @@
 //
 // A queue thread serves one request at a time. A request answered later,
 // on another thread (parked by a quiesce, sent to a storage server), keeps
-// its ring entry but not the thread, which registers another entry (up to
-// 64) while all of its own wait. A thread blocked in a slow call (fsync on
-// a hung disk) holds the requests its other entries took; each CPU has
-// `threads_per_cpu` threads.
+// its ring entry but not the thread. A thread starts with 8 entries and
+// registers more as its requests start to wait, keeping 4 free (up to 64):
+// the kernel hands a request that finds no free entry of its CPU only to
+// an entry that commits, so a request arriving while every entry of its
+// CPU waits for an answer waits for one of those answers. A thread blocked in a
+// slow call (fsync on a hung disk) holds the requests its other entries took;
+// each CPU has `threads_per_cpu` threads.
 //
 // Queue threads run as SCHED_IDLE, so that the kernel runs a caller woken
 // by a reply on their CPU; a watchdog runs one at normal priority while
