@@ -90,6 +90,7 @@ size_t TotalLength(const iovec* iov, int count) {
 // libfuse's replies with io_uring asked for: to the ring entry holding the
 // request, else to /dev/fuse.
 ssize_t HookedWritev(int fd, iovec* iov, int count, void*) {
+  KernelHandOffRelease();
   if (count > 0 && iov[0].iov_len >= sizeof(fuse_out_header)) {
     const auto* out = static_cast<const fuse_out_header*>(iov[0].iov_base);
     if (UringReply(out->unique, iov, count)) {
@@ -343,6 +344,7 @@ class Loop {
         break;
       }
       w->requests.store(++requests, std::memory_order_relaxed);
+      KernelHandOffAcquire();
       current_request_buffer = &buf;
       const bool init = o_.io_uring && NoteInit(buf, static_cast<size_t>(res));
       if (!ServeRaw(buf, static_cast<size_t>(res))) {
@@ -524,6 +526,7 @@ void SendRawReply(fuse_session* se, uint64_t unique, int error,
   iovec iov[2] = {{&out, sizeof(out)}, {const_cast<void*>(data), size}};
   const int count = error == 0 && size > 0 ? 2 : 1;
   out.len = static_cast<uint32_t>(sizeof(out) + (count == 2 ? size : 0));
+  KernelHandOffRelease();
   if (UringReply(unique, iov, count)) return;
   // ENOENT: the kernel dropped the request (its caller was killed).
   // Anything else means the session is gone; the loop sees that itself.

@@ -26,8 +26,17 @@
 
 #include "util/log.h"
 
+#if defined(__SANITIZE_THREAD__)
+extern "C" void __tsan_acquire(void* addr);
+extern "C" void __tsan_release(void* addr);
+#endif
+
 namespace sroute {
 namespace {
+
+#if defined(__SANITIZE_THREAD__)
+char kernel_hand_off;  // the address TSan's happens-before edges use
+#endif
 
 // The kernel's FUSE-over-io_uring ABI (7.42), which Debian 12's
 // linux/fuse.h predates.
@@ -200,16 +209,20 @@ class Ring {
   // Submits the queued SQEs and waits for a completion. Returns 0 or an
   // errno (EINTR: a signal came).
   int SubmitAndWait() {
+    KernelHandOffRelease();
     __atomic_store_n(sq_tail_, *sq_tail_ + pending_, __ATOMIC_RELEASE);
     const unsigned to_submit = pending_;
     pending_ = 0;
     const long res = syscall(__NR_io_uring_enter, fd_, to_submit, 1,
                              IORING_ENTER_GETEVENTS, nullptr, 0);
-    return res < 0 ? errno : 0;
+    const int err = res < 0 ? errno : 0;
+    KernelHandOffAcquire();
+    return err;
   }
 
   // Submits the queued SQEs without waiting. Returns 0 or an errno.
   int Submit() {
+    KernelHandOffRelease();
     __atomic_store_n(sq_tail_, *sq_tail_ + pending_, __ATOMIC_RELEASE);
     const unsigned to_submit = pending_;
     pending_ = 0;
@@ -710,6 +723,18 @@ bool UringReply(uint64_t unique, const iovec* iov, int count) {
     (void)!write(owner->eventfd, &one, sizeof(one));
   }
   return true;
+}
+
+void KernelHandOffRelease() {
+#if defined(__SANITIZE_THREAD__)
+  __tsan_release(&kernel_hand_off);
+#endif
+}
+
+void KernelHandOffAcquire() {
+#if defined(__SANITIZE_THREAD__)
+  __tsan_acquire(&kernel_hand_off);
+#endif
 }
 
 bool InUringEntry(const void* payload) {

@@ -94,6 +94,15 @@ class UringQueues {
 // Thread-safe.
 bool UringReply(uint64_t unique, const iovec* iov, int count);
 
+// For ThreadSanitizer, which cannot see the kernel order requests: the
+// caller of a request handled on one thread waited for the reply to an
+// earlier one given on another (a release after a write). Call
+// KernelHandOffRelease before handing the kernel anything (a reply, a
+// commit) and KernelHandOffAcquire after taking anything from it (a
+// request); both do nothing in other builds.
+void KernelHandOffRelease();
+void KernelHandOffAcquire();
+
 // For request handlers: true if `payload` lies in the ring entry the
 // calling thread serves, which stays the request's until it is answered.
 bool InUringEntry(const void* payload);
