@@ -668,7 +668,8 @@ UringQueues::~UringQueues() {
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
     if (t->thread.joinable()) t->thread.join();
-    if (t->owner.eventfd >= 0) close(t->owner.eventfd);
+    // The eventfd stays open, as the entries stay: an answer given late
+    // (a storage server's, a released quiesce's) may still write to it.
   }
 }
 

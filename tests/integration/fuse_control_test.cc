@@ -707,8 +707,16 @@ class FuseUringTest : public FuseControlTest {
 TEST_F(FuseUringTest, ServesRoutedIoOnPerCpuQueuesAndEndsCleanly) {
   WriteWholeFile(other_ / "routed", "");
   Mount("off", {"--io-uring"});
+  // The queues start once the kernel's INIT is answered, after the mount.
+  const size_t expected_threads = 2 * PossibleCpus();
+  for (int i = 0;
+       i < 1000 &&
+       ThreadIdsNamed(volume_->pid(), "fuse-uring").size() < expected_threads;
+       ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
   EXPECT_EQ(ThreadIdsNamed(volume_->pid(), "fuse-uring").size(),
-            static_cast<size_t>(2 * PossibleCpus()));
+            expected_threads);
   const long long before = Gauge("fuse_uring_requests");
   EXPECT_GE(before, 0);
 
