@@ -347,9 +347,7 @@ class Loop {
       KernelHandOffAcquire();
       current_request_buffer = &buf;
       const bool init = o_.io_uring && NoteInit(buf, static_cast<size_t>(res));
-      if (!ServeRaw(buf, static_cast<size_t>(res))) {
-        fuse_session_process_buf(se_, &buf);
-      }
+      Serve(buf, static_cast<size_t>(res));
       current_request_buffer = nullptr;
       if (init) StartUring();
       w->requests.store(++requests, std::memory_order_relaxed);
@@ -394,10 +392,7 @@ class Loop {
     }
     std::string error;
     auto queues = UringQueues::Start(
-        se_,
-        [this](fuse_buf& buf, size_t size) {
-          if (!ServeRaw(buf, size)) fuse_session_process_buf(se_, &buf);
-        },
+        se_, [this](fuse_buf& buf, size_t size) { Serve(buf, size); },
         o_.uring_threads_per_cpu, uring_max_payload.load(), o_.uring_stats,
         &error);
     if (queues == nullptr) {
@@ -406,6 +401,12 @@ class Loop {
     }
     std::lock_guard<std::mutex> l(uring_mu_);
     uring_ = std::move(queues);
+  }
+
+  // Serves the `size` bytes received in `buf`: the raw handler, else
+  // libfuse.
+  void Serve(fuse_buf& buf, size_t size) {
+    if (!ServeRaw(buf, size)) fuse_session_process_buf(se_, &buf);
   }
 
   // Offers the `size` bytes received in `buf` to the raw handler; true if

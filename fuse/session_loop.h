@@ -104,11 +104,11 @@ bool InRequestBuffer(const void* payload);
 // Takes that buffer from the worker, which then receives its next request
 // into another, and returns it; nullptr (taking nothing) if `payload` does
 // not lie in it, or lies in an io_uring entry (uring_queues.h), which stays
-// the request's until it is answered. A handler whose request outlives it keeps
-// the payload so without copying it. Give the buffer back with
-// ReturnRequestBuffer once the payload is no longer used. REQUIRES: called by
-// the handler, on the worker serving the request (both functions look at the
-// calling thread's request).
+// the request's until it is answered. A handler whose request outlives it
+// keeps the payload so without copying it. Give the buffer back with
+// ReturnRequestBuffer once the payload is no longer used.
+// REQUIRES: called by the handler, on the worker serving the request (both
+// functions look at the calling thread's request).
 void* TakeRequestBuffer(const void* payload);
 // Makes a taken buffer available to the workers again (or frees it).
 // Thread-safe.

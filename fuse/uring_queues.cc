@@ -206,29 +206,18 @@ class Ring {
     return sqe;
   }
 
-  // Submits the queued SQEs and waits for a completion. Returns 0 or an
-  // errno (EINTR: a signal came).
-  int SubmitAndWait() {
+  // Submits the queued SQEs and, if `wait`, waits for a completion.
+  // Returns 0 or an errno (EINTR: a signal came).
+  int Enter(bool wait) {
     KernelHandOffRelease();
     __atomic_store_n(sq_tail_, *sq_tail_ + pending_, __ATOMIC_RELEASE);
     const unsigned to_submit = pending_;
     pending_ = 0;
-    const long res = syscall(__NR_io_uring_enter, fd_, to_submit, 1,
-                             IORING_ENTER_GETEVENTS, nullptr, 0);
+    const long res = syscall(__NR_io_uring_enter, fd_, to_submit, wait ? 1 : 0,
+                             wait ? IORING_ENTER_GETEVENTS : 0, nullptr, 0);
     const int err = res < 0 ? errno : 0;
     KernelHandOffAcquire();
     return err;
-  }
-
-  // Submits the queued SQEs without waiting. Returns 0 or an errno.
-  int Submit() {
-    KernelHandOffRelease();
-    __atomic_store_n(sq_tail_, *sq_tail_ + pending_, __ATOMIC_RELEASE);
-    const unsigned to_submit = pending_;
-    pending_ = 0;
-    const long res =
-        syscall(__NR_io_uring_enter, fd_, to_submit, 0, 0, nullptr, 0);
-    return res < 0 ? errno : 0;
   }
 
   // The next completion, or null; Seen() consumes it.
@@ -383,15 +372,14 @@ struct UringQueues::Impl {
 
   // A new entry of `t` for queue `qid`, in the registry.
   Entry* NewEntry(Thread* t, uint16_t qid) {
-    if (registered.load() >= kMaxEntries) return nullptr;
-    auto* e = new Entry;  // never freed: see registry
+    const int slot = registered.fetch_add(1);
+    if (slot >= kMaxEntries) return nullptr;  // scans stop at kMaxEntries
+    auto* e = new Entry;                      // never freed: see registry
     e->payload_size = payload_size;
     e->buffer = static_cast<char*>(::operator new (
         kPayloadOffset + payload_size, std::align_val_t{kPayloadOffset}));
     e->owner = &t->owner;
     e->qid = qid;
-    const int slot = registered.fetch_add(1);
-    if (slot >= kMaxEntries) return nullptr;  // leaked, never registered
     registry[slot].store(e);
     t->entries.push_back(e);
     return e;
@@ -431,7 +419,7 @@ struct UringQueues::Impl {
       Register(ring, fd, e);
       added = true;
     }
-    if (added) ring.Submit();
+    if (added) ring.Enter(/*wait=*/false);
   }
 
   void ArmEventFd(Ring& ring, Thread* t, uint64_t* sink) {
@@ -488,7 +476,7 @@ struct UringQueues::Impl {
       cv.notify_all();
     }
     while (err == 0 && !stop.load()) {
-      err = ring.SubmitAndWait();
+      err = ring.Enter(/*wait=*/true);
       if (err == EINTR) {
         err = 0;
         continue;
