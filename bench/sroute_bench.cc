@@ -7,6 +7,8 @@
 //                      hit and miss.
 // BM_RouteNullEndpoint full SSwitch::Route of a 4 KiB read to an endpoint
 //                      that completes at once (with 0 or 1000 rules).
+// BM_RouteBenchFile   4 KiB reads and writes of bench/fuse_fio.sh's file
+//                      through its 1000 rules, with and without a match.
 // BM_RouteUnderUpdates 2 routing threads while a third thread keeps
 //                      inserting and deleting rules.
 // BM_UpdateOne/N       one Insert+Delete on a table of N rules.
@@ -131,11 +133,14 @@ class NullEndpoint : public Endpoint {
   }
 };
 
-std::unique_ptr<SSwitch> MakeSwitch(int rules) {
+// A switch with `rules` rules that miss the benchmarks' files, after
+// `first` if not empty, all in one table (as a rules file installs them).
+std::unique_ptr<SSwitch> MakeSwitch(int rules, std::string_view first = "") {
   auto sw = std::make_unique<SSwitch>("bench");
   (void)sw->AddEndpoint("A", std::make_shared<NullEndpoint>());
   (void)sw->AddEndpoint("B", std::make_shared<NullEndpoint>());
   std::vector<Rule> batch;
+  if (!first.empty()) batch.push_back(*ParseRule(first));
   for (int i = 0; i < rules; ++i) {
     batch.push_back(
         *ParseRule(StrCat("<*, *, //A/other/f", i, "> -> <IO, //B/f", i, ">")));
@@ -172,32 +177,44 @@ void BM_RouteNullEndpointMatched(benchmark::State& state) {
 }
 BENCHMARK(BM_RouteNullEndpointMatched);
 
-// 4 KiB writes through the FUSE benchmark's rules (bench/fuse_fio.sh):
-// none matching the file, or one more routing it to itself, which makes the
-// sSwitch also ask where the file's home is (a write detoured away from it
-// must grow it). On 1 thread, and on 2 as the 4-job FUSE runs use 2 cores.
-// Thread 0 builds the switch before the loop's start barrier.
-void BM_RouteWrite(benchmark::State& state) {
+// 4 KiB reads (range(0) == 0) and writes (1) through the FUSE benchmark's
+// rules (bench/fuse_fio.sh): none matching the file (range(1) == 0), or one
+// more routing it to itself, ahead of them in the same table (1). A matched
+// write also makes the sSwitch ask where the file's home is (a write
+// detoured away from it must grow it). On 1 thread, and on 2 as the 4-job
+// FUSE runs use 2 cores. Thread 0 builds the switch before the loop's start
+// barrier.
+void BM_RouteBenchFile(benchmark::State& state) {
   static std::unique_ptr<SSwitch> sw;
   if (state.thread_index() == 0) {
-    sw = MakeSwitch(1000);
-    if (state.range(0) == 1) {
-      (void)sw->Insert(
-          *ParseRule("<*, r|w, //A/data/file.bin> -> <IO, //A/data/file.bin>"));
-    }
+    sw =
+        MakeSwitch(1000, state.range(1) == 1 ? "<*, r|w, //A/data/file.bin> -> "
+                                               "<IO, //A/data/file.bin>"
+                                             : "");
   }
-  IoHeader h{"tenant1", "", Op::kWrite, "//A/data/file.bin", 0, 4096};
+  const bool write = state.range(0) == 1;
+  IoHeader h{"tenant1",           "", write ? Op::kWrite : Op::kRead,
+             "//A/data/file.bin", 0,  4096};
   std::vector<char> buf(4096);
   for (auto _ : state) {
     Io io;
     io.header = h;
-    io.write_data = std::span<const char>(buf.data(), buf.size());
+    if (write) {
+      io.write_data = std::span<const char>(buf.data(), buf.size());
+    } else {
+      io.read_buffer = std::span<char>(buf.data(), buf.size());
+    }
     io.set_completion([](Io&) {});
     sw->Route(&io);
   }
   state.SetItemsProcessed(state.iterations());
 }
-BENCHMARK(BM_RouteWrite)->Arg(0)->Arg(1)->Threads(1)->Threads(2)->UseRealTime();
+BENCHMARK(BM_RouteBenchFile)
+    ->ArgsProduct({{0, 1}, {0, 1}})
+    ->ArgNames({"write", "match"})
+    ->Threads(1)
+    ->Threads(2)
+    ->UseRealTime();
 
 // Two routing threads; thread 0 also runs an updater thread that inserts
 // and deletes a rule as fast as it can for the whole measurement.

@@ -32,6 +32,11 @@ class InstalledRule : public RuleEntry {
       if (d.what == Detour::What::kIo) ++io_detours;
       if (d.what == Detour::What::kF) has_f_detour = true;
     }
+    const auto& detours = this->rule().detours;
+    if (detours.size() == 1 && detours[0].what == Detour::What::kIo &&
+        detours[0].target.kind == Target::Kind::kFile) {
+      only_file_detour = &detours[0];
+    }
   }
   mutable RuleCounters counters;
   std::unique_ptr<Delegate> delegate;
@@ -39,6 +44,9 @@ class InstalledRule : public RuleEntry {
   bool delegate_durable = false;  // the delegate makes durable rules
   int io_detours = 0;
   bool has_f_detour = false;
+  // The rule's detour if it has only one, an IO detour to a file (the
+  // common shape, which RoutePiece serves without the general path).
+  const Detour* only_file_detour = nullptr;
 };
 
 const InstalledRule* AsInstalled(const RuleEntry* e) {
@@ -605,6 +613,10 @@ void SSwitch::RoutePiece(Io* io, const RuleEntry* entry) {
   const InstalledRule* rule = AsInstalled(entry);
   const Rule& r = rule->rule();
   rule->counters.Start(io->header.op_class());
+  if (rule->only_file_detour != nullptr && !rule->delegate) {
+    SendToOnlyFileDetour(io, rule);
+    return;
+  }
   Io::Frame frame;
   frame.rule = rule;
   frame.start_ns = MonotonicNanos();
@@ -711,6 +723,25 @@ void SSwitch::RoutePiece(Io* io, const RuleEntry* entry) {
   } else {
     Scatter(io, rule, chosen);
   }
+}
+
+// RoutePiece for a rule without a delegate whose one detour sends the IO to
+// a file: what the general path does for it, without its delegate's and
+// side detours' work.
+void SSwitch::SendToOnlyFileDetour(Io* io, const RuleEntry* entry) {
+  const InstalledRule* rule = AsInstalled(entry);
+  io->frames_.emplace_back();
+  Io::Frame& frame = io->frames_.back();
+  frame.rule = rule;
+  frame.start_ns = MonotonicNanos();
+  const Rule& r = rule->rule();
+  std::string file = ResolveTargetFile(rule->only_file_detour->target,
+                                       r.pattern.file, io->header.file);
+  if (io->header.op == Op::kWrite) {
+    std::string home = HomeOf(*io->snapshot_, io->header);
+    if (!home.empty() && home != file) io = GrowHomeAfter(io, std::move(home));
+  }
+  SendToFile(io, std::move(file));
 }
 
 Io* SSwitch::GrowHomeAfter(Io* io, std::string home) {

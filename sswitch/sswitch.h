@@ -197,6 +197,7 @@ class SSwitch {
   void Admit(Io* io);
   void Dispatch(Io* io);
   void RoutePiece(Io* io, const RuleEntry* rule);
+  void SendToOnlyFileDetour(Io* io, const RuleEntry* rule);
   void SendTo(Io* io, const Target& target, std::string resolved_file,
               uint64_t rule_id);
   void SendToFile(Io* io, std::string file);

@@ -2,7 +2,12 @@
 
 #include <time.h>
 
+#include <algorithm>
 #include <bit>
+#include <memory>
+#include <thread>
+
+#include "sswitch/thread_shard.h"
 
 namespace sroute {
 
@@ -32,6 +37,13 @@ uint64_t LatencyHistogram::UpperEdge(int bucket) {
 
 void LatencyHistogram::Record(uint64_t ns) {
   counts_[BucketOf(ns)].fetch_add(1, std::memory_order_relaxed);
+}
+
+void LatencyHistogram::Add(const LatencyHistogram& other) {
+  for (int i = 0; i < kBuckets; ++i) {
+    const uint32_t c = other.counts_[i].load(std::memory_order_relaxed);
+    if (c != 0) counts_[i].fetch_add(c, std::memory_order_relaxed);
+  }
 }
 
 uint64_t LatencyHistogram::count() const {
@@ -92,56 +104,141 @@ uint64_t LatencyHistogram::PercentileOfGrowth(const Counts& before,
   return UpperEdge(grown.back().first);
 }
 
-void RuleCounters::Finish(OpClass cls, uint64_t bytes, bool error,
-                          uint64_t latency_ns) {
-  class_bytes_[Slot(cls)].fetch_add(bytes, std::memory_order_relaxed);
-  in_flight_.fetch_sub(1, std::memory_order_relaxed);
-  if (error) errors_.fetch_add(1, std::memory_order_relaxed);
-  LatencyHistogram* h = latency_.load(std::memory_order_acquire);
-  if (h == nullptr) {
+namespace {
+
+int ClassSlot(OpClass cls) {
+  return cls == kOpClassRead ? 0 : cls == kOpClassWrite ? 1 : 2;
+}
+
+// Slots per rule: the CPUs, rounded up to a power of two, at most
+// kThreadShards.
+int SlotCount() {
+  static const int n = [] {
+    const unsigned cpus = std::max(1u, std::thread::hardware_concurrency());
+    return static_cast<int>(
+        std::bit_ceil(std::min(cpus, static_cast<unsigned>(kThreadShards))));
+  }();
+  return n;
+}
+
+// The slot of the calling thread's CPU: threads on one CPU share one (they
+// take turns on it anyway), threads on two never do while there are no more
+// CPUs than slots.
+int LocalSlot() { return CpuShard() & (SlotCount() - 1); }
+
+}  // namespace
+
+// One CPU slot's counters, in one cache line: an IO touches this line and
+// one line of the slot's histogram.
+struct alignas(64) RuleCounters::Slot {
+  ~Slot() { delete latency.load(); }
+  // The slot's histogram, made on its first use.
+  LatencyHistogram& Latency() {
+    LatencyHistogram* h = latency.load(std::memory_order_acquire);
+    if (h != nullptr) return *h;
     auto* fresh = new LatencyHistogram();
-    if (latency_.compare_exchange_strong(h, fresh, std::memory_order_acq_rel)) {
-      h = fresh;
+    if (latency.compare_exchange_strong(h, fresh, std::memory_order_acq_rel)) {
+      return *fresh;
+    }
+    delete fresh;
+    return *h;
+  }
+
+  // By class: 0 reads, 1 writes, 2 creates and deletes.
+  std::array<std::atomic<uint64_t>, 3> class_ops{};
+  std::array<std::atomic<uint64_t>, 3> class_bytes{};
+  std::atomic<uint64_t> errors{0};
+  // No count in flight: it is the ops less the latencies recorded, which
+  // saves two atomic updates per IO.
+  std::atomic<LatencyHistogram*> latency{nullptr};
+};
+RuleCounters::~RuleCounters() {
+  delete[] slots_.load(std::memory_order_relaxed);
+}
+
+RuleCounters::Slot& RuleCounters::LocalSlot() {
+  static_assert(sizeof(Slot) == 64);
+  Slot* s = slots_.load(std::memory_order_acquire);
+  if (s == nullptr) {
+    auto* fresh = new Slot[SlotCount()];
+    if (slots_.compare_exchange_strong(s, fresh, std::memory_order_acq_rel)) {
+      s = fresh;
     } else {
-      delete fresh;
+      delete[] fresh;
     }
   }
-  h->Record(latency_ns);
+  return s[sroute::LocalSlot()];
+}
+
+void RuleCounters::Start(OpClass cls) {
+  LocalSlot().class_ops[ClassSlot(cls)].fetch_add(1, std::memory_order_relaxed);
+}
+
+void RuleCounters::Finish(OpClass cls, uint64_t bytes, bool error,
+                          uint64_t latency_ns) {
+  Slot& slot = LocalSlot();
+  slot.class_bytes[ClassSlot(cls)].fetch_add(bytes, std::memory_order_relaxed);
+  if (error) slot.errors.fetch_add(1, std::memory_order_relaxed);
+  slot.Latency().Record(latency_ns);
+}
+
+bool RuleCounters::MergedLatency(LatencyHistogram* out) const {
+  const Slot* s = slots_.load(std::memory_order_acquire);
+  if (s == nullptr) return false;
+  bool any = false;
+  for (int i = 0; i < SlotCount(); ++i) {
+    if (const LatencyHistogram* h =
+            s[i].latency.load(std::memory_order_acquire)) {
+      out->Add(*h);
+      any = true;
+    }
+  }
+  return any;
 }
 
 uint64_t RuleCounters::ops() const {
-  return class_ops_[0].load(std::memory_order_relaxed) +
-         class_ops_[1].load(std::memory_order_relaxed) +
-         class_ops_[2].load(std::memory_order_relaxed);
+  const Slot* s = slots_.load(std::memory_order_acquire);
+  if (s == nullptr) return 0;
+  uint64_t n = 0;
+  for (int i = 0; i < SlotCount(); ++i) {
+    for (const auto& c : s[i].class_ops) n += c.load(std::memory_order_relaxed);
+  }
+  return n;
 }
 
 void RuleCounters::LatencyCounts(LatencyHistogram::Counts* out) const {
   out->clear();
-  if (const LatencyHistogram* h = latency_.load(std::memory_order_acquire)) {
-    h->NonZero(out);
-  }
+  LatencyHistogram merged;
+  if (MergedLatency(&merged)) merged.NonZero(out);
 }
 
 RuleCountersSnapshot RuleCounters::Read(bool percentiles) const {
-  RuleCountersSnapshot s;
-  s.reads = class_ops_[0].load(std::memory_order_relaxed);
-  s.writes = class_ops_[1].load(std::memory_order_relaxed);
-  s.others = class_ops_[2].load(std::memory_order_relaxed);
-  s.ops = s.reads + s.writes + s.others;
-  s.read_bytes = class_bytes_[0].load(std::memory_order_relaxed);
-  s.write_bytes = class_bytes_[1].load(std::memory_order_relaxed);
-  s.bytes = s.read_bytes + s.write_bytes +
-            class_bytes_[2].load(std::memory_order_relaxed);
-  s.in_flight = in_flight_.load(std::memory_order_relaxed);
-  s.errors = errors_.load(std::memory_order_relaxed);
-  const LatencyHistogram* h =
-      percentiles ? latency_.load(std::memory_order_acquire) : nullptr;
-  if (h != nullptr) {
-    s.p50_ns = h->Percentile(0.5);
-    s.p99_ns = h->Percentile(0.99);
-    s.p999_ns = h->Percentile(0.999);
+  RuleCountersSnapshot out;
+  const Slot* s = slots_.load(std::memory_order_acquire);
+  if (s == nullptr) return out;
+  // Completions before starts: an IO counted as finished was started.
+  LatencyHistogram merged;
+  const bool any_latency = MergedLatency(&merged);
+  const uint64_t finished = merged.count();
+  for (int i = 0; i < SlotCount(); ++i) {
+    const Slot& slot = s[i];
+    out.reads += slot.class_ops[0].load(std::memory_order_relaxed);
+    out.writes += slot.class_ops[1].load(std::memory_order_relaxed);
+    out.others += slot.class_ops[2].load(std::memory_order_relaxed);
+    out.read_bytes += slot.class_bytes[0].load(std::memory_order_relaxed);
+    out.write_bytes += slot.class_bytes[1].load(std::memory_order_relaxed);
+    out.bytes += slot.class_bytes[2].load(std::memory_order_relaxed);
+    out.errors += slot.errors.load(std::memory_order_relaxed);
   }
-  return s;
+  out.ops = out.reads + out.writes + out.others;
+  out.bytes += out.read_bytes + out.write_bytes;
+  out.in_flight = static_cast<int64_t>(out.ops - std::min(out.ops, finished));
+  if (percentiles && any_latency) {
+    out.p50_ns = merged.Percentile(0.5);
+    out.p99_ns = merged.Percentile(0.99);
+    out.p999_ns = merged.Percentile(0.999);
+  }
+  return out;
 }
 
 }  // namespace sroute

@@ -23,6 +23,8 @@ class LatencyHistogram {
   static constexpr int kBuckets = kOctaves * kSubBuckets + 2;
 
   void Record(uint64_t ns);
+  // Adds `other`'s counts to these.
+  void Add(const LatencyHistogram& other);
   // q in [0, 1]; 0 when nothing was recorded. Returns the bucket's upper edge.
   uint64_t Percentile(double q) const;
   uint64_t count() const;
@@ -59,19 +61,23 @@ struct RuleCountersSnapshot {
   uint64_t p999_ns = 0;
 };
 
+// Thread-safe; lock-free. Every IO a rule routes updates its counters
+// twice, from whichever threads serve it: they are kept in one cache line per
+// CPU (up to 16), so that threads on different CPUs routing through one
+// rule do not take turns owning one line. The lines (and a latency
+// histogram per line) are allocated at the rule's first IO: most
+// delegate-made rules see few IOs, if any.
 class RuleCounters {
  public:
   RuleCounters() = default;
-  ~RuleCounters() { delete latency_.load(std::memory_order_relaxed); }
+  ~RuleCounters();
   RuleCounters(const RuleCounters&) = delete;
   RuleCounters& operator=(const RuleCounters&) = delete;
 
-  void Start(OpClass cls) {
-    class_ops_[Slot(cls)].fetch_add(1, std::memory_order_relaxed);
-    in_flight_.fetch_add(1, std::memory_order_relaxed);
-  }
+  void Start(OpClass cls);
   void Finish(OpClass cls, uint64_t bytes, bool error, uint64_t latency_ns);
-  // With percentiles=false the p* fields stay 0 (cheaper).
+  // Sums over the slots; with percentiles=false the p* fields stay 0
+  // (cheaper).
   RuleCountersSnapshot Read(bool percentiles = true) const;
   // Ops started, all classes.
   uint64_t ops() const;
@@ -79,17 +85,12 @@ class RuleCounters {
   void LatencyCounts(LatencyHistogram::Counts* out) const;
 
  private:
-  // 0: reads, 1: writes, 2: creates and deletes.
-  static int Slot(OpClass cls) {
-    return cls == kOpClassRead ? 0 : cls == kOpClassWrite ? 1 : 2;
-  }
-  std::array<std::atomic<uint64_t>, 3> class_ops_{};
-  std::array<std::atomic<uint64_t>, 3> class_bytes_{};
-  std::atomic<int64_t> in_flight_{0};
-  std::atomic<uint64_t> errors_{0};
-  // Allocated on the first completion: most delegate-created rules see few
-  // IOs, and a histogram is about 1 KiB.
-  std::atomic<LatencyHistogram*> latency_{nullptr};
+  struct Slot;
+  Slot& LocalSlot();
+  // Every slot's histogram added up into *out; false if none has one yet.
+  bool MergedLatency(LatencyHistogram* out) const;
+
+  std::atomic<Slot*> slots_{nullptr};  // SlotCount() of them, or null
 };
 
 uint64_t MonotonicNanos();

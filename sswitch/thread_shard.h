@@ -5,6 +5,8 @@
 #ifndef SROUTE_SSWITCH_THREAD_SHARD_H_
 #define SROUTE_SSWITCH_THREAD_SHARD_H_
 
+#include <sched.h>
+
 #include <atomic>
 #include <memory>
 #include <utility>
@@ -18,6 +20,14 @@ inline int ThreadShard() {
   static std::atomic<int> next{0};
   thread_local int shard = next.fetch_add(1) % kThreadShards;
   return shard;
+}
+
+// The shard of the CPU the calling thread runs on, in [0, kThreadShards):
+// for counters that every thread may update, whatever threads there are
+// (sched_getcpu reads the kernel's rseq area: a few ns).
+inline int CpuShard() {
+  const int cpu = sched_getcpu();
+  return cpu < 0 ? 0 : cpu % kThreadShards;
 }
 
 // Another reference to `*p` with a reference count of its own, for a shard

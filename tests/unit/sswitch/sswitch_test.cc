@@ -439,6 +439,59 @@ TEST_F(SSwitchTest, CountersPerRule) {
   EXPECT_GE(rules[0].counters.p999_ns, rules[0].counters.p99_ns);
 }
 
+// Threads update a rule's counters in slots of their own; reads add the
+// slots up, and an IO started on one thread may finish on another.
+TEST(RuleCountersTest, SumsTheSlotsOfManyThreads) {
+  RuleCounters c;
+  EXPECT_EQ(c.ops(), 0u);
+  EXPECT_EQ(c.Read().ops, 0u);
+  LatencyHistogram::Counts counts;
+  c.LatencyCounts(&counts);
+  EXPECT_TRUE(counts.empty());
+
+  constexpr int kThreads = 20;  // more than there are slots: some share
+  constexpr int kPerThread = 5000;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&c, t] {
+      for (int i = 0; i < kPerThread; ++i) {
+        const OpClass cls = i % 2 == 0 ? kOpClassRead : kOpClassWrite;
+        c.Start(cls);
+        c.Finish(cls, 4096, i % 100 == 0, t % 2 == 0 ? 1000 : 1000000);
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  // One IO started here and finished on another thread; one still open.
+  c.Start(kOpClassCreate);
+  std::thread([&c] { c.Finish(kOpClassCreate, 0, true, 500); }).join();
+  c.Start(kOpClassRead);
+
+  const RuleCountersSnapshot s = c.Read();
+  const uint64_t half = uint64_t{kThreads} * kPerThread / 2;
+  EXPECT_EQ(s.reads, half + 1);
+  EXPECT_EQ(s.writes, half);
+  EXPECT_EQ(s.others, 1u);
+  EXPECT_EQ(s.ops, 2 * half + 2);
+  EXPECT_EQ(c.ops(), s.ops);
+  EXPECT_EQ(s.read_bytes, half * 4096);
+  EXPECT_EQ(s.write_bytes, half * 4096);
+  EXPECT_EQ(s.bytes, 2 * half * 4096);
+  EXPECT_EQ(s.errors, uint64_t{kThreads} * kPerThread / 100 + 1);
+  EXPECT_EQ(s.in_flight, 1);
+  // Half the latencies 1 us, half 1 ms (and one 500 ns): the histograms of
+  // every slot count.
+  EXPECT_GE(s.p50_ns, 1000u);
+  EXPECT_LT(s.p50_ns, 1200u);
+  EXPECT_GE(s.p99_ns, 1000000u);
+  EXPECT_LT(s.p99_ns, 1200000u);
+  c.LatencyCounts(&counts);
+  uint64_t recorded = 0;
+  for (const auto& [bucket, n] : counts) recorded += n;
+  EXPECT_EQ(recorded, 2 * half + 1);
+  EXPECT_EQ(c.Read(/*percentiles=*/false).p50_ns, 0u);
+}
+
 TEST_F(SSwitchTest, CountersByOpClassAndLatencyOfAnInterval) {
   WriteWholeFile(b_ / "x", "");
   ASSERT_TRUE(host_.LoadRules("<*, *, //A/x> -> <IO, //B/x>").ok());
