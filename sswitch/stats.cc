@@ -152,6 +152,7 @@ struct alignas(64) RuleCounters::Slot {
   // saves two atomic updates per IO.
   std::atomic<LatencyHistogram*> latency{nullptr};
 };
+
 RuleCounters::~RuleCounters() {
   delete[] slots_.load(std::memory_order_relaxed);
 }
