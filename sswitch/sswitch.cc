@@ -29,24 +29,20 @@ class InstalledRule : public RuleEntry {
   InstalledRule(uint64_t id, OrderKey order, Rule rule, std::string owner)
       : RuleEntry(id, order, std::move(rule), std::move(owner)) {
     for (const Detour& d : this->rule().detours) {
-      if (d.what == Detour::What::kIo) ++io_detours;
-      if (d.what == Detour::What::kF) has_f_detour = true;
-    }
-    const auto& detours = this->rule().detours;
-    if (detours.size() == 1 && detours[0].what == Detour::What::kIo &&
-        detours[0].target.kind == Target::Kind::kFile) {
-      only_file_detour = &detours[0];
+      if (d.what == Detour::What::kIo) {
+        io_detours.push_back(&d);
+      } else {
+        has_side_detours = true;
+      }
     }
   }
   mutable RuleCounters counters;
   std::unique_ptr<Delegate> delegate;
   bool delegate_response = false;
   bool delegate_durable = false;  // the delegate makes durable rules
-  int io_detours = 0;
-  bool has_f_detour = false;
-  // The rule's detour if it has only one, an IO detour to a file (the
-  // common shape, which RoutePiece serves without the general path).
-  const Detour* only_file_detour = nullptr;
+  // The rule's IO detours, which its IOs take unless a delegate chooses.
+  absl::InlinedVector<const Detour*, 4> io_detours;
+  bool has_side_detours = false;  // copies of the header or values (H, F)
 };
 
 const InstalledRule* AsInstalled(const RuleEntry* e) {
@@ -611,15 +607,24 @@ void SSwitch::RoutePiece(Io* io, const RuleEntry* entry) {
     return;
   }
   const InstalledRule* rule = AsInstalled(entry);
-  const Rule& r = rule->rule();
   rule->counters.Start(io->header.op_class());
-  if (rule->only_file_detour != nullptr && !rule->delegate) {
-    SendToOnlyFileDetour(io, rule);
-    return;
-  }
-  Io::Frame frame;
+  // The rule's frame, built in place: the response path finishes it.
+  Io::Frame& frame = io->frames_.emplace_back();
   frame.rule = rule;
   frame.start_ns = MonotonicNanos();
+  if (!rule->delegate && !rule->has_side_detours) {
+    // Nothing to decide (the common case): every IO detour.
+    SendToDetours(io, rule, rule->io_detours);
+    return;
+  }
+  DetourList chosen;
+  if (Decide(io, rule, &frame, &chosen)) SendToDetours(io, rule, chosen);
+}
+
+bool SSwitch::Decide(Io* io, const RuleEntry* entry, Io::Frame* frame,
+                     DetourList* chosen) {
+  const InstalledRule* rule = AsInstalled(entry);
+  const Rule& r = rule->rule();
   Decision decision;
   if (rule->delegate) {
     Context ctx(this, rule);
@@ -648,12 +653,9 @@ void SSwitch::RoutePiece(Io* io, const RuleEntry* entry) {
     snap.controller->OnValue(io->header, rule->id(), *decision.emit);
   }
 
-  DetourList chosen;
   absl::Status bad_choice;
   if (decision.use.empty()) {
-    for (const Detour& d : r.detours) {
-      if (d.what == Detour::What::kIo) chosen.push_back(&d);
-    }
+    *chosen = rule->io_detours;
   } else {
     for (uint16_t i : decision.use) {
       if (i >= r.detours.size() || r.detours[i].what != Detour::What::kIo) {
@@ -662,38 +664,43 @@ void SSwitch::RoutePiece(Io* io, const RuleEntry* entry) {
                    ", which is not an IO detour of rule ", rule->id()));
         break;
       }
-      chosen.push_back(&r.detours[i]);
+      chosen->push_back(&r.detours[i]);
     }
   }
   if (rule->delegate_response || rule->delegate_durable) {
-    if (chosen.empty()) {
-      frame.targets.push_back(io->header.file);
+    if (chosen->empty()) {
+      frame->targets.push_back(io->header.file);
     }
-    for (const Detour* d : chosen) {
-      frame.targets.push_back(
+    for (const Detour* d : *chosen) {
+      frame->targets.push_back(
           d->target.kind == Target::Kind::kFile
               ? ResolveTargetFile(d->target, r.pattern.file, io->header.file)
               : FormatTarget(d->target));
     }
     if (rule->delegate_durable && decision.reject.ok() && bad_choice.ok()) {
       for (const Rule& made :
-           rule->delegate->DurableRules(io->header, frame.targets)) {
+           rule->delegate->DurableRules(io->header, frame->targets)) {
         io->records.push_back(DelegateRuleRecord{name_, NextRecordSeq(),
                                                  FormatRule(made),
                                                  FormatPattern(r.pattern)});
       }
     }
-    if (!rule->delegate_response) frame.targets.clear();
+    if (!rule->delegate_response) frame->targets.clear();
   }
-  io->frames_.push_back(std::move(frame));
   if (!decision.reject.ok()) {
     io->Complete(std::move(decision.reject));
-    return;
+    return false;
   }
   if (!bad_choice.ok()) {
     io->Complete(std::move(bad_choice));
-    return;
+    return false;
   }
+  return true;
+}
+
+void SSwitch::SendToDetours(Io* io, const RuleEntry* entry,
+                            const DetourList& chosen) {
+  const Rule& r = entry->rule();
   // The single detour's file, resolved once (the home check below and the
   // send both need it).
   std::string single_file;
@@ -704,44 +711,28 @@ void SSwitch::RoutePiece(Io* io, const RuleEntry* entry) {
   if (io->header.op == Op::kWrite && !chosen.empty()) {
     // DESIGN §3: a write detoured away from the file's home still grows the
     // size the home reports.
-    std::string home = HomeOf(snap, io->header);
+    std::string home = HomeOf(*io->snapshot_, io->header);
     bool reaches_home = home.empty();
     for (const Detour* d : chosen) {
       if (reaches_home) break;
-      reaches_home =
-          d->target.kind != Target::Kind::kFile ||
-          (chosen.size() == 1 ? single_file
-                              : ResolveTargetFile(d->target, r.pattern.file,
-                                                  io->header.file)) == home;
+      if (d->target.kind != Target::Kind::kFile) {
+        reaches_home = true;
+      } else if (chosen.size() == 1) {
+        reaches_home = single_file == home;  // no copy of it
+      } else {
+        reaches_home = ResolveTargetFile(d->target, r.pattern.file,
+                                         io->header.file) == home;
+      }
     }
     if (!reaches_home) io = GrowHomeAfter(io, std::move(home));
   }
   if (chosen.empty()) {
     SendToFile(io, io->header.file);  // only side detours: the IO goes on
   } else if (chosen.size() == 1) {
-    SendTo(io, chosen[0]->target, std::move(single_file), rule->id());
+    SendTo(io, chosen[0]->target, std::move(single_file), entry->id());
   } else {
-    Scatter(io, rule, chosen);
+    Scatter(io, entry, chosen);
   }
-}
-
-// RoutePiece for a rule without a delegate whose one detour sends the IO to
-// a file: what the general path does for it, without its delegate's and
-// side detours' work.
-void SSwitch::SendToOnlyFileDetour(Io* io, const RuleEntry* entry) {
-  const InstalledRule* rule = AsInstalled(entry);
-  io->frames_.emplace_back();
-  Io::Frame& frame = io->frames_.back();
-  frame.rule = rule;
-  frame.start_ns = MonotonicNanos();
-  const Rule& r = rule->rule();
-  std::string file = ResolveTargetFile(rule->only_file_detour->target,
-                                       r.pattern.file, io->header.file);
-  if (io->header.op == Op::kWrite) {
-    std::string home = HomeOf(*io->snapshot_, io->header);
-    if (!home.empty() && home != file) io = GrowHomeAfter(io, std::move(home));
-  }
-  SendToFile(io, std::move(file));
 }
 
 Io* SSwitch::GrowHomeAfter(Io* io, std::string home) {

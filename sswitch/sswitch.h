@@ -197,7 +197,6 @@ class SSwitch {
   void Admit(Io* io);
   void Dispatch(Io* io);
   void RoutePiece(Io* io, const RuleEntry* rule);
-  void SendToOnlyFileDetour(Io* io, const RuleEntry* rule);
   void SendTo(Io* io, const Target& target, std::string resolved_file,
               uint64_t rule_id);
   void SendToFile(Io* io, std::string file);
@@ -219,6 +218,14 @@ class SSwitch {
   // file `home` grows to at least its end, then `io` completes.
   Io* GrowHomeAfter(Io* io, std::string home);
   using DetourList = absl::InlinedVector<const Detour*, 4>;
+  // For a rule with a delegate or side detours: runs them and sets *chosen
+  // to the IO detours to take. Returns false if it completed `io` (the
+  // delegate rejected it or chose a detour that is not one).
+  bool Decide(Io* io, const RuleEntry* rule, Io::Frame* frame,
+              DetourList* chosen);
+  // Sends `io` along `chosen` (none: on to its own file), growing the home
+  // of a write detoured away from it.
+  void SendToDetours(Io* io, const RuleEntry* rule, const DetourList& chosen);
   void Scatter(Io* io, const RuleEntry* rule, const DetourList& detours);
   void Split(Io* io, const RuleTable::Pieces& pieces);
   void Fail(Io* io, absl::Status status);
