@@ -121,6 +121,21 @@ int SlotCount() {
   return n;
 }
 
+// The object at `p`, or, while `p` is null, the one `make` returns (a
+// std::unique_ptr) installed there; a thread that loses the race to install
+// frees its own.
+template <typename T, typename Make>
+T* LoadOrInstall(std::atomic<T*>& p, Make make) {
+  T* current = p.load(std::memory_order_acquire);
+  if (current != nullptr) return current;
+  auto fresh = make();
+  if (p.compare_exchange_strong(current, fresh.get(),
+                                std::memory_order_acq_rel)) {
+    return fresh.release();
+  }
+  return current;
+}
+
 // The slot of the calling thread's CPU: threads on one CPU share one (they
 // take turns on it anyway), threads on two never do while there are no more
 // CPUs than slots.
@@ -134,14 +149,8 @@ struct alignas(64) RuleCounters::Slot {
   ~Slot() { delete latency.load(); }
   // The slot's histogram, made on its first use.
   LatencyHistogram& Latency() {
-    LatencyHistogram* h = latency.load(std::memory_order_acquire);
-    if (h != nullptr) return *h;
-    auto* fresh = new LatencyHistogram();
-    if (latency.compare_exchange_strong(h, fresh, std::memory_order_acq_rel)) {
-      return *fresh;
-    }
-    delete fresh;
-    return *h;
+    return *LoadOrInstall(latency,
+                          [] { return std::make_unique<LatencyHistogram>(); });
   }
 
   // By class: 0 reads, 1 writes, 2 creates and deletes.
@@ -159,15 +168,8 @@ RuleCounters::~RuleCounters() {
 
 RuleCounters::Slot& RuleCounters::LocalSlot() {
   static_assert(sizeof(Slot) == 64);
-  Slot* s = slots_.load(std::memory_order_acquire);
-  if (s == nullptr) {
-    auto* fresh = new Slot[SlotCount()];
-    if (slots_.compare_exchange_strong(s, fresh, std::memory_order_acq_rel)) {
-      s = fresh;
-    } else {
-      delete[] fresh;
-    }
-  }
+  Slot* s = LoadOrInstall(slots_,
+                          [] { return std::make_unique<Slot[]>(SlotCount()); });
   return s[sroute::LocalSlot()];
 }
 
