@@ -193,8 +193,8 @@ void BM_RouteBenchFile(benchmark::State& state) {
                                              : "");
   }
   const bool write = state.range(0) == 1;
-  IoHeader h{"tenant1",           "", write ? Op::kWrite : Op::kRead,
-             "//A/data/file.bin", 0,  4096};
+  IoHeader h{"tenant1", "", Op::kRead, "//A/data/file.bin", 0, 4096};
+  if (write) h.op = Op::kWrite;
   std::vector<char> buf(4096);
   for (auto _ : state) {
     Io io;
