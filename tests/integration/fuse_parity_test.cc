@@ -4,6 +4,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "tests/integration/posix_scenarios.h"
@@ -20,27 +21,27 @@ using ::sroute::testing::Scenario;
 using ::sroute::testing::TempDir;
 using ::sroute::testing::UringSwitch;
 
-// One mount shared by every scenario (each runs in its own directory).
+// A volume mounted for a whole suite, with `extra` arguments (every
+// scenario runs in its own directory of it).
+struct SuiteMount {
+  explicit SuiteMount(std::vector<std::string> extra) {
+    std::vector<std::string> args = {"--backing", backing.path()};
+    args.insert(args.end(), extra.begin(), extra.end());
+    volume = std::make_unique<MountedVolume>(SROUTE_FUSE_BINARY, mnt.path(),
+                                             std::move(args));
+  }
+  TempDir backing;
+  TempDir mnt;
+  std::unique_ptr<MountedVolume> volume;  // unmounted first
+};
+
 class FuseParityTest : public ::testing::TestWithParam<std::string> {
  protected:
-  static void SetUpTestSuite() {
-    backing_ = new TempDir();
-    mnt_ = new TempDir();
-    volume_ = new MountedVolume(SROUTE_FUSE_BINARY, mnt_->path(),
-                                {"--backing", backing_->path()});
-  }
-  static void TearDownTestSuite() {
-    delete volume_;
-    delete mnt_;
-    delete backing_;
-  }
-  static TempDir* backing_;
-  static TempDir* mnt_;
-  static MountedVolume* volume_;
+  static void SetUpTestSuite() { mount_ = new SuiteMount({}); }
+  static void TearDownTestSuite() { delete mount_; }
+  static SuiteMount* mount_;
 };
-TempDir* FuseParityTest::backing_ = nullptr;
-TempDir* FuseParityTest::mnt_ = nullptr;
-MountedVolume* FuseParityTest::volume_ = nullptr;
+SuiteMount* FuseParityTest::mount_ = nullptr;
 
 const Scenario& Find(const std::string& name) {
   static const std::vector<Scenario> all = PosixScenarios();
@@ -62,8 +63,8 @@ void ExpectSameTranscript(const std::string& name, const TempDir& mnt) {
 }
 
 TEST_P(FuseParityTest, SameTranscriptAsAPlainDirectory) {
-  ASSERT_TRUE(volume_->ok()) << "sroute-fuse did not mount";
-  ExpectSameTranscript(GetParam(), *mnt_);
+  ASSERT_TRUE(mount_->volume->ok()) << "sroute-fuse did not mount";
+  ExpectSameTranscript(GetParam(), mount_->mnt);
 }
 
 std::vector<std::string> ScenarioNames() {
@@ -81,37 +82,25 @@ class FuseParityUringTest : public ::testing::TestWithParam<std::string> {
  protected:
   static void SetUpTestSuite() {
     switch_ = new UringSwitch(true);
-    backing_ = new TempDir();
-    mnt_ = new TempDir();
-    if (switch_->ok()) {
-      volume_ =
-          new MountedVolume(SROUTE_FUSE_BINARY, mnt_->path(),
-                            {"--backing", backing_->path(), "--io-uring"});
-    }
+    if (switch_->ok()) mount_ = new SuiteMount({"--io-uring"});
   }
   static void TearDownTestSuite() {
-    delete volume_;
-    delete mnt_;
-    delete backing_;
+    delete mount_;  // before the switch goes back
     delete switch_;
   }
   static UringSwitch* switch_;
-  static TempDir* backing_;
-  static TempDir* mnt_;
-  static MountedVolume* volume_;
+  static SuiteMount* mount_;
 };
 UringSwitch* FuseParityUringTest::switch_ = nullptr;
-TempDir* FuseParityUringTest::backing_ = nullptr;
-TempDir* FuseParityUringTest::mnt_ = nullptr;
-MountedVolume* FuseParityUringTest::volume_ = nullptr;
+SuiteMount* FuseParityUringTest::mount_ = nullptr;
 
 TEST_P(FuseParityUringTest, SameTranscriptAsAPlainDirectory) {
   if (!switch_->ok()) {
     GTEST_SKIP() << "this kernel has no FUSE over io_uring ("
                  << UringSwitch::kPath << ")";
   }
-  ASSERT_TRUE(volume_->ok()) << "sroute-fuse did not mount";
-  ExpectSameTranscript(GetParam(), *mnt_);
+  ASSERT_TRUE(mount_->volume->ok()) << "sroute-fuse did not mount";
+  ExpectSameTranscript(GetParam(), mount_->mnt);
 }
 
 INSTANTIATE_TEST_SUITE_P(Posix, FuseParityUringTest,
