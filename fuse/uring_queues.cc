@@ -24,6 +24,7 @@
 #include <thread>
 #include <vector>
 
+#include "sswitch/stats.h"
 #include "util/log.h"
 
 #if defined(__SANITIZE_THREAD__)
@@ -261,12 +262,6 @@ void AddCommand(Ring& ring, int fuse_fd, uint32_t op, uint16_t qid,
   std::memcpy(sqe->cmd, &cmd, sizeof(cmd));
 }
 
-int64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
 // Queue threads run as SCHED_IDLE: the kernel then counts their CPU as
 // idle when the reply wakes the caller, so the caller runs there (right
 // away, preempting the queue thread, which has nothing left to do but
@@ -291,8 +286,8 @@ bool CanLeaveIdlePolicy() {
 
 // The watchdog's period and the first and longest boost.
 constexpr int kWatchMs = 10;
-constexpr int64_t kFirstBoostNs = 100'000'000;
-constexpr int64_t kMaxBoostNs = 10'000'000'000;
+constexpr uint64_t kFirstBoostNs = 100'000'000;
+constexpr uint64_t kMaxBoostNs = 10'000'000'000;
 
 // Time thread `tid` of this process ran and waited to run, from
 // /proc/self/task/TID/schedstat.
@@ -355,11 +350,11 @@ struct UringQueues::Impl {
     std::vector<Entry*> entries;  // the thread's own
     std::atomic<pid_t> tid{0};
     // Set by the watchdog when it lifted the thread out of SCHED_IDLE;
-    // the thread goes back to it once `boost_until` (steady clock ns) has
+    // the thread goes back to it once `boost_until` (MonotonicNanos) has
     // passed. `boost_ns` is the next boost's length (watchdog only).
     std::atomic<bool> boosted{false};
-    std::atomic<int64_t> boost_until{0};
-    int64_t boost_ns = kFirstBoostNs;
+    std::atomic<uint64_t> boost_until{0};
+    uint64_t boost_ns = kFirstBoostNs;
     int64_t last_exec_ns = 0, last_wait_ns = 0;  // watchdog only
   };
   std::vector<std::unique_ptr<Thread>> threads;
@@ -510,7 +505,7 @@ struct UringQueues::Impl {
       }
       if (err != 0) break;
       if (t->boosted.load(std::memory_order_relaxed) &&
-          NowNs() >= t->boost_until.load(std::memory_order_relaxed)) {
+          MonotonicNanos() >= t->boost_until.load(std::memory_order_relaxed)) {
         t->boosted.store(false);
         SetIdlePolicy(0, true);
       }
@@ -549,7 +544,7 @@ struct UringQueues::Impl {
           continue;
         }
         if (SetIdlePolicy(tid, false)) {
-          t->boost_until.store(NowNs() + t->boost_ns);
+          t->boost_until.store(MonotonicNanos() + t->boost_ns);
           t->boost_ns = std::min(t->boost_ns * 2, kMaxBoostNs);
           t->boosted.store(true);
           if (stats != nullptr) stats->boosts.fetch_add(1);
