@@ -93,8 +93,7 @@ void MakeNode(fuse_req_t req, fuse_ino_t parent, const char* name, Op op,
   std::string path;
   if (!ChildPathOf(req, parent, name, &path)) return;
   auto r = NewRequest(req, op, path);
-  args.uid = r->io.args.uid;
-  args.gid = r->io.args.gid;
+  args.caller = std::move(r->io.args.caller);
   r->io.args = std::move(args);
   r->parent = parent;
   r->name = name;
@@ -179,6 +178,9 @@ void Unlink(fuse_req_t req, fuse_ino_t parent, const char* name) {
     const std::string hidden = HiddenPath(node);
     auto mv = NewRequest(rr.req, Op::kRenameFrom, path);
     mv->io.args.other = mv->volume->FileName(hidden);
+    // The daemon's own move into its reserved folder, which the caller may
+    // not write to (the kernel checked the caller may unlink the name).
+    mv->io.args.caller = Credentials();
     mv->parent = rr.parent;
     mv->name = rr.name;
     Submit(std::move(mv), [node, hidden, path](Request& m) {

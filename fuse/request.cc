@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "fuse/caller_groups.h"
 #include "util/strings.h"
 
 namespace sroute::fuse_internal {
@@ -106,8 +107,16 @@ std::unique_ptr<Request> NewFileRequest(Volume& volume, const Caller& caller,
       volume.options().tenants.TenantOf(caller.uid, caller.gid, caller.pid);
   r->io.header.op = op;
   r->io.header.file = std::move(file);
-  r->io.args.uid = caller.uid;
-  r->io.args.gid = caller.gid;
+  Credentials& who = r->io.args.caller;
+  who.uid = caller.uid;
+  who.gid = caller.gid;
+  who.set = true;
+  // Groups only where the endpoint acts as the caller (reading them costs
+  // a /proc read, cached), and not for root, whose rights do not depend on
+  // them.
+  if (ActsAsCaller(op) && (caller.uid != 0 || caller.gid != 0)) {
+    who.groups = CallerGroups(caller.pid, caller.uid, caller.gid);
+  }
   return r;
 }
 

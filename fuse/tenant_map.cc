@@ -4,7 +4,6 @@
 #include <charconv>
 #include <fstream>
 
-#include "sswitch/stats.h"
 #include "util/strings.h"
 
 namespace sroute {
@@ -91,24 +90,7 @@ std::string TenantMap::TenantOf(uid_t uid, gid_t gid, pid_t pid) const {
 }
 
 std::optional<std::string> TenantMap::CgroupOf(pid_t pid) const {
-  const uint64_t now = MonotonicNanos();
-  CgroupCache& cache = *cgroup_cache_;
-  {
-    std::lock_guard<std::mutex> l(cache.mu);
-    auto it = cache.by_pid.find(pid);
-    if (it != cache.by_pid.end() && it->second.expires_ns > now) {
-      return it->second.path;
-    }
-  }
-  std::optional<std::string> path = ReadCgroup(pid);
-  std::lock_guard<std::mutex> l(cache.mu);
-  if (cache.by_pid.size() >= kCgroupCacheMax) {
-    absl::erase_if(cache.by_pid,
-                   [now](const auto& e) { return e.second.expires_ns <= now; });
-    if (cache.by_pid.size() >= kCgroupCacheMax) cache.by_pid.clear();
-  }
-  cache.by_pid[pid] = CgroupCache::Entry{path, now + kCgroupTtlNs};
-  return path;
+  return cgroup_cache_->Get(pid, ReadCgroup);
 }
 
 std::optional<std::string> TenantMap::ReadCgroup(pid_t pid) {

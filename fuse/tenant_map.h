@@ -11,7 +11,6 @@
 
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -20,6 +19,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
+#include "fuse/pid_cache.h"
 
 namespace sroute {
 
@@ -41,24 +41,17 @@ class TenantMap {
   // would cost several system calls. A process moved to another cgroup, or a
   // pid reused by another process within that time, is seen late by as much.
   std::optional<std::string> CgroupOf(pid_t pid) const;
-  static constexpr uint64_t kCgroupTtlNs = 1'000'000'000;
-  static constexpr size_t kCgroupCacheMax = 4096;
 
   absl::flat_hash_map<uid_t, std::string> by_uid_;
   absl::flat_hash_map<gid_t, std::string> by_gid_;
   // (cgroup path without a trailing '/', tenant), deepest first.
   std::vector<std::pair<std::string, std::string>> by_cgroup_;
 
-  struct CgroupCache {
-    struct Entry {
-      std::optional<std::string> path;
-      uint64_t expires_ns = 0;
-    };
-    std::mutex mu;
-    absl::flat_hash_map<pid_t, Entry> by_pid;  // guarded by mu
-  };
-  // Shared by copies of the map (a pid's cgroup is the same for all).
-  std::shared_ptr<CgroupCache> cgroup_cache_ = std::make_shared<CgroupCache>();
+  // Shared by copies of the map (a pid's cgroup is the same for all); a
+  // cgroup is read again after a second (PidCache).
+  using CgroupCache = PidCache<pid_t, std::optional<std::string>>;
+  std::shared_ptr<CgroupCache> cgroup_cache_ =
+      std::make_shared<CgroupCache>(1'000'000'000, 4096);
 };
 
 }  // namespace sroute

@@ -95,6 +95,15 @@ void EncodeIoRequest(const Io& io, std::string_view path,
     m->set_mtime_nsec(a.mtime.tv_nsec);
   }
   if (!a.other.empty()) m->set_other(a.other);
+  if (a.caller.set) {
+    m->set_has_caller(true);
+    m->set_caller_uid(a.caller.uid);
+    m->set_caller_gid(a.caller.gid);
+    if (a.caller.groups) {
+      m->mutable_caller_groups()->Add(a.caller.groups->begin(),
+                                      a.caller.groups->end());
+    }
+  }
   for (const DelegateRuleRecord& r : io.records) {
     proto::DelegateRecord* d = out->add_records();
     d->set_sswitch(r.sswitch);
@@ -188,6 +197,12 @@ absl::Status DecodeIoRequest(const proto::IoRequest& req,
   a.atime = {m.atime_sec(), m.atime_nsec()};
   a.mtime = {m.mtime_sec(), m.mtime_nsec()};
   a.other = m.other();
+  a.caller = Credentials();
+  if (m.has_caller()) {
+    a.caller = Credentials::Of(m.caller_uid(), m.caller_gid(),
+                               std::vector<uint32_t>(m.caller_groups().begin(),
+                                                     m.caller_groups().end()));
+  }
   if (OtherIsAName(io->header.op)) {
     if (bad_path(a.other) || a.other.empty()) {
       return ErrnoStatus(EINVAL, StrCat("bad second path '", a.other, "'"));

@@ -16,6 +16,7 @@
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "rules/io_header.h"
+#include "sswitch/credentials.h"
 
 namespace sroute {
 
@@ -28,19 +29,26 @@ struct DrainWaiter;
 struct IoArgs {
   uint32_t mode = 0;  // create, mkdir, mknod, setattr (chmod)
   int flags = 0;      // open/create flags; rename flags; xattr flags
-  uint32_t uid = 0;   // caller's credentials, and chown targets
+  uint32_t uid = 0;   // setattr: the new owner (chown)
   uint32_t gid = 0;
   uint32_t to_set = 0;  // setattr: which of the fields below are set
   uint64_t size = 0;    // setattr/truncate: new size; fallocate mode in flags
   struct timespec atime = {0, 0};
   struct timespec mtime = {0, 0};
   std::string other;  // rename/link target file, symlink text, xattr name
+  // Who asked: endpoints create names and change attributes as them
+  // (sswitch/credentials.h). Unset for what the sSwitch does on its own.
+  Credentials caller;
 };
 
 // Truncate with args.flags == kTruncateGrowOnly: make the file at least
 // args.size bytes long, never shorter (the last byte may become zero: it lies
 // in a range detoured elsewhere).
 inline constexpr int kTruncateGrowOnly = 1;
+// Truncate with args.flags == kTruncateShrinkOnly: make the file at most
+// args.size bytes long, never longer (a file holding a byte range of
+// another whose size went down).
+inline constexpr int kTruncateShrinkOnly = 2;
 
 enum SetattrField : uint32_t {
   kSetMode = 1,

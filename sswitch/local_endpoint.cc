@@ -27,12 +27,19 @@
 // Lock order: `mu` is a leaf lock. It guards only the cache containers; no
 // syscall runs under it (fds are closed after it is released).
 //
-// The endpoint performs no permission checks of its own (the caller's uid/gid
-// in IoArgs are not used) and creates with the process umask applied.
+// Identity. Ops that make, remove or move names or change attributes run
+// as the IO's caller (IoArgs::caller, ScopedCredentials): the backing file
+// system picks owners (setgid directories included) and makes permission
+// decisions as for the caller's own process. Data IO on cached descriptors,
+// lookups and listings run as the daemon: the kernel checked the caller's
+// rights at open and lookup (the volume mounts with default_permissions;
+// a storage server trusts its authenticated peers to have done the same).
+// Modes are created as given: the caller's umask was applied before.
 #include "sswitch/local_endpoint.h"
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <linux/openat2.h>
 #include <stdio.h>  // renameat2
 #include <sys/stat.h>
@@ -48,10 +55,12 @@
 #include <functional>
 #include <list>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 #include <utility>
 #include <vector>
 
+#include "sswitch/credentials.h"
 #include "sswitch/thread_shard.h"
 #include "util/errno_status.h"
 #include "util/strings.h"
@@ -90,22 +99,58 @@ class UniqueFd {
   int fd_ = -1;
 };
 
-// openat2 beneath `dirfd`. `path` "" means `dirfd` itself. Returns the fd or
-// -1 with errno set. Retries EAGAIN, which RESOLVE_BENEATH returns when a
-// concurrent rename kept it from proving a ".." (from a symlink) stayed inside.
-int OpenBeneath(int dirfd, std::string_view path, int flags, mode_t mode = 0) {
-  const std::string p = path.empty() ? std::string(".") : std::string(path);
+// openat2 beneath `dirfd`, for a path the kernel takes in one call.
+int OpenBeneathOnce(int dirfd, const char* path, int flags, mode_t mode) {
   struct open_how how;
   std::memset(&how, 0, sizeof(how));
   how.flags = static_cast<uint64_t>(flags | O_CLOEXEC);
   how.mode = (flags & (O_CREAT | O_TMPFILE)) ? mode : 0;
   how.resolve = kResolve;
   for (int attempt = 0;; ++attempt) {
-    const long r = ::syscall(SYS_openat2, dirfd, p.c_str(), &how, sizeof(how));
+    const long r = ::syscall(SYS_openat2, dirfd, path, &how, sizeof(how));
     if (r >= 0) return static_cast<int>(r);
     if ((errno == EAGAIN || errno == EINTR) && attempt < 16) continue;
     return -1;
   }
+}
+
+// The longest path handed to one openat2 (PATH_MAX counts the NUL).
+constexpr size_t kMaxPathInOneCall = PATH_MAX - 1;
+
+// openat2 beneath `dirfd`. `path` "" means `dirfd` itself. Returns the fd or
+// -1 with errno set. Retries EAGAIN, which RESOLVE_BENEATH returns when a
+// concurrent rename kept it from proving a ".." (from a symlink) stayed
+// inside. A path longer than PATH_MAX (valid through the mount, where the
+// kernel hands over one name at a time) is walked in pieces, each resolved
+// beneath the directory the one before reached: still confined beneath
+// `dirfd`, and a symlink may not climb out of its piece.
+int OpenBeneath(int dirfd, std::string_view path, int flags, mode_t mode = 0) {
+  if (path.size() <= kMaxPathInOneCall) {
+    const std::string p = path.empty() ? std::string(".") : std::string(path);
+    return OpenBeneathOnce(dirfd, p.c_str(), flags, mode);
+  }
+  UniqueFd dir;
+  int at = dirfd;
+  std::string_view rest = path;
+  while (rest.size() > kMaxPathInOneCall) {
+    const size_t cut = rest.rfind('/', kMaxPathInOneCall);
+    if (cut == std::string_view::npos || cut == 0) {
+      errno = ENAMETOOLONG;  // one name longer than any file system allows
+      return -1;
+    }
+    const std::string piece(rest.substr(0, cut));
+    const int fd = OpenBeneathOnce(at, piece.c_str(), O_PATH | O_DIRECTORY, 0);
+    if (fd < 0) return -1;
+    dir.reset(fd);
+    at = fd;
+    rest.remove_prefix(cut + 1);
+  }
+  const std::string last(rest);
+  const int fd = OpenBeneathOnce(at, last.c_str(), flags, mode);
+  const int err = errno;
+  dir.reset();
+  errno = err;
+  return fd;
 }
 
 std::string ProcPath(int fd, std::string_view leaf = {}) {
@@ -557,6 +602,12 @@ absl::Status LocalEndpoint::Impl::Truncate(Io* io, std::string_view path) {
         return Fail(errno, Op::kTruncate, path);
       }
     }
+  } else if (io->args.flags == kTruncateShrinkOnly) {
+    if (::fstat(h->fd, &io->attr) != 0) return Fail(errno, Op::kTruncate, path);
+    const auto want = static_cast<off_t>(io->args.size);
+    if (io->attr.st_size > want && ::ftruncate(h->fd, want) != 0) {
+      return Fail(errno, Op::kTruncate, path);
+    }
   } else if (::ftruncate(h->fd, static_cast<off_t>(io->args.size)) != 0) {
     return Fail(errno, Op::kTruncate, path);
   }
@@ -976,6 +1027,11 @@ absl::Status LocalEndpoint::Impl::Rename(Io* io, Op op, std::string_view from,
 absl::Status LocalEndpoint::Impl::Dispatch(Io* io, std::string_view path) {
   const Op op = io->header.op;
   if (auto s = CheckPath(op, path); !s.ok()) return s;
+  std::optional<ScopedCredentials> as_caller;
+  if (io->args.caller.set && ActsAsCaller(op)) {
+    as_caller.emplace(io->args.caller);
+    if (!as_caller->ok()) return as_caller->status();
+  }
   switch (op) {
     case Op::kRead:
       return Read(io, path);

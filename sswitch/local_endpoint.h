@@ -39,7 +39,8 @@ class LocalEndpoint : public Endpoint {
   //   removexattr (args.other)
   //   statfs: -> data holds a struct statvfs
   //   setattr (args.to_set, mode/uid/gid/size/atime/mtime) -> attr
-  //   truncate (args.size)  fsync  fallocate (args.flags = mode, offset/length)
+  //   truncate (args.size; args.flags: kTruncateGrowOnly, kTruncateShrinkOnly)
+  //   fsync  fallocate (args.flags = mode, offset/length)
   //   lseek (header.offset, args.flags = SEEK_DATA|SEEK_HOLE) -> bytes = offset
   //   create (args.mode, args.flags) mknod (args.mode, args.size = rdev)
   //   mkdir (args.mode)  symlink (args.other = link text)
