@@ -94,6 +94,13 @@ int ReplyCreate(fuse_req_t req, const fuse_entry_param& e,
   return fuse_reply_buf(req, reinterpret_cast<const char*>(&out), sizeof(out));
 }
 
+OpenFile* NewOpenFile(Request& r) {
+  OpenFile* file = r.volume->NewOpenFile();
+  const fuse_ctx* ctx = fuse_req_ctx(r.req);
+  file->opener = Caller{ctx->uid, ctx->gid, ctx->pid};
+  return file;
+}
+
 void SubmitRead(std::unique_ptr<Request> r, size_t size, off_t off) {
   r->read_data.Allocate(size);
   r->io.header.offset = static_cast<uint64_t>(off);
@@ -116,7 +123,7 @@ void Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     if (!rr.io.status.ok()) return ReplyError(rr);
     SetCaching(*rr.volume, rr.io.header.file, &rr.fi);
     rr.volume->inodes().Opened(ino);
-    rr.fi.fh = reinterpret_cast<uint64_t>(rr.volume->NewOpenFile());
+    rr.fi.fh = reinterpret_cast<uint64_t>(NewOpenFile(rr));
     if (ReplyOpen(rr.req, rr.fi) != 0) {
       // Interrupted: no release follows.
       rr.volume->DeleteOpenFile(OpenFile::Of(&rr.fi));
@@ -140,7 +147,7 @@ void Create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
     fuse_entry_param e = MakeEntry(rr);
     SetCaching(*rr.volume, rr.io.header.file, &rr.fi);
     rr.volume->inodes().Opened(e.ino);
-    rr.fi.fh = reinterpret_cast<uint64_t>(rr.volume->NewOpenFile());
+    rr.fi.fh = reinterpret_cast<uint64_t>(NewOpenFile(rr));
     if (ReplyCreate(rr.req, e, rr.fi) != 0) {
       rr.volume->DeleteOpenFile(OpenFile::Of(&rr.fi));
       rr.volume->inodes().Released(e.ino);
@@ -159,18 +166,22 @@ void Read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 namespace {
 // A request for `op` on the open file `fh` of a request a RawHandler took,
 // or null once it replied ESTALE (the file is gone).
+// A page written through a shared mapping (`as_opener`) is routed as the
+// file's opener's.
 std::unique_ptr<Request> NewRawFileRequest(Volume& volume, fuse_session* se,
                                            const fuse_in_header& in,
-                                           uint64_t fh, Op op) {
+                                           uint64_t fh, Op op,
+                                           bool as_opener = false) {
   std::string file;
-  if (fh == 0 ||
-      !reinterpret_cast<OpenFile*>(fh)->FileName(volume, in.nodeid, &file)) {
+  auto* open = reinterpret_cast<OpenFile*>(fh);
+  if (fh == 0 || !open->FileName(volume, in.nodeid, &file)) {
     SendRawReply(se, in.unique, ESTALE);
     return nullptr;
   }
-  auto r =
-      NewFileRequest(volume, Caller{in.uid, in.gid, static_cast<pid_t>(in.pid)},
-                     op, std::move(file));
+  const Caller caller =
+      as_opener ? open->opener
+                : Caller{in.uid, in.gid, static_cast<pid_t>(in.pid)};
+  auto r = NewFileRequest(volume, caller, op, std::move(file));
   r->session = se;
   r->unique = in.unique;
   return r;
@@ -209,10 +220,18 @@ void SubmitWriteAt(std::unique_ptr<Request> r, const char* data, size_t size,
 
 void Write(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size,
            off_t off, fuse_file_info* fi) {
+  OpenFile* open = OpenFile::Of(fi);
   std::string file;
-  if (!OpenFile::Of(fi)->FileName(req, ino, &file)) return;
-  SubmitWriteAt(NewFileRequest(req, Op::kWrite, std::move(file)), buf, size,
-                off);
+  if (!open->FileName(req, ino, &file)) return;
+  std::unique_ptr<Request> r;
+  if (fi->writepage) {  // a page written through a shared mapping
+    r = NewFileRequest(VolumeOf(req), open->opener, Op::kWrite,
+                       std::move(file));
+    r->req = req;
+  } else {
+    r = NewFileRequest(req, Op::kWrite, std::move(file));
+  }
+  SubmitWriteAt(std::move(r), buf, size, off);
 }
 
 bool ServeRawWrite(Volume& volume, fuse_session* se, const RawRequest& raw) {
@@ -221,7 +240,8 @@ bool ServeRawWrite(Volume& volume, fuse_session* se, const RawRequest& raw) {
   // The data follows the argument (protocol 7.9 on); anything else is
   // libfuse's to parse and report.
   if (raw.arg_size != sizeof(fuse_write_in) + arg->size) return false;
-  auto r = NewRawFileRequest(volume, se, *raw.header, arg->fh, Op::kWrite);
+  auto r = NewRawFileRequest(volume, se, *raw.header, arg->fh, Op::kWrite,
+                             (arg->write_flags & FUSE_WRITE_CACHE) != 0);
   if (r != nullptr) {
     SubmitWriteAt(std::move(r), raw.arg + sizeof(fuse_write_in), arg->size,
                   static_cast<off_t>(arg->offset));
@@ -236,9 +256,11 @@ void Release(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     fuse_reply_err(req, 0);
     return;
   }
-  // The last handle of an unlinked file: now its data can go.
-  Submit(NewRequest(req, Op::kUnlink, *hidden),
-         [](Request& r) { fuse_reply_err(r.req, 0); });
+  // The last handle of an unlinked file: now its data can go (the daemon
+  // removes its own hidden name).
+  auto r = NewRequest(req, Op::kUnlink, *hidden);
+  r->io.args.caller = Credentials();
+  Submit(std::move(r), [](Request& rr) { fuse_reply_err(rr.req, 0); });
 }
 
 void Fsync(fuse_req_t req, fuse_ino_t ino, int datasync, fuse_file_info*) {

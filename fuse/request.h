@@ -96,6 +96,11 @@ class OpenFile {
   // The same without replying: false if `ino` is no longer known.
   bool FileName(Volume& volume, uint64_t ino, std::string* file);
 
+  // Who opened the file. The kernel sends the writes of pages written
+  // through a shared mapping (FUSE_WRITE_CACHE) as uid 0, pid 0: they are
+  // routed as the opener's, so that a tenant's rules see them.
+  Caller opener{0, 0, 0};
+
  private:
   // The generation `file_` is valid for (0: none yet).
   std::atomic<uint64_t> valid_generation_{0};

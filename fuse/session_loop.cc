@@ -57,22 +57,40 @@ int64_t NowNs() {
       .count();
 }
 
-// The INIT exchange when io_uring is asked for: the request's unique (the
-// custom writev patches the reply with that unique), whether the kernel
-// offered io_uring, whether the reply asked for it, and the largest
-// payload the kernel may then send (from the reply).
+// The INIT exchange: the request's unique (the custom writev patches the
+// reply with that unique), whether io_uring is wanted, whether the kernel
+// offered it and shared mmap of direct-IO files, whether the reply asked
+// for io_uring, and the largest payload the kernel may then send (from the
+// reply).
 std::atomic<uint64_t> init_unique{0};
+std::atomic<bool> uring_wanted{false};
 std::atomic<bool> uring_offered{false};
+std::atomic<bool> mmap_offered{false};
 std::atomic<bool> uring_agreed{false};
 std::atomic<size_t> uring_max_payload{0};
 
-// Asks for io_uring in libfuse's INIT reply (libfuse 3.14 cannot).
+// FUSE_DIRECT_IO_ALLOW_MMAP (protocol 7.39, Linux 6.6): shared mappings of
+// files opened with FOPEN_DIRECT_IO, which libfuse 3.14 cannot ask for.
+// Every file a rule may route, and every file with --kernel-cache=off, is
+// opened so; without it their MAP_SHARED mmap fails with ENODEV (SQLite's
+// WAL index, for one). The kernel then keeps such a file's mapped pages in
+// its page cache while the mapping lives, writes them back through the
+// daemon (msync, munmap, memory pressure), and drops cached pages a direct
+// write or read of the same range would make stale.
+constexpr uint64_t kFuseDirectIoAllowMmap = uint64_t{1} << 36;
+
+// Adds what libfuse 3.14 cannot ask for to its INIT reply.
 void PatchInitReply(iovec* iov, int count) {
-  if (!uring_offered.load() || count < 2 ||
+  if (count < 2 ||
       iov[1].iov_len < offsetof(fuse_init_out, flags2) + sizeof(uint32_t)) {
     return;
   }
   auto* out = static_cast<fuse_init_out*>(iov[1].iov_base);
+  if (mmap_offered.load()) {
+    out->flags |= FUSE_INIT_EXT;
+    out->flags2 |= static_cast<uint32_t>(kFuseDirectIoAllowMmap >> 32);
+  }
+  if (!uring_wanted.load() || !uring_offered.load()) return;
   out->flags |= FUSE_INIT_EXT;
   out->flags2 |= static_cast<uint32_t>(kFuseOverIoUring >> 32);
   const size_t pages = out->flags & FUSE_MAX_PAGES ? out->max_pages : 32;
@@ -87,8 +105,8 @@ size_t TotalLength(const iovec* iov, int count) {
   return n;
 }
 
-// libfuse's replies with io_uring asked for: to the ring entry holding the
-// request, else to /dev/fuse.
+// libfuse's replies: to the ring entry holding the request (io_uring),
+// else to /dev/fuse; the INIT reply patched on the way.
 ssize_t HookedWritev(int fd, iovec* iov, int count, void*) {
   KernelHandOffRelease();
   if (count > 0 && iov[0].iov_len >= sizeof(fuse_out_header)) {
@@ -154,7 +172,9 @@ class Loop {
 
   int Run() {
     InstallWakeHandler();
-    if (o_.io_uring) {
+    uring_wanted.store(o_.io_uring);
+    {
+      // Replies of libfuse's own handlers (not the raw ones) pass here.
       fuse_custom_io io{};
       io.writev = HookedWritev;
       io.read = PlainRead;
@@ -346,10 +366,10 @@ class Loop {
       w->requests.store(++requests, std::memory_order_relaxed);
       KernelHandOffAcquire();
       current_request_buffer = &buf;
-      const bool init = o_.io_uring && NoteInit(buf, static_cast<size_t>(res));
+      const bool init = NoteInit(buf, static_cast<size_t>(res));
       Serve(buf, static_cast<size_t>(res));
       current_request_buffer = nullptr;
-      if (init) StartUring();
+      if (init) AfterInit();
       w->requests.store(++requests, std::memory_order_relaxed);
       // The window starts when the queue is next found empty (AwaitRequest):
       // no clock read per request while requests are queued.
@@ -374,15 +394,27 @@ class Loop {
     const auto* in = static_cast<const fuse_in_header*>(buf.mem);
     if (in->opcode != FUSE_INIT) return false;
     const auto* arg = reinterpret_cast<const fuse_init_in*>(in + 1);
-    uring_offered.store((arg->flags & FUSE_INIT_EXT) != 0 &&
-                        (arg->flags2 & (kFuseOverIoUring >> 32)) != 0);
+    const bool ext = (arg->flags & FUSE_INIT_EXT) != 0;
+    uring_offered.store(ext && (arg->flags2 & (kFuseOverIoUring >> 32)) != 0);
+    mmap_offered.store(ext &&
+                       (arg->flags2 & (kFuseDirectIoAllowMmap >> 32)) != 0);
     init_unique.store(in->unique);
     return true;
   }
 
-  // After INIT: starts the io_uring queues if the kernel agreed.
-  void StartUring() {
+  // After INIT: says what shared mmap of direct-IO files will do, and
+  // starts the io_uring queues if asked for and the kernel agreed.
+  void AfterInit() {
     init_unique.store(0);
+    if (!mmap_offered.load()) {
+      LogError("this kernel cannot map direct-IO files shared (Linux 6.6+ ",
+               "can): MAP_SHARED mmap of routed files, and of every file with ",
+               "--kernel-cache=off, fails with ENODEV");
+    }
+    if (o_.io_uring) StartUring();
+  }
+
+  void StartUring() {
     if (!uring_agreed.load()) {
       const std::string why = UringUnavailableReason();
       LogError("--io-uring: the kernel did not offer FUSE over io_uring (",
