@@ -200,32 +200,35 @@ class RuleIndex {
     }
   }
 
-  // Whether a rule not skipped by `removed` could route a tenant's IO to
-  // `file` (any tenant, op or byte range; stage-sourced rules do not count).
-  bool MayRoute(const std::string& file,
-                const absl::flat_hash_set<uint64_t>* removed) const {
+  // Calls fn(e) for every rule not skipped by `removed` that could route a
+  // tenant's IO to `file` (any tenant, op or byte range; stage-sourced
+  // rules do not count) until fn returns false.
+  template <typename Fn>
+  void ForEachRuleOf(const std::string& file,
+                     const absl::flat_hash_set<uint64_t>* removed,
+                     Fn&& fn) const {
     auto live = [removed](const RuleEntry* e) {
       return e->rule().pattern.source.kind != SourcePattern::Kind::kStage &&
              (removed == nullptr || !removed->contains(e->id()));
     };
-    auto any_live = [&](const Bucket& b) {
+    bool go = true;
+    auto visit = [&](const Bucket& b) {
       for (const RuleEntry* e : b.whole) {
-        if (live(e)) return true;
+        if (go && live(e)) go = fn(e);
       }
       for (const RangedEntry& r : b.ranged) {
-        if (live(r.entry)) return true;
+        if (go && live(r.entry)) go = fn(r.entry);
       }
-      return false;
     };
-    bool found = false;
     IoHeader h;
     h.file = file;
-    ForEachBucket(h, [&](const Bucket& b) { found = found || any_live(b); });
+    ForEachBucket(h, [&](const Bucket& b) {
+      if (go) visit(b);
+    });
     for (const auto& [tenant, b] : any_tenant_) {
-      if (found) break;
-      found = any_live(b);
+      if (!go) break;
+      visit(b);
     }
-    return found;
   }
 
   const RuleEntry* Find(uint64_t id) const {
@@ -362,9 +365,36 @@ void RuleTable::CollectBuckets(const IoHeader& h, BucketRefs* refs) const {
 }
 
 bool RuleTable::MayRoute(const std::string& file) const {
+  if (size_ == 0) return false;
+  bool found = false;
+  auto stop = [&found](const RuleEntry*) {
+    found = true;
+    return false;
+  };
   const auto* removed = removed_->empty() ? nullptr : removed_.get();
-  return base_->MayRoute(file, removed) ||
-         (!delta_->entries().empty() && delta_->MayRoute(file, nullptr));
+  base_->ForEachRuleOf(file, removed, stop);
+  if (!found && !delta_->entries().empty()) {
+    delta_->ForEachRuleOf(file, nullptr, stop);
+  }
+  return found;
+}
+
+std::vector<const RuleEntry*> RuleTable::RulesOfFile(
+    const std::string& file) const {
+  std::vector<const RuleEntry*> out;
+  if (size_ == 0) return out;
+  auto add = [&out](const RuleEntry* e) {
+    out.push_back(e);
+    return true;
+  };
+  const auto* removed = removed_->empty() ? nullptr : removed_.get();
+  base_->ForEachRuleOf(file, removed, add);
+  if (!delta_->entries().empty()) delta_->ForEachRuleOf(file, nullptr, add);
+  std::sort(out.begin(), out.end(), [](const RuleEntry* x, const RuleEntry* y) {
+    return x->order() < y->order();
+  });
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
 }
 
 const RuleEntry* RuleTable::MatchWhole(const IoHeader& h) const {

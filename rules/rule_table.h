@@ -124,6 +124,9 @@ class RuleTable {
   // one matching the file for any tenant, op or byte range. False means the
   // file takes its default route whoever accesses it and however.
   bool MayRoute(const std::string& file) const;
+  // Every rule MayRoute counts for `file`: whatever its source, op classes
+  // and byte range, in precedence order.
+  std::vector<const RuleEntry*> RulesOfFile(const std::string& file) const;
 
   const RuleEntry* Find(uint64_t id) const;
   // Every rule, in precedence order.

@@ -1,16 +1,19 @@
 #include "sswitch/sswitch.h"
 
 #include <fcntl.h>
+#include <linux/falloc.h>
 #include <sys/stat.h>
 
 #include <algorithm>
 #include <condition_variable>
 #include <cstring>
+#include <optional>
 #include <thread>
 
 #include "absl/container/flat_hash_map.h"
 #include "re2/re2.h"
 #include "rules/parser.h"
+#include "sswitch/snapshot.h"
 #include "sswitch/thread_shard.h"
 #include "util/errno_status.h"
 #include "util/strings.h"
@@ -21,62 +24,27 @@ namespace {
 
 constexpr int kMaxStageHops = 16;
 
-std::atomic<uint64_t> next_switch_uid{1};
-
-// An installed rule with its runtime state.
-class InstalledRule : public RuleEntry {
- public:
-  InstalledRule(uint64_t id, OrderKey order, Rule rule, std::string owner)
-      : RuleEntry(id, order, std::move(rule), std::move(owner)) {
-    for (const Detour& d : this->rule().detours) {
-      if (d.what == Detour::What::kIo) {
-        io_detours.push_back(&d);
-      } else {
-        has_side_detours = true;
-      }
-    }
+// Ops that may act on every place a file's bytes live (RouteWholeFile).
+bool TouchesWholeFile(Op op) {
+  switch (op) {
+    case Op::kSetattr:
+    case Op::kTruncate:
+    case Op::kOpen:
+    case Op::kCreate:
+    case Op::kUnlink:
+    case Op::kLseek:
+    case Op::kFallocate:
+    case Op::kRenameFrom:
+    case Op::kLink:
+      return true;
+    default:
+      return false;
   }
-  mutable RuleCounters counters;
-  std::unique_ptr<Delegate> delegate;
-  bool delegate_response = false;
-  bool delegate_durable = false;  // the delegate makes durable rules
-  // The rule's IO detours, which its IOs take unless a delegate chooses.
-  absl::InlinedVector<const Detour*, 4> io_detours;
-  bool has_side_detours = false;  // copies of the header or values (H, F)
-};
-
-const InstalledRule* AsInstalled(const RuleEntry* e) {
-  return static_cast<const InstalledRule*>(e);
 }
 
-struct StageEntry {
-  std::shared_ptr<Stage> stage;
-  Stage::Forward forward;
-};
-
-using EndpointMap = absl::flat_hash_map<std::string, std::shared_ptr<Endpoint>,
-                                        StringHash, StringEq>;
-using StageMap = absl::flat_hash_map<std::string, std::shared_ptr<StageEntry>,
-                                     StringHash, StringEq>;
+std::atomic<uint64_t> next_switch_uid{1};
 
 }  // namespace
-
-struct QuiesceGate {
-  explicit QuiesceGate(PatternMatcher m) : matcher(std::move(m)) {}
-  const PatternMatcher matcher;
-  std::mutex mu;
-  bool active = true;      // guarded by mu
-  std::deque<Io*> parked;  // guarded by mu
-};
-
-struct Snapshot {
-  uint64_t version = 0;
-  RuleTablePtr table;
-  std::shared_ptr<const EndpointMap> endpoints;
-  std::shared_ptr<const StageMap> stages;
-  std::shared_ptr<ControllerSink> controller;
-  std::vector<std::shared_ptr<QuiesceGate>> quiesced;
-};
 
 uint64_t SnapshotVersion(const Snapshot& snapshot) { return snapshot.version; }
 
@@ -293,13 +261,17 @@ struct SSwitch::Join {
 
 void SSwitch::Join::FinishSplit() {
   // Every piece is done; children are in offset order.
+  const bool is_read = parent->header.op == Op::kRead;
   for (auto& c : children) {
+    if (is_read && IsMissingPlace(*c)) {
+      c->status = absl::OkStatus();
+      c->bytes = 0;
+    }
     if (!c->status.ok()) {
       parent->Complete(c->status);
       return;
     }
   }
-  const bool is_read = parent->header.op == Op::kRead;
   uint64_t total = 0;
   if (is_read) {
     // Bytes end where the last piece that returned data ends; short pieces
@@ -550,6 +522,10 @@ void SSwitch::Admit(Io* io) {
       for (auto& w : waiters) SignalDrained(*w);
       return;
     }
+    if (io->header.stage.empty() && TouchesWholeFile(io->header.op) &&
+        RouteWholeFile(io)) {
+      return;
+    }
     Dispatch(io);
     return;
   }
@@ -558,6 +534,14 @@ void SSwitch::Admit(Io* io) {
 void SSwitch::Dispatch(Io* io) {
   RuleTable::Pieces pieces;
   io->snapshot_->table->Route(io->header, &pieces);
+  if (io->header.op == Op::kRead) {
+    for (const auto& piece : pieces) {
+      if (piece.rule != nullptr && piece.rule->rule().pattern.file.range) {
+        io = ZeroFillShortRead(io);
+        break;
+      }
+    }
+  }
   if (pieces.size() == 1) {
     RoutePiece(io, pieces[0].rule);
   } else {
@@ -708,9 +692,15 @@ void SSwitch::SendToDetours(Io* io, const RuleEntry* entry,
     single_file =
         ResolveTargetFile(chosen[0]->target, r.pattern.file, io->header.file);
   }
-  if (io->header.op == Op::kWrite && !chosen.empty()) {
-    // DESIGN §3: a write detoured away from the file's home still grows the
-    // size the home reports.
+  const Op op = io->header.op;
+  const bool may_grow =
+      op == Op::kWrite ||
+      (op == Op::kFallocate &&
+       (io->args.flags == 0 || io->args.flags == FALLOC_FL_ZERO_RANGE));
+  if (may_grow && !chosen.empty()) {
+    // DESIGN §3: a write (or an allocation that may extend the file)
+    // detoured away from the file's home still grows the size the home
+    // reports.
     std::string home = HomeOf(*io->snapshot_, io->header);
     bool reaches_home = home.empty();
     for (const Detour* d : chosen) {
@@ -756,7 +746,10 @@ Io* SSwitch::GrowHomeAfter(Io* io, std::string home) {
     Io* parent = g->parent;
     parent->bytes = done.bytes;
     parent->target = done.target;
-    if (!done.status.ok() || done.bytes == 0) {
+    const uint64_t end =
+        done.header.offset +
+        (done.header.op == Op::kWrite ? done.bytes : done.header.length);
+    if (!done.status.ok() || end == done.header.offset) {
       parent->Complete(done.status);
       return;
     }
@@ -767,7 +760,7 @@ Io* SSwitch::GrowHomeAfter(Io* io, std::string home) {
     grow.header.offset = grow.header.length = 0;
     grow.args = parent->args;
     grow.args.flags = kTruncateGrowOnly;
-    grow.args.size = done.header.offset + done.bytes;
+    grow.args.size = end;
     grow.router_ = this;
     grow.snapshot_ = parent->snapshot_;
     grow.set_completion([g](Io& gr) {
@@ -936,7 +929,9 @@ void SSwitch::SendToFile(Io* io, std::string file) {
       CreateAtDetour(io, it->second, std::string(name.path), false);
       return;
     }
-    if (op == Op::kWrite || op == Op::kTruncate || op == Op::kFallocate) {
+    if (cls == kOpClassWrite) {
+      // Routing a write to a file includes making it (scatter replicas,
+      // byte ranges, write detours): the op then acts on every target.
       CreateAtDetour(io, it->second, std::string(name.path), true);
       return;
     }
@@ -946,19 +941,18 @@ void SSwitch::SendToFile(Io* io, std::string file) {
 
 // A create sent somewhere other than its own name: the parent directories
 // exist at the home but maybe not at the target. Try the create; on ENOENT
-// make the missing parents there and try once more. A write sent to a
+// make the missing parents there (with the mode and owner of the file's
+// directory at its home) and try once more. A write-like op sent to a
 // detour whose file does not exist yet makes the file too (lazily, at the
-// first IO that needs it: DESIGN.md §6).
+// first IO that needs it: DESIGN.md §6), with the mode and owner of the
+// file at its home.
 struct SSwitch::DetourCreate {
   Io* parent;
   std::shared_ptr<Endpoint> endpoint;
   std::string path;
-  bool make_file = false;         // a write: the file itself may be missing
-  std::vector<std::string> dirs;  // ancestors of path, outermost first
-  size_t next_dir = 0;
+  bool make_file = false;  // a write: the file itself may be missing
   bool retried = false;
   std::unique_ptr<Io> attempt;
-  std::unique_ptr<Io> mkdir;
 };
 
 void SSwitch::CreateAtDetour(Io* io, std::shared_ptr<Endpoint> endpoint,
@@ -982,10 +976,6 @@ void SSwitch::TryDetourCreate(const std::shared_ptr<DetourCreate>& st) {
   attempt->set_completion([this, st](Io& a) {
     if (ErrnoOf(a.status) == ENOENT && !st->retried) {
       st->retried = true;
-      for (size_t p = st->path.find('/'); p != std::string::npos;
-           p = st->path.find('/', p + 1)) {
-        st->dirs.push_back(st->path.substr(0, p));
-      }
       MakeDetourParents(st);
       return;
     }
@@ -1001,54 +991,71 @@ void SSwitch::TryDetourCreate(const std::shared_ptr<DetourCreate>& st) {
 }
 
 void SSwitch::MakeDetourParents(const std::shared_ptr<DetourCreate>& st) {
-  if (st->next_dir == st->dirs.size()) {
-    if (st->make_file) {
-      MakeDetourFile(st);
-    } else {
-      TryDetourCreate(st);
-    }
-    return;
-  }
-  auto mk = std::make_unique<Io>();
-  mk->header = st->parent->header;
-  mk->header.op = Op::kMkdir;
-  mk->args = IoArgs();
-  mk->args.mode = 0755;
-  mk->set_completion([this, st](Io& m) {
-    const int err = ErrnoOf(m.status);
-    if (err != 0 && err != EEXIST) {
-      st->parent->Complete(m.status);
-      return;
-    }
-    ++st->next_dir;
-    MakeDetourParents(st);
-  });
-  Io* raw = mk.get();
-  st->mkdir = std::move(mk);
-  st->endpoint->Submit(raw, st->dirs[st->next_dir]);
+  Io& parent = *st->parent;
+  const std::string home = HomeOf(*parent.snapshot_, parent.header);
+  MakeParents(parent, parent.target, ParentFileOf(home),
+              [this, st](absl::Status s) {
+                if (!s.ok()) {
+                  st->parent->Complete(std::move(s));
+                } else if (st->make_file) {
+                  MakeDetourFile(st);
+                } else {
+                  TryDetourCreate(st);
+                }
+              });
 }
 
 void SSwitch::MakeDetourFile(const std::shared_ptr<DetourCreate>& st) {
-  auto mk = std::make_unique<Io>();
-  mk->header = st->parent->header;
-  mk->header.op = Op::kCreate;
-  mk->header.offset = mk->header.length = 0;
-  mk->args = IoArgs();
-  mk->args.uid = st->parent->args.uid;
-  mk->args.gid = st->parent->args.gid;
-  mk->args.mode = S_IFREG | 0644;
-  mk->args.flags = O_CREAT | O_WRONLY;  // not O_EXCL: a racing write may win
-  mk->set_completion([this, st](Io& m) {
-    const int err = ErrnoOf(m.status);
-    if (err != 0 && err != EEXIST) {
-      st->parent->Complete(m.status);
-      return;
+  Io& parent = *st->parent;
+  const std::string home = HomeOf(*parent.snapshot_, parent.header);
+  auto create = [this, st](std::optional<struct stat> model) {
+    Io& p = *st->parent;
+    SendOwn(
+        p, Op::kCreate, p.target,
+        [&model](Io& io) {
+          io.args.mode = S_IFREG | (model ? (model->st_mode & 07777) : 0644);
+          // Not O_EXCL: a racing write may win.
+          io.args.flags = O_CREAT | O_WRONLY;
+        },
+        [this, st, model](Io& c) {
+          const int err = ErrnoOf(c.status);
+          if (err != 0 && err != EEXIST) {
+            st->parent->Complete(c.status);
+            return;
+          }
+          if (err != 0 || !model ||
+              (c.attr.st_uid == model->st_uid &&
+               c.attr.st_gid == model->st_gid)) {
+            TryDetourCreate(st);
+            return;
+          }
+          SendOwn(
+              *st->parent, Op::kSetattr, st->parent->target,
+              [&model](Io& io) {
+                io.args.to_set = kSetUid | kSetGid;
+                io.args.uid = model->st_uid;
+                io.args.gid = model->st_gid;
+              },
+              [this, st](Io& o) {
+                if (!o.status.ok()) {
+                  st->parent->Complete(o.status);
+                  return;
+                }
+                TryDetourCreate(st);
+              });
+        });
+  };
+  if (home.empty() || home == parent.target) {
+    create(std::nullopt);
+    return;
+  }
+  SendOwn(parent, Op::kGetattr, home, nullptr, [create](Io& g) mutable {
+    if (g.status.ok() && S_ISREG(g.attr.st_mode)) {
+      create(g.attr);
+    } else {
+      create(std::nullopt);
     }
-    TryDetourCreate(st);
   });
-  Io* raw = mk.get();
-  st->mkdir = std::move(mk);
-  st->endpoint->Submit(raw, st->path);
 }
 
 std::string SSwitch::ResolveWholeFile(const Snapshot& snap, const IoHeader& h) {

@@ -42,6 +42,8 @@ class RE2;
 
 namespace sroute {
 
+struct FilePlace;  // whole_file.cc
+
 // The version stamped on the snapshot an IO was routed with.
 uint64_t SnapshotVersion(const Snapshot& snapshot);
 
@@ -229,6 +231,46 @@ class SSwitch {
   void Scatter(Io* io, const RuleEntry* rule, const DetourList& detours);
   void Split(Io* io, const RuleTable::Pieces& pieces);
   void Fail(Io* io, absl::Status status);
+
+  // --- Files whose bytes live in several places (whole_file.cc).
+  // For a tenant's admitted IO that changes a file's size, removes or moves
+  // it, seeks its data or holes, or shifts its bytes (fallocate collapse /
+  // insert): when some rule puts bytes of the file elsewhere than its home,
+  // takes the IO, gives it the result a plain file gives, and returns true.
+  bool RouteWholeFile(Io* io);
+  // Returns an Io to route in place of the read `io`, some of whose pieces
+  // leave the home: an answer that comes back short is completed with zeros
+  // up to the file's size, which the home holds.
+  Io* ZeroFillShortRead(Io* io);
+  // A child of `parent`: its header, arguments, data and routing state.
+  std::unique_ptr<Io> NewChild(const Io& parent);
+  // Sends `io` straight to the endpoint of `file` (no rules); args.other of
+  // a rename or link is a full name on the same endpoint.
+  void SubmitDirect(Io* io, const std::string& file);
+  // A one-off IO of the sSwitch's own, as the daemon, with the snapshot
+  // and source of `like`: `setup` fills it, `done` runs once it completed,
+  // and it is freed after.
+  void SendOwn(const Io& like, Op op, const std::string& file,
+               const std::function<void(Io&)>& setup,
+               absl::AnyInvocable<void(Io&)> done);
+  // Makes the missing ancestors of `file` on its endpoint, as the daemon,
+  // each with the mode and owner of directory `model` (when it can be
+  // read), then calls done(status).
+  void MakeParents(const Io& like, const std::string& file,
+                   const std::string& model,
+                   absl::AnyInvocable<void(absl::Status)> done);
+  struct SizeFanOut;
+  struct PlaceMoves;
+  struct SeekAcross;
+  void StepSizeFanOut(const std::shared_ptr<SizeFanOut>& st);
+  // rename / link of a file with places (FilePlace) in `from`, to a name
+  // with places in `to`: moves each along, or EXDEV.
+  bool MovePlaces(Io* io, const std::vector<FilePlace>& from,
+                  const std::vector<FilePlace>& to);
+  void StepPlaceMoves(const std::shared_ptr<PlaceMoves>& st);
+  void SeekAcrossPlaces(Io* io, const std::string& home);
+  void StepSeek(const std::shared_ptr<SeekAcross>& st);
+
   friend class Io;
   void FinishRuleFrame(Io& io, Io::Frame& frame);
   void Unregister(

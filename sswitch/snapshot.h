@@ -1,0 +1,87 @@
+// What an sSwitch routes with: installed rules and the snapshot of rules,
+// endpoints and stages an IO is pinned to (internal to sswitch/).
+#ifndef SROUTE_SSWITCH_SNAPSHOT_H_
+#define SROUTE_SSWITCH_SNAPSHOT_H_
+
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/inlined_vector.h"
+#include "rules/rule_table.h"
+#include "sswitch/delegate.h"
+#include "sswitch/endpoint.h"
+#include "sswitch/sswitch.h"
+#include "sswitch/stats.h"
+#include "util/strings.h"
+
+namespace sroute {
+
+// An installed rule with its runtime state.
+class InstalledRule : public RuleEntry {
+ public:
+  InstalledRule(uint64_t id, OrderKey order, Rule rule, std::string owner)
+      : RuleEntry(id, order, std::move(rule), std::move(owner)) {
+    for (const Detour& d : this->rule().detours) {
+      if (d.what == Detour::What::kIo) {
+        io_detours.push_back(&d);
+      } else {
+        has_side_detours = true;
+      }
+    }
+  }
+  mutable RuleCounters counters;
+  std::unique_ptr<Delegate> delegate;
+  bool delegate_response = false;
+  bool delegate_durable = false;  // the delegate makes durable rules
+  // The rule's IO detours, which its IOs take unless a delegate chooses.
+  absl::InlinedVector<const Detour*, 4> io_detours;
+  bool has_side_detours = false;  // copies of the header or values (H, F)
+};
+
+inline const InstalledRule* AsInstalled(const RuleEntry* e) {
+  return static_cast<const InstalledRule*>(e);
+}
+
+struct StageEntry {
+  std::shared_ptr<Stage> stage;
+  Stage::Forward forward;
+};
+
+using EndpointMap = absl::flat_hash_map<std::string, std::shared_ptr<Endpoint>,
+                                        StringHash, StringEq>;
+using StageMap = absl::flat_hash_map<std::string, std::shared_ptr<StageEntry>,
+                                     StringHash, StringEq>;
+
+struct QuiesceGate {
+  explicit QuiesceGate(PatternMatcher m) : matcher(std::move(m)) {}
+  const PatternMatcher matcher;
+  std::mutex mu;
+  bool active = true;      // guarded by mu
+  std::deque<Io*> parked;  // guarded by mu
+};
+
+struct Snapshot {
+  uint64_t version = 0;
+  RuleTablePtr table;
+  std::shared_ptr<const EndpointMap> endpoints;
+  std::shared_ptr<const StageMap> stages;
+  std::shared_ptr<ControllerSink> controller;
+  std::vector<std::shared_ptr<QuiesceGate>> quiesced;
+};
+
+// Whether the read `io` failed only because the file it went to, another
+// than its own, does not exist: a place nothing was written to yet, whose
+// bytes read as a hole.
+bool IsMissingPlace(const Io& io);
+
+// "//HOST/a/b/c" -> "//HOST/a/b"; "" for a file at its endpoint's root or
+// a name that is not "//HOST/PATH" (whole_file.cc).
+std::string ParentFileOf(const std::string& file);
+
+}  // namespace sroute
+
+#endif  // SROUTE_SSWITCH_SNAPSHOT_H_

@@ -1,0 +1,712 @@
+// Files whose bytes live in several places: the operations that act on a
+// whole file, done so that such a file behaves as a plain one.
+//
+// A file's *home* holds its name, attributes and size: it is where a
+// getattr of the file goes. Rules may put bytes of the file elsewhere too:
+// a ranged rule sends a byte range to another file, and a rule for writes
+// that leaves reads alone (scatter replicas, track_writes) sends every
+// write elsewhere. Those other files are the file's *places*, each made by
+// one detour of one rule.
+//
+//  - A size change (setattr of the size, truncate, open or create with
+//    O_TRUNC) goes where its rule sends it, to the home as well if that is
+//    not among them (the size lives there), and then every place it did not
+//    reach is cut to the new size if longer. Places are never extended:
+//    bytes past a place's end read as zeros (ZeroFillShortRead).
+//  - A read some of whose pieces leave the home and that comes back short
+//    is completed with zeros up to the home's size.
+//  - unlink removes the places too, so that bytes of a removed file never
+//    show up in a new file of the same name.
+//  - rename and link move (or link) each place along when the new name has
+//    the same place by the same rule; otherwise they fail with EXDEV before
+//    anything changed (mv then copies through the routes).
+//  - SEEK_DATA / SEEK_HOLE ask each piece's place about its part.
+//  - fallocate collapse / insert range would shift bytes across places:
+//    EOPNOTSUPP before anything changed.
+//
+// A place is one file's only: a target that many files share (a pattern
+// matching many names whose target keeps no suffix) is not cut or removed.
+// The IOs this file sends on its own go straight to endpoints (no rules),
+// as the daemon unless they repeat the caller's own operation.
+#include <fcntl.h>
+#include <linux/falloc.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <optional>
+
+#include "sswitch/snapshot.h"
+#include "sswitch/sswitch.h"
+#include "util/errno_status.h"
+#include "util/strings.h"
+
+namespace sroute {
+
+// One file that holds bytes of another, and the detour that puts them there.
+struct FilePlace {
+  std::string file;
+  const RuleEntry* rule = nullptr;
+  size_t detour = 0;  // which of the rule's detours
+};
+
+namespace {
+using Place = FilePlace;
+
+struct FilePlaces {
+  std::vector<Place> data;  // besides the home
+  bool ranged = false;      // some ranged rule matches the file
+};
+
+// Whether rule `r` puts bytes of the files it matches somewhere (places)
+// rather than being their home for the tenants it names: ranged rules,
+// and whole-file rules for writes that leave reads alone.
+bool PlacesBytes(const Rule& r) {
+  if (r.pattern.file.range) return true;
+  return (r.pattern.ops & kOpClassWrite) != 0 &&
+         (r.pattern.ops & kOpClassRead) == 0;
+}
+
+bool OneFileOnly(const Rule& r, const Target& t) {
+  return r.pattern.file.kind == FilePattern::Kind::kExact || t.keeps_suffix();
+}
+
+bool Contains(const std::vector<std::string>& v, const std::string& s) {
+  return std::find(v.begin(), v.end(), s) != v.end();
+}
+
+// The places of `file`, leaving out `home`.
+FilePlaces PlacesOf(const Snapshot& snap, const std::string& file,
+                    const std::string& home) {
+  FilePlaces p;
+  for (const RuleEntry* e : snap.table->RulesOfFile(file)) {
+    const Rule& r = e->rule();
+    if (!PlacesBytes(r)) continue;
+    if (r.pattern.file.range) p.ranged = true;
+    for (size_t i = 0; i < r.detours.size(); ++i) {
+      const Detour& d = r.detours[i];
+      if (d.what != Detour::What::kIo || d.target.kind != Target::Kind::kFile ||
+          !OneFileOnly(r, d.target)) {
+        continue;
+      }
+      std::string f = ResolveTargetFile(d.target, r.pattern.file, file);
+      if (f == home) continue;
+      const bool seen =
+          std::any_of(p.data.begin(), p.data.end(),
+                      [&](const Place& q) { return q.file == f; });
+      if (!seen) p.data.push_back(Place{std::move(f), e, i});
+    }
+  }
+  return p;
+}
+
+// The files a whole-file IO with header `h` goes to by its rule (its own
+// file when none matches, or the rule has no IO detour); stages and the
+// controller are left out.
+std::vector<std::string> TargetsOf(const Snapshot& snap, const IoHeader& h) {
+  const RuleEntry* e = snap.table->MatchWhole(h);
+  if (e == nullptr) return {h.file};
+  std::vector<std::string> out;
+  bool any_io = false;
+  for (const Detour& d : e->rule().detours) {
+    if (d.what != Detour::What::kIo) continue;
+    any_io = true;
+    if (d.target.kind == Target::Kind::kFile) {
+      out.push_back(
+          ResolveTargetFile(d.target, e->rule().pattern.file, h.file));
+    }
+  }
+  if (!any_io) out.push_back(h.file);
+  return out;
+}
+
+void CopyResults(const Io& from, Io* to) {
+  to->bytes = from.bytes;
+  to->attr = from.attr;
+  to->data = from.data;
+  to->target = from.target;
+}
+
+}  // namespace
+
+bool IsMissingPlace(const Io& io) {
+  return io.header.op == Op::kRead && ErrnoOf(io.status) == ENOENT &&
+         !io.target.empty() && io.target != io.header.file;
+}
+
+std::string ParentFileOf(const std::string& file) {
+  FileName n;
+  if (!SplitFileName(file, &n)) return "";
+  const size_t slash = n.path.rfind('/');
+  if (slash == std::string_view::npos) return "";
+  return JoinFileName(n.host, n.path.substr(0, slash));
+}
+
+std::unique_ptr<Io> SSwitch::NewChild(const Io& parent) {
+  auto child = std::make_unique<Io>();
+  child->header = parent.header;
+  child->args = parent.args;
+  child->write_data = parent.write_data;
+  child->read_buffer = parent.read_buffer;
+  child->records = parent.records;
+  child->router_ = this;
+  child->snapshot_ = parent.snapshot_;
+  child->stage_hops_ = parent.stage_hops_;
+  return child;
+}
+
+void SSwitch::SubmitDirect(Io* io, const std::string& file) {
+  io->target = file;
+  FileName name;
+  if (!SplitFileName(file, &name)) {
+    Fail(io, absl::InvalidArgumentError(
+                 StrCat("'", file, "' is not a file name //HOST/PATH")));
+    return;
+  }
+  const auto& endpoints = *io->snapshot_->endpoints;
+  auto it = endpoints.find(name.host);
+  if (it == endpoints.end()) {
+    Fail(io, absl::NotFoundError(
+                 StrCat("no endpoint named '", name.host, "' for ", file)));
+    return;
+  }
+  const Op op = io->header.op;
+  if (op == Op::kRenameFrom || op == Op::kLink) {
+    FileName other;
+    if (!SplitFileName(io->args.other, &other) || other.host != name.host) {
+      Fail(io,
+           ErrnoStatus(EXDEV, StrCat(OpName(op), " ", file, " -> ",
+                                     io->args.other, ": not on one endpoint")));
+      return;
+    }
+    io->args.other = std::string(other.path);
+  }
+  it->second->Submit(io, name.path);
+}
+
+void SSwitch::SendOwn(const Io& like, Op op, const std::string& file,
+                      const std::function<void(Io&)>& setup,
+                      absl::AnyInvocable<void(Io&)> done) {
+  auto* io = new Io;
+  io->header.source = like.header.source;
+  io->header.op = op;
+  io->header.file = file;
+  io->snapshot_ = like.snapshot_;
+  if (setup) setup(*io);
+  io->set_completion([done = std::move(done)](Io& x) mutable {
+    done(x);
+    delete &x;
+  });
+  SubmitDirect(io, file);
+}
+
+// --- Size changes and removals ------------------------------------------
+
+struct SSwitch::SizeFanOut {
+  Io* parent;
+  std::unique_ptr<Io> child;
+  std::string home;             // the home, when the op's rule did not reach it
+  Op place_op = Op::kTruncate;  // kTruncate (shrink only) or kUnlink
+  uint64_t size = 0;
+  std::vector<std::string> places;  // to cut or remove
+  size_t next = 0;
+};
+
+void SSwitch::StepSizeFanOut(const std::shared_ptr<SizeFanOut>& st) {
+  Io& parent = *st->parent;
+  if (!st->home.empty()) {
+    const std::string home = std::move(st->home);
+    st->home.clear();
+    // The same operation, as the caller, at the home: it holds the size
+    // and attributes.
+    SendOwn(
+        parent, parent.header.op, home,
+        [&parent](Io& io) {
+          io.header.offset = parent.header.offset;
+          io.header.length = parent.header.length;
+          io.args = parent.args;
+        },
+        [this, st](Io& io) {
+          // No file at the home (an sSwitch without a front end that made
+          // one): only the routed op counts.
+          if (io.status.ok()) {
+            st->parent->attr = io.attr;
+          } else if (ErrnoOf(io.status) != ENOENT) {
+            st->parent->Complete(io.status);
+            return;
+          }
+          StepSizeFanOut(st);
+        });
+    return;
+  }
+  if (st->next == st->places.size()) {
+    parent.Complete(absl::OkStatus());
+    return;
+  }
+  const std::string& place = st->places[st->next++];
+  SendOwn(
+      parent, st->place_op, place,
+      [&st](Io& io) {
+        io.args.size = st->size;
+        io.args.flags = kTruncateShrinkOnly;
+      },
+      [this, st, place](Io& io) {
+        // A place nothing was written to yet does not exist.
+        if (!io.status.ok() && ErrnoOf(io.status) != ENOENT) {
+          st->parent->Complete(ErrnoStatus(
+              ErrnoOf(io.status),
+              StrCat(
+                  OpName(st->parent->header.op), " ", st->parent->header.file,
+                  ": done at its home, but ", place,
+                  " (which holds bytes of it) failed: ", io.status.message())));
+          return;
+        }
+        StepSizeFanOut(st);
+      });
+}
+
+bool SSwitch::RouteWholeFile(Io* io) {
+  const IoHeader& h = io->header;
+  const IoArgs& a = io->args;
+  std::optional<uint64_t> new_size;
+  switch (h.op) {
+    case Op::kSetattr:
+      if (a.to_set & kSetSize) new_size = a.size;
+      break;
+    case Op::kTruncate:
+      if (a.flags != 0) return false;  // the sSwitch's own growing
+      new_size = a.size;
+      break;
+    case Op::kOpen:
+      if (!(a.flags & O_TRUNC) || (a.flags & O_ACCMODE) == O_RDONLY) {
+        return false;
+      }
+      new_size = 0;
+      break;
+    case Op::kCreate:
+      if (!(a.flags & O_TRUNC)) return false;
+      new_size = 0;
+      break;
+    case Op::kFallocate:
+      if (!(a.flags & (FALLOC_FL_COLLAPSE_RANGE | FALLOC_FL_INSERT_RANGE))) {
+        return false;
+      }
+      break;
+    case Op::kUnlink:
+    case Op::kLseek:
+    case Op::kRenameFrom:
+    case Op::kLink:
+      break;
+    default:
+      return false;
+  }
+  const Snapshot& snap = *io->snapshot_;
+  if (h.op == Op::kRenameFrom || h.op == Op::kLink) {
+    // Both names: for a link the header names the new one.
+    const std::string& from = h.op == Op::kLink ? a.other : h.file;
+    const std::string& to = h.op == Op::kLink ? h.file : a.other;
+    if (!snap.table->MayRoute(from) && !snap.table->MayRoute(to)) return false;
+    IoHeader hf = h, ht = h;
+    hf.file = from;
+    ht.file = to;
+    const FilePlaces pf = PlacesOf(snap, from, HomeOf(snap, hf));
+    const FilePlaces pt = PlacesOf(snap, to, HomeOf(snap, ht));
+    if (pf.data.empty() && pt.data.empty()) return false;
+    return MovePlaces(io, pf.data, pt.data);
+  }
+  if (!snap.table->MayRoute(h.file)) return false;
+  const std::string home = HomeOf(snap, h);
+  const FilePlaces places = PlacesOf(snap, h.file, home);
+  switch (h.op) {
+    case Op::kLseek:
+      if (!places.ranged || home.empty()) return false;
+      SeekAcrossPlaces(io, home);
+      return true;
+    case Op::kFallocate:
+      if (places.data.empty()) return false;
+      Fail(io, ErrnoStatus(EOPNOTSUPP,
+                           StrCat("fallocate collapse/insert range of ", h.file,
+                                  ": its bytes live in several files (",
+                                  places.data[0].file,
+                                  " among them), which cannot shift together; "
+                                  "nothing was changed")));
+      return true;
+    default:
+      break;
+  }
+  const std::vector<std::string> targets = TargetsOf(snap, h);
+  auto st = std::make_shared<SizeFanOut>();
+  st->parent = io;
+  if ((h.op == Op::kSetattr || h.op == Op::kTruncate) && !home.empty() &&
+      !Contains(targets, home)) {
+    st->home = home;
+  }
+  if (h.op == Op::kUnlink || new_size) {
+    st->place_op = h.op == Op::kUnlink ? Op::kUnlink : Op::kTruncate;
+    st->size = new_size.value_or(0);
+    for (const Place& p : places.data) {
+      if (!Contains(targets, p.file)) st->places.push_back(p.file);
+    }
+  }
+  if (st->home.empty() && st->places.empty()) return false;
+  st->child = NewChild(*io);
+  st->child->set_completion([this, st](Io& c) {
+    CopyResults(c, st->parent);
+    if (!c.status.ok()) {
+      st->parent->Complete(c.status);
+      return;
+    }
+    StepSizeFanOut(st);
+  });
+  Dispatch(st->child.get());
+  return true;
+}
+
+// --- Reads ------------------------------------------------------------------
+
+Io* SSwitch::ZeroFillShortRead(Io* io) {
+  struct Fill {
+    Io* parent;
+    std::unique_ptr<Io> read;
+  };
+  auto f = std::make_shared<Fill>();
+  f->parent = io;
+  f->read = NewChild(*io);
+  f->read->set_completion([this, f](Io& r) {
+    Io& parent = *f->parent;
+    if (IsMissingPlace(r)) {
+      r.status = absl::OkStatus();
+      r.bytes = 0;
+    }
+    CopyResults(r, &parent);
+    if (!r.status.ok() || r.bytes >= parent.header.length) {
+      parent.Complete(r.status);
+      return;
+    }
+    const std::string home = HomeOf(*parent.snapshot_, parent.header);
+    if (home.empty()) {
+      parent.Complete(absl::OkStatus());
+      return;
+    }
+    SendOwn(parent, Op::kGetattr, home, nullptr, [f](Io& g) {
+      Io& p = *f->parent;
+      if (!g.status.ok()) {
+        p.Complete(g.status);
+        return;
+      }
+      // Bytes up to the file's size; what no place returned is a hole.
+      const uint64_t size =
+          static_cast<uint64_t>(std::max<off_t>(0, g.attr.st_size));
+      const uint64_t off = p.header.offset;
+      const uint64_t want =
+          size <= off ? 0 : std::min<uint64_t>(p.header.length, size - off);
+      if (want > p.bytes) {
+        std::fill(p.read_buffer.begin() + static_cast<ptrdiff_t>(p.bytes),
+                  p.read_buffer.begin() + static_cast<ptrdiff_t>(want), 0);
+      }
+      p.bytes = want;
+      p.Complete(absl::OkStatus());
+    });
+  });
+  return f->read.get();
+}
+
+// --- rename and link
+// ----------------------------------------------------------
+
+struct SSwitch::PlaceMoves {
+  Io* parent;
+  std::unique_ptr<Io> child;
+  Op op;  // kRenameFrom or kLink
+  std::vector<std::pair<std::string, std::string>> moves;  // from, to
+  size_t next = 0;
+  bool made_parents = false;  // for the current move
+};
+
+bool SSwitch::MovePlaces(Io* io, const std::vector<Place>& from,
+                         const std::vector<Place>& to) {
+  const IoHeader& h = io->header;
+  const std::string& from_name = h.op == Op::kLink ? io->args.other : h.file;
+  const std::string& to_name = h.op == Op::kLink ? h.file : io->args.other;
+  auto refuse = [&](const std::string& why) {
+    Fail(io, ErrnoStatus(EXDEV,
+                         StrCat(OpName(h.op), " ", from_name, " -> ", to_name,
+                                ": ", why, "; nothing was changed")));
+    return true;
+  };
+  if (h.op == Op::kRenameFrom && (io->args.flags & RENAME_EXCHANGE)) {
+    return refuse("bytes of these files live in several places");
+  }
+  auto st = std::make_shared<PlaceMoves>();
+  st->parent = io;
+  st->op = h.op;
+  for (const Place& p : from) {
+    auto q = std::find_if(to.begin(), to.end(), [&](const Place& x) {
+      return x.rule == p.rule && x.detour == p.detour;
+    });
+    if (q == to.end()) {
+      return refuse(StrCat("bytes of the first live in ", p.file,
+                           ", where no rule puts bytes of the second"));
+    }
+    FileName a, b;
+    if (!SplitFileName(p.file, &a) || !SplitFileName(q->file, &b) ||
+        a.host != b.host) {
+      return refuse(
+          StrCat(p.file, " and ", q->file, " are not on one endpoint"));
+    }
+    st->moves.emplace_back(p.file, q->file);
+  }
+  for (const Place& q : to) {
+    const bool paired =
+        std::any_of(from.begin(), from.end(), [&](const Place& p) {
+          return p.rule == q.rule && p.detour == q.detour;
+        });
+    if (!paired) {
+      return refuse(StrCat("a rule puts bytes of the second in ", q.file,
+                           ", where none of the first are"));
+    }
+  }
+  st->child = NewChild(*io);
+  st->child->set_completion([this, st](Io& c) {
+    CopyResults(c, st->parent);
+    if (!c.status.ok()) {
+      st->parent->Complete(c.status);
+      return;
+    }
+    StepPlaceMoves(st);
+  });
+  Dispatch(st->child.get());
+  return true;
+}
+
+void SSwitch::StepPlaceMoves(const std::shared_ptr<PlaceMoves>& st) {
+  if (st->next == st->moves.size()) {
+    st->parent->Complete(absl::OkStatus());
+    return;
+  }
+  const std::string from = st->moves[st->next].first;
+  const std::string to = st->moves[st->next].second;
+  auto fail = [st](const std::string& file, const absl::Status& s) {
+    st->parent->Complete(ErrnoStatus(
+        ErrnoOf(s),
+        StrCat(OpName(st->op), " ", st->parent->header.file,
+               ": done at its home, but ", file,
+               " (which holds bytes of it) failed: ", s.message())));
+  };
+  auto next = [this, st] {
+    ++st->next;
+    st->made_parents = false;
+    StepPlaceMoves(st);
+  };
+  SendOwn(
+      *st->parent, st->op, from, [&to](Io& io) { io.args.other = to; },
+      [this, st, from, to, fail, next](Io& io) {
+        if (io.status.ok()) return next();
+        if (ErrnoOf(io.status) != ENOENT) return fail(from, io.status);
+        // Either nothing was ever written to `from`, or the directory of
+        // `to` is missing there.
+        SendOwn(*st->parent, Op::kGetattr, from, nullptr,
+                [this, st, from, to, fail, next](Io& g) {
+                  if (ErrnoOf(g.status) == ENOENT || st->made_parents) {
+                    if (st->op == Op::kLink) return next();
+                    // A stale `to` must not show through the new name.
+                    SendOwn(
+                        *st->parent, Op::kUnlink, to, nullptr,
+                        [to, fail, next](Io& u) {
+                          if (u.status.ok() || ErrnoOf(u.status) == ENOENT) {
+                            return next();
+                          }
+                          fail(to, u.status);
+                        });
+                    return;
+                  }
+                  if (!g.status.ok()) return fail(from, g.status);
+                  st->made_parents = true;
+                  MakeParents(*st->parent, to, ParentFileOf(from),
+                              [this, st, to, fail](absl::Status s) {
+                                if (!s.ok()) return fail(to, s);
+                                StepPlaceMoves(st);  // the same move again
+                              });
+                });
+      });
+}
+
+// --- Making directories at places and detours -----------------------------
+
+void SSwitch::MakeParents(const Io& like, const std::string& file,
+                          const std::string& model,
+                          absl::AnyInvocable<void(absl::Status)> done) {
+  struct Parents {
+    const Io* like;
+    std::vector<std::string> dirs;  // outermost first
+    size_t next = 0;
+    struct stat model {};
+    bool have_model = false;
+    absl::AnyInvocable<void(absl::Status)> done;
+  };
+  auto st = std::make_shared<Parents>();
+  st->like = &like;
+  st->done = std::move(done);
+  FileName n;
+  if (!SplitFileName(file, &n)) {
+    st->done(absl::InvalidArgumentError(StrCat("bad file name ", file)));
+    return;
+  }
+  for (size_t p = n.path.find('/'); p != std::string_view::npos;
+       p = n.path.find('/', p + 1)) {
+    st->dirs.push_back(JoinFileName(n.host, n.path.substr(0, p)));
+  }
+  auto step = std::make_shared<std::function<void()>>();
+  *step = [this, st, step] {
+    if (st->next == st->dirs.size()) {
+      auto done = std::move(st->done);
+      *step = nullptr;  // breaks the cycle through the captures
+      done(absl::OkStatus());
+      return;
+    }
+    const std::string dir = st->dirs[st->next++];
+    SendOwn(
+        *st->like, Op::kMkdir, dir,
+        [&st](Io& io) {
+          io.args.mode = st->have_model ? (st->model.st_mode & 07777) : 0755;
+        },
+        [this, st, step, dir](Io& m) {
+          const int err = ErrnoOf(m.status);
+          if (err == EEXIST) return (*step)();
+          if (err != 0) {
+            auto done = std::move(st->done);
+            *step = nullptr;
+            done(m.status);
+            return;
+          }
+          if (!st->have_model || (m.attr.st_uid == st->model.st_uid &&
+                                  m.attr.st_gid == st->model.st_gid)) {
+            return (*step)();
+          }
+          SendOwn(
+              *st->like, Op::kSetattr, dir,
+              [&st](Io& io) {
+                io.args.to_set = kSetUid | kSetGid;
+                io.args.uid = st->model.st_uid;
+                io.args.gid = st->model.st_gid;
+              },
+              [st, step](Io&) { (*step)(); });  // an owner is best effort
+        });
+  };
+  if (model.empty()) {
+    (*step)();
+    return;
+  }
+  SendOwn(like, Op::kGetattr, model, nullptr, [st, step](Io& g) {
+    if (g.status.ok() && S_ISDIR(g.attr.st_mode)) {
+      st->model = g.attr;
+      st->have_model = true;
+    }
+    (*step)();
+  });
+}
+
+// --- SEEK_DATA / SEEK_HOLE
+// ------------------------------------------------------
+
+struct SSwitch::SeekAcross {
+  Io* parent;
+  uint64_t size = 0;
+  // [offset, end) and the file that holds it.
+  struct Part {
+    uint64_t offset;
+    uint64_t end;
+    std::string file;  // "" when no file can tell (a stage): all data
+  };
+  std::vector<Part> parts;
+  size_t next = 0;
+};
+
+void SSwitch::SeekAcrossPlaces(Io* io, const std::string& home) {
+  SendOwn(*io, Op::kGetattr, home, nullptr, [this, io](Io& g) {
+    if (!g.status.ok()) {
+      io->Complete(g.status);
+      return;
+    }
+    auto st = std::make_shared<SeekAcross>();
+    st->parent = io;
+    st->size = static_cast<uint64_t>(std::max<off_t>(0, g.attr.st_size));
+    const uint64_t off = io->header.offset;
+    if (off >= st->size) {
+      io->Complete(ErrnoStatus(
+          ENXIO, StrCat("lseek ", io->header.file, ": offset past the end")));
+      return;
+    }
+    // The pieces a read of [off, size) would be split into.
+    IoHeader h = io->header;
+    h.op = Op::kRead;
+    h.length = st->size - off;
+    RuleTable::Pieces pieces;
+    io->snapshot_->table->Match(h, &pieces);
+    for (const auto& piece : pieces) {
+      std::string file = io->header.file;
+      if (piece.rule != nullptr) {
+        file.clear();
+        for (const Detour& d : piece.rule->rule().detours) {
+          if (d.what != Detour::What::kIo) continue;
+          if (d.target.kind == Target::Kind::kFile) {
+            file = ResolveTargetFile(d.target, piece.rule->rule().pattern.file,
+                                     io->header.file);
+          }
+          break;
+        }
+      }
+      st->parts.push_back(
+          {piece.offset, piece.offset + piece.length, std::move(file)});
+    }
+    StepSeek(st);
+  });
+}
+
+void SSwitch::StepSeek(const std::shared_ptr<SeekAcross>& st) {
+  Io& parent = *st->parent;
+  const bool data = parent.args.flags == SEEK_DATA;
+  auto answer = [&parent](uint64_t at) {
+    parent.bytes = at;
+    parent.Complete(absl::OkStatus());
+  };
+  if (st->next == st->parts.size()) {
+    // Past the last part: no more data; the end of the file is a hole.
+    if (data) {
+      parent.Complete(
+          ErrnoStatus(ENXIO, StrCat("lseek ", parent.header.file,
+                                    ": no data past ", parent.header.offset)));
+    } else {
+      answer(st->size);
+    }
+    return;
+  }
+  const SeekAcross::Part part = st->parts[st->next++];
+  const uint64_t from = std::max(part.offset, parent.header.offset);
+  if (part.file.empty()) {
+    if (data) return answer(from);
+    return StepSeek(st);
+  }
+  SendOwn(
+      parent, Op::kLseek, part.file,
+      [from, &parent](Io& io) {
+        io.header.offset = from;
+        io.args.flags = parent.args.flags;
+      },
+      [this, st, part, from, data, answer](Io& io) {
+        const int err = ErrnoOf(io.status);
+        // ENXIO: `from` is past the place's end; ENOENT: nothing was
+        // written there. Either way a hole up to the part's end.
+        if (err == ENXIO || err == ENOENT) {
+          if (data) return StepSeek(st);
+          return answer(from);
+        }
+        if (err != 0) {
+          st->parent->Complete(io.status);
+          return;
+        }
+        if (io.bytes < part.end) return answer(io.bytes);
+        StepSeek(st);
+      });
+}
+
+}  // namespace sroute
