@@ -10,6 +10,7 @@ packages=(
   librocksdb-dev libre2-dev libabsl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libspdlog-dev libcli11-dev libssl-dev
+  libsqlite3-dev rsync
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -334,6 +334,11 @@ absl::StatusOr<std::unique_ptr<StorageServer>> StorageServer::Start(
   impl->records = *std::move(store);
   impl->background = std::make_unique<Background>();
 
+  // Modes of new files arrive with the caller's umask applied (by the
+  // volume's kernel), as the FUSE daemon takes them too; the server's own
+  // files (above) are made before this.
+  umask(0);
+
   RpcServer::Options ro;
   ro.name = o.name;
   ro.secret = o.secret;

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/statvfs.h>
+#include <sys/sysmacros.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
@@ -21,6 +22,8 @@
 #include <thread>
 #include <utility>
 #include <vector>
+
+#include "tests/util/run_as.h"
 
 namespace sroute::testing {
 
@@ -1819,6 +1822,366 @@ std::string DeepTree(const std::string& root) {
   return L.str();
 }
 
+// A tree deeper than PATH_MAX beneath the root, reached with *at() calls
+// from a directory fd (an absolute path that long fails in the kernel
+// before any file system sees it): make it, then create, stat, chmod,
+// truncate, rename, link and unlink at the bottom, and remove it all.
+std::string DeeperThanPathMax(const std::string& root) {
+  Log L(root);
+  constexpr int kDepth = 24;  // 24 names of 200 bytes: over 4800 bytes
+  const std::string name(200, 'd');
+  int fd = ::open(L.C(""), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  std::vector<int> fds;
+  int made = 0;
+  for (int i = 0; i < kDepth && fd >= 0; ++i) {
+    if (::mkdirat(fd, name.c_str(), 0755) != 0) break;
+    const int next =
+        ::openat(fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    fds.push_back(fd);
+    fd = next;
+    if (fd >= 0) ++made;
+  }
+  L.Line(Fmt("levels made: %d%s", made, made == kDepth ? "" : " UNEXPECTED"));
+  if (fd < 0) {
+    for (int f : fds) ::close(f);
+    return L.str();
+  }
+  auto step = [&](const std::string& desc, Res r, int want = kOk) {
+    L.Step("bottom: " + desc, r, want);
+  };
+  int f = ::openat(fd, "file", O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0644);
+  step("openat(file, O_CREAT|O_EXCL)", R(f));
+  step("pwrite(file, 5)", R(f >= 0 ? ::pwrite(f, "hello", 5, 0) : -1));
+  struct stat st {};
+  step("fstatat(file)", R(::fstatat(fd, "file", &st, AT_SYMLINK_NOFOLLOW)));
+  L.Line("bottom: file " + StatStr(st));
+  step("fchmodat(file, 0600)", R(::fchmodat(fd, "file", 0600, 0)));
+  step("ftruncate(file, 3)", R(f >= 0 ? ::ftruncate(f, 3) : -1));
+  if (f >= 0) ::close(f);
+  step("fstatat(file)", R(::fstatat(fd, "file", &st, AT_SYMLINK_NOFOLLOW)));
+  L.Line("bottom: file " + StatStr(st));
+  step("renameat(file, moved)", R(::renameat(fd, "file", fd, "moved")));
+  step("linkat(moved, link)", R(::linkat(fd, "moved", fd, "link", 0)));
+  step("fstatat(link)", R(::fstatat(fd, "link", &st, AT_SYMLINK_NOFOLLOW)));
+  L.Line("bottom: link " + StatStr(st));
+  step("symlinkat(moved, sym)", R(::symlinkat("moved", fd, "sym")));
+  char buf[16] = {};
+  const int rf = ::openat(fd, "sym", O_RDONLY | O_CLOEXEC);
+  const ssize_t n = rf >= 0 ? ::read(rf, buf, sizeof(buf)) : -1;
+  if (rf >= 0) ::close(rf);
+  L.Line(Fmt("bottom: read through sym: \"%s\"%s",
+             n > 0 ? std::string(buf, n).c_str() : "",
+             n == 3 && std::string(buf, 3) == "hel" ? "" : " UNEXPECTED"));
+  step("mkdirat(sub)", R(::mkdirat(fd, "sub", 0700)));
+  step("renameat(sub, sub2)", R(::renameat(fd, "sub", fd, "sub2")));
+  step("unlinkat(sub2, AT_REMOVEDIR)", R(::unlinkat(fd, "sub2", AT_REMOVEDIR)));
+  for (const char* leaf : {"moved", "link", "sym"}) {
+    step(std::string("unlinkat(") + leaf + ")", R(::unlinkat(fd, leaf, 0)));
+  }
+  step("fstatat(moved)", R(::fstatat(fd, "moved", &st, 0)), ENOENT);
+  ::close(fd);
+  int removed = 0;
+  for (int i = static_cast<int>(fds.size()) - 1; i >= 0; --i) {
+    if (::unlinkat(fds[i], name.c_str(), AT_REMOVEDIR) == 0) ++removed;
+    ::close(fds[i]);
+  }
+  L.Line(Fmt("levels removed: %d%s", removed,
+             removed == made ? "" : " UNEXPECTED"));
+  return L.str();
+}
+
+// --- Identity: several users on one tree (scenarios run as root) -------
+
+// Runs `call` as `u` in a child process and returns its result.
+Res AsUser(const User& u, const std::function<Res()>& call) {
+  const std::string out = RunAs(u, [&] {
+    const Res r = call();
+    return Fmt("%lld %d", static_cast<long long>(r.rc), r.err);
+  });
+  long long rc = -1;
+  int err = EIO;
+  if (std::sscanf(out.c_str(), "%lld %d", &rc, &err) != 2) return Res{-1, EIO};
+  return Res{rc, err};
+}
+
+class Users {
+ public:
+  explicit Users(Log& L) : L_(L) {}
+  // "as UID: desc: ok|ENAME".
+  bool Do(const User& u, const std::string& desc,
+          const std::function<Res()>& call, int want = kOk) {
+    return L_.Step(Fmt("as %u: ", static_cast<unsigned>(u.uid)) + desc,
+                   AsUser(u, call), want);
+  }
+  bool Creat(const User& u, const std::string& rel, mode_t mode,
+             int want = kOk) {
+    const std::string path = L_.P(rel);
+    return Do(
+        u, "creat(" + rel + ", " + ModeStr(mode) + ")",
+        [path, mode] {
+          const int fd =
+              ::open(path.c_str(), O_CREAT | O_EXCL | O_WRONLY, mode);
+          const Res r = R(fd);
+          if (fd >= 0) ::close(fd);
+          return r;
+        },
+        want);
+  }
+  bool Mkdir(const User& u, const std::string& rel, mode_t mode,
+             int want = kOk) {
+    const std::string path = L_.P(rel);
+    return Do(
+        u, "mkdir(" + rel + ", " + ModeStr(mode) + ")",
+        [path, mode] { return R(::mkdir(path.c_str(), mode)); }, want);
+  }
+  // Owner and mode of `rel` (lstat, as root).
+  void Owner(const std::string& rel) {
+    struct stat st {};
+    const Res r = R(::lstat(L_.C(rel), &st));
+    L_.Step("owner(" + rel + ")", r, kOk,
+            Fmt("uid=%u gid=%u mode=%s", static_cast<unsigned>(st.st_uid),
+                static_cast<unsigned>(st.st_gid), ModeStr(st.st_mode).c_str()));
+  }
+
+ private:
+  Log& L_;
+};
+
+std::string IdentityOwners(const std::string& root) {
+  Log L(root);
+  Users U(L);
+  const User a = Nobody(), b = Grouped();
+  L.Step("chmod(., 01777)", R(::chmod(L.C(""), 01777)));
+  const std::string P = root;
+  U.Creat(a, "fa", 0666);
+  U.Owner("fa");
+  U.Mkdir(a, "da", 0777);
+  U.Owner("da");
+  U.Do(a, "mkfifo(pa)", [P] { return R(::mkfifo((P + "/pa").c_str(), 0666)); });
+  U.Owner("pa");
+  U.Do(
+      a, "mknod(ca, char 1:3)",
+      [P] {
+        return R(::mknod((P + "/ca").c_str(), S_IFCHR | 0666, makedev(1, 3)));
+      },
+      EPERM);
+  U.Do(a, "symlink(fa, la)",
+       [P] { return R(::symlink("fa", (P + "/la").c_str())); });
+  U.Owner("la");
+  U.Do(a, "link(fa, fa2)",
+       [P] { return R(::link((P + "/fa").c_str(), (P + "/fa2").c_str())); });
+  L.Stat("fa");
+  U.Creat(b, "fb", 0640);
+  U.Owner("fb");
+  U.Do(a, "chmod(fa, 0600)",
+       [P] { return R(::chmod((P + "/fa").c_str(), 0600)); });
+  U.Do(
+      a, "chmod(fb, 0600)",
+      [P] { return R(::chmod((P + "/fb").c_str(), 0600)); }, EPERM);
+  U.Do(
+      a, "chown(fa, 60000, -1)",
+      [P] { return R(::chown((P + "/fa").c_str(), 60000, -1)); }, EPERM);
+  U.Do(
+      a, "chown(fa, -1, 60001)",
+      [P] { return R(::chown((P + "/fa").c_str(), -1, 60001)); }, EPERM);
+  U.Do(b, "chown(fb, -1, 60001)",
+       [P] { return R(::chown((P + "/fb").c_str(), -1, 60001)); });
+  U.Owner("fb");
+  U.Do(
+      b, "chown(fb, -1, 65534)",
+      [P] { return R(::chown((P + "/fb").c_str(), -1, 65534)); }, EPERM);
+  U.Do(
+      a, "truncate(fb, 0)",
+      [P] { return R(::truncate((P + "/fb").c_str(), 0)); }, EACCES);
+  U.Do(
+      a, "open(fb, O_RDONLY)",
+      [P] {
+        const int fd = ::open((P + "/fb").c_str(), O_RDONLY);
+        const Res r = R(fd);
+        if (fd >= 0) ::close(fd);
+        return r;
+      },
+      EACCES);
+  U.Do(b, "truncate(fb, 3)",
+       [P] { return R(::truncate((P + "/fb").c_str(), 3)); });
+  L.Stat("fb");
+  U.Do(
+      a, "utimensat(fb, now)",
+      [P] { return R(::utimensat(AT_FDCWD, (P + "/fb").c_str(), nullptr, 0)); },
+      EACCES);
+  U.Do(b, "utimensat(fb, now)", [P] {
+    return R(::utimensat(AT_FDCWD, (P + "/fb").c_str(), nullptr, 0));
+  });
+  // protected_hardlinks (a sysctl) decides; the same either way.
+  U.Do(
+      a, "link(fb, lb)",
+      [P] { return R(::link((P + "/fb").c_str(), (P + "/lb").c_str())); },
+      kAny);
+  U.Do(a, "chmod(fa, 04755)",
+       [P] { return R(::chmod((P + "/fa").c_str(), 04755)); });
+  U.Owner("fa");
+  U.Do(b, "chmod(fb, 02640)",
+       [P] { return R(::chmod((P + "/fb").c_str(), 02640)); });
+  U.Owner("fb");
+  U.Do(b, "chown(fb, -1, 60002)",
+       [P] { return R(::chown((P + "/fb").c_str(), -1, 60002)); });
+  U.Owner("fb");
+  // An open file keeps working after its mode changes.
+  U.Do(a, "open(fa, O_RDWR); chmod(fa, 0); pwrite; pread", [P] {
+    const std::string f = P + "/fa";
+    const int fd = ::open(f.c_str(), O_RDWR);
+    if (fd < 0) return R(fd);
+    Res r = R(::chmod(f.c_str(), 0));
+    if (r.rc >= 0) r = R(::pwrite(fd, "abc", 3, 0));
+    char buf[3];
+    if (r.rc >= 0) r = R(::pread(fd, buf, 3, 0));
+    if (r.rc >= 0 && std::string(buf, 3) != "abc") r = Res{-1, EIO};
+    ::close(fd);
+    return r;
+  });
+  U.Owner("fa");
+  L.Stat("fa");
+  U.Do(
+      a, "open(fa, O_RDONLY)",
+      [P] {
+        const int fd = ::open((P + "/fa").c_str(), O_RDONLY);
+        const Res r = R(fd);
+        if (fd >= 0) ::close(fd);
+        return r;
+      },
+      EACCES);
+  return L.str();
+}
+
+std::string IdentitySetgidDirs(const std::string& root) {
+  Log L(root);
+  Users U(L);
+  const User a = Nobody(), b = Grouped();
+  L.Step("mkdir(g, 0775)", R(::mkdir(L.C("g"), 0775)));
+  L.Step("chown(g, 0, 60001)", R(::chown(L.C("g"), 0, 60001)));
+  L.Step("chmod(g, 02775)", R(::chmod(L.C("g"), 02775)));
+  U.Owner("g");
+  U.Creat(b, "g/fb", 0644);
+  U.Owner("g/fb");
+  U.Mkdir(b, "g/sub", 0755);
+  U.Owner("g/sub");
+  U.Creat(b, "g/sub/deeper", 0600);
+  U.Owner("g/sub/deeper");
+  U.Creat(a, "g/fa", 0644, EACCES);  // not in the group
+  L.Step("chmod(g, 02777)", R(::chmod(L.C("g"), 02777)));
+  // The set-group-ID bit of a new file is dropped for a creator outside
+  // the group, kept for a member.
+  U.Creat(a, "g/fa", 02755);
+  U.Owner("g/fa");
+  U.Creat(b, "g/fb2", 02755);
+  U.Owner("g/fb2");
+  U.Mkdir(a, "g/da", 0777);
+  U.Owner("g/da");
+  const std::string P = root;
+  U.Do(a, "mkfifo(g/pa)",
+       [P] { return R(::mkfifo((P + "/g/pa").c_str(), 0666)); });
+  U.Owner("g/pa");
+  U.Do(a, "symlink(fa, g/la)",
+       [P] { return R(::symlink("fa", (P + "/g/la").c_str())); });
+  U.Owner("g/la");
+  return L.str();
+}
+
+std::string IdentitySticky(const std::string& root) {
+  Log L(root);
+  Users U(L);
+  const User a = Nobody(), b = Grouped();
+  const std::string P = root;
+  L.Step("mkdir(s, 01777)", R(::mkdir(L.C("s"), 0777)));
+  L.Step("chmod(s, 01777)", R(::chmod(L.C("s"), 01777)));
+  U.Creat(a, "s/a", 0666);
+  U.Creat(b, "s/b", 0666);
+  auto unlink = [P](const std::string& rel) {
+    return [P, rel] { return R(::unlink((P + "/" + rel).c_str())); };
+  };
+  auto rename = [P](const std::string& from, const std::string& to) {
+    return [P, from, to] {
+      return R(::rename((P + "/" + from).c_str(), (P + "/" + to).c_str()));
+    };
+  };
+  U.Do(b, "unlink(s/a)", unlink("s/a"), EPERM);
+  U.Do(b, "rename(s/a, s/c)", rename("s/a", "s/c"), EPERM);
+  U.Do(b, "rename(s/b, s/a)", rename("s/b", "s/a"), EPERM);
+  U.Do(a, "unlink(s/b)", unlink("s/b"), EPERM);
+  U.Do(a, "rename(s/a, s/a2)", rename("s/a", "s/a2"));
+  U.Owner("s/a2");
+  U.Do(a, "unlink(s/a2)", unlink("s/a2"));
+  U.Mkdir(b, "s/db", 0777);
+  U.Do(
+      a, "rmdir(s/db)", [P] { return R(::rmdir((P + "/s/db").c_str())); },
+      EPERM);
+  U.Do(b, "rmdir(s/db)", [P] { return R(::rmdir((P + "/s/db").c_str())); });
+  L.Step("unlink(s/b) as root", R(::unlink(L.C("s/b"))));
+  L.PrintList("s");
+  return L.str();
+}
+
+std::string IdentitySearch(const std::string& root) {
+  Log L(root);
+  Users U(L);
+  const User a = Nobody();
+  const std::string P = root;
+  L.Step("mkdir(p, 0700)", R(::mkdir(L.C("p"), 0700)));
+  L.MakeFile("p/x", "x");
+  auto stat = [P](const std::string& rel) {
+    return [P, rel] {
+      struct stat st;
+      return R(::stat((P + "/" + rel).c_str(), &st));
+    };
+  };
+  auto open_ro = [P](const std::string& rel) {
+    return [P, rel] {
+      const int fd = ::open((P + "/" + rel).c_str(), O_RDONLY);
+      const Res r = R(fd);
+      if (fd >= 0) ::close(fd);
+      return r;
+    };
+  };
+  U.Do(a, "stat(p/x)", stat("p/x"), EACCES);
+  U.Do(a, "open(p/x)", open_ro("p/x"), EACCES);
+  U.Creat(a, "p/y", 0644, EACCES);
+  L.Step("chmod(p, 0711)", R(::chmod(L.C("p"), 0711)));
+  U.Do(a, "stat(p/x)", stat("p/x"));
+  U.Do(a, "open(p/x)", open_ro("p/x"));
+  U.Do(
+      a, "opendir(p)",
+      [P] {
+        DIR* d = ::opendir((P + "/p").c_str());
+        const Res r = RPtr(d, nullptr);
+        if (d != nullptr) ::closedir(d);
+        return r;
+      },
+      EACCES);
+  U.Creat(a, "p/y", 0644, EACCES);
+  L.Step("chmod(p, 0733)", R(::chmod(L.C("p"), 0733)));
+  U.Creat(a, "p/y", 0644);
+  U.Owner("p/y");
+  L.Step("chmod(p/x, 0600)", R(::chmod(L.C("p/x"), 0600)));
+  U.Do(a, "open(p/x)", open_ro("p/x"), EACCES);
+  return L.str();
+}
+
+std::string IdentityUmask(const std::string& root) {
+  Log L(root);
+  Users U(L);
+  User a = Nobody();
+  a.umask = 027;
+  L.Step("chmod(., 0777)", R(::chmod(L.C(""), 0777)));
+  U.Creat(a, "f", 0666);
+  U.Owner("f");
+  U.Mkdir(a, "d", 0777);
+  U.Owner("d");
+  a.umask = 0;
+  U.Creat(a, "g", 0666);
+  U.Owner("g");
+  return L.str();
+}
+
 }  // namespace
 
 void PrintTo(const Scenario& s, std::ostream* os) { *os << s.name; }
@@ -1843,6 +2206,17 @@ std::vector<Scenario> PosixScenarios() {
       {"fsync_fallocate", SyncFallocate},
       {"write_then_stat_size", WriteThenStat},
       {"deep_tree", DeepTree},
+      {"deeper_than_path_max", DeeperThanPathMax},
+  };
+}
+
+std::vector<Scenario> IdentityScenarios() {
+  return {
+      {"identity_owners", IdentityOwners},
+      {"identity_setgid_dirs", IdentitySetgidDirs},
+      {"identity_sticky", IdentitySticky},
+      {"identity_search", IdentitySearch},
+      {"identity_umask", IdentityUmask},
   };
 }
 

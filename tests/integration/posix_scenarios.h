@@ -34,8 +34,15 @@ struct Scenario {
 // Prints the name (for gtest parameter names and failure messages).
 void PrintTo(const Scenario& s, std::ostream* os);
 
-// Every scenario, in a fixed order.
+// Every scenario, in a fixed order. They run as whoever calls them (the
+// trust tests run them as other users too: tests/util/run_as.h).
 std::vector<Scenario> PosixScenarios();
+
+// Scenarios of several users on one tree: owners of every kind of node,
+// set-group-ID directories, sticky directories, search permission, umask.
+// They must run as root; each step of a user runs in a child process that
+// is that user (Nobody() and Grouped() of tests/util/run_as.h).
+std::vector<Scenario> IdentityScenarios();
 
 // "EEXIST" for EEXIST, ..., "E<num>" for numbers it does not know.
 std::string ErrnoName(int err);

@@ -266,7 +266,8 @@ class Run {
     std::string err;
     if (write) {
       const uint64_t at = Rand(span);
-      const std::string data = Data(std::min<uint64_t>(span - at, 1 + Rand(300)));
+      const std::string data =
+          Data(std::min<uint64_t>(span - at, 1 + Rand(300)));
       std::memcpy(c + at, data.data(), data.size());
       if (msync(p, span, MS_SYNC) != 0) err = "msync: " + ErrText(errno);
       ModelWrite(f, page + at, data);
@@ -299,8 +300,8 @@ class Run {
     Log("fallocate " + Name(f) + " mode=" + std::to_string(mode) + " " +
         std::to_string(len) + "@" + std::to_string(off));
     std::string& m = model_[f];
-    const int r = fallocate(fd, mode, static_cast<off_t>(off),
-                            static_cast<off_t>(len));
+    const int r =
+        fallocate(fd, mode, static_cast<off_t>(off), static_cast<off_t>(len));
     const int err = r == 0 ? 0 : errno;
     // What a plain file gives.
     int expect = 0;
@@ -364,8 +365,8 @@ class Run {
     loff_t off_in = static_cast<loff_t>(in), off_out = static_cast<loff_t>(out);
     uint64_t done = 0;
     while (done < len) {
-      const ssize_t n = copy_file_range(fds_[src], &off_in, fds_[dst],
-                                        &off_out, len - done, 0);
+      const ssize_t n = copy_file_range(fds_[src], &off_in, fds_[dst], &off_out,
+                                        len - done, 0);
       if (n < 0) return "copy_file_range: " + ErrText(errno);
       if (n == 0) break;
       done += static_cast<uint64_t>(n);
@@ -385,7 +386,8 @@ class Run {
     const uint64_t off = Rand(size + 4096);
     Log(std::string(data ? "seek_data " : "seek_hole ") + Name(f) + " " +
         std::to_string(off));
-    const off_t r = lseek(fd, static_cast<off_t>(off), data ? SEEK_DATA : SEEK_HOLE);
+    const off_t r =
+        lseek(fd, static_cast<off_t>(off), data ? SEEK_DATA : SEEK_HOLE);
     const int err = r < 0 ? errno : 0;
     const std::string& m = model_[f];
     auto zeros = [&](uint64_t a, uint64_t b) {

@@ -1,0 +1,708 @@
+// The trust suite: what a user of the volume may rely on, tested as users
+// are. POSIX parity as other users and with several users on one tree,
+// locally and through a storage server; the model-based exerciser on plain
+// and routed files under every rule kind (and while the route flips); SQLite
+// in WAL and rollback mode, killed mid-transaction; copies with cp, rsync
+// and tar; and the six symptoms of the trust issue, each as it was reported.
+#include <fcntl.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "tests/integration/posix_scenarios.h"
+#include "tests/util/mounted_volume.h"
+#include "tests/util/run_as.h"
+#include "tests/util/run_command.h"
+#include "tests/util/server_process.h"
+#include "tests/util/temp_dir.h"
+#include "tools/exercise/exerciser.h"
+
+namespace sroute {
+namespace {
+
+using ::sroute::testing::Exercise;
+using ::sroute::testing::ExerciseOptions;
+using ::sroute::testing::ExerciseResult;
+using ::sroute::testing::MountedVolume;
+using ::sroute::testing::ReadAll;
+using ::sroute::testing::ReadWholeFile;
+using ::sroute::testing::RunAs;
+using ::sroute::testing::RunCommand;
+using ::sroute::testing::Scenario;
+using ::sroute::testing::ServerProcess;
+using ::sroute::testing::TempDir;
+using ::sroute::testing::User;
+using ::sroute::testing::WriteSecretFile;
+using ::sroute::testing::WriteWholeFile;
+
+namespace fs = std::filesystem;
+
+// Operations per exerciser run: SROUTE_EXERCISE_OPS, or 10000 (a rule
+// kind runs with both kernel-cache modes: 20000 in all).
+uint64_t ExerciseOps() {
+  const char* env = std::getenv("SROUTE_EXERCISE_OPS");
+  return env != nullptr ? std::strtoull(env, nullptr, 10) : 10000;
+}
+
+// A sroute-fuse volume over a backing directory or a storage server, with
+// a second endpoint "fast" (a directory or a server), rules and a control
+// socket.
+struct Volume {
+  struct Options {
+    std::string rules;  // rule text, one per line
+    std::string kernel_cache = "auto";
+    bool remote_backing = false;  // the home is a storage server
+    bool remote_fast = false;     // "fast" is a storage server
+  };
+  explicit Volume(const Options& o) {
+    fs::create_directories(dir / "home");
+    fs::create_directories(dir / "fast");
+    fs::create_directories(dir / "mnt");
+    chmod(dir.path().c_str(), 0755);
+    const std::string secret = WriteSecretFile(dir / "secret");
+    std::string backing = dir / "home";
+    std::string fast = dir / "fast";
+    if (o.remote_backing) {
+      home_server = std::make_unique<ServerProcess>(
+          SROUTE_SERVER_BINARY,
+          std::vector<std::string>{"--root", dir / "home", "--name", "home",
+                                   "--secret-file", secret, "--listen",
+                                   "127.0.0.1:0"});
+      backing = home_server->address();
+    }
+    if (o.remote_fast) {
+      fast_server = std::make_unique<ServerProcess>(
+          SROUTE_SERVER_BINARY,
+          std::vector<std::string>{"--root", dir / "fast", "--name", "fast",
+                                   "--secret-file", secret, "--listen",
+                                   "127.0.0.1:0"});
+      fast = fast_server->address();
+    }
+    WriteWholeFile(dir / "volume.rules", o.rules + "\n");
+    socket = dir / "control.sock";
+    volume = std::make_unique<MountedVolume>(
+        SROUTE_FUSE_BINARY, dir / "mnt",
+        std::vector<std::string>{"--backing", backing, "--endpoint",
+                                 "fast=" + fast, "--secret-file", secret,
+                                 "--rules", dir / "volume.rules", "--control",
+                                 socket, "--kernel-cache", o.kernel_cache});
+  }
+  bool ok() const {
+    return volume->ok() && (!home_server || home_server->ok()) &&
+           (!fast_server || fast_server->ok());
+  }
+  std::string mnt(const std::string& rel = "") const {
+    return rel.empty() ? dir / "mnt" : dir / ("mnt/" + rel);
+  }
+  std::string home(const std::string& rel) const {
+    return dir / ("home/" + rel);
+  }
+  std::string fast(const std::string& rel) const {
+    return dir / ("fast/" + rel);
+  }
+  // Runs sroutectl against this volume's control socket.
+  std::pair<int, std::string> Ctl(const std::string& args) const {
+    return RunCommand(std::string(SROUTECTL_BINARY) + " --host unix:" + socket +
+                      " " + args);
+  }
+
+  TempDir dir;
+  std::string socket;
+  std::unique_ptr<ServerProcess> home_server;
+  std::unique_ptr<ServerProcess> fast_server;
+  std::unique_ptr<MountedVolume> volume;  // unmounted before servers stop
+  ~Volume() { volume.reset(); }
+};
+
+const Scenario& FindScenario(const std::vector<Scenario>& all,
+                             const std::string& name) {
+  for (const Scenario& s : all) {
+    if (s.name == name) return s;
+  }
+  std::abort();
+}
+
+std::vector<std::string> Names(const std::vector<Scenario>& all) {
+  std::vector<std::string> names;
+  for (const Scenario& s : all) names.push_back(s.name);
+  return names;
+}
+
+// ---------------------------------------------------------------------------
+// POSIX parity as other users, and with several users on one tree.
+
+// One volume per backing (local directory, storage server) for all
+// scenarios of a suite.
+struct ParityVolumes {
+  ParityVolumes() {
+    Volume::Options local;
+    volumes.push_back(std::make_unique<Volume>(local));
+    Volume::Options remote;
+    remote.remote_backing = true;
+    volumes.push_back(std::make_unique<Volume>(remote));
+    for (auto& v : volumes) chmod(v->mnt().c_str(), 0755);
+  }
+  std::vector<std::unique_ptr<Volume>> volumes;  // local, remote
+};
+ParityVolumes* parity_volumes = nullptr;
+
+ParityVolumes& Parity() {
+  if (parity_volumes == nullptr) parity_volumes = new ParityVolumes;
+  return *parity_volumes;
+}
+
+class ParityEnvironment : public ::testing::Environment {
+ public:
+  void TearDown() override {
+    delete parity_volumes;
+    parity_volumes = nullptr;
+  }
+};
+const auto* const parity_env =
+    ::testing::AddGlobalTestEnvironment(new ParityEnvironment);
+
+// A fresh directory `name` beneath `parent`, owned by `user`.
+std::string UserDir(const std::string& parent, const std::string& name,
+                    const User& user) {
+  const std::string d = parent + "/" + name;
+  if (mkdir(d.c_str(), 0755) != 0 ||
+      chown(d.c_str(), user.uid, user.gid) != 0) {
+    return "";
+  }
+  return d;
+}
+
+using UserParam =
+    std::tuple<std::string, std::string, bool>;  // scenario, user, remote
+
+class UserParityTest : public ::testing::TestWithParam<UserParam> {};
+
+TEST_P(UserParityTest, SameTranscriptAsAPlainDirectory) {
+  const auto& [name, who, remote] = GetParam();
+  const User user = who == "nobody" ? testing::Nobody() : testing::Grouped();
+  Volume& v = *Parity().volumes[remote ? 1 : 0];
+  ASSERT_TRUE(v.ok()) << "the volume did not come up";
+  static const std::vector<Scenario> all = testing::PosixScenarios();
+  const Scenario& scenario = FindScenario(all, name);
+  TempDir plain;
+  chmod(plain.path().c_str(), 0755);
+  const std::string tag = name + "_" + who;
+  const std::string on_plain = UserDir(plain.path(), tag, user);
+  const std::string on_mount = UserDir(v.mnt(), tag, user);
+  ASSERT_FALSE(on_plain.empty());
+  ASSERT_FALSE(on_mount.empty());
+  const std::string expected =
+      RunAs(user, [&] { return scenario.run(on_plain); });
+  const std::string got = RunAs(user, [&] { return scenario.run(on_mount); });
+  EXPECT_EQ(got, expected);
+  EXPECT_EQ(expected.find("<child failed"), std::string::npos) << expected;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    AsUsers, UserParityTest,
+    ::testing::Combine(::testing::ValuesIn(Names(testing::PosixScenarios())),
+                       ::testing::Values("nobody", "grouped"),
+                       ::testing::Bool()),
+    [](const auto& info) {
+      return std::get<0>(info.param) + "_" + std::get<1>(info.param) +
+             (std::get<2>(info.param) ? "_remote" : "_local");
+    });
+
+using IdentityParam = std::tuple<std::string, bool>;  // scenario, remote
+
+class IdentityParityTest : public ::testing::TestWithParam<IdentityParam> {};
+
+TEST_P(IdentityParityTest, SameTranscriptAsAPlainDirectory) {
+  const auto& [name, remote] = GetParam();
+  Volume& v = *Parity().volumes[remote ? 1 : 0];
+  ASSERT_TRUE(v.ok()) << "the volume did not come up";
+  static const std::vector<Scenario> all = testing::IdentityScenarios();
+  const Scenario& scenario = FindScenario(all, name);
+  TempDir plain;
+  chmod(plain.path().c_str(), 0755);
+  const std::string on_plain = plain / name;
+  const std::string on_mount = v.mnt(name);
+  ASSERT_EQ(mkdir(on_plain.c_str(), 0755), 0);
+  ASSERT_EQ(mkdir(on_mount.c_str(), 0755), 0);
+  const std::string expected = scenario.run(on_plain);
+  EXPECT_EQ(scenario.run(on_mount), expected);
+  EXPECT_EQ(expected.find("UNEXPECTED"), std::string::npos) << expected;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Identity, IdentityParityTest,
+    ::testing::Combine(::testing::ValuesIn(Names(testing::IdentityScenarios())),
+                       ::testing::Bool()),
+    [](const auto& info) {
+      return std::get<0>(info.param) +
+             (std::get<1>(info.param) ? "_remote" : "_local");
+    });
+
+// ---------------------------------------------------------------------------
+// The exerciser under every rule kind.
+
+struct RuleKind {
+  const char* name;
+  const char* rules;
+  bool remote_fast = false;
+  // Files beneath fast/ that must equal d/a and d/b at the end (replicas).
+  const char* replica_a = nullptr;
+  const char* replica_b = nullptr;
+};
+
+const RuleKind kKinds[] = {
+    {"plain", ""},
+    {"whole_file",
+     "<*, *, //home/d/a> -> <IO, //fast/a>\n"
+     "<*, *, //home/d/b> -> <IO, //fast/b>"},
+    {"prefix", "<*, *, //home/d/*> -> <IO, //fast/x/*>"},
+    {"regex", "<*, *, re://home/d/(a|b)> -> <IO, //fast/*>"},
+    {"byte_ranges",
+     "<*, r|w, //home/d/a[0:64K]> -> <IO, //fast/a>\n"
+     "<*, r|w, //home/d/a[128K:192K]> -> <IO, //fast/a.hi>\n"
+     "<*, r|w, //home/d/b[32K:100K]> -> <IO, //fast/b>\n"
+     "<*, r|w, //home/d/b[200K:300K]> -> <IO, //fast/b2>"},
+    {"scatter", "<*, w, //home/d/*> -> <IO, //home/d/*>, <IO, //fast/s/*>",
+     false, "s/a", "s/b"},
+    {"track_writes",
+     "<*, w, //home/d/a> -> track_writes(); <IO, //fast/ta>\n"
+     "<*, w, //home/d/b> -> track_writes(); <IO, //fast/tb>"},
+    {"remote_server",
+     "<*, r|w, //home/d/a[0:64K]> -> <IO, //fast/a>\n"
+     "<*, *, //home/d/b> -> <IO, //fast/b>",
+     true},
+};
+
+using KindParam = std::tuple<int, std::string>;  // kind, kernel cache
+
+class ExerciserTest : public ::testing::TestWithParam<KindParam> {};
+
+TEST_P(ExerciserTest, MatchesTheModel) {
+  const auto& [index, cache] = GetParam();
+  const RuleKind& kind = kKinds[index];
+  Volume::Options o;
+  o.rules = kind.rules;
+  o.kernel_cache = cache;
+  o.remote_fast = kind.remote_fast;
+  Volume v(o);
+  ASSERT_TRUE(v.ok());
+  ASSERT_EQ(mkdir(v.mnt("d").c_str(), 0755), 0);
+  ExerciseOptions eo;
+  eo.seed = 1000 + static_cast<uint64_t>(index) * 10 + (cache == "off");
+  eo.ops = ExerciseOps();
+  eo.shifts_may_be_refused = true;  // FUSE passes no collapse/insert
+  const ExerciseResult r = Exercise({v.mnt("d/a"), v.mnt("d/b")}, eo);
+  ASSERT_TRUE(r.ok) << r.error;
+  if (kind.replica_a != nullptr) {
+    // Scatter: both copies hold exactly the file.
+    EXPECT_EQ(ReadAll(v.fast(kind.replica_a)), ReadAll(v.mnt("d/a")));
+    EXPECT_EQ(ReadAll(v.fast(kind.replica_b)), ReadAll(v.mnt("d/b")));
+    EXPECT_EQ(ReadAll(v.home("d/a")), ReadAll(v.mnt("d/a")));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    RuleKinds, ExerciserTest,
+    ::testing::Combine(::testing::Range(0, static_cast<int>(std::size(kKinds))),
+                       ::testing::Values("off", "auto")),
+    [](const auto& info) {
+      return std::string(kKinds[std::get<0>(info.param)].name) + "_cache_" +
+             std::get<1>(info.param);
+    });
+
+// The exerciser while another thread moves the files between three layouts
+// with the update protocol: quiesce, drain, copy the bytes to the new
+// layout, change the rules, release.
+class RouteFlipTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(RouteFlipTest, ExerciserSeesNoCorruption) {
+  Volume::Options o;
+  o.kernel_cache = GetParam();
+  Volume v(o);
+  ASSERT_TRUE(v.ok());
+  ASSERT_EQ(mkdir(v.mnt("d").c_str(), 0755), 0);
+  fs::create_directories(v.fast("d"));
+  // Layouts: 0 home, 1 whole file on fast, 2 [0:64K) on fast.
+  auto rules = [](int layout, const std::string& f) -> std::string {
+    if (layout == 1)
+      return "<*, *, //home/d/" + f + "> -> <IO, //fast/d/" + f + ">";
+    if (layout == 2) {
+      return "<*, r|w, //home/d/" + f + "[0:64K]> -> <IO, //fast/d/" + f + ">";
+    }
+    return "";
+  };
+  // The file's bytes as `layout` lays them out on the backing directories.
+  auto read = [&](int layout, const std::string& f) {
+    std::string home = ReadAll(v.home("d/" + f));
+    std::string fast = ReadAll(v.fast("d/" + f));
+    if (layout == 0) return home;
+    if (layout == 1) return fast;
+    fast.resize(std::min<size_t>(65536, home.size()), '\0');
+    return fast + (home.size() > 65536 ? home.substr(65536) : "");
+  };
+  auto write = [&](int layout, const std::string& f, const std::string& bytes) {
+    WriteWholeFile(v.home("d/" + f), bytes);  // the home keeps name and size
+    WriteWholeFile(v.fast("d/" + f), layout == 1   ? bytes
+                                     : layout == 2 ? bytes.substr(0, 65536)
+                                                   : "");
+  };
+  std::atomic<bool> done{false};
+  ExerciseResult result;
+  std::thread exerciser([&] {
+    ExerciseOptions eo;
+    eo.seed = GetParam() == "off" ? 77 : 78;
+    eo.ops = ExerciseOps();
+    eo.shifts_may_be_refused = true;
+    result = Exercise({v.mnt("d/a"), v.mnt("d/b")}, eo);
+    done = true;
+  });
+  const std::string files = "'<*, *, //home/d/*>'";
+  int layout = 0, flips = 0;
+  std::string failure;
+  while (!done && failure.empty()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    auto [rc, out] = v.Ctl("quiesce " + files + " on");
+    if (rc != 0) {
+      failure = "quiesce: " + out;
+      break;
+    }
+    std::tie(rc, out) = v.Ctl("drain " + files);
+    if (rc != 0) failure = "drain: " + out;
+    const int next = (layout + 1 + flips % 2) % 3;
+    for (const std::string f : {"a", "b"}) {
+      if (!failure.empty() || !fs::exists(v.home("d/" + f))) continue;
+      write(next, f, read(layout, f));
+      if (layout != 0) {
+        const std::string rule = rules(layout, f);
+        std::tie(rc, out) =
+            v.Ctl("rules rm '" + rule.substr(0, rule.find(" ->")) + "'");
+        if (rc != 0) failure = "rules rm: " + out;
+      }
+      if (next != 0 && failure.empty()) {
+        std::tie(rc, out) = v.Ctl("rules add '" + rules(next, f) + "'");
+        if (rc != 0) failure = "rules add: " + out;
+      }
+    }
+    layout = next;
+    ++flips;
+    std::tie(rc, out) = v.Ctl("quiesce " + files + " off");
+    if (rc != 0 && failure.empty()) failure = "release: " + out;
+  }
+  exerciser.join();
+  ASSERT_TRUE(failure.empty()) << failure;
+  EXPECT_GT(flips, 5);
+  ASSERT_TRUE(result.ok) << result.error << "\n(after " << flips << " flips)";
+}
+
+INSTANTIATE_TEST_SUITE_P(KernelCache, RouteFlipTest,
+                         ::testing::Values("off", "auto"));
+
+// ---------------------------------------------------------------------------
+// SQLite.
+
+// Runs `sql` on the database at `path`; returns "" or the error.
+std::string Sql(sqlite3* db, const std::string& sql) {
+  char* err = nullptr;
+  if (sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err) != SQLITE_OK) {
+    std::string e = err != nullptr ? err : "error";
+    sqlite3_free(err);
+    return e;
+  }
+  return "";
+}
+
+std::string SqlValue(sqlite3* db, const std::string& sql) {
+  sqlite3_stmt* st = nullptr;
+  std::string out = "<error>";
+  if (sqlite3_prepare_v2(db, sql.c_str(), -1, &st, nullptr) == SQLITE_OK &&
+      sqlite3_step(st) == SQLITE_ROW) {
+    const auto* t = sqlite3_column_text(st, 0);
+    out = t != nullptr ? reinterpret_cast<const char*>(t) : "";
+  }
+  sqlite3_finalize(st);
+  return out;
+}
+
+// A transaction workload: each transaction inserts rows and updates a
+// running total, so that a committed state is always consistent.
+std::string Workload(const std::string& path, const std::string& mode,
+                     int transactions) {
+  sqlite3* db = nullptr;
+  if (sqlite3_open(path.c_str(), &db) != SQLITE_OK) return "open failed";
+  std::string e = Sql(db, "PRAGMA journal_mode=" + mode + ";");
+  if (e.empty()) {
+    e = Sql(
+        db,
+        "CREATE TABLE IF NOT EXISTS t(k INTEGER PRIMARY KEY, v BLOB);"
+        "CREATE TABLE IF NOT EXISTS total(n INTEGER);"
+        "INSERT INTO total SELECT 0 WHERE NOT EXISTS (SELECT 1 FROM total);");
+  }
+  for (int i = 0; e.empty() && i < transactions; ++i) {
+    e = Sql(db,
+            "BEGIN; INSERT INTO t(v) VALUES (randomblob(3000)), "
+            "(randomblob(500)); UPDATE total SET n = n + 2; "
+            "DELETE FROM t WHERE k % 7 = 0 AND k < (SELECT max(k) - 50 FROM t);"
+            "UPDATE total SET n = (SELECT count(*) FROM t); COMMIT;");
+  }
+  sqlite3_close(db);
+  return e;
+}
+
+std::string Check(const std::string& path) {
+  sqlite3* db = nullptr;
+  if (sqlite3_open(path.c_str(), &db) != SQLITE_OK) return "open failed";
+  std::string out = SqlValue(db, "PRAGMA integrity_check;");
+  if (out == "ok") {
+    const std::string rows = SqlValue(db, "SELECT count(*) FROM t;");
+    const std::string total = SqlValue(db, "SELECT n FROM total;");
+    if (rows != total) out = "rows " + rows + " but total " + total;
+  }
+  sqlite3_close(db);
+  return out;
+}
+
+struct SqliteCase {
+  const char* name;
+  const char* kernel_cache;
+  bool remote;       // the routed directory is on a storage server
+  const char* mode;  // journal mode
+};
+
+class SqliteTest : public ::testing::TestWithParam<SqliteCase> {};
+
+TEST_P(SqliteTest, TransactionsSurviveAKilledWriter) {
+  const SqliteCase& c = GetParam();
+  Volume::Options o;
+  o.kernel_cache = c.kernel_cache;
+  o.remote_fast = c.remote;
+  o.rules = "<*, *, //home/db/*> -> <IO, //fast/db/*>";
+  Volume v(o);
+  ASSERT_TRUE(v.ok());
+  ASSERT_EQ(mkdir(v.mnt("db").c_str(), 0755), 0);
+  const std::string path = v.mnt("db/x.db");
+  ASSERT_EQ(Workload(path, c.mode, 50), "");
+  ASSERT_EQ(Check(path), "ok");
+  ASSERT_TRUE(fs::exists(v.fast("db/x.db"))) << "the rule did not route it";
+  // A writer killed mid-transaction.
+  for (int round = 0; round < 3; ++round) {
+    const pid_t pid = fork();
+    if (pid == 0) {
+      Workload(path, c.mode, 1000000);
+      _exit(0);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(300 + 100 * round));
+    kill(pid, SIGKILL);
+    int status;
+    waitpid(pid, &status, 0);
+    EXPECT_EQ(Check(path), "ok") << "after kill " << round;
+  }
+  ASSERT_EQ(Workload(path, c.mode, 20), "");
+  EXPECT_EQ(Check(path), "ok");
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Modes, SqliteTest,
+    ::testing::Values(SqliteCase{"wal_auto", "auto", false, "WAL"},
+                      SqliteCase{"rollback_auto", "auto", false, "DELETE"},
+                      SqliteCase{"wal_cache_off", "off", false, "WAL"},
+                      SqliteCase{"rollback_cache_off", "off", false, "DELETE"},
+                      SqliteCase{"wal_server", "off", true, "WAL"},
+                      SqliteCase{"rollback_server", "auto", true, "DELETE"}),
+    [](const auto& info) { return std::string(info.param.name); });
+
+// ---------------------------------------------------------------------------
+// Copies of ranged and scattered files with the tools users copy with.
+
+class CopyToolsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    Volume::Options o;
+    o.rules =
+        "<*, r|w, //home/r/f[0:64K]> -> <IO, //fast/rf>\n"
+        "<*, r|w, //home/r/f[100K:150K]> -> <IO, //fast/rf2>\n"
+        "<*, w, //home/s/*> -> <IO, //home/s/*>, <IO, //fast/s/*>\n"
+        "<*, r|w, //home/dst/*[0:64K]> -> <IO, //fast/dst/*>";
+    v_ = std::make_unique<Volume>(o);
+    ASSERT_TRUE(v_->ok());
+    Volume::Options plain;
+    other_ = std::make_unique<Volume>(plain);
+    ASSERT_TRUE(other_->ok());
+    for (const char* d : {"r", "s", "dst", "out"}) {
+      ASSERT_EQ(mkdir(v_->mnt(d).c_str(), 0755), 0);
+    }
+    src_ = std::string(300000, '\0');
+    unsigned x = 12345;
+    for (char& c : src_)
+      c = static_cast<char>((x = x * 1103515245 + 12345) >> 16);
+    WriteWholeFile(tmp_ / "src", src_);
+    for (const char* f : {"r/f", "s/f"}) {
+      auto [rc, out] = RunCommand("cp " + tmp_ / "src" + " " + v_->mnt(f));
+      ASSERT_EQ(rc, 0) << out;
+      ASSERT_EQ(ReadAll(v_->mnt(f)), src_) << f;
+    }
+  }
+  void Expect(const std::string& cmd, const std::string& result) {
+    auto [rc, out] = RunCommand(cmd);
+    ASSERT_EQ(rc, 0) << cmd << ": " << out;
+    EXPECT_EQ(ReadAll(result), src_) << cmd;
+  }
+  TempDir tmp_;
+  std::unique_ptr<Volume> v_, other_;
+  std::string src_;
+};
+
+TEST_F(CopyToolsTest, CopiesAreByteIdentical) {
+  for (const char* f : {"r/f", "s/f"}) {
+    SCOPED_TRACE(f);
+    const std::string from = v_->mnt(f);
+    Expect("cp " + from + " " + v_->mnt("out/cp"), v_->mnt("out/cp"));
+    Expect("cp --reflink=never " + from + " " + v_->mnt("dst/g"),
+           v_->mnt("dst/g"));
+    Expect("cp " + from + " " + other_->mnt("cp"), other_->mnt("cp"));
+    Expect("cp " + v_->mnt("dst/g") + " " + tmp_ / "back", tmp_ / "back");
+    Expect("rsync " + from + " " + v_->mnt("dst/rs"), v_->mnt("dst/rs"));
+    Expect("rsync " + from + " " + other_->mnt("rs"), other_->mnt("rs"));
+    Expect("tar -C " + v_->mnt() + " -cf " + tmp_ / "t.tar" + " " + f +
+               " && mkdir -p " + other_->mnt("x") + " && tar -C " +
+               other_->mnt("x") + " -xf " + tmp_ / "t.tar",
+           other_->mnt(std::string("x/") + f));
+    Expect("tar -C " + v_->mnt() + " -cf - " + f + " | tar -C " +
+               v_->mnt("dst") + " -xf - --transform='s|.*/|t_|'",
+           v_->mnt("dst/t_f"));
+    for (const char* g : {"out/cp", "dst/g", "dst/rs", "dst/t_f"}) {
+      ASSERT_EQ(unlink(v_->mnt(g).c_str()), 0) << g;
+    }
+  }
+  // The scattered copies are identical too.
+  EXPECT_EQ(ReadAll(v_->fast("s/f")), src_);
+  EXPECT_EQ(ReadAll(v_->home("s/f")), src_);
+}
+
+// ---------------------------------------------------------------------------
+// The six symptoms of the trust issue, as reported.
+
+TEST(TrustSymptomsTest, FilesBelongToTheirCreator) {
+  Volume v(Volume::Options{});
+  ASSERT_TRUE(v.ok());
+  ASSERT_EQ(mkdir(v.mnt("t").c_str(), 01777), 0);
+  ASSERT_EQ(chmod(v.mnt("t").c_str(), 01777), 0);
+  auto [rc, out] = RunCommand(
+      "setpriv --reuid 65534 --regid 65534 "
+      "--clear-groups touch " +
+      v.mnt("t/f"));
+  ASSERT_EQ(rc, 0) << out;
+  struct stat st {};
+  ASSERT_EQ(stat(v.mnt("t/f").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 65534u);
+  EXPECT_EQ(st.st_gid, 65534u);
+  ASSERT_EQ(stat(v.home("t/f").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 65534u) << "the backing file's owner";
+}
+
+TEST(TrustSymptomsTest, SharedMmapOfRoutedAndUncachedFiles) {
+  for (const char* cache : {"off", "auto"}) {
+    Volume::Options o;
+    o.kernel_cache = cache;
+    o.rules = "<*, r|w, //home/f[0:64K]> -> <IO, //fast/f>";
+    Volume v(o);
+    ASSERT_TRUE(v.ok());
+    const int fd = open(v.mnt("f").c_str(), O_RDWR | O_CREAT, 0644);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(ftruncate(fd, 100000), 0);
+    void* p = mmap(nullptr, 100000, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    ASSERT_NE(p, MAP_FAILED) << cache << ": " << std::strerror(errno);
+    auto* c = static_cast<char*>(p);
+    std::memcpy(c, "hello", 5);
+    std::memcpy(c + 70000, "world", 5);
+    ASSERT_EQ(msync(p, 100000, MS_SYNC), 0);
+    munmap(p, 100000);
+    close(fd);
+    const std::string got = ReadAll(v.mnt("f"));
+    ASSERT_EQ(got.size(), 100000u);
+    EXPECT_EQ(got.substr(0, 5), "hello");
+    EXPECT_EQ(got.substr(70000, 5), "world");
+    // The range went to its route.
+    EXPECT_EQ(ReadAll(v.fast("f")).substr(0, 5), "hello") << cache;
+  }
+}
+
+TEST(TrustSymptomsTest, TruncationReachesByteRangeDetours) {
+  Volume::Options o;
+  o.rules = "<*, r|w, //home/f[0:64K]> -> <IO, //fast/f>";
+  Volume v(o);
+  ASSERT_TRUE(v.ok());
+  auto [rc, out] = RunCommand("printf AAAAAAAAAA > " + v.mnt("f") + "; : > " +
+                              v.mnt("f") + "; truncate -s 10 " + v.mnt("f"));
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_EQ(ReadAll(v.mnt("f")), std::string(10, '\0'));
+}
+
+TEST(TrustSymptomsTest, CpOfARangedFile) {
+  Volume::Options o;
+  o.rules = "<*, r|w, //home/f[0:64K]> -> <IO, //fast/f>";
+  Volume v(o);
+  ASSERT_TRUE(v.ok());
+  TempDir tmp;
+  std::string src(100000, '\0');
+  for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<char>(i * 7 + 3);
+  WriteWholeFile(tmp / "src", src);
+  auto [rc, out] = RunCommand("cp " + tmp / "src" + " " + v.mnt("f") +
+                              " && cp " + v.mnt("f") + " " + v.mnt("g") +
+                              " && cmp " + v.mnt("f") + " " + v.mnt("g"));
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_EQ(ReadAll(v.mnt("g")), src);
+}
+
+TEST(TrustSymptomsTest, ScatteredFilesStayIdenticalOnTruncate) {
+  Volume::Options o;
+  o.rules = "<*, w, //home/s> -> <IO, //home/s>, <IO, //fast/s>";
+  Volume v(o);
+  ASSERT_TRUE(v.ok());
+  const int fd = open(v.mnt("s").c_str(), O_RDWR | O_CREAT, 0640);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(ftruncate(fd, 100000), 0) << std::strerror(errno);
+  ASSERT_EQ(pwrite(fd, "tail", 4, 99996), 4);
+  close(fd);
+  EXPECT_EQ(ReadAll(v.home("s")), ReadAll(v.fast("s")));
+  EXPECT_EQ(ReadAll(v.fast("s")).size(), 100000u);
+  struct stat home {
+  }, replica{};
+  ASSERT_EQ(stat(v.home("s").c_str(), &home), 0);
+  ASSERT_EQ(stat(v.fast("s").c_str(), &replica), 0);
+  EXPECT_EQ(replica.st_mode, home.st_mode) << "the replica has the home's mode";
+}
+
+TEST(TrustSymptomsTest, PathsDeeperThanPathMax) {
+  for (bool remote : {false, true}) {
+    Volume::Options o;
+    o.remote_backing = remote;
+    Volume v(o);
+    ASSERT_TRUE(v.ok());
+    static const std::vector<Scenario> all = testing::PosixScenarios();
+    const Scenario& s = FindScenario(all, "deeper_than_path_max");
+    TempDir plain;
+    ASSERT_EQ(mkdir(v.mnt("deep").c_str(), 0755), 0);
+    const std::string got = s.run(v.mnt("deep"));
+    EXPECT_EQ(got, s.run(plain.path())) << (remote ? "remote" : "local");
+    EXPECT_EQ(got.find("UNEXPECTED"), std::string::npos) << got;
+  }
+}
+
+}  // namespace
+}  // namespace sroute

@@ -1,0 +1,77 @@
+// RunAs: runs a function in a child process that acts as another user (its
+// uid, gid and supplementary groups set for real, as setpriv would), and
+// returns the string the function returned. For tests that must see what
+// an ordinary user sees: the daemons run as root, their callers do not.
+#ifndef SROUTE_TESTS_UTIL_RUN_AS_H_
+#define SROUTE_TESTS_UTIL_RUN_AS_H_
+
+#include <grp.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace sroute::testing {
+
+struct User {
+  uid_t uid = 0;
+  gid_t gid = 0;
+  std::vector<gid_t> groups;  // supplementary
+  mode_t umask = 022;
+};
+
+// nobody:nogroup, no other groups.
+inline User Nobody() { return User{65534, 65534, {}, 022}; }
+// A user with two supplementary groups.
+inline User Grouped() { return User{60000, 60000, {60001, 60002}, 022}; }
+
+// Runs fn() as `user` in a child; returns its result, or "<child failed: ...>"
+// when the child could not switch or died.
+inline std::string RunAs(const User& user,
+                         const std::function<std::string()>& fn) {
+  int p[2];
+  if (pipe(p) != 0) return "<child failed: pipe>";
+  const pid_t pid = fork();
+  if (pid == 0) {
+    close(p[0]);
+    std::string out;
+    if (setgroups(user.groups.size(), user.groups.data()) != 0 ||
+        setresgid(user.gid, user.gid, user.gid) != 0 ||
+        setresuid(user.uid, user.uid, user.uid) != 0) {
+      out = "<child failed: cannot become the user>";
+    } else {
+      umask(user.umask);
+      out = fn();
+    }
+    size_t done = 0;
+    while (done < out.size()) {
+      const ssize_t n = write(p[1], out.data() + done, out.size() - done);
+      if (n <= 0) break;
+      done += static_cast<size_t>(n);
+    }
+    _exit(0);
+  }
+  close(p[1]);
+  std::string out;
+  char buf[4096];
+  for (;;) {
+    const ssize_t n = read(p[0], buf, sizeof(buf));
+    if (n <= 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  close(p[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    out += "<child failed: status " + std::to_string(status) + ">";
+  }
+  return out;
+}
+
+}  // namespace sroute::testing
+
+#endif  // SROUTE_TESTS_UTIL_RUN_AS_H_
