@@ -161,6 +161,17 @@ proto::ControlResponse HandleControlRequest(
       status = sw.Drain(*p, absl::Milliseconds(ms));
       break;
     }
+    case proto::ControlRequest::kFences: {
+      for (const std::string& file : req.fences().clear()) {
+        status.Update(sw.ClearFence(file));
+      }
+      for (const auto& [file, why] : sw.Fences()) {
+        proto::FenceRecord* f = resp.add_fences();
+        f->set_file(file);
+        f->set_why(why);
+      }
+      break;
+    }
     case proto::ControlRequest::REQUEST_NOT_SET:
       status = absl::InvalidArgumentError("empty control request");
       break;

@@ -16,6 +16,7 @@
 #include "sswitch/snapshot.h"
 #include "sswitch/thread_shard.h"
 #include "util/errno_status.h"
+#include "util/log.h"
 #include "util/strings.h"
 
 namespace sroute {
@@ -248,12 +249,16 @@ struct SSwitch::Join {
   std::vector<std::vector<char>> buffers;  // scatter reads: one per child
   std::shared_ptr<std::string> data_copy;  // quorum writes outlive the caller
   std::mutex mu;
-  size_t done = 0;           // guarded by mu
-  size_t ok = 0;             // guarded by mu
-  size_t needed = 0;         // successes that complete the parent
-  bool parent_done = false;  // guarded by mu
-  absl::Status first_error;  // guarded by mu
+  size_t done = 0;             // guarded by mu
+  size_t ok = 0;               // guarded by mu
+  size_t needed = 0;           // successes that complete the parent
+  bool parent_done = false;    // guarded by mu
+  bool parent_failed = false;  // guarded by mu
+  absl::Status first_error;    // guarded by mu
   SSwitch* sw;
+  // A write-like scatter: the file it writes, fenced if the op fails after
+  // some targets applied it (SSwitch::Fence).
+  std::string fence_file;
 
   void ChildDone(size_t index, Io& child);
   void FinishSplit();
@@ -300,6 +305,8 @@ void SSwitch::Join::FinishSplit() {
 void SSwitch::Join::ChildDone(size_t index, Io& child) {
   Io* finish_with = nullptr;
   bool fail = false;
+  bool fence = false;
+  bool complete = false;
   absl::Status error;
   {
     std::lock_guard<std::mutex> l(mu);
@@ -312,30 +319,41 @@ void SSwitch::Join::ChildDone(size_t index, Io& child) {
     if (parent_done) {
       // A late scatter child: its error must not vanish.
       if (!child.status.ok()) sw->route_errors_.fetch_add(1);
-      return;
+    } else {
+      switch (kind) {
+        case Kind::kSplit:
+        case Kind::kScatterAll:
+          if (done == children.size()) parent_done = true;
+          break;
+        case Kind::kScatterQuorum:
+        case Kind::kScatterFirst:
+          if (ok >= needed) {
+            parent_done = true;
+            finish_with = &child;
+          } else if (done - ok > children.size() - needed) {
+            parent_done = true;  // the policy can no longer be met
+            fail = true;
+          } else if (done == children.size()) {
+            parent_done = true;
+            fail = true;
+          }
+          break;
+      }
+      if (parent_done) {
+        complete = true;
+        error = first_error;
+        parent_failed = fail || (kind == Kind::kScatterAll && !error.ok());
+      }
     }
-    switch (kind) {
-      case Kind::kSplit:
-      case Kind::kScatterAll:
-        if (done == children.size()) parent_done = true;
-        break;
-      case Kind::kScatterQuorum:
-      case Kind::kScatterFirst:
-        if (ok >= needed) {
-          parent_done = true;
-          finish_with = &child;
-        } else if (done - ok > children.size() - needed) {
-          parent_done = true;  // the policy can no longer be met
-          fail = true;
-        } else if (done == children.size()) {
-          parent_done = true;
-          fail = true;
-        }
-        break;
-    }
-    if (!parent_done) return;
-    error = first_error;
+    // Once every target answered: an op that failed, but that some target
+    // applied, left the targets different.
+    fence = done == children.size() && parent_failed && ok > 0 &&
+            !fence_file.empty();
   }
+  // Fenced before the caller hears of the failure: no IO after it finds
+  // the file open.
+  if (fence) sw->Fence(fence_file, children);
+  if (!complete) return;
   switch (kind) {
     case Kind::kSplit:
       FinishSplit();
@@ -522,9 +540,12 @@ void SSwitch::Admit(Io* io) {
       for (auto& w : waiters) SignalDrained(*w);
       return;
     }
-    if (io->header.stage.empty() && TouchesWholeFile(io->header.op) &&
-        RouteWholeFile(io)) {
-      return;
+    if (io->header.stage.empty()) {
+      if (fence_count_.load(std::memory_order_relaxed) != 0 &&
+          FailIfFenced(io)) {
+        return;
+      }
+      if (TouchesWholeFile(io->header.op) && RouteWholeFile(io)) return;
     }
     Dispatch(io);
     return;
@@ -797,6 +818,8 @@ void SSwitch::Scatter(Io* io, const RuleEntry* entry,
                                                       io->write_data.size());
     }
   }
+  if (join->kind != Join::Kind::kScatterFirst)
+    join->fence_file = io->header.file;
   if (join->kind == Join::Kind::kScatterFirst && !io->read_buffer.empty()) {
     join->buffers.resize(n);
   }
@@ -1079,6 +1102,80 @@ std::string SSwitch::ResolveEntry(const RuleEntry* e, const std::string& file) {
 void SSwitch::Fail(Io* io, absl::Status status) {
   route_errors_.fetch_add(1, std::memory_order_relaxed);
   io->Complete(std::move(status));
+}
+
+void SSwitch::Fence(const std::string& file,
+                    const std::vector<std::unique_ptr<Io>>& targets) {
+  std::string applied, failed;
+  for (const auto& t : targets) {
+    std::string& list = t->status.ok() ? applied : failed;
+    StrAppend(&list, list.empty() ? "" : ", ", t->target);
+    if (!t->status.ok()) StrAppend(&failed, " (", t->status.message(), ")");
+  }
+  std::string why = StrCat(OpName(targets[0]->header.op), " applied at ",
+                           applied, ", failed at ", failed);
+  LogError("fencing ", file, ": ", why,
+           "; its IOs fail until the targets are identical again and the "
+           "fence is cleared");
+  std::lock_guard<std::mutex> l(fence_mu_);
+  for (auto& [f, w] : fences_) {
+    if (f == file) return;  // the first reason stays
+  }
+  fences_.emplace_back(file, std::move(why));
+  fence_count_.store(fences_.size(), std::memory_order_relaxed);
+}
+
+bool SSwitch::FailIfFenced(Io* io) {
+  switch (io->header.op) {
+    case Op::kGetattr:
+    case Op::kLookup:
+    case Op::kReaddir:
+    case Op::kReadlink:
+    case Op::kStatfs:
+    case Op::kGetxattr:
+    case Op::kListxattr:
+    case Op::kRmdir:
+      return false;
+    default:
+      break;
+  }
+  std::string why;
+  {
+    std::lock_guard<std::mutex> l(fence_mu_);
+    for (const auto& [f, w] : fences_) {
+      if (f == io->header.file) why = w;
+    }
+  }
+  if (why.empty()) return false;
+  if (io->header.op == Op::kUnlink) {
+    // Removing the file ends its fence.
+    io->AddResponseHook([this, file = io->header.file](Io& done) {
+      if (done.status.ok()) ClearFence(file).IgnoreError();
+    });
+    return false;
+  }
+  Fail(io,
+       ErrnoStatus(
+           EIO, StrCat(io->header.file, " is fenced: its copies differ since ",
+                       why, "; make them identical and clear the fence")));
+  return true;
+}
+
+std::vector<std::pair<std::string, std::string>> SSwitch::Fences() const {
+  std::lock_guard<std::mutex> l(fence_mu_);
+  return fences_;
+}
+
+absl::Status SSwitch::ClearFence(const std::string& file) {
+  std::lock_guard<std::mutex> l(fence_mu_);
+  auto it = std::find_if(fences_.begin(), fences_.end(),
+                         [&](const auto& f) { return f.first == file; });
+  if (it == fences_.end()) {
+    return absl::NotFoundError(StrCat(file, " is not fenced"));
+  }
+  fences_.erase(it);
+  fence_count_.store(fences_.size(), std::memory_order_relaxed);
+  return absl::OkStatus();
 }
 
 void SSwitch::FinishRuleFrame(Io& io, Io::Frame& frame) {

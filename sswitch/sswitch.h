@@ -162,6 +162,17 @@ class SSwitch {
   // (it follows the realtime clock).
   uint64_t NextRecordSeq();
 
+  // --- Fences. A write-like op on a scattered file that fails after some
+  // of its targets applied it leaves them different. The sSwitch then
+  // fences the file: every later IO that would read or change its bytes or
+  // attributes fails with EIO (lookups, listings and unlink still work)
+  // until the fence is cleared, by an operator or a control application
+  // once the targets are identical again, or the file is removed.
+  // Fenced files ("//HOST/PATH") and why, oldest first.
+  std::vector<std::pair<std::string, std::string>> Fences() const;
+  // NotFound if `file` is not fenced.
+  absl::Status ClearFence(const std::string& file);
+
   // --- Introspection.
   std::vector<RuleInfo> ListRules() const;
   // Calls `fn` for every installed rule, in order, with its id, owner and
@@ -231,6 +242,12 @@ class SSwitch {
   void Scatter(Io* io, const RuleEntry* rule, const DetourList& detours);
   void Split(Io* io, const RuleTable::Pieces& pieces);
   void Fail(Io* io, absl::Status status);
+  // Fences `file` after a scatter to `targets` (all answered) failed on
+  // some and not on others.
+  void Fence(const std::string& file,
+             const std::vector<std::unique_ptr<Io>>& targets);
+  // Fails `io` if its file is fenced and it reads or changes it.
+  bool FailIfFenced(Io* io);
 
   // --- Files whose bytes live in several places (whole_file.cc).
   // For a tenant's admitted IO that changes a file's size, removes or moves
@@ -300,6 +317,10 @@ class SSwitch {
   };
   std::unique_ptr<UnmatchedShard[]> unmatched_;
   std::atomic<uint64_t> last_record_seq_{0};
+
+  mutable std::mutex fence_mu_;                              // guards fences_
+  std::vector<std::pair<std::string, std::string>> fences_;  // file, why
+  std::atomic<size_t> fence_count_{0};  // fences_.size(), read without lock
 
   std::mutex shared_state_mu_;  // guards shared_state_
   std::vector<std::pair<std::string, std::shared_ptr<void>>> shared_state_;

@@ -498,7 +498,9 @@ void SSwitch::StepPlaceMoves(const std::shared_ptr<PlaceMoves>& st) {
     StepPlaceMoves(st);
   };
   SendOwn(
-      *st->parent, st->op, from, [&to](Io& io) { io.args.other = to; },
+      // A link's header names the new name, args.other the existing one.
+      *st->parent, st->op, st->op == Op::kLink ? to : from,
+      [&](Io& io) { io.args.other = st->op == Op::kLink ? from : to; },
       [this, st, from, to, fail, next](Io& io) {
         if (io.status.ok()) return next();
         if (ErrnoOf(io.status) != ENOENT) return fail(from, io.status);

@@ -688,6 +688,37 @@ TEST(TrustSymptomsTest, ScatteredFilesStayIdenticalOnTruncate) {
   EXPECT_EQ(replica.st_mode, home.st_mode) << "the replica has the home's mode";
 }
 
+// A scatter that fails on one target after another applied it fences the
+// file; sroutectl lists and clears fences.
+TEST(TrustSymptomsTest, PartialScatterFailureFencesTheFile) {
+  Volume::Options o;
+  o.rules = "<*, w, //home/s> -> <IO, //home/s>, <IO, //fast/s>";
+  Volume v(o);
+  ASSERT_TRUE(v.ok());
+  ASSERT_EQ(mkdir(v.fast("s").c_str(), 0755), 0);  // the replica cannot be
+  const int fd = open(v.mnt("s").c_str(), O_RDWR | O_CREAT, 0644);
+  ASSERT_GE(fd, 0);
+  EXPECT_EQ(pwrite(fd, "data", 4, 0), -1);
+  EXPECT_EQ(errno, EISDIR);
+  char buf[4];
+  EXPECT_EQ(pread(fd, buf, 4, 0), -1) << "fenced";
+  EXPECT_EQ(errno, EIO);
+  auto [rc, out] = v.Ctl("fences");
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("//home/s: write applied at //home/s, failed at //fast/s"),
+            std::string::npos)
+      << out;
+  // The operator makes the copies identical, then clears the fence.
+  ASSERT_EQ(rmdir(v.fast("s").c_str()), 0);
+  WriteWholeFile(v.fast("s"), ReadAll(v.home("s")));
+  std::tie(rc, out) = v.Ctl("fences --clear //home/s");
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_EQ(out, "");
+  EXPECT_EQ(pwrite(fd, "more", 4, 0), 4);
+  close(fd);
+  EXPECT_EQ(ReadAll(v.fast("s")), ReadAll(v.home("s")));
+}
+
 TEST(TrustSymptomsTest, PathsDeeperThanPathMax) {
   for (bool remote : {false, true}) {
     Volume::Options o;

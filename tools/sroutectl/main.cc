@@ -397,6 +397,20 @@ int Quiesce(const std::string& host, const std::string& pattern,
   return Call(host, req, kCallTimeout, &resp, &code) ? 0 : code;
 }
 
+// Clears the fences of `clear`, then lists the host's fenced files.
+int Fences(const std::string& host, const std::vector<std::string>& clear) {
+  sroute::proto::ControlRequest req;
+  for (const std::string& f : clear) req.mutable_fences()->add_clear(f);
+  req.mutable_fences();
+  sroute::proto::ControlResponse resp;
+  int code = 0;
+  if (!Call(host, req, kCallTimeout, &resp, &code)) return code;
+  for (const sroute::proto::FenceRecord& f : resp.fences()) {
+    std::printf("%s: %s\n", f.file().c_str(), f.why().c_str());
+  }
+  return 0;
+}
+
 int Drain(const std::string& host, const std::string& pattern,
           uint32_t timeout_ms) {
   sroute::proto::ControlRequest req;
@@ -889,6 +903,15 @@ int main(int argc, char** argv) {
   drain->add_option("PATTERN", d_pattern, "header pattern <...>")->required();
   drain->add_option("--timeout-ms", d_timeout_ms, "give up after this long");
 
+  std::vector<std::string> fence_clear;
+  CLI::App* fences = app.add_subcommand(
+      "fences",
+      "files fenced after a scatter failed on some of its targets only "
+      "(their IOs fail until cleared)");
+  fences->add_option("--clear", fence_clear,
+                     "clear the fence of this file (//HOST/PATH) first, once "
+                     "its copies are identical again");
+
   std::string rec_sswitch;
   bool rec_json = false;
   CLI::App* records = app.add_subcommand(
@@ -914,6 +937,9 @@ int main(int argc, char** argv) {
     if (stats->parsed()) return CtlStats(stats_json);
     if (quiesce->parsed()) return CtlQuiesce(host, q_pattern, q_on);
     if (drain->parsed()) return CtlDrain(host, d_pattern, d_timeout_ms);
+    if (fences->parsed()) {
+      return Fail("fences are a host's own: give --host, not --controller");
+    }
     // What is left, records, is a storage server's own.
     return Fail(
         "records live on storage servers: give --host HOST:PORT, not "
@@ -923,6 +949,7 @@ int main(int argc, char** argv) {
     return Fail("hosts asks the controller: give --controller HOST:PORT");
   }
   if (records->parsed()) return Records(host, rec_sswitch, rec_json);
+  if (fences->parsed()) return Fences(host, fence_clear);
   if (ls->parsed()) return RulesLs(host, ls_json);
   if (add->parsed()) return RulesAdd(host, add_rules, owner);
   if (load->parsed()) return RulesLoad(host, load_file, owner);

@@ -179,6 +179,31 @@ TEST(RuleTable, MayRouteAsksWhetherAnyTenantsRuleMatchesTheFile) {
   EXPECT_FALSE(RuleTable::Empty()->MayRoute("//S1/other"));
 }
 
+TEST(RuleTable, RulesOfFileListsEveryRuleThatMayRouteIt) {
+  RuleTablePtr t = RuleTable::Build({
+      Entry(1, "<*, w, //S1/f> -> <IO, //S2/X>", 1, "exact"),
+      Entry(2, "<alice, r, //S1/*> -> <IO, //S2/X>", 2, "prefix"),
+      Entry(3, "<*, r, //S1/f[0:4096]> -> <IO, //S2/X>", 3, "ranged"),
+      Entry(4, "@5 <*, *, re://S1/[f]> -> <IO, //S2/X>", 4, "regex"),
+      Entry(5, "<stage:C, *, //S1/f> -> <IO, //S1/f>", 5, "stage"),
+      Entry(6, "<bob, *, *> -> <IO, //S2/X>", 6, "bob"),
+      Entry(7, "<*, *, //S1/g> -> <IO, //S2/X>", 7, "other file"),
+  });
+  auto owners = [](const std::vector<const RuleEntry*>& rules) {
+    std::vector<std::string> out;
+    for (const RuleEntry* e : rules) out.push_back(e->owner());
+    return out;
+  };
+  // In precedence order, whatever the source, op classes and range; not
+  // the stage's rule, nor another file's.
+  EXPECT_THAT(owners(t->RulesOfFile("//S1/f")),
+              ElementsAre("regex", "exact", "prefix", "ranged", "bob"));
+  RuleTablePtr t2 = t->Apply({}, {1, 6}, 1);
+  EXPECT_THAT(owners(t2->RulesOfFile("//S1/f")),
+              ElementsAre("regex", "prefix", "ranged"));
+  EXPECT_TRUE(RuleTable::Empty()->RulesOfFile("//S1/f").empty());
+}
+
 TEST(RuleTable, ExactFiles) {
   RuleTablePtr t = RuleTable::Build({
       Entry(1, "<*, *, //S1/X> -> <IO, //S2/X>", 1, "X"),

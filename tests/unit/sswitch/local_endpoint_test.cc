@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <linux/falloc.h>
 #include <linux/fs.h>
 #include <stdio.h>
@@ -24,6 +25,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "sswitch/credentials.h"
 #include "sswitch/io.h"
 #include "util/errno_status.h"
 #include "util/strings.h"
@@ -1212,6 +1214,126 @@ TEST_P(LocalEndpointConcurrencyTest, ConcurrentNamespaceChangesAndDataIo) {
 
 INSTANTIATE_TEST_SUITE_P(MaxOpenFiles, LocalEndpointConcurrencyTest,
                          ::testing::Values(3, 64));
+
+// --- Caller identity and deep paths ---
+
+TEST_F(LocalEndpointTest, NamesAreMadeAsTheCaller) {
+  ASSERT_TRUE(ScopedCredentials::Supported()) << "tests run as root";
+  ASSERT_EQ(::chmod(root_.c_str(), 0777), 0);
+  const Credentials alice = Credentials::Of(4321, 8765, {100, 200});
+  auto as = [&](Op op, const std::string& path, uint32_t mode) {
+    return Simple(op, path, [&](Io& io) {
+      io.args.caller = alice;
+      io.args.mode = mode;
+      io.args.flags = O_RDWR;
+      if (op == Op::kSymlink) io.args.other = "target";
+    });
+  };
+  ASSERT_TRUE(as(Op::kCreate, "f", 0640).ok());
+  ASSERT_TRUE(as(Op::kMkdir, "d", 0750).ok());
+  ASSERT_TRUE(as(Op::kSymlink, "l", 0).ok());
+  ASSERT_TRUE(as(Op::kMknod, "p", S_IFIFO | 0600).ok());
+  for (const char* name : {"f", "d", "l", "p"}) {
+    struct stat st;
+    ASSERT_EQ(::lstat((root_ + "/" + name).c_str(), &st), 0);
+    EXPECT_EQ(st.st_uid, 4321u) << name;
+    EXPECT_EQ(st.st_gid, 8765u) << name;
+  }
+  // The caller's own rights decide: no write permission in a root-owned
+  // 0755 directory.
+  ASSERT_EQ(::mkdir((root_ + "/closed").c_str(), 0755), 0);
+  absl::Status s = as(Op::kCreate, "closed/f", 0644);
+  EXPECT_EQ(ErrnoOf(s), EACCES) << s;
+  // A supplementary group counts: chgrp to group 200 is allowed.
+  s = Simple(Op::kSetattr, "f", [&](Io& io) {
+    io.args.caller = alice;
+    io.args.to_set = kSetGid;
+    io.args.gid = 200;
+  });
+  ASSERT_TRUE(s.ok()) << s;
+  struct stat st;
+  ASSERT_EQ(::stat((root_ + "/f").c_str(), &st), 0);
+  EXPECT_EQ(st.st_gid, 200u);
+  // The thread is the daemon again afterwards.
+  ASSERT_TRUE(Simple(Op::kCreate, "closed/g", [](Io& io) {
+                io.args.mode = 0644;
+                io.args.flags = O_RDWR;
+              }).ok());
+  ASSERT_EQ(::stat((root_ + "/closed/g").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 0u);
+}
+
+TEST_F(LocalEndpointTest, DataIoOfAnOpenFileIgnoresItsNewMode) {
+  ASSERT_TRUE(Create("f", O_RDWR, 0644).ok());
+  // Not the owner: the caller may not change the mode.
+  EXPECT_EQ(ErrnoOf(Simple(Op::kSetattr, "f",
+                           [](Io& io) {
+                             io.args.caller = Credentials::Of(4321, 8765);
+                             io.args.to_set = kSetMode;
+                             io.args.mode = 0;
+                           })),
+            EPERM);
+  ASSERT_EQ(::chmod((root_ + "/f").c_str(), 0), 0);
+  ASSERT_TRUE(Write("f", 0, "still").ok());
+  EXPECT_EQ(ReadAll("f"), "still");
+}
+
+TEST_F(LocalEndpointTest, PathsLongerThanPathMax) {
+  const std::string name(200, 'n');
+  std::string path;
+  for (int i = 0; i < 25; ++i) {
+    path += (i ? "/" : "") + name;
+    ASSERT_TRUE(
+        Simple(Op::kMkdir, path, [](Io& io) { io.args.mode = 0755; }).ok())
+        << i;
+  }
+  ASSERT_GT(path.size(), static_cast<size_t>(PATH_MAX));
+  const std::string f = path + "/file";
+  ASSERT_TRUE(Create(f, O_RDWR, 0644).ok());
+  ASSERT_TRUE(Write(f, 0, "deep").ok());
+  EXPECT_EQ(ReadAll(f), "deep");
+  struct stat st;
+  ASSERT_TRUE(Getattr(f, &st).ok());
+  EXPECT_EQ(st.st_size, 4);
+  ASSERT_TRUE(Simple(Op::kSetattr, f, [](Io& io) {
+                io.args.to_set = kSetMode;
+                io.args.mode = 0600;
+              }).ok());
+  ASSERT_TRUE(Simple(Op::kRenameFrom, f, [&](Io& io) {
+                io.args.other = path + "/moved";
+              }).ok());
+  ASSERT_TRUE(Simple(Op::kLink, path + "/link", [&](Io& io) {
+                io.args.other = path + "/moved";
+              }).ok());
+  ASSERT_TRUE(Getattr(path + "/link", &st).ok());
+  EXPECT_EQ(st.st_nlink, 2u);
+  EXPECT_EQ(st.st_mode & 07777, 0600u);
+  ASSERT_TRUE(Simple(Op::kUnlink, path + "/moved").ok());
+  ASSERT_TRUE(Simple(Op::kUnlink, path + "/link").ok());
+  // Still confined: a symlink deep down cannot lead out.
+  std::string up;
+  for (int i = 0; i < 30; ++i) up += "../";
+  ASSERT_TRUE(Simple(Op::kSymlink, path + "/out", [&](Io& io) {
+                io.args.other = up + "outside";
+              }).ok());
+  std::string got;
+  EXPECT_EQ(ErrnoOf(Read(path + "/out/secret", 0, 10, &got)), EXDEV);
+}
+
+TEST_F(LocalEndpointTest, ShrinkOnlyTruncateNeverExtends) {
+  ASSERT_TRUE(Create("f", O_RDWR, 0644).ok());
+  ASSERT_TRUE(Write("f", 0, "0123456789").ok());
+  auto shrink = [&](uint64_t size) {
+    return Simple(Op::kTruncate, "f", [size](Io& io) {
+      io.args.size = size;
+      io.args.flags = kTruncateShrinkOnly;
+    });
+  };
+  ASSERT_TRUE(shrink(20).ok());
+  EXPECT_EQ(ReadAll("f"), "0123456789");
+  ASSERT_TRUE(shrink(4).ok());
+  EXPECT_EQ(ReadAll("f"), "0123");
+}
 
 }  // namespace
 }  // namespace sroute

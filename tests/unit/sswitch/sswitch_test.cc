@@ -1,9 +1,12 @@
 #include "sswitch/sswitch.h"
 
 #include <fcntl.h>
+#include <linux/falloc.h>
+#include <sys/stat.h>
 
 #include <atomic>
 #include <condition_variable>
+#include <filesystem>
 #include <map>
 #include <mutex>
 #include <random>
@@ -1124,6 +1127,200 @@ TEST_F(SSwitchTest, ConcurrentTrackWritesOnDisjointRegions) {
     });
   }
   for (auto& t : threads) t.join();
+}
+
+// --- Files whose bytes live in several places (whole_file.cc) ---
+
+absl::StatusOr<uint64_t> Seek(Host& host, const std::string& file, uint64_t off,
+                              int whence) {
+  Io io;
+  io.header.source = "t";
+  io.header.op = Op::kLseek;
+  io.header.file = file;
+  io.header.offset = off;
+  io.args.flags = whence;
+  absl::Status s = host.Submit(io);
+  if (!s.ok()) return s;
+  return io.bytes;
+}
+
+TEST_F(SSwitchTest, TruncateCutsEveryPlaceOfARangedFile) {
+  WriteWholeFile(a_ / "f", "");
+  ASSERT_TRUE(host_.LoadRules("<*, r|w, //A/f[0:64K]> -> <IO, //B/f>").ok());
+  ASSERT_TRUE(host_.Write("t", "//A/f", 0, Bytes("AAAAAAAAAA")).ok());
+  EXPECT_EQ(ReadWholeFile(b_ / "f"), "AAAAAAAAAA");
+  EXPECT_EQ(std::filesystem::file_size(a_ / "f"), 10u) << "the home grew";
+  IoArgs args;
+  args.to_set = kSetSize;
+  args.size = 0;
+  ASSERT_TRUE(host_.Call("t", Op::kSetattr, "//A/f", args).ok());
+  EXPECT_EQ(ReadWholeFile(b_ / "f"), "") << "the place was cut";
+  args.size = 10;
+  auto st = host_.Call("t", Op::kSetattr, "//A/f", args);
+  ASSERT_TRUE(st.ok()) << st.status();
+  EXPECT_EQ(st->st_size, 10);
+  // Extending never brings old bytes back: what no place holds is a hole.
+  EXPECT_EQ(ReadAll(host_, "//A/f", 100), std::string(10, '\0'));
+  EXPECT_EQ(ReadWholeFile(b_ / "f"), "") << "places are never extended";
+}
+
+TEST_F(SSwitchTest, ShortRangedReadIsZeroFilledToTheHomesSize) {
+  WriteWholeFile(a_ / "f", "");
+  ASSERT_TRUE(host_.LoadRules("<*, r|w, //A/f[0:64K]> -> <IO, //B/f>").ok());
+  ASSERT_TRUE(host_.Write("t", "//A/f", 0, Bytes("head")).ok());
+  ASSERT_TRUE(host_.Write("t", "//A/f", 70000, Bytes("tail")).ok());
+  // [0, 4096) lies in B/f, which holds 4 bytes: the rest reads as zeros.
+  std::string want(4096, '\0');
+  want.replace(0, 4, "head");
+  EXPECT_EQ(ReadAll(host_, "//A/f", 4096), want);
+  EXPECT_EQ(ReadAll(host_, "//A/f", 10, 69996), std::string("\0\0\0\0tail", 8));
+  // A place that does not exist yet reads as a hole.
+  WriteWholeFile(a_ / "g", std::string(100, 'x'));
+  ASSERT_TRUE(host_.LoadRules("<*, r|w, //A/g[0:64K]> -> <IO, //B/g>").ok());
+  EXPECT_EQ(ReadAll(host_, "//A/g", 100), std::string(100, '\0'));
+}
+
+TEST_F(SSwitchTest, UnlinkRemovesThePlacesOfAFile) {
+  WriteWholeFile(a_ / "f", "");
+  ASSERT_TRUE(host_.LoadRules("<*, r|w, //A/f[0:64K]> -> <IO, //B/f>").ok());
+  ASSERT_TRUE(host_.Write("t", "//A/f", 0, Bytes("old bytes")).ok());
+  ASSERT_TRUE(host_.Call("t", Op::kUnlink, "//A/f").ok());
+  EXPECT_FALSE(std::filesystem::exists(b_ / "f"));
+  // A new file of that name starts empty.
+  IoArgs args;
+  args.mode = 0644;
+  args.flags = O_RDWR;
+  ASSERT_TRUE(host_.Call("t", Op::kCreate, "//A/f", args).ok());
+  ASSERT_TRUE(host_.Write("t", "//A/f", 0, Bytes("n")).ok());
+  EXPECT_EQ(ReadAll(host_, "//A/f", 100), "n");
+}
+
+TEST_F(SSwitchTest, RenameMovesPlacesOrRefusesWithExdev) {
+  std::filesystem::create_directories(a_ / "d");
+  WriteWholeFile(a_ / "d/f", "");
+  ASSERT_TRUE(host_
+                  .LoadRules("<*, r|w, //A/d/*[0:64K]> -> <IO, //B/p/*>\n"
+                             "<*, r|w, //A/x[0:4K]> -> <IO, //B/x>")
+                  .ok());
+  ASSERT_TRUE(host_.Write("t", "//A/d/f", 0, Bytes("ranged")).ok());
+  IoArgs args;
+  args.other = "//A/d/g";
+  ASSERT_TRUE(host_.Call("t", Op::kRenameFrom, "//A/d/f", args).ok());
+  EXPECT_FALSE(std::filesystem::exists(b_ / "p/f"));
+  EXPECT_EQ(ReadWholeFile(b_ / "p/g"), "ranged") << "the place moved along";
+  EXPECT_EQ(ReadAll(host_, "//A/d/g", 100), "ranged");
+  // Out of the rule's reach: the bytes in B/p/g would be lost.
+  args.other = "//A/y";
+  auto st = host_.Call("t", Op::kRenameFrom, "//A/d/g", args);
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(ErrnoOf(st.status()), EXDEV);
+  EXPECT_THAT(std::string(st.status().message()),
+              HasSubstr("nothing was changed"));
+  EXPECT_TRUE(std::filesystem::exists(a_ / "d/g"));
+  // A link takes the place along too.
+  args.other = "//A/d/g";
+  ASSERT_TRUE(host_.Call("t", Op::kLink, "//A/d/h", args).ok());
+  EXPECT_EQ(ReadWholeFile(b_ / "p/h"), "ranged");
+  // Into another rule's place: refused.
+  args.other = "//A/d/h";
+  st = host_.Call("t", Op::kLink, "//A/x", args);
+  EXPECT_EQ(ErrnoOf(st.status()), EXDEV);
+}
+
+TEST_F(SSwitchTest, SeekDataAndHoleAcrossPlaces) {
+  WriteWholeFile(a_ / "f", "");
+  ASSERT_TRUE(host_.LoadRules("<*, r|w, //A/f[64K:128K]> -> <IO, //B/f>").ok());
+  // Data only in the detoured range, at 100000; the file is 200000 long.
+  ASSERT_TRUE(host_.Write("t", "//A/f", 100000, Bytes("data")).ok());
+  IoArgs args;
+  args.to_set = kSetSize;
+  args.size = 200000;
+  ASSERT_TRUE(host_.Call("t", Op::kSetattr, "//A/f", args).ok());
+  auto data = Seek(host_, "//A/f", 0, SEEK_DATA);
+  ASSERT_TRUE(data.ok()) << data.status();
+  EXPECT_LE(*data, 100000u);
+  EXPECT_GE(*data, 65536u) << "the home holds no data before the range";
+  auto hole = Seek(host_, "//A/f", 100000, SEEK_HOLE);
+  ASSERT_TRUE(hole.ok()) << hole.status();
+  EXPECT_GT(*hole, 100003u);
+  EXPECT_LE(*hole, 200000u);
+  auto none = Seek(host_, "//A/f", 200000, SEEK_DATA);
+  EXPECT_EQ(ErrnoOf(none.status()), ENXIO);
+}
+
+TEST_F(SSwitchTest, FallocateShiftsAreRefusedOnFilesInSeveralPlaces) {
+  WriteWholeFile(a_ / "f", std::string(65536, 'x'));
+  ASSERT_TRUE(host_.LoadRules("<*, r|w, //A/f[0:4K]> -> <IO, //B/f>").ok());
+  Io io;
+  io.header.source = "t";
+  io.header.op = Op::kFallocate;
+  io.header.file = "//A/f";
+  io.header.offset = 8192;
+  io.header.length = 4096;
+  io.args.flags = FALLOC_FL_COLLAPSE_RANGE;
+  EXPECT_EQ(ErrnoOf(host_.Submit(io)), EOPNOTSUPP);
+  EXPECT_EQ(ReadWholeFile(a_ / "f"), std::string(65536, 'x'));
+}
+
+TEST_F(SSwitchTest, SizeChangesRoutedAwayReachTheHome) {
+  WriteWholeFile(a_ / "f", "");
+  ASSERT_TRUE(host_.LoadRules("<*, w, //A/f> -> <IO, //B/t>").ok());
+  IoArgs args;
+  args.to_set = kSetSize;
+  args.size = 4096;
+  ASSERT_TRUE(host_.Call("t", Op::kSetattr, "//A/f", args).ok());
+  EXPECT_EQ(std::filesystem::file_size(b_ / "t"), 4096u);
+  EXPECT_EQ(std::filesystem::file_size(a_ / "f"), 4096u) << "stat sees it";
+}
+
+TEST_F(SSwitchTest, DetourFilesGetTheModeAndOwnerOfTheHome) {
+  WriteWholeFile(a_ / "d/f", "");
+  ASSERT_EQ(chmod((a_ / "d/f").c_str(), 0640), 0);
+  ASSERT_EQ(chown((a_ / "d/f").c_str(), 1234, 5678), 0);
+  ASSERT_EQ(chmod((a_ / "d").c_str(), 0750), 0);
+  ASSERT_EQ(chown((a_ / "d").c_str(), 1234, 5678), 0);
+  ASSERT_TRUE(
+      host_.LoadRules("<*, w, //A/d/f> -> <IO, //A/d/f>, <IO, //B/r/d/f>")
+          .ok());
+  ASSERT_TRUE(host_.Write("t", "//A/d/f", 0, Bytes("x")).ok());
+  struct stat st {};
+  ASSERT_EQ(stat((b_ / "r/d/f").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0640u);
+  EXPECT_EQ(st.st_uid, 1234u);
+  EXPECT_EQ(st.st_gid, 5678u);
+  ASSERT_EQ(stat((b_ / "r/d").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0750u) << "parents as the file's directory";
+  EXPECT_EQ(st.st_uid, 1234u);
+}
+
+TEST_F(SSwitchTest, ScatterFailingOnSomeTargetsFencesTheFile) {
+  auto bad = std::make_shared<FailingEndpoint>(ErrnoStatus(ENOSPC, "full"));
+  ASSERT_TRUE(host_.AddEndpoint("Bad", bad).ok());
+  WriteWholeFile(a_ / "f", "");
+  ASSERT_TRUE(
+      host_.LoadRules("<*, w, //A/f> -> <IO, //A/f>, <IO, //Bad/f>").ok());
+  ASSERT_FALSE(host_.Write("t", "//A/f", 0, Bytes("data")).ok());
+  auto& sw = host_.sswitch();
+  ASSERT_EQ(sw.Fences().size(), 1u);
+  EXPECT_EQ(sw.Fences()[0].first, "//A/f");
+  EXPECT_THAT(sw.Fences()[0].second, HasSubstr("//Bad/f"));
+  // Its bytes are out of reach; its name is not.
+  std::string buf(10, '\0');
+  auto n = host_.Read("t", "//A/f", 0, std::span<char>(buf));
+  EXPECT_EQ(ErrnoOf(n.status()), EIO);
+  EXPECT_THAT(std::string(n.status().message()), HasSubstr("fenced"));
+  EXPECT_TRUE(host_.Call("t", Op::kGetattr, "//A/f").ok());
+  // Cleared by hand, or by removing the file.
+  ASSERT_TRUE(sw.ClearFence("//A/f").ok());
+  EXPECT_EQ(ReadAll(host_, "//A/f", 10), "data");
+  EXPECT_TRUE(absl::IsNotFound(sw.ClearFence("//A/f")));
+  ASSERT_FALSE(host_.Write("t", "//A/f", 0, Bytes("more")).ok());
+  ASSERT_EQ(sw.Fences().size(), 1u);
+  // (Without the rule: the broken target would fail the removal of its
+  // copy too.)
+  ASSERT_TRUE(sw.Delete(P("<*, w, //A/f>")).ok());
+  ASSERT_TRUE(host_.Call("t", Op::kUnlink, "//A/f").ok());
+  EXPECT_TRUE(sw.Fences().empty());
 }
 
 }  // namespace
