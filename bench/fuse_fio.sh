@@ -21,6 +21,8 @@
 #   sudo bench/fuse_fio.sh                 # 3 rounds, 10 s per run
 #   ROUNDS=1 RUNTIME=3 bench/fuse_fio.sh   # a quick look
 #   SYSTEMS="raw sroute-off mergerfs-off" WORKLOADS="randread4k-1" bench/fuse_fio.sh
+#   SROUTE_FUSE_BASE=/tmp/base/build/fuse/sroute-fuse \
+#     SYSTEMS="base-sroute-off sroute-off" bench/fuse_fio.sh   # two builds
 #
 # Needs root, fio, mergerfs (scripts/install-bench-deps.sh), a C compiler and
 # build/fuse/sroute-fuse (SROUTE_FUSE=PATH for another build).
@@ -72,30 +74,36 @@ fi
 
 daemon_pid=""
 mount_system() {
-  local sys=$1
+  local sys=$1 bin=$sroute_fuse
   daemon_pid=""
+  # base-SYSTEM: SYSTEM with another build (SROUTE_FUSE_BASE), for
+  # side-by-side runs of two commits.
+  if [ "${sys#base-}" != "$sys" ]; then
+    bin=${SROUTE_FUSE_BASE:?base- systems need SROUTE_FUSE_BASE=PATH}
+    sys=${sys#base-}
+  fi
   case $sys in
     raw) return 0 ;;
-    sroute-off) "$sroute_fuse" "$mnt" --backing "$data" --kernel-cache off -f & ;;
-    sroute-auto) "$sroute_fuse" "$mnt" --backing "$data" --kernel-cache auto -f & ;;
+    sroute-off) "$bin" "$mnt" --backing "$data" --kernel-cache off -f & ;;
+    sroute-auto) "$bin" "$mnt" --backing "$data" --kernel-cache auto -f & ;;
     # The FUSE workers poll 50 µs for the next request (by default they
     # sleep in read(2) at once).
     sroute-off-poll)
-      "$sroute_fuse" "$mnt" --backing "$data" --kernel-cache off --poll-us 50 -f & ;;
+      "$bin" "$mnt" --backing "$data" --kernel-cache off --poll-us 50 -f & ;;
     sroute-off-1000rules)
-      "$sroute_fuse" "$mnt" --backing "$data" --kernel-cache off --rules "$rules_none" -f & ;;
+      "$bin" "$mnt" --backing "$data" --kernel-cache off --rules "$rules_none" -f & ;;
     # Requests on per-CPU io_uring queues (--io-uring; the script turns the
     # kernel's switch on for them and back off at the end).
     sroute-off-uring)
-      "$sroute_fuse" "$mnt" --backing "$data" --kernel-cache off --io-uring -f & ;;
+      "$bin" "$mnt" --backing "$data" --kernel-cache off --io-uring -f & ;;
     sroute-auto-uring)
-      "$sroute_fuse" "$mnt" --backing "$data" --kernel-cache auto --io-uring -f & ;;
+      "$bin" "$mnt" --backing "$data" --kernel-cache auto --io-uring -f & ;;
     sroute-off-uring-1000rules)
-      "$sroute_fuse" "$mnt" --backing "$data" --kernel-cache off --io-uring --rules "$rules_none" -f & ;;
+      "$bin" "$mnt" --backing "$data" --kernel-cache off --io-uring --rules "$rules_none" -f & ;;
     sroute-off-uring-1000rules-match)
-      "$sroute_fuse" "$mnt" --backing "$data" --kernel-cache off --io-uring --rules "$rules_match" -f & ;;
+      "$bin" "$mnt" --backing "$data" --kernel-cache off --io-uring --rules "$rules_match" -f & ;;
     sroute-off-1000rules-match)
-      "$sroute_fuse" "$mnt" --backing "$data" --kernel-cache off --rules "$rules_match" -f & ;;
+      "$bin" "$mnt" --backing "$data" --kernel-cache off --rules "$rules_match" -f & ;;
     # minfreespace=0: mergerfs refuses to create on a branch with less than
     # 4G free by default (the loop filesystem has less).
     mergerfs-off)

@@ -73,6 +73,12 @@ proto::ControlResponse HandleControlRequest(
               OpName(static_cast<Op>(op)))] = n;
         }
       }
+      // IOs that found no endpoint, stage or controller, and scatter
+      // targets that failed an op others applied; files fenced for it.
+      (*resp.mutable_gauges())["route_errors"] =
+          static_cast<int64_t>(sw.route_errors());
+      (*resp.mutable_gauges())["fenced_files"] =
+          static_cast<int64_t>(sw.Fences().size());
       if (add_stats) add_stats(&resp);
       break;
     case proto::ControlRequest::kAddRules: {

@@ -411,7 +411,8 @@ TEST_P(RouteFlipTest, ExerciserSeesNoCorruption) {
 }
 
 INSTANTIATE_TEST_SUITE_P(KernelCache, RouteFlipTest,
-                         ::testing::Values("off", "auto"));
+                         ::testing::Values("off", "auto"),
+                         [](const auto& info) { return info.param; });
 
 // ---------------------------------------------------------------------------
 // SQLite.

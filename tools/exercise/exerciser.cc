@@ -21,6 +21,10 @@ constexpr uint64_t kBlock = 4096;
 
 std::string ErrText(int err) { return std::strerror(err); }
 
+// Descriptors are O_CLOEXEC: a test that runs commands (sroutectl) while
+// the exerciser runs must not hand them its files. A child that inherited
+// one would, at exit, wait for the write-back of pages mapped here, which
+// a quiesce parks.
 class Run {
  public:
   Run(const std::vector<std::string>& paths, const ExerciseOptions& o)
@@ -34,7 +38,8 @@ class Run {
   ExerciseResult Go() {
     ExerciseResult r;
     for (const std::string& p : paths_) {
-      const int fd = open(p.c_str(), O_RDWR | O_CREAT | O_TRUNC, 0644);
+      const int fd =
+          open(p.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
       if (fd < 0) return Failed(r, "open " + p + ": " + ErrText(errno));
       fds_.push_back(fd);
     }
@@ -190,7 +195,8 @@ class Run {
       const bool trunc = Rand(2) == 0;
       Log(std::string(trunc ? "reopen_trunc " : "reopen ") + Name(f));
       close(fd);
-      fds_[f] = open(paths_[f].c_str(), O_RDWR | (trunc ? O_TRUNC : 0));
+      fds_[f] =
+          open(paths_[f].c_str(), O_RDWR | O_CLOEXEC | (trunc ? O_TRUNC : 0));
       if (fds_[f] < 0) return "reopen: " + ErrText(errno);
       if (trunc) m.clear();
     } else if (pick < 82) {
@@ -445,7 +451,7 @@ ExerciseResult Exercise(const std::vector<std::string>& paths,
 }
 
 std::string ReadAll(const std::string& path) {
-  const int fd = open(path.c_str(), O_RDONLY);
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return "";
   std::string out;
   char buf[65536];
