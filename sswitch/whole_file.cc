@@ -119,6 +119,32 @@ std::vector<std::string> TargetsOf(const Snapshot& snap, const IoHeader& h) {
   return out;
 }
 
+// Whether `file` lies in its host's reserved folder (DESIGN.md §6), where
+// a volume keeps files unlinked while open.
+bool IsReserved(const std::string& file) {
+  FileName n;
+  return SplitFileName(file, &n) && n.path.starts_with(".sroute/");
+}
+
+// Whether every place of a file is a whole copy of it: made by a rule that
+// sends the same writes to the home too (a scatter that includes it).
+bool AllCopies(const FilePlaces& places, const std::string& file,
+               const std::string& home) {
+  for (const Place& p : places.data) {
+    const Rule& r = p.rule->rule();
+    if (r.pattern.file.range) return false;
+    bool to_home = false;
+    for (const Detour& d : r.detours) {
+      to_home = to_home ||
+                (d.what == Detour::What::kIo &&
+                 d.target.kind == Target::Kind::kFile &&
+                 ResolveTargetFile(d.target, r.pattern.file, file) == home);
+    }
+    if (!to_home) return false;
+  }
+  return true;
+}
+
 void CopyResults(const Io& from, Io* to) {
   to->bytes = from.bytes;
   to->attr = from.attr;
@@ -308,9 +334,30 @@ bool SSwitch::RouteWholeFile(Io* io) {
     IoHeader hf = h, ht = h;
     hf.file = from;
     ht.file = to;
-    const FilePlaces pf = PlacesOf(snap, from, HomeOf(snap, hf));
+    const std::string from_home = HomeOf(snap, hf);
+    const FilePlaces pf = PlacesOf(snap, from, from_home);
     const FilePlaces pt = PlacesOf(snap, to, HomeOf(snap, ht));
     if (pf.data.empty() && pt.data.empty()) return false;
+    if (h.op == Op::kRenameFrom && IsReserved(to) &&
+        AllCopies(pf, from, from_home)) {
+      // The volume keeps a file unlinked while open under a hidden name of
+      // its reserved folder: the home holds every byte, the copies go.
+      auto st = std::make_shared<SizeFanOut>();
+      st->parent = io;
+      st->place_op = Op::kUnlink;
+      for (const Place& p : pf.data) st->places.push_back(p.file);
+      st->child = NewChild(*io);
+      st->child->set_completion([this, st](Io& c) {
+        CopyResults(c, st->parent);
+        if (!c.status.ok()) {
+          st->parent->Complete(c.status);
+          return;
+        }
+        StepSizeFanOut(st);
+      });
+      Dispatch(st->child.get());
+      return true;
+    }
     return MovePlaces(io, pf.data, pt.data);
   }
   if (!snap.table->MayRoute(h.file)) return false;

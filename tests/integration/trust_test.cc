@@ -689,6 +689,30 @@ TEST(TrustSymptomsTest, ScatteredFilesStayIdenticalOnTruncate) {
   EXPECT_EQ(replica.st_mode, home.st_mode) << "the replica has the home's mode";
 }
 
+// POSIX keeps an unlinked file usable while open, also when it has copies.
+TEST(TrustSymptomsTest, UnlinkedOpenScatteredFileStaysUsable) {
+  Volume::Options o;
+  o.rules = "<*, w, //home/d/*> -> <IO, //home/d/*>, <IO, //fast/d/*>";
+  Volume v(o);
+  ASSERT_TRUE(v.ok());
+  ASSERT_EQ(mkdir(v.mnt("d").c_str(), 0755), 0);
+  const int fd = open(v.mnt("d/f").c_str(), O_RDWR | O_CREAT, 0644);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(pwrite(fd, "before", 6, 0), 6);
+  EXPECT_TRUE(fs::exists(v.fast("d/f")));
+  ASSERT_EQ(unlink(v.mnt("d/f").c_str()), 0);
+  EXPECT_FALSE(fs::exists(v.mnt("d/f")));
+  EXPECT_FALSE(fs::exists(v.fast("d/f"))) << "the copy went with the name";
+  ASSERT_EQ(pwrite(fd, "after!", 6, 6), 6) << std::strerror(errno);
+  char buf[12];
+  ASSERT_EQ(pread(fd, buf, 12, 0), 12);
+  EXPECT_EQ(std::string(buf, 12), "beforeafter!");
+  close(fd);
+  // A new file of that name starts empty, on both targets.
+  WriteWholeFile(v.mnt("d/f"), "new");
+  EXPECT_EQ(ReadAll(v.fast("d/f")), "new");
+}
+
 // A scatter that fails on one target after another applied it fences the
 // file; sroutectl lists and clears fences.
 TEST(TrustSymptomsTest, PartialScatterFailureFencesTheFile) {
