@@ -318,4 +318,8 @@ for wl in ["randread4k-1", "randread4k-4", "randwrite4k-1", "randwrite4k-4"]:
     for empty in ["sroute-off", "sroute-off-uring"]:
         for s in [empty + "-1000rules", empty + "-1000rules-match"]:
             target(f"{s[7:]} within 5% of empty", wl, s, [empty], 0.95)
+# Side by side with another build (base- systems): "met" within 5 %.
+for (wl, s) in sorted(rows):
+    if not s.startswith("base-") and (wl, "base-" + s) in rows:
+        target(f"{s} vs the base build", wl, s, ["base-" + s], 0.95)
 PY
