@@ -261,6 +261,12 @@ class SSwitch {
   Io* ZeroFillShortRead(Io* io);
   // A child of `parent`: its header, arguments, data and routing state.
   std::unique_ptr<Io> NewChild(const Io& parent);
+  // Routes a child of `parent` by the rules, held in *slot (which must
+  // live until it completes: `then` may hold its owner). A failure
+  // completes `parent` with it; on success the child's results are the
+  // parent's and `then` runs.
+  void RouteChildThen(Io* parent, std::unique_ptr<Io>* slot,
+                      absl::AnyInvocable<void()> then);
   // Sends `io` straight to the endpoint of `file` (no rules); args.other of
   // a rename or link is a full name on the same endpoint.
   void SubmitDirect(Io* io, const std::string& file);

@@ -180,6 +180,20 @@ std::unique_ptr<Io> SSwitch::NewChild(const Io& parent) {
   return child;
 }
 
+void SSwitch::RouteChildThen(Io* parent, std::unique_ptr<Io>* slot,
+                             absl::AnyInvocable<void()> then) {
+  *slot = NewChild(*parent);
+  (*slot)->set_completion([parent, then = std::move(then)](Io& c) mutable {
+    CopyResults(c, parent);
+    if (!c.status.ok()) {
+      parent->Complete(c.status);
+      return;
+    }
+    then();
+  });
+  Dispatch(slot->get());
+}
+
 void SSwitch::SubmitDirect(Io* io, const std::string& file) {
   io->target = file;
   FileName name;
@@ -346,16 +360,7 @@ bool SSwitch::RouteWholeFile(Io* io) {
       st->parent = io;
       st->place_op = Op::kUnlink;
       for (const Place& p : pf.data) st->places.push_back(p.file);
-      st->child = NewChild(*io);
-      st->child->set_completion([this, st](Io& c) {
-        CopyResults(c, st->parent);
-        if (!c.status.ok()) {
-          st->parent->Complete(c.status);
-          return;
-        }
-        StepSizeFanOut(st);
-      });
-      Dispatch(st->child.get());
+      RouteChildThen(io, &st->child, [this, st] { StepSizeFanOut(st); });
       return true;
     }
     return MovePlaces(io, pf.data, pt.data);
@@ -395,16 +400,7 @@ bool SSwitch::RouteWholeFile(Io* io) {
     }
   }
   if (st->home.empty() && st->places.empty()) return false;
-  st->child = NewChild(*io);
-  st->child->set_completion([this, st](Io& c) {
-    CopyResults(c, st->parent);
-    if (!c.status.ok()) {
-      st->parent->Complete(c.status);
-      return;
-    }
-    StepSizeFanOut(st);
-  });
-  Dispatch(st->child.get());
+  RouteChildThen(io, &st->child, [this, st] { StepSizeFanOut(st); });
   return true;
 }
 
@@ -512,16 +508,7 @@ bool SSwitch::MovePlaces(Io* io, const std::vector<Place>& from,
                            ", where none of the first are"));
     }
   }
-  st->child = NewChild(*io);
-  st->child->set_completion([this, st](Io& c) {
-    CopyResults(c, st->parent);
-    if (!c.status.ok()) {
-      st->parent->Complete(c.status);
-      return;
-    }
-    StepPlaceMoves(st);
-  });
-  Dispatch(st->child.get());
+  RouteChildThen(io, &st->child, [this, st] { StepPlaceMoves(st); });
   return true;
 }
 
