@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -24,6 +25,7 @@
 #include <tuple>
 #include <vector>
 
+#include "control/control_client.h"
 #include "gtest/gtest.h"
 #include "tests/integration/posix_scenarios.h"
 #include "tests/util/mounted_volume.h"
@@ -52,6 +54,7 @@ using ::sroute::testing::WriteSecretFile;
 using ::sroute::testing::WriteWholeFile;
 
 namespace fs = std::filesystem;
+using ::sroute::ControlClient;
 
 // Operations per exerciser run: SROUTE_EXERCISE_OPS, or 10000 (a rule
 // kind runs with both kernel-cache modes: 20000 in all).
@@ -372,37 +375,58 @@ TEST_P(RouteFlipTest, ExerciserSeesNoCorruption) {
     result = Exercise({v.mnt("d/a"), v.mnt("d/b")}, eo);
     done = true;
   });
-  const std::string files = "'<*, *, //home/d/*>'";
+  // The control socket in this process, not sroutectl: a command run with
+  // fork and exec closes this process's files in the child at exec, and
+  // closing a FUSE file waits for the write-back of its mapped pages, which
+  // the quiesce parks: the flipper would wait on itself.
+  auto client = ControlClient::Connect(v.socket);
+  ASSERT_TRUE(client.ok()) << client.status();
+  auto call = [&](const std::string& what,
+                  const std::function<void(proto::ControlRequest&)>& fill) {
+    proto::ControlRequest req;
+    fill(req);
+    auto resp = (*client)->Call(req, absl::Seconds(30));
+    if (!resp.ok()) return what + ": " + std::string(resp.status().message());
+    if (resp->code() != 0) return what + ": " + resp->message();
+    return std::string();
+  };
+  const std::string files = "<*, *, //home/d/*>";
   int layout = 0, flips = 0;
   std::string failure;
   while (!done && failure.empty()) {
     std::this_thread::sleep_for(std::chrono::milliseconds(30));
-    auto [rc, out] = v.Ctl("quiesce " + files + " on");
-    if (rc != 0) {
-      failure = "quiesce: " + out;
-      break;
-    }
-    std::tie(rc, out) = v.Ctl("drain " + files);
-    if (rc != 0) failure = "drain: " + out;
+    failure = call("quiesce", [&](proto::ControlRequest& r) {
+      r.mutable_quiesce()->set_pattern(files);
+      r.mutable_quiesce()->set_on(true);
+    });
+    if (!failure.empty()) break;
+    failure = call("drain", [&](proto::ControlRequest& r) {
+      r.mutable_drain()->set_pattern(files);
+    });
     const int next = (layout + 1 + flips % 2) % 3;
     for (const std::string f : {"a", "b"}) {
       if (!failure.empty() || !fs::exists(v.home("d/" + f))) continue;
       write(next, f, read(layout, f));
       if (layout != 0) {
         const std::string rule = rules(layout, f);
-        std::tie(rc, out) =
-            v.Ctl("rules rm '" + rule.substr(0, rule.find(" ->")) + "'");
-        if (rc != 0) failure = "rules rm: " + out;
+        failure = call("rules rm", [&](proto::ControlRequest& r) {
+          r.mutable_delete_rules()->set_pattern(
+              rule.substr(0, rule.find(" ->")));
+        });
       }
       if (next != 0 && failure.empty()) {
-        std::tie(rc, out) = v.Ctl("rules add '" + rules(next, f) + "'");
-        if (rc != 0) failure = "rules add: " + out;
+        failure = call("rules add", [&](proto::ControlRequest& r) {
+          r.mutable_add_rules()->add_text(rules(next, f));
+        });
       }
     }
     layout = next;
     ++flips;
-    std::tie(rc, out) = v.Ctl("quiesce " + files + " off");
-    if (rc != 0 && failure.empty()) failure = "release: " + out;
+    const std::string released = call("release", [&](proto::ControlRequest& r) {
+      r.mutable_quiesce()->set_pattern(files);
+      r.mutable_quiesce()->set_on(false);
+    });
+    if (failure.empty()) failure = released;
   }
   exerciser.join();
   ASSERT_TRUE(failure.empty()) << failure;

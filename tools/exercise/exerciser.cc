@@ -21,10 +21,11 @@ constexpr uint64_t kBlock = 4096;
 
 std::string ErrText(int err) { return std::strerror(err); }
 
-// Descriptors are O_CLOEXEC: a test that runs commands (sroutectl) while
-// the exerciser runs must not hand them its files. A child that inherited
-// one would, at exit, wait for the write-back of pages mapped here, which
-// a quiesce parks.
+// Descriptors are O_CLOEXEC, so that commands a test runs meanwhile do not
+// keep its files open. (A forked child still closes them at exec, and
+// closing a FUSE file waits for the write-back of its mapped pages: a test
+// that quiesces these files must not fork and exec while it holds them;
+// see RouteFlipTest.)
 class Run {
  public:
   Run(const std::vector<std::string>& paths, const ExerciseOptions& o)
