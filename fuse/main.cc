@@ -328,7 +328,8 @@ int main(int argc, char** argv) {
   // server makes its own.)
   std::error_code ec;
   if (!remote_home) {
-    std::filesystem::create_directories(backing + "/.sroute/unlinked", ec);
+    std::filesystem::create_directories(
+        backing + "/" + sroute::kReservedDir + "/unlinked", ec);
   }
   if (ec == std::errc::read_only_file_system) {
     // A read-only volume: nothing can be unlinked, nothing waits there.
@@ -337,8 +338,8 @@ int main(int argc, char** argv) {
     ec.clear();
   }
   if (ec) {
-    return Die("cannot create " + backing +
-               "/.sroute/unlinked: " + ec.message());
+    return Die("cannot create " + backing + "/" + sroute::kReservedDir +
+               "/unlinked: " + ec.message());
   }
   if (IsMountPoint(mountpoint)) {
     return Die("mount point " + mountpoint + " is in use (already mounted)");

@@ -6,7 +6,7 @@
 
 #include "fuse/ops.h"
 #include "fuse/request.h"
-#include "sswitch/stats.h"
+#include "util/clock.h"
 
 namespace sroute::fuse_internal {
 

@@ -17,7 +17,7 @@
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
-#include "sswitch/stats.h"
+#include "util/clock.h"
 
 namespace sroute {
 

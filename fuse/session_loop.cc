@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "fuse/uring_queues.h"
+#include "util/clock.h"
 #include "util/log.h"
 
 namespace sroute {
@@ -49,12 +50,6 @@ sigset_t StopSignals() {
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGHUP);
   return set;
-}
-
-int64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
 }
 
 // The INIT exchange: the request's unique (the custom writev patches the
@@ -265,7 +260,8 @@ class Loop {
   // window since its last request lasts and its CPU has nothing else to
   // run; else sleeps.
   void AwaitRequest(int epoll_fd, int64_t* spin_until) {
-    if (*spin_until == kWindowFromNextWait) *spin_until = NowNs() + poll_ns_;
+    if (*spin_until == kWindowFromNextWait)
+      *spin_until = static_cast<int64_t>(MonotonicNanos()) + poll_ns_;
     if (SpinOnceMore(*spin_until)) {
       sched_yield();
       return;
@@ -279,14 +275,14 @@ class Loop {
     // signal is lost (a sanitizer may hold a signal back until its next
     // interceptor): it looks again once a second.
     epoll_wait(epoll_fd, &ev, 1, 1000);
-    *spin_until = NowNs() + poll_ns_;
+    *spin_until = static_cast<int64_t>(MonotonicNanos()) + poll_ns_;
   }
 
   // True if the calling worker should ask for a request once more instead
   // of sleeping: it holds (or takes) the spinner role, the window lasts,
   // and no pause is on.
   bool SpinOnceMore(int64_t spin_until) {
-    const int64_t now = NowNs();
+    const int64_t now = static_cast<int64_t>(MonotonicNanos());
     if (now >= spin_until ||
         now < spin_paused_until_.load(std::memory_order_relaxed)) {
       return false;

@@ -24,7 +24,7 @@
 #include <thread>
 #include <vector>
 
-#include "sswitch/stats.h"
+#include "util/clock.h"
 #include "util/log.h"
 
 #if defined(__SANITIZE_THREAD__)

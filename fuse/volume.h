@@ -116,10 +116,6 @@ class Volume {
   std::thread invalidator_;
 };
 
-// The reserved folder for files sroute creates: hidden from listings and
-// closed to tenants.
-inline constexpr char kReservedDir[] = ".sroute";
-
 }  // namespace sroute
 
 #endif  // SROUTE_FUSE_VOLUME_H_

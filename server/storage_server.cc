@@ -26,8 +26,6 @@
 namespace sroute {
 namespace {
 
-constexpr char kReservedDir[] = ".sroute";
-
 // One IO from another host, from request to reply.
 struct ServerIo {
   std::unique_ptr<RpcServer::Call> call;

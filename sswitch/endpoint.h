@@ -12,6 +12,21 @@
 
 namespace sroute {
 
+// Every endpoint's reserved folder (DESIGN.md §6), beneath its root: files
+// the router makes for its own use (detours' temporary files, files a
+// volume keeps while unlinked and open in "unlinked/", a server's state
+// store) live there, hidden from the volume's listing and closed to
+// tenants.
+inline constexpr char kReservedDir[] = ".sroute";
+
+// Whether `path` (beneath an endpoint's root, no leading '/') lies in the
+// reserved folder.
+inline bool InReservedDir(std::string_view path) {
+  constexpr std::string_view dir = kReservedDir;
+  return path.starts_with(dir) &&
+         (path.size() == dir.size() || path[dir.size()] == '/');
+}
+
 class Endpoint {
  public:
   virtual ~Endpoint() = default;

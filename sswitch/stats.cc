@@ -11,12 +11,6 @@
 
 namespace sroute {
 
-uint64_t MonotonicNanos() {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000u + ts.tv_nsec;
-}
-
 int LatencyHistogram::BucketOf(uint64_t ns) {
   if (ns < (uint64_t{1} << kMinShift)) return 0;
   const int msb = 63 - std::countl_zero(ns);

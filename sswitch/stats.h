@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "rules/io_header.h"
+#include "util/clock.h"
 
 namespace sroute {
 
@@ -92,8 +93,6 @@ class RuleCounters {
 
   std::atomic<Slot*> slots_{nullptr};  // SlotCount() of them, or null
 };
-
-uint64_t MonotonicNanos();
 
 }  // namespace sroute
 

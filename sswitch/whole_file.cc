@@ -123,7 +123,7 @@ std::vector<std::string> TargetsOf(const Snapshot& snap, const IoHeader& h) {
 // a volume keeps files unlinked while open.
 bool IsReserved(const std::string& file) {
   FileName n;
-  return SplitFileName(file, &n) && n.path.starts_with(".sroute/");
+  return SplitFileName(file, &n) && InReservedDir(n.path);
 }
 
 // Whether every place of a file is a whole copy of it: made by a rule that
