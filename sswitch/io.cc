@@ -8,6 +8,14 @@ std::atomic<uint64_t> Io::extra_completions{0};
 
 Io::~Io() = default;
 
+void Io::AdoptResults(const Io& child) {
+  bytes = child.bytes;
+  attr = child.attr;
+  data = child.data;
+  entries = child.entries;
+  target = child.target;
+}
+
 void Io::AddResponseHook(ResponseHook hook) {
   Frame f;
   f.hook = std::move(hook);

@@ -107,6 +107,9 @@ class Io {
   std::string target;
 
   void set_completion(Completion done) { done_ = std::move(done); }
+  // Takes the results of `child`, an IO the router sent in this one's place
+  // (bytes, attr, data, entries, target); the status stays for Complete.
+  void AdoptResults(const Io& child);
   // Adds a hook that runs, newest first, when the IO completes.
   void AddResponseHook(ResponseHook hook);
 

@@ -242,6 +242,11 @@ class SSwitch {
   void Scatter(Io* io, const RuleEntry* rule, const DetourList& detours);
   void Split(Io* io, const RuleTable::Pieces& pieces);
   void Fail(Io* io, absl::Status status);
+  // An IO the router sends in `parent`'s place (a piece, a scatter target,
+  // a detour attempt): its header, arguments, payload and read buffer,
+  // records and routing state (snapshot, stage hops). The one way children
+  // are made; their answers come back with Io::AdoptResults.
+  std::unique_ptr<Io> NewChild(const Io& parent);
   // Fences `file` after a scatter to `targets` (all answered) failed on
   // some and not on others.
   void Fence(const std::string& file,
@@ -259,8 +264,6 @@ class SSwitch {
   // leave the home: an answer that comes back short is completed with zeros
   // up to the file's size, which the home holds.
   Io* ZeroFillShortRead(Io* io);
-  // A child of `parent`: its header, arguments, data and routing state.
-  std::unique_ptr<Io> NewChild(const Io& parent);
   // Routes a child of `parent` by the rules, held in *slot (which must
   // live until it completes: `then` may hold its owner). A failure
   // completes `parent` with it; on success the child's results are the

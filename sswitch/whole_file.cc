@@ -145,13 +145,6 @@ bool AllCopies(const FilePlaces& places, const std::string& file,
   return true;
 }
 
-void CopyResults(const Io& from, Io* to) {
-  to->bytes = from.bytes;
-  to->attr = from.attr;
-  to->data = from.data;
-  to->target = from.target;
-}
-
 }  // namespace
 
 bool IsMissingPlace(const Io& io) {
@@ -167,24 +160,11 @@ std::string ParentFileOf(const std::string& file) {
   return JoinFileName(n.host, n.path.substr(0, slash));
 }
 
-std::unique_ptr<Io> SSwitch::NewChild(const Io& parent) {
-  auto child = std::make_unique<Io>();
-  child->header = parent.header;
-  child->args = parent.args;
-  child->write_data = parent.write_data;
-  child->read_buffer = parent.read_buffer;
-  child->records = parent.records;
-  child->router_ = this;
-  child->snapshot_ = parent.snapshot_;
-  child->stage_hops_ = parent.stage_hops_;
-  return child;
-}
-
 void SSwitch::RouteChildThen(Io* parent, std::unique_ptr<Io>* slot,
                              absl::AnyInvocable<void()> then) {
   *slot = NewChild(*parent);
   (*slot)->set_completion([parent, then = std::move(then)](Io& c) mutable {
-    CopyResults(c, parent);
+    parent->AdoptResults(c);
     if (!c.status.ok()) {
       parent->Complete(c.status);
       return;
@@ -420,7 +400,7 @@ Io* SSwitch::ZeroFillShortRead(Io* io) {
       r.status = absl::OkStatus();
       r.bytes = 0;
     }
-    CopyResults(r, &parent);
+    parent.AdoptResults(r);
     if (!r.status.ok() || r.bytes >= parent.header.length) {
       parent.Complete(r.status);
       return;

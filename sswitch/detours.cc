@@ -1,0 +1,338 @@
+// Detours: sending an IO where its rule says (files, stages, the
+// controller), preparing a detour's file and parents on first need, and
+// growing the home after a write detoured away from it.
+#include <fcntl.h>
+#include <linux/falloc.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cstring>
+#include <optional>
+
+#include "rules/parser.h"
+#include "sswitch/snapshot.h"
+#include "sswitch/sswitch.h"
+#include "util/errno_status.h"
+#include "util/log.h"
+#include "util/strings.h"
+
+namespace sroute {
+namespace {
+
+constexpr int kMaxStageHops = 16;
+
+}  // namespace
+
+void SSwitch::SendToDetours(Io* io, const RuleEntry* entry,
+                            const DetourList& chosen) {
+  const Rule& r = entry->rule();
+  // The single detour's file, resolved once (the home check below and the
+  // send both need it).
+  std::string single_file;
+  if (chosen.size() == 1 && chosen[0]->target.kind == Target::Kind::kFile) {
+    single_file =
+        ResolveTargetFile(chosen[0]->target, r.pattern.file, io->header.file);
+  }
+  const Op op = io->header.op;
+  const bool may_grow =
+      op == Op::kWrite ||
+      (op == Op::kFallocate &&
+       (io->args.flags == 0 || io->args.flags == FALLOC_FL_ZERO_RANGE));
+  if (may_grow && !chosen.empty()) {
+    // DESIGN §3: a write (or an allocation that may extend the file)
+    // detoured away from the file's home still grows the size the home
+    // reports.
+    std::string home = HomeOf(*io->snapshot_, io->header);
+    bool reaches_home = home.empty();
+    for (const Detour* d : chosen) {
+      if (reaches_home) break;
+      if (d->target.kind != Target::Kind::kFile) {
+        reaches_home = true;
+      } else if (chosen.size() == 1) {
+        reaches_home = single_file == home;  // no copy of it
+      } else {
+        reaches_home = ResolveTargetFile(d->target, r.pattern.file,
+                                         io->header.file) == home;
+      }
+    }
+    if (!reaches_home) io = GrowHomeAfter(io, std::move(home));
+  }
+  if (chosen.empty()) {
+    SendToFile(io, io->header.file);  // only side detours: the IO goes on
+  } else if (chosen.size() == 1) {
+    SendTo(io, chosen[0]->target, std::move(single_file), entry->id());
+  } else {
+    Scatter(io, entry, chosen);
+  }
+}
+
+Io* SSwitch::GrowHomeAfter(Io* io, std::string home) {
+  struct Growth {
+    Io* parent;
+    std::unique_ptr<Io> write;
+    std::unique_ptr<Io> grow;
+  };
+  auto g = std::make_shared<Growth>();
+  g->parent = io;
+  g->write = NewChild(*io);
+  io->records.clear();  // they travel with the write
+  Io& w = *g->write;
+  w.set_completion([this, g, home = std::move(home)](Io& done) {
+    Io* parent = g->parent;
+    parent->AdoptResults(done);
+    const uint64_t end =
+        done.header.offset +
+        (done.header.op == Op::kWrite ? done.bytes : done.header.length);
+    if (!done.status.ok() || end == done.header.offset) {
+      parent->Complete(done.status);
+      return;
+    }
+    g->grow = NewChild(*parent);
+    Io& grow = *g->grow;
+    grow.header.op = Op::kTruncate;
+    grow.header.offset = grow.header.length = 0;
+    grow.args.flags = kTruncateGrowOnly;
+    grow.args.size = end;
+    grow.write_data = {};
+    grow.read_buffer = {};
+    grow.records.clear();
+    grow.set_completion([g](Io& gr) {
+      // The bytes are written; a home that cannot grow is still an error
+      // (stat would lie), reported as the write's.
+      g->parent->Complete(gr.status);
+    });
+    SendToFile(&grow, home);
+  });
+  return &w;
+}
+
+void SSwitch::SendTo(Io* io, const Target& target, std::string resolved_file,
+                     uint64_t rule_id) {
+  const Snapshot& snap = *io->snapshot_;
+  switch (target.kind) {
+    case Target::Kind::kFile:
+      SendToFile(io, std::move(resolved_file));
+      return;
+    case Target::Kind::kController:
+      if (!snap.controller) {
+        Fail(io,
+             absl::UnavailableError(StrCat(
+                 "rule ", rule_id,
+                 " sends this IO to the controller, and none is connected")));
+        return;
+      }
+      io->target = "controller";
+      snap.controller->OnIo(io, rule_id);
+      return;
+    case Target::Kind::kStage: {
+      if (!target.stage_host.empty() && target.stage_host != name_) {
+        Fail(io, absl::UnimplementedError(
+                     StrCat("stage ", FormatTarget(target),
+                            " is on another host; remote stages are not "
+                            "reachable from this sSwitch")));
+        return;
+      }
+      auto it = snap.stages->find(target.stage);
+      if (it == snap.stages->end()) {
+        Fail(io, absl::NotFoundError(StrCat("no stage named '", target.stage,
+                                            "' (rule ", rule_id, ")")));
+        return;
+      }
+      if (io->stage_hops_ >= kMaxStageHops) {
+        Fail(io, ErrnoStatus(ELOOP, StrCat("IO passed ", kMaxStageHops,
+                                           " stages: routing loop at stage:",
+                                           target.stage)));
+        return;
+      }
+      io->target = StrCat("stage:", target.stage);
+      const StageEntry& stage = *it->second;
+      stage.stage->Submit(io, stage.forward);
+      return;
+    }
+  }
+}
+
+void SSwitch::SendToFile(Io* io, std::string file) {
+  io->target = std::move(file);
+  FileName name;
+  if (!SplitFileName(io->target, &name)) {
+    Fail(io, absl::InvalidArgumentError(
+                 StrCat("'", io->target, "' is not a file name //HOST/PATH")));
+    return;
+  }
+  const auto& endpoints = *io->snapshot_->endpoints;
+  auto it = endpoints.find(name.host);
+  if (it == endpoints.end()) {
+    Fail(io, absl::NotFoundError(StrCat("no endpoint named '", name.host,
+                                        "' for ", io->target)));
+    return;
+  }
+  const Op op = io->header.op;
+  if (op == Op::kRenameFrom || op == Op::kLink) {
+    // The second name is routed too (as a create-like op on it), and both
+    // must land on one endpoint; the endpoint gets its own path for it.
+    IoHeader second = io->header;
+    second.op = op == Op::kRenameFrom ? Op::kRenameTo : Op::kLink;
+    second.file = io->args.other;
+    second.offset = second.length = 0;
+    const std::string resolved = ResolveWholeFile(*io->snapshot_, second);
+    FileName other;
+    if (!SplitFileName(resolved, &other)) {
+      Fail(io, absl::InvalidArgumentError(StrCat(
+                   "'", io->args.other, "' is not a file name //HOST/PATH")));
+      return;
+    }
+    if (other.host != name.host) {
+      Fail(io, ErrnoStatus(EXDEV, StrCat(OpName(op), " ", io->target, " -> ",
+                                         resolved, ": not on one endpoint")));
+      return;
+    }
+    io->args.other = std::string(other.path);
+  }
+  const OpClass cls = io->header.op_class();
+  if (io->target != io->header.file) {
+    if (cls == kOpClassCreate) {
+      CreateAtDetour(io, it->second, std::string(name.path), false);
+      return;
+    }
+    if (cls == kOpClassWrite) {
+      // Routing a write to a file includes making it (scatter replicas,
+      // byte ranges, write detours): the op then acts on every target.
+      CreateAtDetour(io, it->second, std::string(name.path), true);
+      return;
+    }
+  }
+  it->second->Submit(io, name.path);
+}
+
+// A create sent somewhere other than its own name: the parent directories
+// exist at the home but maybe not at the target. Try the create; on ENOENT
+// make the missing parents there (with the mode and owner of the file's
+// directory at its home) and try once more. A write-like op sent to a
+// detour whose file does not exist yet makes the file too (lazily, at the
+// first IO that needs it: DESIGN.md §6), with the mode and owner of the
+// file at its home.
+struct SSwitch::DetourCreate {
+  Io* parent;
+  std::shared_ptr<Endpoint> endpoint;
+  std::string path;
+  bool make_file = false;  // a write: the file itself may be missing
+  bool retried = false;
+  std::unique_ptr<Io> attempt;
+};
+
+void SSwitch::CreateAtDetour(Io* io, std::shared_ptr<Endpoint> endpoint,
+                             std::string path, bool make_file) {
+  auto st = std::make_shared<DetourCreate>();
+  st->parent = io;
+  st->endpoint = std::move(endpoint);
+  st->path = std::move(path);
+  st->make_file = make_file;
+  TryDetourCreate(st);
+}
+
+void SSwitch::TryDetourCreate(const std::shared_ptr<DetourCreate>& st) {
+  auto attempt = NewChild(*st->parent);
+  attempt->target = st->parent->target;
+  attempt->set_completion([this, st](Io& a) {
+    if (ErrnoOf(a.status) == ENOENT && !st->retried) {
+      st->retried = true;
+      MakeDetourParents(st);
+      return;
+    }
+    Io& parent = *st->parent;
+    parent.AdoptResults(a);
+    parent.Complete(a.status);
+  });
+  Io* raw = attempt.get();
+  st->attempt = std::move(attempt);
+  st->endpoint->Submit(raw, st->path);
+}
+
+void SSwitch::MakeDetourParents(const std::shared_ptr<DetourCreate>& st) {
+  Io& parent = *st->parent;
+  const std::string home = HomeOf(*parent.snapshot_, parent.header);
+  MakeParents(parent, parent.target, ParentFileOf(home),
+              [this, st](absl::Status s) {
+                if (!s.ok()) {
+                  st->parent->Complete(std::move(s));
+                } else if (st->make_file) {
+                  MakeDetourFile(st);
+                } else {
+                  TryDetourCreate(st);
+                }
+              });
+}
+
+void SSwitch::MakeDetourFile(const std::shared_ptr<DetourCreate>& st) {
+  Io& parent = *st->parent;
+  const std::string home = HomeOf(*parent.snapshot_, parent.header);
+  auto create = [this, st](std::optional<struct stat> model) {
+    Io& p = *st->parent;
+    SendOwn(
+        p, Op::kCreate, p.target,
+        [&model](Io& io) {
+          io.args.mode = S_IFREG | (model ? (model->st_mode & 07777) : 0644);
+          // Not O_EXCL: a racing write may win.
+          io.args.flags = O_CREAT | O_WRONLY;
+        },
+        [this, st, model](Io& c) {
+          const int err = ErrnoOf(c.status);
+          if (err != 0 && err != EEXIST) {
+            st->parent->Complete(c.status);
+            return;
+          }
+          if (err != 0 || !model ||
+              (c.attr.st_uid == model->st_uid &&
+               c.attr.st_gid == model->st_gid)) {
+            TryDetourCreate(st);
+            return;
+          }
+          SendOwn(
+              *st->parent, Op::kSetattr, st->parent->target,
+              [&model](Io& io) {
+                io.args.to_set = kSetUid | kSetGid;
+                io.args.uid = model->st_uid;
+                io.args.gid = model->st_gid;
+              },
+              [this, st](Io& o) {
+                if (!o.status.ok()) {
+                  st->parent->Complete(o.status);
+                  return;
+                }
+                TryDetourCreate(st);
+              });
+        });
+  };
+  if (home.empty() || home == parent.target) {
+    create(std::nullopt);
+    return;
+  }
+  SendOwn(parent, Op::kGetattr, home, nullptr, [create](Io& g) mutable {
+    if (g.status.ok() && S_ISREG(g.attr.st_mode)) {
+      create(g.attr);
+    } else {
+      create(std::nullopt);
+    }
+  });
+}
+
+std::string SSwitch::ResolveWholeFile(const Snapshot& snap, const IoHeader& h) {
+  return ResolveEntry(snap.table->MatchWhole(h), h.file);
+}
+
+std::string SSwitch::HomeOf(const Snapshot& snap, const IoHeader& h) {
+  return ResolveEntry(snap.table->MatchWholeAs(h, Op::kGetattr), h.file);
+}
+
+std::string SSwitch::ResolveEntry(const RuleEntry* e, const std::string& file) {
+  if (e == nullptr) return file;
+  for (const Detour& d : e->rule().detours) {
+    if (d.what != Detour::What::kIo) continue;
+    if (d.target.kind != Target::Kind::kFile) return "";
+    return ResolveTargetFile(d.target, e->rule().pattern.file, file);
+  }
+  return file;
+}
+
+}  // namespace sroute

@@ -1,0 +1,123 @@
+// The in-flight registry and drain waiters of an sSwitch (internal to
+// sswitch/).
+#ifndef SROUTE_SSWITCH_INFLIGHT_H_
+#define SROUTE_SSWITCH_INFLIGHT_H_
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+
+#include "absl/container/inlined_vector.h"
+#include "sswitch/io.h"
+#include "sswitch/snapshot.h"
+#include "sswitch/sswitch.h"
+#include "sswitch/thread_shard.h"
+
+namespace sroute {
+
+// What Drain() waits on: one count per IO it found in flight.
+struct DrainWaiter {
+  std::mutex mu;
+  std::condition_variable cv;
+  int64_t remaining = 1;  // starts with a guard held by Drain() itself
+};
+
+// IOs between admission and completion, in intrusive lists sharded by thread
+// so that routing threads rarely share a lock.
+//
+// Each shard also pins the current snapshot for the IOs it registers,
+// through a reference count of its own (ShardLocalRef): an IO holds its
+// snapshot until it completes, and with one count shared by all threads
+// that count's cache line would move between the CPUs twice per IO.
+class InflightRegistry {
+ public:
+  // Registers `io` and sets its snapshot to the current one: `version` is
+  // the sSwitch's version, `load` returns its current snapshot.
+  template <typename Load>
+  void Register(Io* io, const std::atomic<uint64_t>& version, Load load) {
+    const int s = ThreadShard();
+    Shard& shard = shards_[s];
+    std::lock_guard<std::mutex> l(shard.mu);
+    // Under the shard's lock, after the IO is listed: a Drain() that scans
+    // this shard after us published its quiesce before (see SSwitch::Route).
+    if (shard.pin == nullptr ||
+        shard.pin->version != version.load(std::memory_order_acquire)) {
+      shard.pin = ShardLocalRef(load());
+    }
+    io->snapshot_ = shard.pin;
+    io->inflight_shard_ = s;
+    io->inflight_prev_ = nullptr;
+    io->inflight_next_ = shard.head;
+    if (shard.head != nullptr) shard.head->inflight_prev_ = io;
+    shard.head = io;
+    ++shard.count;
+  }
+
+  void Unregister(
+      Io* io, absl::InlinedVector<std::shared_ptr<DrainWaiter>, 1>* waiters) {
+    if (io->inflight_shard_ < 0) return;
+    Shard& shard = shards_[io->inflight_shard_];
+    std::lock_guard<std::mutex> l(shard.mu);
+    if (io->inflight_prev_ != nullptr) {
+      io->inflight_prev_->inflight_next_ = io->inflight_next_;
+    } else {
+      shard.head = io->inflight_next_;
+    }
+    if (io->inflight_next_ != nullptr) {
+      io->inflight_next_->inflight_prev_ = io->inflight_prev_;
+    }
+    io->inflight_prev_ = io->inflight_next_ = nullptr;
+    io->inflight_shard_ = -1;
+    --shard.count;
+    waiters->swap(io->drain_waiters_);
+    io->drain_waiters_.clear();
+  }
+
+  // Attaches `waiter` to every in-flight IO that `m` matches.
+  void Collect(const PatternMatcher& m,
+               const std::shared_ptr<DrainWaiter>& waiter) {
+    for (Shard& shard : shards_) {
+      std::lock_guard<std::mutex> l(shard.mu);
+      for (Io* io = shard.head; io != nullptr; io = io->inflight_next_) {
+        if (!m.Matches(io->header)) continue;
+        io->drain_waiters_.push_back(waiter);
+        std::lock_guard<std::mutex> wl(waiter->mu);
+        ++waiter->remaining;
+      }
+    }
+  }
+
+  // Drops the shards' pins, so that no snapshot outlives its replacement
+  // but in the IOs routed with it.
+  void Unpin() {
+    for (Shard& shard : shards_) {
+      std::shared_ptr<const Snapshot> old;  // released after the lock
+      std::lock_guard<std::mutex> l(shard.mu);
+      old.swap(shard.pin);
+    }
+  }
+
+  int64_t total() const {
+    int64_t n = 0;
+    for (const Shard& shard : shards_) {
+      std::lock_guard<std::mutex> l(shard.mu);
+      n += shard.count;
+    }
+    return n;
+  }
+
+ private:
+  struct alignas(64) Shard {
+    mutable std::mutex mu;
+    Io* head = nullptr;
+    int64_t count = 0;
+    std::shared_ptr<const Snapshot> pin;  // the current one, or null
+  };
+  Shard shards_[kThreadShards];
+};
+
+}  // namespace sroute
+
+#endif  // SROUTE_SSWITCH_INFLIGHT_H_
