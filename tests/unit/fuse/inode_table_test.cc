@@ -1,0 +1,106 @@
+#include "fuse/inode_table.h"
+
+#include <thread>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace sroute {
+namespace {
+
+using ::testing::Optional;
+using ::testing::UnorderedElementsAre;
+
+constexpr uint64_t kRoot = InodeTable::kRootIno;
+
+TEST(InodeTableTest, PathsFollowLookups) {
+  InodeTable t;
+  EXPECT_THAT(t.Path(kRoot), Optional(std::string("")));
+  const uint64_t d = t.Remember(kRoot, "d", 1, 100);
+  const uint64_t f = t.Remember(d, "f", 1, 101);
+  EXPECT_NE(d, f);
+  EXPECT_THAT(t.Path(f), Optional(std::string("d/f")));
+  EXPECT_THAT(t.ChildPath(d, "g"), Optional(std::string("d/g")));
+  EXPECT_THAT(t.Find(d, "f"), Optional(f));
+  EXPECT_EQ(t.Path(9999), std::nullopt);
+  // The same file found again is the same node, one more reference.
+  EXPECT_EQ(t.Remember(d, "f", 1, 101), f);
+  EXPECT_FALSE(t.Forget(f, 1));
+  EXPECT_TRUE(t.Forget(f, 1));
+  EXPECT_EQ(t.Path(f), std::nullopt);
+  EXPECT_EQ(t.Find(d, "f"), std::nullopt);
+}
+
+TEST(InodeTableTest, HardLinksAreOneNodeUnderTwoNames) {
+  InodeTable t;
+  const uint64_t a = t.Remember(kRoot, "a", 1, 7);
+  const uint64_t b = t.Remember(kRoot, "b", 1, 7);
+  EXPECT_EQ(a, b);
+  EXPECT_THAT(t.Path(a), Optional(std::string("a")));
+  t.Unlinked(kRoot, "a");
+  EXPECT_THAT(t.Path(a), Optional(std::string("b"))) << "the other name";
+}
+
+TEST(InodeTableTest, RenamesAndExchangesMoveNamesAndBumpTheGeneration) {
+  InodeTable t;
+  const uint64_t d = t.Remember(kRoot, "d", 1, 1);
+  const uint64_t f = t.Remember(d, "f", 1, 2);
+  const uint64_t g = t.Remember(kRoot, "g", 1, 3);
+  uint64_t gen = 0;
+  ASSERT_TRUE(t.Path(f, &gen).has_value());
+  t.Renamed(kRoot, "d", kRoot, "e");
+  EXPECT_NE(t.generation(), gen);
+  EXPECT_THAT(t.Path(f), Optional(std::string("e/f")));
+  t.Exchanged(d, "f", kRoot, "g");
+  EXPECT_THAT(t.Path(f), Optional(std::string("g")));
+  EXPECT_THAT(t.Path(g), Optional(std::string("e/f")));
+  // A rename over an existing name drops that name's link.
+  t.Renamed(kRoot, "g", d, "f");
+  EXPECT_THAT(t.Find(d, "f"), Optional(f));
+  EXPECT_EQ(t.Find(kRoot, "g"), std::nullopt);
+}
+
+TEST(InodeTableTest, AnUnlinkedOpenFileKeepsItsHiddenNameUntilTheLastRelease) {
+  InodeTable t;
+  const uint64_t f = t.Remember(kRoot, "f", 1, 5);
+  t.Opened(f);
+  t.Opened(f);
+  EXPECT_EQ(t.open_count(f), 2);
+  t.Hide(f, kRoot, "f", ".sroute/unlinked/5");
+  EXPECT_TRUE(t.hidden(f));
+  EXPECT_EQ(t.Find(kRoot, "f"), std::nullopt);
+  EXPECT_THAT(t.Path(f), Optional(std::string(".sroute/unlinked/5")));
+  EXPECT_EQ(t.Released(f), std::nullopt) << "one handle left";
+  EXPECT_THAT(t.Released(f), Optional(std::string(".sroute/unlinked/5")));
+}
+
+TEST(InodeTableTest, NoCapabilityAnswersOnlyForItsTagAndTime) {
+  InodeTable t;
+  const uint64_t f = t.Remember(kRoot, "f", 1, 5);
+  t.SetNoCapability(f, 3, 1000);
+  EXPECT_TRUE(t.NoCapability(f, 3, 999));
+  EXPECT_FALSE(t.NoCapability(f, 3, 1000)) << "expired";
+  EXPECT_FALSE(t.NoCapability(f, 4, 10)) << "xattrs changed since";
+}
+
+TEST(InodeTableTest, ConcurrentLookupsAndForgetsKeepCountsExact) {
+  InodeTable t;
+  const uint64_t d = t.Remember(kRoot, "d", 1, 1);
+  std::vector<std::thread> threads;
+  for (int th = 0; th < 4; ++th) {
+    threads.emplace_back([&, th] {
+      for (int i = 0; i < 2000; ++i) {
+        const std::string name = "f" + std::to_string(i % 50);
+        const uint64_t ino = t.Remember(d, name, 1, 1000 + i % 50);
+        t.Forget(ino, 1);
+      }
+      (void)th;
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_THAT(t.Inodes(), UnorderedElementsAre(kRoot, d));
+}
+
+}  // namespace
+}  // namespace sroute
