@@ -94,6 +94,10 @@ struct ControllerAgent::Impl : std::enable_shared_from_this<Impl> {
     absl::Time lease_end;
   };
   std::map<uint64_t, Prepared> prepared;  // guarded by control_mu
+  // Updates whose Prepare is parking and draining their flows (without
+  // control_mu: a drain may take seconds), and whether an Abort came for
+  // them meanwhile. Guarded by control_mu.
+  std::map<uint64_t, bool> preparing;
 
   // Statistics (the tick thread only): the counters last reported.
   struct Reported {
@@ -248,65 +252,72 @@ absl::Status ControllerAgent::Impl::Reconcile(
 // --- Commands ---
 
 absl::Status ControllerAgent::Impl::Prepare(const proto::Prepare& p) {
-  std::lock_guard<std::mutex> cl(control_mu);
-  if (prepared.contains(p.update())) {
-    return absl::AlreadyExistsError(StrCat("update ", p.update(), " is held"));
-  }
   Prepared held;
   std::vector<std::string> patterns(p.flows().begin(), p.flows().end());
-  for (const proto::ManagedRule& m : p.insert()) {
-    auto rule = ParseRule(m.text());
-    if (!rule.ok()) {
-      return absl::InvalidArgumentError(
-          StrCat("rule ", m.text(), ": ", rule.status().message()));
+  {
+    std::lock_guard<std::mutex> cl(control_mu);
+    if (prepared.contains(p.update()) || preparing.contains(p.update())) {
+      return absl::AlreadyExistsError(
+          StrCat("update ", p.update(), " is held"));
     }
-    patterns.push_back(FormatPattern(rule->pattern));
-    held.insert.push_back(*std::move(rule));
-    held.owners.push_back(m.owner());
-    held.insert_cids.push_back(m.cid());
-  }
-  for (uint64_t cid : p.remove()) {
-    auto it = cid_to_id.find(cid);
-    if (it == cid_to_id.end()) {
-      return absl::NotFoundError(StrCat("this host has no rule ", cid));
+    for (const proto::ManagedRule& m : p.insert()) {
+      auto rule = ParseRule(m.text());
+      if (!rule.ok()) {
+        return absl::InvalidArgumentError(
+            StrCat("rule ", m.text(), ": ", rule.status().message()));
+      }
+      patterns.push_back(FormatPattern(rule->pattern));
+      held.insert.push_back(*std::move(rule));
+      held.owners.push_back(m.owner());
+      held.insert_cids.push_back(m.cid());
     }
-    auto info = sw->GetRule(it->second);
-    if (!info.ok()) return info.status();
-    patterns.push_back(FormatPattern(info->rule.pattern));
-    held.remove_ids.push_back(it->second);
-    held.remove_cids.push_back(cid);
+    for (uint64_t cid : p.remove()) {
+      auto it = cid_to_id.find(cid);
+      if (it == cid_to_id.end()) {
+        return absl::NotFoundError(StrCat("this host has no rule ", cid));
+      }
+      auto info = sw->GetRule(it->second);
+      if (!info.ok()) return info.status();
+      patterns.push_back(FormatPattern(info->rule.pattern));
+      held.remove_ids.push_back(it->second);
+      held.remove_cids.push_back(cid);
+    }
+    preparing[p.update()] = false;
   }
   // Park the flows, then wait for their IOs in flight: from here on no IO
   // of them is routed until the commit (by the new rules) or the abort.
+  // Without control_mu: the drain may wait seconds, and the statistics and
+  // lease checks of the tick thread, and other updates' commands, take it.
   std::sort(patterns.begin(), patterns.end());
   patterns.erase(std::unique(patterns.begin(), patterns.end()), patterns.end());
-  auto release = [&] {
+  auto fail = [&](absl::Status s) {
     for (const HeaderPattern& pat : held.parked) (void)sw->Quiesce(pat, false);
+    std::lock_guard<std::mutex> cl(control_mu);
+    preparing.erase(p.update());
+    return s;
   };
   for (const std::string& text : patterns) {
     auto pat = ParsePattern(text);
     if (!pat.ok()) {
-      release();
-      return absl::InvalidArgumentError(
-          StrCat("flow ", text, ": ", pat.status().message()));
+      return fail(absl::InvalidArgumentError(
+          StrCat("flow ", text, ": ", pat.status().message())));
     }
-    if (absl::Status s = sw->Quiesce(*pat, true); !s.ok()) {
-      release();
-      return s;
-    }
+    if (absl::Status s = sw->Quiesce(*pat, true); !s.ok()) return fail(s);
     held.parked.push_back(*std::move(pat));
   }
   const absl::Duration drain = absl::Milliseconds(
       p.drain_timeout_ms() == 0 ? 10000 : p.drain_timeout_ms());
   for (const HeaderPattern& pat : held.parked) {
-    if (absl::Status s = sw->Drain(pat, drain); !s.ok()) {
-      release();
-      return s;
-    }
+    if (absl::Status s = sw->Drain(pat, drain); !s.ok()) return fail(s);
   }
-  if (absl::Status s = sw->Validate(held.insert); !s.ok()) {
-    release();
-    return s;
+  if (absl::Status s = sw->Validate(held.insert); !s.ok()) return fail(s);
+  std::lock_guard<std::mutex> cl(control_mu);
+  const bool aborted = preparing[p.update()];
+  preparing.erase(p.update());
+  if (aborted) {
+    for (const HeaderPattern& pat : held.parked) (void)sw->Quiesce(pat, false);
+    return absl::AbortedError(
+        StrCat("update ", p.update(), " was aborted while it prepared"));
   }
   held.lease_end = absl::Now() +
                    absl::Milliseconds(p.lease_ms() == 0 ? 30000 : p.lease_ms());
@@ -346,6 +357,10 @@ absl::StatusOr<uint64_t> ControllerAgent::Impl::Commit(uint64_t update) {
 
 void ControllerAgent::Impl::Abort(uint64_t update) {
   std::lock_guard<std::mutex> cl(control_mu);
+  if (auto p = preparing.find(update); p != preparing.end()) {
+    p->second = true;  // its Prepare gives the flows back when it ends
+    return;
+  }
   auto it = prepared.find(update);
   if (it == prepared.end()) return;
   for (const HeaderPattern& pat : it->second.parked) {
