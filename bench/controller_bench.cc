@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "controller/agent.h"
+#include "host/agent.h"
 #include "controller/controller.h"
 #include "rpc/io_threads.h"
 #include "rules/parser.h"

@@ -1,6 +1,6 @@
 // Controller: the heart of `sroute-controller` (DESIGN.md §6-§7).
 //
-// Hosts register over the RPC (controller/agent.h) and are reconciled to
+// Hosts register over the RPC (host/agent.h) and are reconciled to
 // their persisted rules, plus the delegate-made rules recovered from the
 // records on the storage servers their endpoints name. Every rule is
 // persisted (RocksDB, controller/store.h) before it is installed; updates

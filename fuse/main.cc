@@ -25,7 +25,7 @@
 
 #include "CLI/CLI.hpp"
 #include "control/control_server.h"
-#include "controller/agent.h"
+#include "host/agent.h"
 #include "fuse/config.h"
 #include "fuse/session_loop.h"
 #include "fuse/uring_queues.h"

@@ -32,13 +32,14 @@ if [ "$quick" = 0 ]; then
   cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DSROUTE_SANITIZE=thread -DSROUTE_BUILD_BENCH=OFF >/dev/null
   ninja -C build-tsan -j"$jobs" sswitch_test rpc_test fuse_unit_test fuse_test \
-    server_test controller_unit_test controller_test trust_test sroute-fuse \
+    server_test controller_unit_test host_unit_test controller_test trust_test \
+    sroute-fuse \
     sroute-server sroute-controller sroutectl
   echo "== tests under TSan"
   TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/tests/tsan.supp" \
   SROUTE_EXERCISE_OPS=3000 \
     ctest --test-dir build-tsan \
-    -L 'sswitch_test|rpc_test|fuse_unit_test|fuse_test|server_test|controller_unit_test|controller_test|trust_test' \
+    -L 'sswitch_test|rpc_test|fuse_unit_test|fuse_test|server_test|controller_unit_test|host_unit_test|controller_test|trust_test' \
     --output-on-failure -j"$jobs" --timeout 900
 fi
 echo "== all tests passed"

@@ -10,7 +10,7 @@
 #include <tuple>
 
 #include "control/control_handler.h"
-#include "controller/agent.h"
+#include "host/agent.h"
 #include "rpc/io_codec.h"
 #include "rpc/io_threads.h"
 #include "rpc/remote_endpoint.h"

@@ -1,4 +1,4 @@
-#include "controller/agent.h"
+#include "host/agent.h"
 
 #include <condition_variable>
 #include <deque>

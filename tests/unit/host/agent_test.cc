@@ -1,5 +1,5 @@
 // The host-side agent with a real controller over loopback, in one process.
-#include "controller/agent.h"
+#include "host/agent.h"
 
 #include <atomic>
 #include <chrono>

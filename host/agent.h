@@ -15,8 +15,8 @@
 // registers again when it is back.
 //
 // Thread safety: thread-safe.
-#ifndef SROUTE_CONTROLLER_AGENT_H_
-#define SROUTE_CONTROLLER_AGENT_H_
+#ifndef SROUTE_HOST_AGENT_H_
+#define SROUTE_HOST_AGENT_H_
 
 #include <memory>
 #include <string>
@@ -70,4 +70,4 @@ class ControllerAgent {
 
 }  // namespace sroute
 
-#endif  // SROUTE_CONTROLLER_AGENT_H_
+#endif  // SROUTE_HOST_AGENT_H_
