@@ -115,7 +115,7 @@ ControlServer::~ControlServer() {
   shutdown(listen_fd_, SHUT_RDWR);
   accept_thread_.join();
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     for (Connection& c : conns_) shutdown(c.fd, SHUT_RDWR);
   }
   // No new connections now; join without the lock (a handler may be
@@ -164,7 +164,7 @@ void ControlServer::AcceptLoop() {
       }
       return;  // shut down
     }
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     ReapDone();
     Connection& c = conns_.emplace_back();
     c.fd = fd;

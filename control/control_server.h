@@ -13,7 +13,6 @@
 #include <functional>
 #include <list>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 
@@ -21,6 +20,7 @@
 #include "control/control_handler.h"
 #include "proto/control.pb.h"
 #include "sswitch/sswitch.h"
+#include "util/mutex.h"
 
 namespace sroute {
 
@@ -58,7 +58,9 @@ class ControlServer {
                 std::function<void(proto::ControlResponse*)> add_stats);
   void AcceptLoop();
   void Serve(Connection* conn);
-  void ReapDone();  // joins finished connections; REQUIRES: mu_ held
+  // Joins finished connections (threads that have returned or are about
+  // to: a short wait).
+  void ReapDone() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   SSwitch* const sw_;
   const std::string path_;
@@ -69,8 +71,9 @@ class ControlServer {
   const std::function<void()> on_rules_changed_;
   const std::function<void(proto::ControlResponse*)> add_stats_;
   std::thread accept_thread_;
-  std::mutex mu_;
-  std::list<Connection> conns_;  // guarded by mu_
+  // Guards conns_. A leaf: requests are served without it.
+  Mutex mu_;
+  std::list<Connection> conns_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace sroute

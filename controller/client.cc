@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <thread>
 
+#include "util/mutex.h"
 #include "util/strings.h"
 
 namespace sroute {
@@ -174,7 +175,7 @@ StatsSnapshot ControllerClient::Stats() {
 
 void ControllerClient::AddTimer(absl::Duration period,
                                 std::function<void()> fn) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   timers_.push_back(Timer{std::max(period, absl::Milliseconds(1)),
                           absl::Now() + period, std::move(fn)});
 }
@@ -204,7 +205,7 @@ absl::Status ControllerClient::Run(ControlApp& app) {
     // Wait for events at most until the next timer is due.
     absl::Duration wait = absl::Seconds(1);
     {
-      std::lock_guard<std::mutex> l(mu_);
+      MutexLock l(&mu_);
       for (const Timer& t : timers_) {
         wait = std::min(wait,
                         std::max(t.next - absl::Now(), absl::Milliseconds(1)));
@@ -243,7 +244,7 @@ absl::Status ControllerClient::Run(ControlApp& app) {
     }
     std::vector<std::function<void()>> due;
     {
-      std::lock_guard<std::mutex> l(mu_);
+      MutexLock l(&mu_);
       const absl::Time now = absl::Now();
       for (Timer& t : timers_) {
         if (t.next <= now) {

@@ -10,7 +10,6 @@
 #include <atomic>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -19,6 +18,7 @@
 #include "proto/controller.pb.h"
 #include "rpc/channel.h"
 #include "rpc/io_threads.h"
+#include "util/mutex.h"
 
 namespace sroute {
 
@@ -72,13 +72,14 @@ class ControllerClient : public ControllerApi {
   const Options options_;
   std::unique_ptr<IoThreads> threads_;
   std::unique_ptr<RpcChannel> channel_;
-  std::mutex mu_;
   struct Timer {
     absl::Duration period;
     absl::Time next;
     std::function<void()> fn;
   };
-  std::vector<Timer> timers_;  // guarded by mu_
+  // Guards timers_. A leaf: calls and timers run without it.
+  Mutex mu_;
+  std::vector<Timer> timers_ ABSL_GUARDED_BY(mu_);
   std::atomic<bool> stop_{false};
 };
 

@@ -3,9 +3,9 @@
 #include <dlfcn.h>
 
 #include <map>
-#include <mutex>
 #include <thread>
 
+#include "util/mutex.h"
 #include "util/strings.h"
 
 namespace sroute {
@@ -42,8 +42,9 @@ absl::Status ControllerApi::Delete(const std::string& sswitch, uint64_t cid) {
 }
 
 struct ControlAppRegistry::Impl {
-  mutable std::mutex mu;
-  std::map<std::string, ControlAppFactory> factories;
+  // Guards factories. A leaf: factories run without it.
+  mutable Mutex mu;
+  std::map<std::string, ControlAppFactory> factories ABSL_GUARDED_BY(mu);
 };
 
 ControlAppRegistry& ControlAppRegistry::Global() {
@@ -60,7 +61,7 @@ absl::Status ControlAppRegistry::Register(const std::string& name,
   if (name.empty() || name.find(':') != std::string::npos) {
     return absl::InvalidArgumentError(StrCat("bad app name '", name, "'"));
   }
-  std::lock_guard<std::mutex> l(impl_->mu);
+  MutexLock l(&impl_->mu);
   if (!impl_->factories.emplace(name, std::move(factory)).second) {
     return absl::AlreadyExistsError(
         StrCat("a control app named '", name, "' is registered already"));
@@ -76,7 +77,7 @@ absl::StatusOr<std::unique_ptr<ControlApp>> ControlAppRegistry::Create(
       colon == std::string::npos ? "" : spec.substr(colon + 1);
   ControlAppFactory factory;
   {
-    std::lock_guard<std::mutex> l(impl_->mu);
+    MutexLock l(&impl_->mu);
     auto it = impl_->factories.find(*name);
     if (it == impl_->factories.end()) {
       std::string known;
@@ -98,7 +99,7 @@ absl::StatusOr<std::unique_ptr<ControlApp>> ControlAppRegistry::Create(
 }
 
 std::vector<std::string> ControlAppRegistry::Names() const {
-  std::lock_guard<std::mutex> l(impl_->mu);
+  MutexLock l(&impl_->mu);
   std::vector<std::string> out;
   for (const auto& [n, f] : impl_->factories) out.push_back(n);
   return out;

@@ -1,11 +1,9 @@
 #include "controller/controller.h"
 
 #include <algorithm>
-#include <condition_variable>
 #include <deque>
 #include <future>
 #include <map>
-#include <mutex>
 #include <set>
 #include <thread>
 
@@ -17,6 +15,7 @@
 #include "sswitch/stats.h"
 #include "util/background.h"
 #include "util/log.h"
+#include "util/mutex.h"
 #include "util/strings.h"
 
 namespace sroute {
@@ -32,10 +31,11 @@ constexpr absl::Duration kTurnLease = absl::Seconds(30);
 constexpr uint32_t kRecordPage = 20000;
 
 struct PendingCommand {
-  std::mutex mu;
-  std::condition_variable cv;
-  bool done = false;
-  proto::CommandResult result;
+  // Guards done and result. A leaf.
+  Mutex mu;
+  CondVar cv;
+  bool done ABSL_GUARDED_BY(mu) = false;
+  proto::CommandResult result ABSL_GUARDED_BY(mu);
 };
 
 struct Session {
@@ -135,20 +135,20 @@ class AppRunner {
   }
   ~AppRunner() {
     {
-      std::lock_guard<std::mutex> l(mu_);
+      MutexLock l(&mu_);
       stop_ = true;
     }
-    cv_.notify_all();
+    cv_.SignalAll();
     thread_.join();
   }
 
-  void Post(std::function<void()> fn) {
+  void Post(std::function<void()> fn) ABSL_LOCKS_EXCLUDED(mu_) {
     {
-      std::lock_guard<std::mutex> l(mu_);
+      MutexLock l(&mu_);
       if (tasks_.size() > 10000) return;  // a stuck app loses events
       tasks_.push_back(std::move(fn));
     }
-    cv_.notify_all();
+    cv_.SignalAll();
   }
   void OnStats(const StatsSnapshot& s) {
     Post([this, s] {
@@ -161,10 +161,10 @@ class AppRunner {
     });
   }
   void AddTimer(absl::Duration period, std::function<void()> fn) {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     timers_.push_back(Timer{std::max(period, absl::Milliseconds(1)),
                             absl::Now() + period, std::move(fn)});
-    cv_.notify_all();
+    cv_.SignalAll();
   }
 
  private:
@@ -174,18 +174,18 @@ class AppRunner {
     std::function<void()> fn;
   };
 
-  void Loop() {
-    std::unique_lock<std::mutex> l(mu_);
+  void Loop() ABSL_LOCKS_EXCLUDED(mu_) {
+    ReleasableMutexLock l(&mu_);
     while (!stop_) {
       absl::Time wake = absl::InfiniteFuture();
       for (const Timer& t : timers_) wake = std::min(wake, t.next);
       if (tasks_.empty()) {
         if (wake == absl::InfiniteFuture()) {
-          cv_.wait(l);
+          cv_.Wait(&mu_);
         } else {
-          cv_.wait_for(l,
-                       std::chrono::nanoseconds(std::max<int64_t>(
-                           0, absl::ToInt64Nanoseconds(wake - absl::Now()))));
+          cv_.WaitFor(&mu_,
+                      std::chrono::nanoseconds(std::max<int64_t>(
+                          0, absl::ToInt64Nanoseconds(wake - absl::Now()))));
         }
         if (stop_) break;
       }
@@ -198,20 +198,21 @@ class AppRunner {
           t.next = now + t.period;
         }
       }
-      l.unlock();
+      l.Unlock();
       for (auto& fn : run) fn();
-      l.lock();
+      l.Lock();
     }
   }
 
   const std::string name_;
   std::unique_ptr<ControlApp> app_;
   LocalApi api_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::vector<std::function<void()>> tasks_;  // guarded by mu_
-  std::vector<Timer> timers_;                 // guarded by mu_
-  bool stop_ = false;                         // guarded by mu_
+  // Guards tasks_, timers_, stop_. A leaf: tasks and timers run without it.
+  Mutex mu_;
+  CondVar cv_;
+  std::vector<std::function<void()>> tasks_ ABSL_GUARDED_BY(mu_);
+  std::vector<Timer> timers_ ABSL_GUARDED_BY(mu_);
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::atomic<bool> failed_{false};
   std::thread thread_;  // last: starts after everything above
 };
@@ -238,10 +239,11 @@ struct Controller::Impl {
   std::vector<absl::StatusOr<proto::CommandResult>> SendAll(
       const std::vector<std::pair<std::string, proto::Command>>& commands,
       absl::Duration timeout);
-  // REQUIRES: mu held. Takes the session's waiting poll if it has commands
-  // to hand out; the caller answers it after unlocking.
+  // Takes the session's waiting poll if it has commands to hand out; the
+  // caller answers it after unlocking.
   std::unique_ptr<RpcServer::Call> TakePoll(Session& s,
-                                            proto::ControllerReply* reply);
+                                            proto::ControllerReply* reply)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   absl::StatusOr<std::vector<proto::DelegateRecord>> RecoverRecords(
       const proto::HostInfo& host);
   RpcChannel* ServerChannel(const std::string& address);
@@ -260,24 +262,36 @@ struct Controller::Impl {
   std::unique_ptr<IoThreads> threads;
   std::unique_ptr<Background> background;
 
-  std::mutex update_mu;  // one update at a time
-  std::mutex mu;
-  std::map<std::string, Session> sessions;                      // by sSwitch
-  std::map<uint64_t, std::shared_ptr<PendingCommand>> pending;  // by command
-  std::map<uint64_t, proto::ManagedRule> rule_cache;            // by cid
-  uint64_t next_session = 1;
-  uint64_t next_command = 1;
-  uint64_t next_update = 1;
-  std::deque<proto::Event> events;
-  uint64_t next_event = 1;
+  // One update (or adoption of a new host's rules) at a time, from its
+  // checks to its last commit: held across the store's writes and the waits
+  // for hosts. Order: before mu and ControllerStore::mu_.
+  Mutex update_mu;
+  // Guards the sessions, pending commands, rule cache, events and turns
+  // (below). Order: after update_mu; else a leaf: no store access, reply or
+  // wait happens under it.
+  Mutex mu ABSL_ACQUIRED_AFTER(update_mu);
+  // By sSwitch.
+  std::map<std::string, Session> sessions ABSL_GUARDED_BY(mu);
+  // By command.
+  std::map<uint64_t, std::shared_ptr<PendingCommand>> pending
+      ABSL_GUARDED_BY(mu);
+  // By cid.
+  std::map<uint64_t, proto::ManagedRule> rule_cache ABSL_GUARDED_BY(mu);
+  uint64_t next_session ABSL_GUARDED_BY(mu) = 1;
+  uint64_t next_command ABSL_GUARDED_BY(mu) = 1;
+  uint64_t next_update ABSL_GUARDED_BY(mu) = 1;
+  std::deque<proto::Event> events ABSL_GUARDED_BY(mu);
+  uint64_t next_event ABSL_GUARDED_BY(mu) = 1;
   std::vector<std::pair<std::unique_ptr<RpcServer::Call>, absl::Time>>
-      event_waiters;
-  std::map<std::string, FileTurns> turns;
-  bool stopping = false;
-  std::condition_variable sweep_cv;
+      event_waiters ABSL_GUARDED_BY(mu);
+  std::map<std::string, FileTurns> turns ABSL_GUARDED_BY(mu);
+  bool stopping ABSL_GUARDED_BY(mu) = false;
+  CondVar sweep_cv;  // on mu: stopping
 
-  std::mutex channels_mu;
-  std::map<std::string, std::unique_ptr<RpcChannel>> channels;
+  // Guards channels. A leaf.
+  Mutex channels_mu;
+  std::map<std::string, std::unique_ptr<RpcChannel>> channels
+      ABSL_GUARDED_BY(channels_mu);
 
   std::unique_ptr<LocalApi> admin;
   std::vector<std::unique_ptr<AppRunner>> apps;
@@ -361,7 +375,7 @@ absl::StatusOr<proto::CommandResult> Controller::Impl::SendCommand(
   proto::ControllerReply reply;
   uint64_t id;
   {
-    std::lock_guard<std::mutex> l(mu);
+    MutexLock l(&mu);
     auto it = sessions.find(sswitch);
     if (it == sessions.end()) {
       return absl::NotFoundError(StrCat("no host '", sswitch, "'"));
@@ -377,13 +391,17 @@ absl::StatusOr<proto::CommandResult> Controller::Impl::SendCommand(
     poll = TakePoll(it->second, &reply);
   }
   if (poll) ReplyWith(*poll, std::move(reply));
-  std::unique_lock<std::mutex> l(p->mu);
-  const bool done = p->cv.wait_for(
-      l, std::chrono::nanoseconds(absl::ToInt64Nanoseconds(timeout)),
-      [&] { return p->done; });
-  l.unlock();
+  bool done;
+  proto::CommandResult result;
   {
-    std::lock_guard<std::mutex> g(mu);
+    MutexLock l(&p->mu);
+    done = p->cv.WaitFor(
+        &p->mu, std::chrono::nanoseconds(absl::ToInt64Nanoseconds(timeout)),
+        [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(p->mu) { return p->done; });
+    if (done) result = std::move(p->result);
+  }
+  {
+    MutexLock g(&mu);
     pending.erase(id);
   }
   if (!done) {
@@ -391,7 +409,7 @@ absl::StatusOr<proto::CommandResult> Controller::Impl::SendCommand(
                                               " did not answer within ",
                                               absl::FormatDuration(timeout)));
   }
-  return p->result;
+  return result;
 }
 
 std::vector<absl::StatusOr<proto::CommandResult>> Controller::Impl::SendAll(
@@ -400,9 +418,12 @@ std::vector<absl::StatusOr<proto::CommandResult>> Controller::Impl::SendAll(
   std::vector<std::future<absl::StatusOr<proto::CommandResult>>> futures;
   for (const auto& [sswitch, command] : commands) {
     futures.push_back(
-        std::async(std::launch::async, [this, sswitch, command, timeout] {
-          return SendCommand(sswitch, command, timeout);
-        }));
+        // (Copies by init-capture: clang 14 cannot capture a structured
+        // binding.)
+        std::async(std::launch::async,
+                   [this, sswitch = sswitch, command = command, timeout] {
+                     return SendCommand(sswitch, command, timeout);
+                   }));
   }
   std::vector<absl::StatusOr<proto::CommandResult>> out;
   for (auto& f : futures) out.push_back(f.get());
@@ -414,7 +435,7 @@ std::vector<absl::StatusOr<proto::CommandResult>> Controller::Impl::SendAll(
 absl::StatusOr<UpdateOutcome> Controller::Impl::Update(
     const UpdateSpec& spec, const std::string& owner) {
   // One update at a time, from its checks to its last commit.
-  std::lock_guard<std::mutex> serial(update_mu);
+  MutexLock serial(&update_mu);
   // Check everything before any host hears of it.
   struct Planned {
     std::string sswitch;
@@ -459,7 +480,7 @@ absl::StatusOr<UpdateOutcome> Controller::Impl::Update(
   }
   if (plan.empty()) return absl::InvalidArgumentError("an empty update");
   {
-    std::lock_guard<std::mutex> l(mu);
+    MutexLock l(&mu);
     for (const Planned& p : plan) {
       auto it = sessions.find(p.sswitch);
       if (it == sessions.end() || !it->second.connected) {
@@ -485,7 +506,7 @@ absl::StatusOr<UpdateOutcome> Controller::Impl::Update(
   }
   uint64_t update_id;
   {
-    std::lock_guard<std::mutex> l(mu);
+    MutexLock l(&mu);
     update_id = next_update++;
   }
   const uint32_t drain_ms =
@@ -542,7 +563,7 @@ absl::StatusOr<UpdateOutcome> Controller::Impl::Update(
     return absl::Status(s.code(), StrCat(s.message(), "; no host changed"));
   }
   {
-    std::lock_guard<std::mutex> l(mu);
+    MutexLock l(&mu);
     for (const Planned& p : plan) {
       for (uint64_t cid : p.remove) rule_cache.erase(cid);
       for (const auto& m : p.insert) rule_cache[m.cid()] = m;
@@ -573,7 +594,7 @@ absl::StatusOr<UpdateOutcome> Controller::Impl::Update(
                           options.command_timeout);
       }
     } else {
-      std::lock_guard<std::mutex> l(mu);
+      MutexLock l(&mu);
       auto it = sessions.find(plan[i].sswitch);
       if (it != sessions.end()) it->second.version = committed[i]->version();
     }
@@ -584,7 +605,7 @@ absl::StatusOr<UpdateOutcome> Controller::Impl::Update(
 // --- Registration and recovery ---
 
 RpcChannel* Controller::Impl::ServerChannel(const std::string& address) {
-  std::lock_guard<std::mutex> l(channels_mu);
+  MutexLock l(&channels_mu);
   auto& ch = channels[address];
   if (!ch) {
     RpcChannel::Options o;
@@ -656,7 +677,7 @@ void Controller::Impl::HandleRegister(RpcServer::Call& call) {
   // known one gets its persisted rules back.
   std::vector<proto::ManagedRule> desired;
   if (!store->Known(name)) {
-    std::lock_guard<std::mutex> serial(update_mu);
+    MutexLock serial(&update_mu);
     std::vector<proto::ManagedRule> adopt(reg.rules().begin(),
                                           reg.rules().end());
     if (!adopt.empty()) {
@@ -700,7 +721,7 @@ void Controller::Impl::HandleRegister(RpcServer::Call& call) {
   proto::RegisterReply* rr = out.mutable_registered();
   std::unique_ptr<RpcServer::Call> old_poll;
   {
-    std::lock_guard<std::mutex> l(mu);
+    MutexLock l(&mu);
     Session& s = sessions[name];
     old_poll = std::move(s.poll);
     s.queue.clear();
@@ -735,23 +756,28 @@ void Controller::Impl::HandleWaitCommands(
       call->request().controller().wait_commands().session();
   std::unique_ptr<RpcServer::Call> old, ready;
   proto::ControllerReply reply;
+  bool known = false;
   {
-    std::lock_guard<std::mutex> l(mu);
+    MutexLock l(&mu);
     Session* s = nullptr;
     for (auto& [name, ses] : sessions) {
       if (ses.id == session) s = &ses;
     }
-    if (s == nullptr) {
-      call->ReplyStatus(
-          absl::FailedPreconditionError("unknown session: register again"));
-      return;
+    if (s != nullptr) {
+      known = true;
+      s->last_seen = absl::Now();
+      s->connected = true;
+      old = std::move(s->poll);
+      s->poll = std::move(call);
+      s->poll_since = absl::Now();
+      ready = TakePoll(*s, &reply);
     }
-    s->last_seen = absl::Now();
-    s->connected = true;
-    old = std::move(s->poll);
-    s->poll = std::move(call);
-    s->poll_since = absl::Now();
-    ready = TakePoll(*s, &reply);
+  }
+  // Replies go out after unlocking.
+  if (!known) {
+    call->ReplyStatus(
+        absl::FailedPreconditionError("unknown session: register again"));
+    return;
   }
   if (old) ReplyWith(*old, proto::ControllerReply());
   if (ready) ReplyWith(*ready, std::move(reply));
@@ -760,19 +786,19 @@ void Controller::Impl::HandleWaitCommands(
 void Controller::Impl::HandleCommandResult(const proto::CommandResult& r) {
   std::shared_ptr<PendingCommand> p;
   {
-    std::lock_guard<std::mutex> l(mu);
+    MutexLock l(&mu);
     auto it = pending.find(r.command());
     if (it == pending.end()) return;  // timed out already
     p = it->second;
   }
-  std::lock_guard<std::mutex> l(p->mu);
+  MutexLock l(&p->mu);
   p->result = r;
   p->done = true;
-  p->cv.notify_all();
+  p->cv.SignalAll();
 }
 
 void Controller::Impl::HandleStats(const proto::StatsReport& r) {
-  std::lock_guard<std::mutex> l(mu);
+  MutexLock l(&mu);
   Session* s = nullptr;
   for (auto& [name, ses] : sessions) {
     if (ses.id == r.session()) s = &ses;
@@ -829,7 +855,7 @@ void Controller::Impl::AddEvent(proto::Event e) {
   std::vector<std::unique_ptr<RpcServer::Call>> wake;
   proto::ControllerReply reply;
   {
-    std::lock_guard<std::mutex> l(mu);
+    MutexLock l(&mu);
     e.set_number(next_event++);
     events.push_back(e);
     while (events.size() > kMaxEvents) events.pop_front();
@@ -845,7 +871,7 @@ void Controller::Impl::AddEvent(proto::Event e) {
 void Controller::Impl::HandleHeaderEvent(const proto::HeaderEvent& e) {
   std::string sswitch;
   {
-    std::lock_guard<std::mutex> l(mu);
+    MutexLock l(&mu);
     for (auto& [name, ses] : sessions) {
       if (ses.id == e.session()) {
         sswitch = name;
@@ -873,7 +899,7 @@ void Controller::Impl::HandleIoTurn(std::unique_ptr<RpcServer::Call> call) {
   std::unique_ptr<RpcServer::Call> grant;
   uint64_t turn = 0;
   {
-    std::lock_guard<std::mutex> l(mu);
+    MutexLock l(&mu);
     FileTurns& t = turns[file];
     if (t.busy) {
       t.waiting.push_back(std::move(call));
@@ -894,7 +920,7 @@ void Controller::Impl::HandleIoTurnDone(const proto::IoTurnDone& d) {
   std::unique_ptr<RpcServer::Call> next;
   uint64_t turn = 0;
   {
-    std::lock_guard<std::mutex> l(mu);
+    MutexLock l(&mu);
     auto it = turns.find(d.file());
     if (it == turns.end() || it->second.turn != d.turn()) return;
     FileTurns& t = it->second;
@@ -917,7 +943,7 @@ void Controller::Impl::HandleWaitEvents(std::unique_ptr<RpcServer::Call> call) {
   uint64_t after = call->request().controller().wait_events().after();
   proto::ControllerReply reply;
   {
-    std::lock_guard<std::mutex> l(mu);
+    MutexLock l(&mu);
     if (after == 0) after = next_event - 1;  // from now on
     for (const proto::Event& e : events) {
       if (e.number() > after) *reply.mutable_events()->add_events() = e;
@@ -935,8 +961,10 @@ void Controller::Impl::HandleWaitEvents(std::unique_ptr<RpcServer::Call> call) {
 
 std::vector<TopologyHost> Controller::Impl::Topology() {
   std::vector<TopologyHost> out;
-  std::lock_guard<std::mutex> l(mu);
-  for (const proto::HostInfo& h : store->Hosts()) {
+  // Read from the store (RocksDB) before taking mu, as kListHosts does.
+  const std::vector<proto::HostInfo> hosts = store->Hosts();
+  MutexLock l(&mu);
+  for (const proto::HostInfo& h : hosts) {
     TopologyHost t;
     t.info = h;
     auto it = sessions.find(h.sswitch());
@@ -953,7 +981,7 @@ std::vector<TopologyHost> Controller::Impl::Topology() {
 StatsSnapshot Controller::Impl::Stats() {
   StatsSnapshot snap;
   snap.at = absl::Now();
-  std::lock_guard<std::mutex> l(mu);
+  MutexLock l(&mu);
   for (const auto& [name, s] : sessions) {
     HostStats h;
     h.sswitch = name;
@@ -974,9 +1002,9 @@ StatsSnapshot Controller::Impl::Stats() {
 
 void Controller::Impl::Sweep() {
   absl::Time next_stats = absl::Now() + options.stats_interval;
-  std::unique_lock<std::mutex> l(mu);
+  ReleasableMutexLock l(&mu);
   while (!stopping) {
-    sweep_cv.wait_for(l, std::chrono::milliseconds(100));
+    sweep_cv.WaitFor(&mu, std::chrono::milliseconds(100));
     if (stopping) break;
     const absl::Time now = absl::Now();
     std::vector<std::unique_ptr<RpcServer::Call>> empty_replies;
@@ -1015,7 +1043,7 @@ void Controller::Impl::Sweep() {
     }
     const bool stats_due = now >= next_stats;
     if (stats_due) next_stats = now + options.stats_interval;
-    l.unlock();
+    l.Unlock();
     for (auto& c : empty_replies) ReplyWith(*c, proto::ControllerReply());
     for (auto& [c, turn] : grants) {
       proto::ControllerReply reply;
@@ -1029,7 +1057,7 @@ void Controller::Impl::Sweep() {
       e.set_stats(true);
       AddEvent(std::move(e));
     }
-    l.lock();
+    l.Lock();
   }
 }
 
@@ -1076,20 +1104,23 @@ void Controller::Impl::Handle(std::unique_ptr<RpcServer::Call> call) {
         auto rules = store->Rules(h.sswitch());
         rule_counts[h.sswitch()] = rules.ok() ? rules->size() : 0;
       }
-      std::lock_guard<std::mutex> l(mu);
-      for (const proto::HostInfo& h : hosts) {
-        proto::HostStatus* hs = reply.mutable_hosts()->add_hosts();
-        *hs->mutable_host() = h;
-        auto it = sessions.find(h.sswitch());
-        if (it != sessions.end()) {
-          *hs->mutable_host() = it->second.host;
-          hs->set_connected(it->second.connected);
-          hs->set_version(it->second.version);
-          hs->set_last_seen_ms_ago(
-              absl::ToInt64Milliseconds(now - it->second.last_seen));
+      {
+        MutexLock l(&mu);
+        for (const proto::HostInfo& h : hosts) {
+          proto::HostStatus* hs = reply.mutable_hosts()->add_hosts();
+          *hs->mutable_host() = h;
+          auto it = sessions.find(h.sswitch());
+          if (it != sessions.end()) {
+            *hs->mutable_host() = it->second.host;
+            hs->set_connected(it->second.connected);
+            hs->set_version(it->second.version);
+            hs->set_last_seen_ms_ago(
+                absl::ToInt64Milliseconds(now - it->second.last_seen));
+          }
+          hs->set_rules(rule_counts[h.sswitch()]);
         }
-        hs->set_rules(rule_counts[h.sswitch()]);
       }
+      // After unlocking: no reply is sent with mu held.
       ReplyWith(*call, std::move(reply));
       return;
     }
@@ -1116,33 +1147,36 @@ void Controller::Impl::Handle(std::unique_ptr<RpcServer::Call> call) {
         }
         stored.emplace_back(name, *std::move(rules));
       }
-      std::lock_guard<std::mutex> l(mu);
-      for (auto& [name, rules] : stored) {
-        auto ses = sessions.find(name);
-        for (auto& m : rules) {
-          proto::AdminRule* a = reply.mutable_rules()->add_rules();
-          a->set_sswitch(name);
-          if (ses != sessions.end()) {
-            auto from = ses->second.rules.lower_bound({m.cid(), 0});
-            for (auto it = from;
-                 it != ses->second.rules.end() && it->first.first == m.cid();
-                 ++it) {
-              const RuleStats& rs = it->second;
-              a->set_host_id(rs.host_id);
-              a->set_reads(rs.total_reads);
-              a->set_writes(rs.total_writes);
-              a->set_others(rs.total_others);
-              a->set_read_bytes(rs.total_read_bytes);
-              a->set_write_bytes(rs.total_write_bytes);
-              a->set_in_flight(rs.in_flight);
-              a->set_errors(rs.errors);
-              a->set_p50_us(rs.p50_us);
-              a->set_p99_us(rs.p99_us);
+      {
+        MutexLock l(&mu);
+        for (auto& [name, rules] : stored) {
+          auto ses = sessions.find(name);
+          for (auto& m : rules) {
+            proto::AdminRule* a = reply.mutable_rules()->add_rules();
+            a->set_sswitch(name);
+            if (ses != sessions.end()) {
+              auto from = ses->second.rules.lower_bound({m.cid(), 0});
+              for (auto it = from;
+                   it != ses->second.rules.end() && it->first.first == m.cid();
+                   ++it) {
+                const RuleStats& rs = it->second;
+                a->set_host_id(rs.host_id);
+                a->set_reads(rs.total_reads);
+                a->set_writes(rs.total_writes);
+                a->set_others(rs.total_others);
+                a->set_read_bytes(rs.total_read_bytes);
+                a->set_write_bytes(rs.total_write_bytes);
+                a->set_in_flight(rs.in_flight);
+                a->set_errors(rs.errors);
+                a->set_p50_us(rs.p50_us);
+                a->set_p99_us(rs.p99_us);
+              }
             }
+            *a->mutable_rule() = std::move(m);
           }
-          *a->mutable_rule() = std::move(m);
         }
       }
+      // After unlocking: no reply is sent with mu held.
       ReplyWith(*call, std::move(reply));
       return;
     }
@@ -1258,6 +1292,7 @@ absl::StatusOr<std::unique_ptr<Controller>> Controller::Start(
   for (const std::string& name : impl->store->SSwitches()) {
     auto rules = impl->store->Rules(name);
     if (!rules.ok()) return rules.status();
+    MutexLock l(&impl->mu);  // nothing else runs yet
     for (auto& m : *rules) impl->rule_cache[m.cid()] = m;
   }
   impl->threads =
@@ -1282,10 +1317,10 @@ absl::StatusOr<std::unique_ptr<Controller>> Controller::Start(
                               });
   if (!rpc.ok()) {
     {
-      std::lock_guard<std::mutex> l(impl->mu);
+      MutexLock l(&impl->mu);
       impl->stopping = true;
     }
-    impl->sweep_cv.notify_all();
+    impl->sweep_cv.SignalAll();
     impl->sweeper.join();
     return rpc.status();
   }
@@ -1301,19 +1336,22 @@ Controller::~Controller() {
   impl_->apps.clear();  // their calls into the controller end first
   impl_->rpc.reset();
   {
-    std::lock_guard<std::mutex> l(impl_->mu);
+    MutexLock l(&impl_->mu);
     impl_->stopping = true;
     for (auto& [name, s] : impl_->sessions) s.poll.reset();
     impl_->event_waiters.clear();
     for (auto& [file, t] : impl_->turns) t.waiting.clear();
   }
-  impl_->sweep_cv.notify_all();
+  impl_->sweep_cv.SignalAll();
   impl_->sweeper.join();
   impl_->background.reset();
+  // Channels close (waiting up to seconds for their calls) without the lock.
+  std::map<std::string, std::unique_ptr<RpcChannel>> channels;
   {
-    std::lock_guard<std::mutex> l(impl_->channels_mu);
-    impl_->channels.clear();
+    MutexLock l(&impl_->channels_mu);
+    channels.swap(impl_->channels);
   }
+  channels.clear();
 }
 
 uint16_t Controller::port() const { return impl_->rpc->port(); }

@@ -5,6 +5,7 @@
 
 #include <set>
 
+#include "util/mutex.h"
 #include "util/strings.h"
 
 namespace sroute {
@@ -87,7 +88,7 @@ absl::StatusOr<uint64_t> ControllerStore::GetCounter(
 }
 
 absl::StatusOr<uint64_t> ControllerStore::NextCids(size_t n) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   auto next = GetCounter(kNextCid);
   if (!next.ok()) return next.status();
   const uint64_t first = std::max<uint64_t>(*next, 1);
@@ -122,7 +123,7 @@ absl::Status ControllerStore::Apply(const std::vector<RuleChange>& changes,
     }
   }
   batch.Put(kVersion, U64(version));
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   return FromRocks(db_->Write(Synced(), &batch), "storing rules");
 }
 
@@ -187,7 +188,7 @@ bool ControllerStore::Known(const std::string& sswitch) const {
 }
 
 absl::Status ControllerStore::PutHost(const proto::HostInfo& host) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   return FromRocks(
       db_->Put(Synced(), "h/" + host.sswitch(), host.SerializeAsString()),
       "storing the topology");
@@ -213,7 +214,7 @@ absl::Status ControllerStore::PutAppState(const std::string& app,
   std::string k = "a/" + app;
   k.push_back('\0');
   k += key;
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   return FromRocks(db_->Put(Synced(), k, value), "storing app state");
 }
 
@@ -237,7 +238,7 @@ uint64_t ControllerStore::version() const {
 }
 
 absl::StatusOr<uint64_t> ControllerStore::NextEpoch() {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   auto e = GetCounter(kEpoch);
   if (!e.ok()) return e.status();
   if (absl::Status s =

@@ -12,13 +12,13 @@
 
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "proto/controller.pb.h"
+#include "util/mutex.h"
 
 namespace rocksdb {
 class DB;
@@ -70,11 +70,13 @@ class ControllerStore {
   explicit ControllerStore(std::unique_ptr<rocksdb::DB> db);
   absl::StatusOr<uint64_t> GetCounter(const std::string& key) const;
   std::unique_ptr<rocksdb::DB> db_;
-  // Serializes every write (and so the read-modify-write of counters).
-  // RocksDB would group concurrent writers itself, with a leader copying
-  // the others' batches, but Debian's RocksDB is not built with TSan, which
-  // then sees that copy as a race; the controller writes rarely.
-  std::mutex mu_;
+  // Serializes every write to db_ (and so the read-modify-write of
+  // counters); reads take no lock. RocksDB would group concurrent writers
+  // itself, with a leader copying the others' batches, but Debian's RocksDB
+  // is not built with TSan, which then sees that copy as a race; the
+  // controller writes rarely. Held across the (synced) write itself. A leaf
+  // (after Controller::Impl::update_mu).
+  Mutex mu_;
 };
 
 }  // namespace sroute

@@ -38,7 +38,7 @@ bool InodeTable::PathLocked(uint64_t ino, std::string* out) const {
 }
 
 std::optional<std::string> InodeTable::Path(uint64_t ino) const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   std::string path;
   if (!PathLocked(ino, &path)) return std::nullopt;
   return path;
@@ -46,7 +46,7 @@ std::optional<std::string> InodeTable::Path(uint64_t ino) const {
 
 std::optional<std::string> InodeTable::Path(uint64_t ino,
                                             uint64_t* generation) const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   std::string path;
   if (!PathLocked(ino, &path)) return std::nullopt;
   *generation = generation_.load(std::memory_order_relaxed);
@@ -55,7 +55,7 @@ std::optional<std::string> InodeTable::Path(uint64_t ino,
 
 std::optional<std::string> InodeTable::ChildPath(uint64_t parent,
                                                  std::string_view name) const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   std::string path;
   if (!PathLocked(parent, &path)) return std::nullopt;
   if (!path.empty()) path.push_back('/');
@@ -65,7 +65,7 @@ std::optional<std::string> InodeTable::ChildPath(uint64_t parent,
 
 uint64_t InodeTable::Remember(uint64_t parent, std::string_view name, dev_t dev,
                               ino_t file_ino) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   Link link{parent, std::string(name)};
   uint64_t ino;
   auto by_file = by_file_.find({dev, file_ino});
@@ -98,7 +98,7 @@ uint64_t InodeTable::Remember(uint64_t parent, std::string_view name, dev_t dev,
 
 bool InodeTable::Forget(uint64_t ino, uint64_t count) {
   if (ino == kRootIno) return false;
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   auto it = nodes_.find(ino);
   if (it == nodes_.end()) return true;
   Node& n = it->second;
@@ -129,13 +129,13 @@ void InodeTable::DropLinkLocked(uint64_t parent, std::string_view name) {
 }
 
 void InodeTable::Unlinked(uint64_t parent, std::string_view name) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   DropLinkLocked(parent, name);
 }
 
 void InodeTable::Renamed(uint64_t parent, std::string_view name,
                          uint64_t new_parent, std::string_view new_name) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   DropLinkLocked(new_parent, new_name);  // a replaced target loses its name
   auto it = by_link_.find({parent, std::string(name)});
   if (it == by_link_.end()) return;
@@ -152,7 +152,7 @@ void InodeTable::Renamed(uint64_t parent, std::string_view name,
 
 void InodeTable::Exchanged(uint64_t parent, std::string_view name,
                            uint64_t new_parent, std::string_view new_name) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   auto a = by_link_.find({parent, std::string(name)});
   auto b = by_link_.find({new_parent, std::string(new_name)});
   const std::optional<uint64_t> ia =
@@ -160,7 +160,7 @@ void InodeTable::Exchanged(uint64_t parent, std::string_view name,
   const std::optional<uint64_t> ib =
       b == by_link_.end() ? std::nullopt : std::optional<uint64_t>(b->second);
   auto relink = [&](std::optional<uint64_t> ino, const Link& from,
-                    const Link& to) {
+                    const Link& to) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (!ino) return;
     for (Link& link : nodes_[*ino].links) {
       if (link == from) link = to;
@@ -178,20 +178,20 @@ void InodeTable::Exchanged(uint64_t parent, std::string_view name,
 
 std::optional<uint64_t> InodeTable::Find(uint64_t parent,
                                          std::string_view name) const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   auto it = by_link_.find({parent, std::string(name)});
   if (it == by_link_.end()) return std::nullopt;
   return it->second;
 }
 
 void InodeTable::Opened(uint64_t ino) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   auto it = nodes_.find(ino);
   if (it != nodes_.end()) ++it->second.open;
 }
 
 std::optional<std::string> InodeTable::Released(uint64_t ino) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   auto it = nodes_.find(ino);
   if (it == nodes_.end()) return std::nullopt;
   Node& n = it->second;
@@ -216,14 +216,14 @@ std::optional<std::string> InodeTable::Released(uint64_t ino) {
 }
 
 int InodeTable::open_count(uint64_t ino) const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   auto it = nodes_.find(ino);
   return it == nodes_.end() ? 0 : it->second.open;
 }
 
 void InodeTable::Hide(uint64_t ino, uint64_t parent, std::string_view name,
                       std::string hidden_path) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   DropLinkLocked(parent, name);
   auto it = nodes_.find(ino);
   if (it == nodes_.end()) return;
@@ -235,14 +235,14 @@ void InodeTable::Hide(uint64_t ino, uint64_t parent, std::string_view name,
 }
 
 bool InodeTable::hidden(uint64_t ino) const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   auto it = nodes_.find(ino);
   return it != nodes_.end() && it->second.hidden;
 }
 
 void InodeTable::SetNoCapability(uint64_t ino, uint64_t tag,
                                  uint64_t until_ns) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   auto it = nodes_.find(ino);
   if (it == nodes_.end()) return;
   it->second.no_capability_tag = tag;
@@ -251,19 +251,19 @@ void InodeTable::SetNoCapability(uint64_t ino, uint64_t tag,
 
 bool InodeTable::NoCapability(uint64_t ino, uint64_t tag,
                               uint64_t now_ns) const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   auto it = nodes_.find(ino);
   return it != nodes_.end() && it->second.no_capability_tag == tag &&
          now_ns < it->second.no_capability_until_ns;
 }
 
 size_t InodeTable::size() const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   return nodes_.size();
 }
 
 std::vector<uint64_t> InodeTable::Inodes() const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   std::vector<uint64_t> out;
   out.reserve(nodes_.size());
   for (const auto& [ino, node] : nodes_) out.push_back(ino);

@@ -12,7 +12,6 @@
 
 #include <atomic>
 #include <cstdint>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -20,6 +19,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "util/mutex.h"
 
 namespace sroute {
 
@@ -109,21 +109,25 @@ class InodeTable {
     size_t operator()(const std::pair<uint64_t, std::string>& l) const;
   };
 
-  // REQUIRES: mu_ held.
-  bool PathLocked(uint64_t ino, std::string* out) const;
-  void DropLinkLocked(uint64_t parent, std::string_view name);
-  void NamesChangedLocked() {
+  bool PathLocked(uint64_t ino, std::string* out) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void DropLinkLocked(uint64_t parent, std::string_view name)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void NamesChangedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     generation_.fetch_add(1, std::memory_order_release);
   }
 
-  mutable std::mutex mu_;
+  // Guards the nodes and their indexes (below). A leaf: no syscall and no
+  // FUSE reply runs under it.
+  mutable Mutex mu_;
   // Written under mu_, read without it. Starts at 1: 0 is never valid.
   std::atomic<uint64_t> generation_{1};
-  uint64_t next_ino_ = kRootIno + 1;           // guarded by mu_
-  absl::flat_hash_map<uint64_t, Node> nodes_;  // guarded by mu_
-  absl::flat_hash_map<std::pair<dev_t, ino_t>, uint64_t> by_file_;  // mu_
+  uint64_t next_ino_ ABSL_GUARDED_BY(mu_) = kRootIno + 1;
+  absl::flat_hash_map<uint64_t, Node> nodes_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::pair<dev_t, ino_t>, uint64_t> by_file_
+      ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::pair<uint64_t, std::string>, uint64_t, LinkHash>
-      by_link_;  // guarded by mu_
+      by_link_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace sroute

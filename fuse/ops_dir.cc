@@ -4,12 +4,12 @@
 #include <cerrno>
 #include <cstring>
 #include <memory>
-#include <mutex>
 #include <vector>
 
 #include "fuse/ops.h"
 #include "fuse/request.h"
 #include "sswitch/namespace.h"
+#include "util/mutex.h"
 
 namespace sroute::fuse_internal {
 
@@ -17,9 +17,10 @@ namespace {
 // The listing of one open directory, read whole at the first readdir and
 // served by offset (entry index + 1) afterwards.
 struct DirHandle {
-  std::mutex mu;
-  bool loaded = false;            // guarded by mu
-  std::vector<DirEntry> entries;  // guarded by mu
+  // Guards the listing. A leaf: no reply is sent under it.
+  Mutex mu;
+  bool loaded ABSL_GUARDED_BY(mu) = false;
+  std::vector<DirEntry> entries ABSL_GUARDED_BY(mu);
 };
 DirHandle* HandleOf(fuse_file_info* fi) {
   return reinterpret_cast<DirHandle*>(fi->fh);
@@ -29,7 +30,7 @@ void ReplyEntries(fuse_req_t req, DirHandle* h, size_t size, off_t off) {
   std::vector<char> buf(size);
   size_t used = 0;
   {
-    std::lock_guard<std::mutex> l(h->mu);
+    MutexLock l(&h->mu);
     for (size_t i = static_cast<size_t>(off); i < h->entries.size(); ++i) {
       const DirEntry& e = h->entries[i];
       struct stat st {};
@@ -60,7 +61,7 @@ void Readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
   DirHandle* h = HandleOf(fi);
   bool need_load;
   {
-    std::lock_guard<std::mutex> l(h->mu);
+    MutexLock l(&h->mu);
     need_load = !h->loaded || off == 0;  // offset 0: rewinddir re-reads
   }
   if (!need_load) return ReplyEntries(req, h, size, off);
@@ -86,7 +87,7 @@ void Readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                     merged.push_back(std::move(e));
                   }
                   {
-                    std::lock_guard<std::mutex> l(h->mu);
+                    MutexLock l(&h->mu);
                     h->entries = std::move(merged);
                     h->loaded = true;
                   }

@@ -13,11 +13,11 @@
 #include <sys/types.h>
 
 #include <cstdint>
-#include <mutex>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
 #include "util/clock.h"
+#include "util/mutex.h"
 
 namespace sroute {
 
@@ -32,14 +32,14 @@ class PidCache {
   Value Get(const Key& key, Read&& read) {
     const uint64_t now = MonotonicNanos();
     {
-      std::lock_guard<std::mutex> l(mu_);
+      MutexLock l(&mu_);
       auto it = entries_.find(key);
       if (it != entries_.end() && it->second.expires_ns > now) {
         return it->second.value;
       }
     }
     Value value = read(key);
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     if (entries_.size() >= max_entries_) {
       absl::erase_if(entries_, [now](const auto& e) {
         return e.second.expires_ns <= now;
@@ -57,8 +57,9 @@ class PidCache {
   };
   const uint64_t ttl_ns_;
   const size_t max_entries_;
-  std::mutex mu_;
-  absl::flat_hash_map<Key, Entry> entries_;  // guarded by mu_
+  // Guards entries_. A leaf: `read` runs without it.
+  Mutex mu_;
+  absl::flat_hash_map<Key, Entry> entries_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace sroute

@@ -151,7 +151,7 @@ bool OpenFile::FileName(Volume& volume, uint64_t ino, std::string* file) {
   std::optional<std::string> path = inodes.Path(ino, &generation);
   if (!path) return false;
   *file = volume.FileName(*path);
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   // Refreshes may finish out of order: never go back to an older name.
   if (generation <= valid_generation_.load(std::memory_order_relaxed)) {
     return true;

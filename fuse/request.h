@@ -4,7 +4,6 @@
 
 #include <atomic>
 #include <memory>
-#include <mutex>
 #include <span>
 #include <string>
 #include <utility>
@@ -13,6 +12,7 @@
 #include "fuse/session_loop.h"
 #include "fuse/volume.h"
 #include "util/errno_status.h"
+#include "util/mutex.h"
 
 namespace sroute::fuse_internal {
 
@@ -105,10 +105,12 @@ class OpenFile {
   // The generation `file_` is valid for (0: none yet).
   std::atomic<uint64_t> valid_generation_{0};
   std::atomic<const std::string*> file_{nullptr};
-  std::mutex mu_;  // serializes refreshes
+  // Serializes refreshes; guards names_. Order: after InodeTable::mu_ is
+  // released (never held together); a leaf.
+  Mutex mu_;
   // Every name file_ has pointed to: a reader may still hold an old one.
   // Grows only when the file's path changes while it is open (a rename).
-  std::vector<std::unique_ptr<const std::string>> names_;  // guarded by mu_
+  std::vector<std::unique_ptr<const std::string>> names_ ABSL_GUARDED_BY(mu_);
 };
 
 // Drops one of a routed request's two owners (the submitter, until

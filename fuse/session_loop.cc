@@ -14,18 +14,17 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
-#include <condition_variable>
 #include <cstddef>
 #include <cstdlib>
 #include <list>
 #include <memory>
-#include <mutex>
 #include <thread>
 #include <vector>
 
 #include "fuse/uring_queues.h"
 #include "util/clock.h"
 #include "util/log.h"
+#include "util/mutex.h"
 
 namespace sroute {
 namespace {
@@ -130,7 +129,7 @@ thread_local fuse_buf* current_request_buffer = nullptr;
 class BufferPool {
  public:
   void* Get() {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     if (free_.empty()) return nullptr;  // libfuse allocates one
     void* b = free_.back();
     free_.pop_back();
@@ -138,7 +137,7 @@ class BufferPool {
   }
   void Put(void* b) {
     {
-      std::lock_guard<std::mutex> l(mu_);
+      MutexLock l(&mu_);
       if (free_.size() < kKeep) {
         free_.push_back(b);
         return;
@@ -152,8 +151,9 @@ class BufferPool {
   // servers, parked): each buffer is ~1 MiB of address space, of which only
   // the pages requests wrote to are resident.
   static constexpr size_t kKeep = 64;
-  std::mutex mu_;
-  std::vector<void*> free_;  // guarded by mu_
+  // Guards free_. A leaf.
+  Mutex mu_;
+  std::vector<void*> free_ ABSL_GUARDED_BY(mu_);
 };
 
 BufferPool& Pool() {
@@ -183,17 +183,18 @@ class Loop {
         return -errno;
     }
     {
-      std::lock_guard<std::mutex> l(mu_);
+      MutexLock l(&mu_);
       for (int i = 0; i < std::max(1, o_.workers); ++i) StartLocked(false);
     }
-    std::unique_lock<std::mutex> l(mu_);
+    ReleasableMutexLock l(&mu_);
     const auto tick = std::max(std::chrono::milliseconds(1), o_.stuck_after);
     auto last_tick = std::chrono::steady_clock::now();
     while (!fuse_session_exited(se_) && !ended_) {
       // An idle volume wakes this thread four times a second; a busy one
       // every tick, to see whether all workers are stuck. (Waking it from
       // the workers instead would cost a system call on many requests.)
-      cv_.wait_for(l, AnyBusyLocked() ? tick : std::chrono::milliseconds(250));
+      cv_.WaitFor(&mu_,
+                  AnyBusyLocked() ? tick : std::chrono::milliseconds(250));
       if (TakeStopSignal()) break;
       ReapLocked();
       // Early wake-ups (a worker ended) do not count as a tick.
@@ -213,13 +214,19 @@ class Loop {
         if (!w->done.load())
           pthread_kill(w->thread.native_handle(), kWakeSignal);
       }
-      cv_.wait_for(l, std::chrono::milliseconds(10));
+      cv_.WaitFor(&mu_, std::chrono::milliseconds(10));
       ReapLocked();
     }
-    l.unlock();
-    std::lock_guard<std::mutex> ul(uring_mu_);
-    uring_.reset();
-    return error_;
+    const int error = error_;
+    l.Unlock();
+    // The queues' threads are joined without the lock.
+    std::unique_ptr<UringQueues> uring;
+    {
+      MutexLock ul(&uring_mu_);
+      uring = std::move(uring_);
+    }
+    uring.reset();
+    return error;
   }
 
  private:
@@ -233,10 +240,10 @@ class Loop {
     alignas(64) std::thread thread;
     bool helper = false;
     std::atomic<bool> done{false};
-    uint64_t seen_at_last_tick = 0;  // guarded by mu_
+    uint64_t seen_at_last_tick = 0;  // guarded by Loop::mu_
   };
 
-  void StartLocked(bool helper) {
+  void StartLocked(bool helper) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     auto w = std::make_unique<Worker>();
     w->helper = helper;
     Worker* raw = w.get();
@@ -376,9 +383,9 @@ class Loop {
     std::free(buf.mem);
     if (this_spins_) spinning_.store(false);
     if (epoll_fd >= 0) close(epoll_fd);
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     w->done.store(true);
-    cv_.notify_all();
+    cv_.SignalAll();
   }
 
   // True if `buf` holds the INIT request; notes what the kernel offered.
@@ -427,7 +434,7 @@ class Loop {
       LogError("--io-uring: ", error, "; serving through /dev/fuse");
       return;
     }
-    std::lock_guard<std::mutex> l(uring_mu_);
+    MutexLock l(&uring_mu_);
     uring_ = std::move(queues);
   }
 
@@ -459,18 +466,18 @@ class Loop {
   }
 
   void End(int res) {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     if (res < 0 && error_ == 0) error_ = res;
     ended_ = true;
     fuse_session_exit(se_);
-    cv_.notify_all();
+    cv_.SignalAll();
   }
 
   static bool OnRequest(const Worker& w) {
     return w.requests.load(std::memory_order_relaxed) % 2 == 1;
   }
 
-  bool AnyBusyLocked() const {
+  bool AnyBusyLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     for (const auto& w : workers_) {
       if (OnRequest(*w)) return true;
     }
@@ -479,7 +486,7 @@ class Loop {
 
   // True if a worker other than `self` is between requests.
   bool AnyOtherIdle(const Worker* self) {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     for (const auto& w : workers_) {
       if (w.get() != self && !w->done.load() && !OnRequest(*w)) return true;
     }
@@ -488,7 +495,7 @@ class Loop {
 
   // True if every worker is on the same request as at the last tick, so
   // has been on it for at least a tick (stuck_after). Called once a tick.
-  bool AllStuckLocked() {
+  bool AllStuckLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     bool all = true;
     for (auto& w : workers_) {
       const uint64_t now = w->requests.load(std::memory_order_relaxed);
@@ -500,7 +507,8 @@ class Loop {
     return all;
   }
 
-  void ReapLocked() {
+  // Joins the workers that are done (returning from Work: a short wait).
+  void ReapLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     for (auto it = workers_.begin(); it != workers_.end();) {
       if ((*it)->done.load()) {
         (*it)->thread.join();
@@ -513,11 +521,14 @@ class Loop {
 
   fuse_session* const se_;
   const SessionLoopOptions o_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::list<std::unique_ptr<Worker>> workers_;  // guarded by mu_
-  std::mutex uring_mu_;
-  std::unique_ptr<UringQueues> uring_;  // guarded by uring_mu_
+  // Guards the workers, error_ and ended_. A leaf: never held with
+  // uring_mu_.
+  mutable Mutex mu_;
+  CondVar cv_;  // a worker ended, or the session did
+  std::list<std::unique_ptr<Worker>> workers_ ABSL_GUARDED_BY(mu_);
+  // Guards uring_. A leaf: never held with mu_.
+  Mutex uring_mu_;
+  std::unique_ptr<UringQueues> uring_ ABSL_GUARDED_BY(uring_mu_);
   const int64_t poll_ns_ =
       std::chrono::duration_cast<std::chrono::nanoseconds>(o_.poll_window)
           .count();
@@ -537,8 +548,8 @@ class Loop {
   static constexpr int64_t kSpinPauseMinNs = 50'000;
   static constexpr int64_t kSpinPauseMaxNs = 5'000'000;
   std::atomic<int64_t> spin_pause_ns_{kSpinPauseMinNs};  // the next pause
-  int error_ = 0;                                        // guarded by mu_
-  bool ended_ = false;                                   // guarded by mu_
+  int error_ ABSL_GUARDED_BY(mu_) = 0;
+  bool ended_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 thread_local bool Loop::this_spins_ = false;

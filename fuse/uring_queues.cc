@@ -15,17 +15,16 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
-#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
-#include <mutex>
 #include <thread>
 #include <vector>
 
 #include "util/clock.h"
 #include "util/log.h"
+#include "util/mutex.h"
 
 #if defined(__SANITIZE_THREAD__)
 extern "C" void __tsan_acquire(void* addr);
@@ -89,8 +88,9 @@ struct Entry;
 // threads for it to commit.
 struct EntryOwner {
   int eventfd = -1;  // written when `answered` gains an entry
-  std::mutex mu;
-  std::vector<Entry*> answered;  // guarded by mu
+  // Guards answered. A leaf (the eventfd is written after it is released).
+  Mutex mu;
+  std::vector<Entry*> answered ABSL_GUARDED_BY(mu);
 };
 
 // Where an entry's request is (Entry::state).
@@ -359,11 +359,13 @@ struct UringQueues::Impl {
   };
   std::vector<std::unique_ptr<Thread>> threads;
   std::thread watchdog;
-  std::mutex mu;
-  std::condition_variable cv;       // setup progress
-  std::condition_variable stop_cv;  // the watchdog's sleep
-  std::string error;                // the first setup error; guarded by mu
-  int ready = 0;  // threads whose ring is set up; guarded by mu
+  // Guards the setup's progress (error, ready); the watchdog sleeps on it.
+  // A leaf.
+  Mutex mu;
+  CondVar cv;                             // setup progress
+  CondVar stop_cv;                        // the watchdog's sleep
+  std::string error ABSL_GUARDED_BY(mu);  // the first setup error
+  int ready ABSL_GUARDED_BY(mu) = 0;      // threads whose ring is set up
 
   // A new entry of `t` for queue `qid`, in the registry.
   Entry* NewEntry(Thread* t, uint16_t qid) {
@@ -463,12 +465,12 @@ struct UringQueues::Impl {
       ArmEventFd(ring, t, &eventfd_sink);
     }
     {
-      std::lock_guard<std::mutex> l(mu);
+      MutexLock l(&mu);
       if (err != 0 && error.empty()) {
         error = std::string("io_uring setup: ") + std::strerror(err);
       }
       ++ready;
-      cv.notify_all();
+      cv.SignalAll();
     }
     while (err == 0 && !stop.load()) {
       err = ring.Enter(/*wait=*/true);
@@ -485,7 +487,7 @@ struct UringQueues::Impl {
           // Answers given on other threads.
           std::vector<Entry*> answered;
           {
-            std::lock_guard<std::mutex> l(t->owner.mu);
+            MutexLock l(&t->owner.mu);
             answered.swap(t->owner.answered);
           }
           for (Entry* e : answered) Commit(ring, fd, e);
@@ -526,10 +528,13 @@ struct UringQueues::Impl {
   // spent nearly a whole period waiting to run (SCHED_IDLE yields to every
   // other thread). It runs it at normal priority for a while, longer each
   // time that repeats.
-  void Watch() {
-    std::unique_lock<std::mutex> l(mu);
-    while (!stop_cv.wait_for(l, std::chrono::milliseconds(kWatchMs),
-                             [&] { return stop.load(); })) {
+  void Watch() ABSL_LOCKS_EXCLUDED(mu) {
+    ReleasableMutexLock l(&mu);
+    while (!stop_cv.WaitFor(&mu, std::chrono::milliseconds(kWatchMs),
+                            [&] { return stop.load(); })) {
+      // Not under mu: /proc reads and scheduler calls (everything below is
+      // atomic or the watchdog's own).
+      l.Unlock();
       for (auto& t : threads) {
         const pid_t tid = t->tid.load();
         int64_t exec_ns = 0, wait_ns = 0;
@@ -550,6 +555,7 @@ struct UringQueues::Impl {
           if (stats != nullptr) stats->boosts.fetch_add(1);
         }
       }
+      l.Lock();
     }
   }
 
@@ -622,11 +628,11 @@ std::unique_ptr<UringQueues> UringQueues::Start(
   }
   if (raw->idle_policy) raw->watchdog = std::thread([raw] { raw->Watch(); });
   {
-    std::unique_lock<std::mutex> l(raw->mu);
-    raw->cv.wait(l, [&] { return raw->ready == count; });
+    ReleasableMutexLock l(&raw->mu);
+    while (raw->ready != count) raw->cv.Wait(&raw->mu);
     if (!raw->error.empty()) {
       *error = raw->error;
-      l.unlock();
+      l.Unlock();
       UringQueues stopper(std::move(impl));  // stops and joins
       return nullptr;
     }
@@ -639,10 +645,10 @@ UringQueues::UringQueues(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 UringQueues::~UringQueues() {
   if (!impl_) return;
   {
-    std::lock_guard<std::mutex> l(impl_->mu);
+    MutexLock l(&impl_->mu);
     impl_->stop.store(true);
   }
-  impl_->stop_cv.notify_all();
+  impl_->stop_cv.SignalAll();
   if (impl_->watchdog.joinable()) impl_->watchdog.join();
   for (auto& t : impl_->threads) {
     // Again until it ends: a signal just before io_uring_enter is lost.
@@ -700,7 +706,7 @@ bool UringReply(uint64_t unique, const iovec* iov, int count) {
   if (e->state.exchange(kAnswered, std::memory_order_acq_rel) == kDetached) {
     EntryOwner* owner = e->owner;
     {
-      std::lock_guard<std::mutex> l(owner->mu);
+      MutexLock l(&owner->mu);
       owner->answered.push_back(e);
     }
     const uint64_t one = 1;

@@ -76,14 +76,14 @@ Volume::~Volume() {
 fuse_internal::OpenFile* Volume::NewOpenFile() {
   auto file = std::make_unique<fuse_internal::OpenFile>();
   fuse_internal::OpenFile* raw = file.get();
-  std::lock_guard<std::mutex> l(open_files_mu_);
+  MutexLock l(&open_files_mu_);
   open_files_.emplace(raw, std::move(file));
   return raw;
 }
 
 void Volume::DeleteOpenFile(fuse_internal::OpenFile* file) {
   std::unique_ptr<fuse_internal::OpenFile> owned;  // freed after the lock
-  std::lock_guard<std::mutex> l(open_files_mu_);
+  MutexLock l(&open_files_mu_);
   auto it = open_files_.find(file);
   if (it == open_files_.end()) return;
   owned = std::move(it->second);
@@ -95,7 +95,7 @@ std::string Volume::FileName(const std::string& path) const {
 }
 
 void Volume::StartInvalidating(fuse_session* se) {
-  std::lock_guard<std::mutex> l(inval_mu_);
+  MutexLock l(&inval_mu_);
   if (invalidator_.joinable()) return;
   inval_session_ = se;
   inval_stop_ = false;
@@ -104,18 +104,18 @@ void Volume::StartInvalidating(fuse_session* se) {
 
 void Volume::StopInvalidating() {
   {
-    std::lock_guard<std::mutex> l(inval_mu_);
+    MutexLock l(&inval_mu_);
     if (!invalidator_.joinable()) return;
     inval_stop_ = true;
   }
-  inval_cv_.notify_all();
+  inval_cv_.SignalAll();
   invalidator_.join();
-  std::lock_guard<std::mutex> l(inval_mu_);
+  MutexLock l(&inval_mu_);
   inval_session_ = nullptr;
 }
 
 size_t Volume::pending_invalidations() const {
-  std::lock_guard<std::mutex> l(inval_mu_);
+  MutexLock l(&inval_mu_);
   return inval_pending_.size();
 }
 
@@ -123,17 +123,16 @@ void Volume::RoutesChanged(const std::vector<HeaderPattern>& changed) {
   // A file may now live where it has other xattrs.
   XattrsChanged();
   {
-    std::lock_guard<std::mutex> l(inval_mu_);
+    MutexLock l(&inval_mu_);
     inval_pending_.insert(inval_pending_.end(), changed.begin(), changed.end());
   }
-  inval_cv_.notify_all();
+  inval_cv_.SignalAll();
 }
 
 void Volume::InvalidateLoop() {
-  std::unique_lock<std::mutex> l(inval_mu_);
+  ReleasableMutexLock l(&inval_mu_);
   while (true) {
-    inval_cv_.wait(l,
-                   [this] { return inval_stop_ || !inval_pending_.empty(); });
+    while (!inval_stop_ && inval_pending_.empty()) inval_cv_.Wait(&inval_mu_);
     if (inval_stop_) return;
     fuse_session* se = inval_session_;
     const size_t taken = inval_pending_.size();
@@ -147,7 +146,7 @@ void Volume::InvalidateLoop() {
         matchers.push_back(*std::move(m));
       }
     }
-    l.unlock();
+    l.Unlock();
     IoHeader h;
     h.op = Op::kGetattr;
     for (uint64_t ino : inodes_.Inodes()) {
@@ -165,7 +164,7 @@ void Volume::InvalidateLoop() {
                   << ErrnoText(-rc) << "\n";
       }
     }
-    l.lock();
+    l.Lock();
     // Only now: pending_invalidations() == 0 means the kernel has dropped
     // what the changes so far made stale.
     inval_pending_.erase(inval_pending_.begin(),

@@ -12,9 +12,7 @@
 #include <fuse_lowlevel.h>
 
 #include <atomic>
-#include <condition_variable>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -23,6 +21,7 @@
 #include "fuse/inode_table.h"
 #include "fuse/tenant_map.h"
 #include "sswitch/sswitch.h"
+#include "util/mutex.h"
 
 namespace sroute {
 
@@ -101,18 +100,25 @@ class Volume {
   InodeTable inodes_;
   fuse_lowlevel_ops ops_{};
   std::atomic<uint64_t> xattr_generation_{1};
-  std::mutex open_files_mu_;
+  // Guards open_files_. A leaf (files are freed after it is released).
+  Mutex open_files_mu_;
   std::unordered_map<fuse_internal::OpenFile*,
                      std::unique_ptr<fuse_internal::OpenFile>>
-      open_files_;  // guarded by open_files_mu_
+      open_files_ ABSL_GUARDED_BY(open_files_mu_);
 
-  void RoutesChanged(const std::vector<HeaderPattern>& changed);
-  void InvalidateLoop();
-  mutable std::mutex inval_mu_;
-  std::condition_variable inval_cv_;
-  std::vector<HeaderPattern> inval_pending_;  // guarded by inval_mu_
-  fuse_session* inval_session_ = nullptr;     // guarded by inval_mu_
-  bool inval_stop_ = false;                   // guarded by inval_mu_
+  // The sSwitch's route observer: runs with SSwitch::control_mu_ held.
+  void RoutesChanged(const std::vector<HeaderPattern>& changed)
+      ABSL_LOCKS_EXCLUDED(inval_mu_);
+  void InvalidateLoop() ABSL_LOCKS_EXCLUDED(inval_mu_);
+  // Guards the invalidator's queue and session (below). Order: after
+  // SSwitch::control_mu_ (RoutesChanged); a leaf: the kernel is notified
+  // without it.
+  mutable Mutex inval_mu_;
+  CondVar inval_cv_;  // inval_pending_ grew, or inval_stop_
+  std::vector<HeaderPattern> inval_pending_ ABSL_GUARDED_BY(inval_mu_);
+  fuse_session* inval_session_ ABSL_GUARDED_BY(inval_mu_) = nullptr;
+  bool inval_stop_ ABSL_GUARDED_BY(inval_mu_) = false;
+  // Started under inval_mu_; joined by StopInvalidating without it.
   std::thread invalidator_;
 };
 

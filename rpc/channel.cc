@@ -6,8 +6,6 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
-#include <condition_variable>
-#include <mutex>
 #include <optional>
 #include <thread>
 #include <vector>
@@ -18,6 +16,7 @@
 #include "rpc/server.h"
 #include "util/errno_status.h"
 #include "util/log.h"
+#include "util/mutex.h"
 #include "util/strings.h"
 
 namespace sroute {
@@ -45,8 +44,9 @@ struct ChannelShared {
   RpcChannel::Options options;
   std::string host;
   uint16_t port = 0;
-  mutable std::mutex mu;
-  std::string peer_name;  // guarded by mu
+  // Guards peer_name. A leaf.
+  mutable Mutex mu;
+  std::string peer_name ABSL_GUARDED_BY(mu);
 };
 
 // One connection of a channel's pool and the calls waiting on it.
@@ -59,15 +59,15 @@ class ClientConnection : public std::enable_shared_from_this<ClientConnection> {
         backoff_(shared_->options.min_backoff) {}
 
   bool ready() const {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     return state_ == State::kReady;
   }
 
   void Call(uint64_t id, std::string_view frame, absl::Duration timeout,
             RpcChannel::Callback done) {
-    std::unique_lock<std::mutex> l(mu_);
+    ReleasableMutexLock l(&mu_);
     if (closed_) {
-      l.unlock();
+      l.Unlock();
       Finish(std::move(done), absl::CancelledError("channel closed"));
       return;
     }
@@ -80,7 +80,7 @@ class ClientConnection : public std::enable_shared_from_this<ClientConnection> {
                    last_error_.message(), "); next attempt in ",
                    absl::FormatDuration(absl::Trunc(next_attempt_ - now,
                                                     absl::Milliseconds(1)))));
-        l.unlock();
+        l.Unlock();
         Finish(std::move(done), s);
         return;
       }
@@ -93,7 +93,7 @@ class ClientConnection : public std::enable_shared_from_this<ClientConnection> {
     if (state_ != State::kReady) {
       queued_.emplace_back(id, std::string(frame));
       const uint64_t attempt = attempt_;
-      l.unlock();
+      l.Unlock();
       if (start) {
         boost::asio::post(strand_, [self = shared_from_this(), attempt] {
           self->DoConnect(attempt);
@@ -102,7 +102,7 @@ class ClientConnection : public std::enable_shared_from_this<ClientConnection> {
       return;
     }
     std::shared_ptr<FramedSocket> socket = socket_;
-    l.unlock();
+    l.Unlock();
     // If the socket closed meanwhile, its close handler fails this call.
     socket->Send(frame);
   }
@@ -112,7 +112,7 @@ class ClientConnection : public std::enable_shared_from_this<ClientConnection> {
     std::vector<Pending> expired;
     size_t left;
     {
-      std::lock_guard<std::mutex> l(mu_);
+      MutexLock l(&mu_);
       for (auto it = pending_.begin(); it != pending_.end();) {
         if (it->second.deadline <= now) {
           expired.push_back(std::move(it->second));
@@ -135,7 +135,7 @@ class ClientConnection : public std::enable_shared_from_this<ClientConnection> {
   void Close() {
     std::shared_ptr<FramedSocket> socket;
     {
-      std::lock_guard<std::mutex> l(mu_);
+      MutexLock l(&mu_);
       closed_ = true;
       socket = socket_;
     }
@@ -146,7 +146,7 @@ class ClientConnection : public std::enable_shared_from_this<ClientConnection> {
   }
 
   size_t outstanding() const {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     return pending_.size();
   }
 
@@ -209,7 +209,7 @@ class ClientConnection : public std::enable_shared_from_this<ClientConnection> {
     auto fs = std::make_shared<FramedSocket>(std::move(socket), strand_,
                                              kHandshakeLimits);
     {
-      std::lock_guard<std::mutex> l(mu_);
+      MutexLock l(&mu_);
       if (attempt != attempt_) return;
       socket_ = fs;
       state_ = State::kHandshake;
@@ -241,7 +241,7 @@ class ClientConnection : public std::enable_shared_from_this<ClientConnection> {
     std::shared_ptr<FramedSocket> fs;
     State state;
     {
-      std::lock_guard<std::mutex> l(mu_);
+      MutexLock l(&mu_);
       if (attempt != attempt_) return false;
       fs = socket_;
       state = state_;
@@ -256,7 +256,7 @@ class ClientConnection : public std::enable_shared_from_this<ClientConnection> {
       }
       RpcChannel::Callback done;
       {
-        std::lock_guard<std::mutex> l(mu_);
+        MutexLock l(&mu_);
         auto it = pending_.find(reply_.id());
         if (it == pending_.end()) return true;  // timed out already
         done = std::move(it->second.done);
@@ -284,7 +284,7 @@ class ClientConnection : public std::enable_shared_from_this<ClientConnection> {
       got_hello_ = true;
       server_nonce_ = hello.nonce();
       {
-        std::lock_guard<std::mutex> l(shared_->mu);
+        MutexLock l(&shared_->mu);
         shared_->peer_name = hello.name();
       }
       proto::Auth auth;
@@ -310,7 +310,7 @@ class ClientConnection : public std::enable_shared_from_this<ClientConnection> {
     std::vector<std::pair<uint64_t, std::string>> queued;
     std::string out;
     {
-      std::lock_guard<std::mutex> l(mu_);
+      MutexLock l(&mu_);
       state_ = State::kReady;
       backoff_ = shared_->options.min_backoff;
       queued.swap(queued_);
@@ -326,7 +326,7 @@ class ClientConnection : public std::enable_shared_from_this<ClientConnection> {
   void OnClose(uint64_t attempt, const absl::Status& why) {
     State state;
     {
-      std::lock_guard<std::mutex> l(mu_);
+      MutexLock l(&mu_);
       if (attempt != attempt_) return;
       state = state_;
     }
@@ -354,7 +354,7 @@ class ClientConnection : public std::enable_shared_from_this<ClientConnection> {
     absl::flat_hash_map<uint64_t, Pending> failed;
     std::shared_ptr<FramedSocket> socket;
     {
-      std::lock_guard<std::mutex> l(mu_);
+      MutexLock l(&mu_);
       if (attempt && *attempt != attempt_) return;
       ++attempt_;  // late handlers of this attempt are ignored
       state_ = State::kIdle;
@@ -378,19 +378,21 @@ class ClientConnection : public std::enable_shared_from_this<ClientConnection> {
   std::string client_nonce_, server_nonce_;
   proto::RpcReply reply_;  // reused for every reply
 
-  mutable std::mutex mu_;
+  // Guards the connection's state, socket and calls (below). A leaf: no
+  // socket operation and no callback runs under it.
+  mutable Mutex mu_;
   // Each connection attempt has a number; handlers of an older one are
   // ignored.
-  uint64_t attempt_ = 0;                            // guarded by mu_
-  State state_ = State::kIdle;                      // guarded by mu_
-  std::shared_ptr<FramedSocket> socket_;            // guarded by mu_
-  absl::flat_hash_map<uint64_t, Pending> pending_;  // guarded by mu_
+  uint64_t attempt_ ABSL_GUARDED_BY(mu_) = 0;
+  State state_ ABSL_GUARDED_BY(mu_) = State::kIdle;
+  std::shared_ptr<FramedSocket> socket_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<uint64_t, Pending> pending_ ABSL_GUARDED_BY(mu_);
   // Frames of calls made before the connection was ready.
-  std::vector<std::pair<uint64_t, std::string>> queued_;  // guarded by mu_
-  absl::Time next_attempt_ = absl::InfinitePast();        // guarded by mu_
-  absl::Duration backoff_;                                // guarded by mu_
-  absl::Status last_error_;                               // guarded by mu_
-  bool closed_ = false;                                   // guarded by mu_
+  std::vector<std::pair<uint64_t, std::string>> queued_ ABSL_GUARDED_BY(mu_);
+  absl::Time next_attempt_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  absl::Duration backoff_ ABSL_GUARDED_BY(mu_);
+  absl::Status last_error_ ABSL_GUARDED_BY(mu_);
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace rpc_internal
@@ -515,26 +517,26 @@ absl::StatusOr<proto::RpcReply> RpcChannel::CallSync(
     proto::RpcRequest& request, absl::Duration timeout,
     std::span<const char> payload, std::string* reply_payload) {
   struct Result {
-    std::mutex mu;
-    std::condition_variable cv;
-    bool done = false;
-    absl::Status status;
-    proto::RpcReply reply;
-    std::string payload;
+    Mutex mu;  // guards the result. A leaf.
+    CondVar cv;
+    bool done ABSL_GUARDED_BY(mu) = false;
+    absl::Status status ABSL_GUARDED_BY(mu);
+    proto::RpcReply reply ABSL_GUARDED_BY(mu);
+    std::string payload ABSL_GUARDED_BY(mu);
   };
   auto r = std::make_shared<Result>();
   Call(request, payload, timeout,
        [r](const absl::Status& s, proto::RpcReply& reply,
            std::span<const char> p) {
-         std::lock_guard<std::mutex> l(r->mu);
+         MutexLock l(&r->mu);
          r->status = s;
          r->reply.Swap(&reply);
          r->payload.assign(p.data(), p.size());
          r->done = true;
-         r->cv.notify_all();
+         r->cv.SignalAll();
        });
-  std::unique_lock<std::mutex> l(r->mu);
-  r->cv.wait(l, [&] { return r->done; });
+  MutexLock l(&r->mu);
+  while (!r->done) r->cv.Wait(&r->mu);
   if (!r->status.ok()) return r->status;
   if (absl::Status s = ReplyStatus(r->reply); !s.ok()) return s;
   if (reply_payload != nullptr) *reply_payload = std::move(r->payload);
@@ -547,10 +549,10 @@ absl::Status RpcChannel::Connect(absl::Duration timeout) {
     ping.mutable_ping();
     // Pick() prefers ready connections; address each one directly instead.
     struct Result {
-      std::mutex mu;
-      std::condition_variable cv;
-      bool done = false;
-      absl::Status status;
+      Mutex mu;  // guards the result. A leaf.
+      CondVar cv;
+      bool done ABSL_GUARDED_BY(mu) = false;
+      absl::Status status ABSL_GUARDED_BY(mu);
     };
     auto r = std::make_shared<Result>();
     ping.set_id(impl_->next_id.fetch_add(1));
@@ -563,14 +565,14 @@ absl::Status RpcChannel::Connect(absl::Duration timeout) {
     impl_->conns[i]->Call(ping.id(), frame, timeout,
                           [r](const absl::Status& s, proto::RpcReply& reply,
                               std::span<const char>) {
-                            std::lock_guard<std::mutex> l(r->mu);
+                            MutexLock l(&r->mu);
                             r->status = s.ok() ? ReplyStatus(reply) : s;
                             r->done = true;
-                            r->cv.notify_all();
+                            r->cv.SignalAll();
                           });
     impl_->StartSweeping();
-    std::unique_lock<std::mutex> l(r->mu);
-    r->cv.wait(l, [&] { return r->done; });
+    MutexLock l(&r->mu);
+    while (!r->done) r->cv.Wait(&r->mu);
     if (!r->status.ok()) return r->status;
   }
   return absl::OkStatus();
@@ -581,7 +583,7 @@ const std::string& RpcChannel::address() const {
 }
 
 std::string RpcChannel::peer_name() const {
-  std::lock_guard<std::mutex> l(impl_->shared->mu);
+  MutexLock l(&impl_->shared->mu);
   return impl_->shared->peer_name;
 }
 

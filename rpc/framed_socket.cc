@@ -8,6 +8,7 @@
 #include <cerrno>
 
 #include "util/errno_status.h"
+#include "util/mutex.h"
 #include "util/strings.h"
 
 namespace sroute::rpc_internal {
@@ -76,28 +77,28 @@ void FramedSocket::ReadMore() {
 }
 
 void FramedSocket::Cork() {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   corked_ = true;
 }
 
 void FramedSocket::Uncork() {
-  std::unique_lock<std::mutex> l(mu_);
+  ReleasableMutexLock l(&mu_);
   corked_ = false;
   if (writing_ || sending_ || queued_.empty() || closed()) return;
   sending_ = true;
   uncorked_.clear();
   uncorked_.swap(queued_);
-  l.unlock();
+  l.Unlock();
   SendNow(uncorked_);
 }
 
 bool FramedSocket::Send(std::string_view bytes) {
-  std::unique_lock<std::mutex> l(mu_);
+  ReleasableMutexLock l(&mu_);
   if (closed()) return false;
   if (writing_ || sending_ || corked_) {
     // Whoever sends now (or the strand) takes these bytes along.
     if (queued_.size() + bytes.size() > kMaxQueuedBytes) {
-      l.unlock();
+      l.Unlock();
       Close(absl::ResourceExhaustedError(StrCat(
           "peer does not read: over ", kMaxQueuedBytes, " bytes queued")));
       return false;
@@ -106,7 +107,7 @@ bool FramedSocket::Send(std::string_view bytes) {
     return true;
   }
   sending_ = true;
-  l.unlock();
+  l.Unlock();
   SendNow(bytes);
   return true;
 }
@@ -132,7 +133,7 @@ void FramedSocket::SendNow(std::string_view bytes) {
       err = n < 0 ? errno : EPIPE;
       break;
     }
-    std::unique_lock<std::mutex> l(mu_);
+    ReleasableMutexLock l(&mu_);
     if (err != 0 || closed()) {
       StopSending(l);
       if (err != 0) Close(ErrnoStatus(err, "send"));
@@ -154,15 +155,18 @@ void FramedSocket::SendNow(std::string_view bytes) {
     }
     batch.clear();
     batch.swap(queued_);
-    l.unlock();
+    l.Unlock();
     bytes = batch;
   }
 }
 
-void FramedSocket::StopSending(std::unique_lock<std::mutex>& l) {
+// The analysis cannot tell that `l` holds mu_; the callers' side of the
+// ABSL_UNLOCK_FUNCTION(mu_) contract is checked.
+void FramedSocket::StopSending(ReleasableMutexLock& l)
+    ABSL_NO_THREAD_SAFETY_ANALYSIS {
   sending_ = false;
   const bool close_now = close_after_send_;
-  l.unlock();
+  l.Unlock();
   // Shutdown waited for this sender before closing the descriptor.
   if (close_now) {
     boost::asio::post(strand_,
@@ -172,7 +176,7 @@ void FramedSocket::StopSending(std::unique_lock<std::mutex>& l) {
 
 void FramedSocket::WriteQueued() {
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     if (shut_ || closed() || queued_.empty()) {
       writing_ = false;
       return;
@@ -199,7 +203,7 @@ void FramedSocket::WriteQueued() {
 
 void FramedSocket::Close(absl::Status why) {
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     if (closed()) return;
     closed_.store(true, std::memory_order_release);
     close_reason_ = std::move(why);
@@ -211,7 +215,7 @@ void FramedSocket::Close(absl::Status why) {
 void FramedSocket::Shutdown() {
   if (shut_) return;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     if (sending_) {
       // A thread is in send(2) on the descriptor: closing it now could hand
       // the number to another file. Stop the traffic; the sender comes back
@@ -227,7 +231,7 @@ void FramedSocket::Shutdown() {
   socket_.close(ec);
   absl::Status reason;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     reason = close_reason_;
   }
   if (on_close_) {

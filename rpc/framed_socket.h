@@ -10,7 +10,8 @@
 // take at once is written by the strand. Frames never interleave.
 //
 // Thread safety: Send, Close and closed are thread-safe; the handlers run on
-// the strand, one at a time. Lock order: mu_ is a leaf.
+// the strand, one at a time. Lock order: mu_ is a leaf (no socket operation
+// but a non-blocking send(2) or shutdown(2) runs under it).
 #ifndef SROUTE_RPC_FRAMED_SOCKET_H_
 #define SROUTE_RPC_FRAMED_SOCKET_H_
 
@@ -20,11 +21,11 @@
 #include <boost/asio/strand.hpp>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 
 #include "absl/status/status.h"
 #include "rpc/frame.h"
+#include "util/mutex.h"
 
 namespace sroute::rpc_internal {
 
@@ -70,15 +71,15 @@ class FramedSocket : public std::enable_shared_from_this<FramedSocket> {
 
  private:
   void ReadMore();
-  void Cork();    // on the strand
-  void Uncork();  // on the strand
+  void Cork() ABSL_LOCKS_EXCLUDED(mu_);    // on the strand
+  void Uncork() ABSL_LOCKS_EXCLUDED(mu_);  // on the strand
   // Sends `bytes` and then whatever others queued. REQUIRES: sending_ set
-  // by this thread, mu_ not held.
-  void SendNow(std::string_view bytes);
-  // Clears sending_ and unlocks `l`.
-  void StopSending(std::unique_lock<std::mutex>& l);
-  void WriteQueued();  // on the strand
-  void Shutdown();     // on the strand
+  // by this thread.
+  void SendNow(std::string_view bytes) ABSL_LOCKS_EXCLUDED(mu_);
+  // Clears sending_ and unlocks `l`, which holds mu_.
+  void StopSending(ReleasableMutexLock& l) ABSL_UNLOCK_FUNCTION(mu_);
+  void WriteQueued() ABSL_LOCKS_EXCLUDED(mu_);  // on the strand
+  void Shutdown() ABSL_LOCKS_EXCLUDED(mu_);     // on the strand
 
   tcp::socket socket_;
   Strand strand_;
@@ -87,16 +88,17 @@ class FramedSocket : public std::enable_shared_from_this<FramedSocket> {
   std::string peer_;
   FrameHandler on_frame_;
   CloseHandler on_close_;
-  absl::Status close_reason_;  // guarded by mu_
 
-  std::mutex mu_;
-  std::string queued_;  // guarded by mu_: bytes waiting to be sent
-  // guarded by mu_: a thread is in SendNow (others queue behind it).
-  bool sending_ = false;
-  bool writing_ = false;  // guarded by mu_: a strand write is in flight
-  bool corked_ = false;   // guarded by mu_: the strand handles a batch
-  // guarded by mu_: Shutdown waits for the sender to close the descriptor.
-  bool close_after_send_ = false;
+  // Guards the sending state and close_reason_ (below). A leaf.
+  Mutex mu_;
+  absl::Status close_reason_ ABSL_GUARDED_BY(mu_);
+  std::string queued_ ABSL_GUARDED_BY(mu_);  // bytes waiting to be sent
+  // A thread is in SendNow (others queue behind it).
+  bool sending_ ABSL_GUARDED_BY(mu_) = false;
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;  // a strand write is in flight
+  bool corked_ ABSL_GUARDED_BY(mu_) = false;   // the strand handles a batch
+  // Shutdown waits for the sender to close the descriptor.
+  bool close_after_send_ ABSL_GUARDED_BY(mu_) = false;
   std::string in_write_;  // owned by the strand's write in flight
   std::string uncorked_;  // the strand's batch of answers
   std::atomic<bool> closed_{false};

@@ -6,14 +6,13 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
-#include <condition_variable>
-#include <mutex>
 #include <unordered_set>
 
 #include "rpc/framed_socket.h"
 #include "rpc/handshake.h"
 #include "util/errno_status.h"
 #include "util/log.h"
+#include "util/mutex.h"
 #include "util/strings.h"
 
 namespace sroute {
@@ -66,11 +65,14 @@ struct RpcServer::Impl : std::enable_shared_from_this<RpcServer::Impl> {
   std::string address;
   uint16_t port = 0;
 
-  std::mutex mu;
-  std::condition_variable cv;
-  std::unordered_set<std::shared_ptr<rpc_internal::ServerConnection>> conns;
-  bool stopping = false;    // guarded by mu
-  int active_handlers = 0;  // guarded by mu
+  // Guards conns, stopping, active_handlers. A leaf: connections start and
+  // close, and handlers run, with it released.
+  Mutex mu;
+  CondVar cv;  // conns emptied, or active_handlers dropped to 0
+  std::unordered_set<std::shared_ptr<rpc_internal::ServerConnection>> conns
+      ABSL_GUARDED_BY(mu);
+  bool stopping ABSL_GUARDED_BY(mu) = false;
+  int active_handlers ABSL_GUARDED_BY(mu) = 0;
 
   std::atomic<uint64_t> accepted{0}, authenticated{0}, refused{0},
       bad_frames{0};
@@ -253,7 +255,7 @@ void RpcServer::Impl::Accept() {
             self->accepted.fetch_add(1);
             std::shared_ptr<ServerConnection> conn;
             {
-              std::lock_guard<std::mutex> l(self->mu);
+              MutexLock l(&self->mu);
               if (self->stopping) return;
               if (static_cast<int>(self->conns.size()) >=
                   self->options.max_connections) {
@@ -274,19 +276,19 @@ void RpcServer::Impl::Accept() {
 }
 
 void RpcServer::Impl::Closed(ServerConnection* c) {
-  std::lock_guard<std::mutex> l(mu);
+  MutexLock l(&mu);
   for (auto it = conns.begin(); it != conns.end(); ++it) {
     if (it->get() == c) {
       conns.erase(it);
       break;
     }
   }
-  cv.notify_all();
+  cv.SignalAll();
 }
 
 void RpcServer::Impl::Dispatch(std::unique_ptr<Call> call) {
   {
-    std::lock_guard<std::mutex> l(mu);
+    MutexLock l(&mu);
     if (stopping) {
       call->ReplyStatus(absl::UnavailableError("server shutting down"));
       return;
@@ -294,8 +296,8 @@ void RpcServer::Impl::Dispatch(std::unique_ptr<Call> call) {
     ++active_handlers;
   }
   handler(std::move(call));
-  std::lock_guard<std::mutex> l(mu);
-  if (--active_handlers == 0) cv.notify_all();
+  MutexLock l(&mu);
+  if (--active_handlers == 0) cv.SignalAll();
 }
 
 RpcServer::Call::~Call() {
@@ -379,30 +381,31 @@ RpcServer::RpcServer(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
 RpcServer::~RpcServer() {
   std::vector<std::shared_ptr<ServerConnection>> open;
   {
-    std::lock_guard<std::mutex> l(impl_->mu);
+    MutexLock l(&impl_->mu);
     impl_->stopping = true;
     open.assign(impl_->conns.begin(), impl_->conns.end());
   }
   // Close the acceptor on its strand, and wait until that ran.
-  std::mutex done_mu;
-  std::condition_variable done_cv;
+  Mutex done_mu;
+  CondVar done_cv;
   bool done = false;
   boost::asio::post(impl_->accept_strand, [&] {
     boost::system::error_code ec;
     impl_->acceptor.close(ec);
-    std::lock_guard<std::mutex> l(done_mu);
+    MutexLock l(&done_mu);
     done = true;
-    done_cv.notify_all();
+    done_cv.SignalAll();
   });
   {
-    std::unique_lock<std::mutex> l(done_mu);
-    done_cv.wait(l, [&] { return done; });
+    MutexLock l(&done_mu);
+    while (!done) done_cv.Wait(&done_mu);
   }
   for (auto& c : open) c->Close(absl::UnavailableError("server stopping"));
   open.clear();
-  std::unique_lock<std::mutex> l(impl_->mu);
-  impl_->cv.wait(
-      l, [&] { return impl_->conns.empty() && impl_->active_handlers == 0; });
+  MutexLock l(&impl_->mu);
+  while (!impl_->conns.empty() || impl_->active_handlers != 0) {
+    impl_->cv.Wait(&impl_->mu);
+  }
 }
 
 uint16_t RpcServer::port() const { return impl_->port; }
@@ -417,7 +420,7 @@ RpcServer::Counters RpcServer::counters() const {
   c.bad_frames = impl_->bad_frames.load();
   c.bytes_in = impl_->traffic->in.load();
   c.bytes_out = impl_->traffic->out.load();
-  std::lock_guard<std::mutex> l(impl_->mu);
+  MutexLock l(&impl_->mu);
   c.open = static_cast<int64_t>(impl_->conns.size());
   return c;
 }

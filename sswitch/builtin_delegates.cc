@@ -1,13 +1,13 @@
 // The built-in delegates: pick, notify and track_writes.
 #include <cstdint>
 #include <map>
-#include <mutex>
 #include <random>
 #include <thread>
 
 #include "absl/container/flat_hash_map.h"
 #include "rules/parser.h"
 #include "sswitch/delegate.h"
+#include "util/mutex.h"
 #include "util/strings.h"
 
 namespace sroute {
@@ -143,9 +143,11 @@ class TrackWrites : public Delegate {
   // Ranges of one (source, file), sorted by start, disjoint.
   using Ranges = std::map<uint64_t, Tracked>;
   struct State {
-    std::mutex mu;
+    // Guards files. Order: before SSwitch::control_mu_ (OnResponse and
+    // Restore update the rule table with it held).
+    Mutex mu;
     // Key: source pattern + '\n' + file.
-    absl::flat_hash_map<std::string, Ranges> files;
+    absl::flat_hash_map<std::string, Ranges> files ABSL_GUARDED_BY(mu);
   };
 
   static absl::StatusOr<std::unique_ptr<Delegate>> Create(
@@ -188,7 +190,7 @@ class TrackWrites : public Delegate {
     if (h.op != Op::kWrite || !out.status.ok() || out.bytes == 0) return;
     auto state = StateOf(ctx);
     const std::string key = KeyOf(h.file);
-    std::lock_guard<std::mutex> l(state->mu);
+    MutexLock l(&state->mu);
     Ranges& ranges = state->files[key];
     std::vector<std::pair<uint64_t, Tracked>> erased;
     std::vector<uint64_t> fresh;
@@ -242,7 +244,7 @@ class TrackWrites : public Delegate {
              &erased, &fresh);
     }
     auto state = StateOf(ctx);
-    std::lock_guard<std::mutex> l(state->mu);
+    MutexLock l(&state->mu);
     std::vector<uint64_t> remove;
     std::vector<Rule> insert;
     std::vector<std::pair<Ranges*, uint64_t>> slots;

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <map>
-#include <mutex>
 
+#include "util/mutex.h"
 #include "util/strings.h"
 
 namespace sroute {
@@ -24,8 +24,10 @@ absl::Status DelegateContext::Delete(uint64_t id) {
 }
 
 struct DelegateRegistry::Impl {
-  mutable std::mutex mu;
-  std::map<std::string, DelegateFactory> factories;  // guarded by mu
+  // Guards factories. A leaf (taken under SSwitch::control_mu_); factories
+  // run after it is released.
+  mutable Mutex mu;
+  std::map<std::string, DelegateFactory> factories ABSL_GUARDED_BY(mu);
 };
 
 DelegateRegistry::DelegateRegistry() : impl_(std::make_unique<Impl>()) {}
@@ -41,7 +43,7 @@ DelegateRegistry& DelegateRegistry::Global() {
 
 absl::Status DelegateRegistry::Register(const std::string& name,
                                         DelegateFactory factory) {
-  std::lock_guard<std::mutex> l(impl_->mu);
+  MutexLock l(&impl_->mu);
   if (!impl_->factories.emplace(name, std::move(factory)).second) {
     return absl::AlreadyExistsError(
         StrCat("a delegate named '", name, "' is registered already"));
@@ -53,7 +55,7 @@ absl::StatusOr<std::unique_ptr<Delegate>> DelegateRegistry::Create(
     const DelegateSpec& spec, const Rule& rule) const {
   DelegateFactory factory;
   {
-    std::lock_guard<std::mutex> l(impl_->mu);
+    MutexLock l(&impl_->mu);
     auto it = impl_->factories.find(spec.name);
     if (it == impl_->factories.end()) {
       std::string known;
@@ -74,7 +76,7 @@ absl::StatusOr<std::unique_ptr<Delegate>> DelegateRegistry::Create(
 }
 
 std::vector<std::string> DelegateRegistry::Names() const {
-  std::lock_guard<std::mutex> l(impl_->mu);
+  MutexLock l(&impl_->mu);
   std::vector<std::string> names;
   for (const auto& [name, f] : impl_->factories) names.push_back(name);
   return names;

@@ -13,6 +13,7 @@
 #include "sswitch/sswitch.h"
 #include "util/errno_status.h"
 #include "util/log.h"
+#include "util/mutex.h"
 #include "util/strings.h"
 
 namespace sroute {
@@ -26,13 +27,15 @@ struct SSwitch::Join {
   std::vector<std::unique_ptr<Io>> children;
   std::vector<std::vector<char>> buffers;  // scatter reads: one per child
   std::shared_ptr<std::string> data_copy;  // quorum writes outlive the caller
-  std::mutex mu;
-  size_t done = 0;             // guarded by mu
-  size_t ok = 0;               // guarded by mu
-  size_t needed = 0;           // successes that complete the parent
-  bool parent_done = false;    // guarded by mu
-  bool parent_failed = false;  // guarded by mu
-  absl::Status first_error;    // guarded by mu
+  // Guards the counts and the parent's fate. A leaf: the parent completes
+  // after it is released.
+  Mutex mu;
+  size_t done ABSL_GUARDED_BY(mu) = 0;
+  size_t ok ABSL_GUARDED_BY(mu) = 0;
+  size_t needed = 0;  // successes that complete the parent
+  bool parent_done ABSL_GUARDED_BY(mu) = false;
+  bool parent_failed ABSL_GUARDED_BY(mu) = false;
+  absl::Status first_error ABSL_GUARDED_BY(mu);
   SSwitch* sw;
   // A write-like scatter: the file it writes, fenced if the op fails after
   // some targets applied it (SSwitch::Fence).
@@ -87,7 +90,7 @@ void SSwitch::Join::ChildDone(size_t index, Io& child) {
   bool complete = false;
   absl::Status error;
   {
-    std::lock_guard<std::mutex> l(mu);
+    MutexLock l(&mu);
     ++done;
     if (child.status.ok()) {
       ++ok;
@@ -272,7 +275,7 @@ void SSwitch::Fence(const std::string& file,
   LogError("fencing ", file, ": ", why,
            "; its IOs fail until the targets are identical again and the "
            "fence is cleared");
-  std::lock_guard<std::mutex> l(fence_mu_);
+  MutexLock l(&fence_mu_);
   for (auto& [f, w] : fences_) {
     if (f == file) return;  // the first reason stays
   }
@@ -296,7 +299,7 @@ bool SSwitch::FailIfFenced(Io* io) {
   }
   std::string why;
   {
-    std::lock_guard<std::mutex> l(fence_mu_);
+    MutexLock l(&fence_mu_);
     for (const auto& [f, w] : fences_) {
       if (f == io->header.file) why = w;
     }
@@ -317,12 +320,12 @@ bool SSwitch::FailIfFenced(Io* io) {
 }
 
 std::vector<std::pair<std::string, std::string>> SSwitch::Fences() const {
-  std::lock_guard<std::mutex> l(fence_mu_);
+  MutexLock l(&fence_mu_);
   return fences_;
 }
 
 absl::Status SSwitch::ClearFence(const std::string& file) {
-  std::lock_guard<std::mutex> l(fence_mu_);
+  MutexLock l(&fence_mu_);
   auto it = std::find_if(fences_.begin(), fences_.end(),
                          [&](const auto& f) { return f.first == file; });
   if (it == fences_.end()) {

@@ -4,24 +4,25 @@
 #define SROUTE_SSWITCH_INFLIGHT_H_
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 
 #include "absl/container/inlined_vector.h"
 #include "sswitch/io.h"
 #include "sswitch/snapshot.h"
 #include "sswitch/sswitch.h"
 #include "sswitch/thread_shard.h"
+#include "util/mutex.h"
 
 namespace sroute {
 
 // What Drain() waits on: one count per IO it found in flight.
 struct DrainWaiter {
-  std::mutex mu;
-  std::condition_variable cv;
-  int64_t remaining = 1;  // starts with a guard held by Drain() itself
+  // Guards remaining. Order: after InflightRegistry::Shard::mu; a leaf.
+  Mutex mu;
+  CondVar cv;
+  // Starts with a guard held by Drain() itself.
+  int64_t remaining ABSL_GUARDED_BY(mu) = 1;
 };
 
 // IOs between admission and completion, in intrusive lists sharded by thread
@@ -39,7 +40,7 @@ class InflightRegistry {
   void Register(Io* io, const std::atomic<uint64_t>& version, Load load) {
     const int s = ThreadShard();
     Shard& shard = shards_[s];
-    std::lock_guard<std::mutex> l(shard.mu);
+    MutexLock l(&shard.mu);
     // Under the shard's lock, after the IO is listed: a Drain() that scans
     // this shard after us published its quiesce before (see SSwitch::Route).
     if (shard.pin == nullptr ||
@@ -59,7 +60,7 @@ class InflightRegistry {
       Io* io, absl::InlinedVector<std::shared_ptr<DrainWaiter>, 1>* waiters) {
     if (io->inflight_shard_ < 0) return;
     Shard& shard = shards_[io->inflight_shard_];
-    std::lock_guard<std::mutex> l(shard.mu);
+    MutexLock l(&shard.mu);
     if (io->inflight_prev_ != nullptr) {
       io->inflight_prev_->inflight_next_ = io->inflight_next_;
     } else {
@@ -79,11 +80,11 @@ class InflightRegistry {
   void Collect(const PatternMatcher& m,
                const std::shared_ptr<DrainWaiter>& waiter) {
     for (Shard& shard : shards_) {
-      std::lock_guard<std::mutex> l(shard.mu);
+      MutexLock l(&shard.mu);
       for (Io* io = shard.head; io != nullptr; io = io->inflight_next_) {
         if (!m.Matches(io->header)) continue;
         io->drain_waiters_.push_back(waiter);
-        std::lock_guard<std::mutex> wl(waiter->mu);
+        MutexLock wl(&waiter->mu);
         ++waiter->remaining;
       }
     }
@@ -94,7 +95,7 @@ class InflightRegistry {
   void Unpin() {
     for (Shard& shard : shards_) {
       std::shared_ptr<const Snapshot> old;  // released after the lock
-      std::lock_guard<std::mutex> l(shard.mu);
+      MutexLock l(&shard.mu);
       old.swap(shard.pin);
     }
   }
@@ -102,7 +103,7 @@ class InflightRegistry {
   int64_t total() const {
     int64_t n = 0;
     for (const Shard& shard : shards_) {
-      std::lock_guard<std::mutex> l(shard.mu);
+      MutexLock l(&shard.mu);
       n += shard.count;
     }
     return n;
@@ -110,10 +111,14 @@ class InflightRegistry {
 
  private:
   struct alignas(64) Shard {
-    mutable std::mutex mu;
-    Io* head = nullptr;
-    int64_t count = 0;
-    std::shared_ptr<const Snapshot> pin;  // the current one, or null
+    // Guards the list (and the inflight_ and drain_waiters_ members of the
+    // IOs in it), the count and the pin. Order: after QuiesceGate::mu,
+    // before DrainWaiter::mu and SSwitch::publish_mu_.
+    mutable Mutex mu;
+    Io* head ABSL_GUARDED_BY(mu) = nullptr;
+    int64_t count ABSL_GUARDED_BY(mu) = 0;
+    // The current snapshot, or null.
+    std::shared_ptr<const Snapshot> pin ABSL_GUARDED_BY(mu);
   };
   Shard shards_[kThreadShards];
 };

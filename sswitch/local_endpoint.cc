@@ -24,8 +24,9 @@
 // generation counter keeps an fd opened concurrently with an invalidation out
 // of the cache.
 //
-// Lock order: `mu` is a leaf lock. It guards only the cache containers; no
-// syscall runs under it (fds are closed after it is released).
+// Lock order: Impl::mu and Front::mu are leaf locks, never held together.
+// They guard only the cache containers and the fronts; no syscall runs under
+// them (fds are closed after they are released).
 //
 // Identity. Ops that make, remove or move names or change attributes run
 // as the IO's caller (IoArgs::caller, ScopedCredentials): the backing file
@@ -54,7 +55,6 @@
 #include <cstring>
 #include <functional>
 #include <list>
-#include <mutex>
 #include <optional>
 #include <unordered_map>
 #include <utility>
@@ -63,6 +63,7 @@
 #include "sswitch/credentials.h"
 #include "sswitch/thread_shard.h"
 #include "util/errno_status.h"
+#include "util/mutex.h"
 #include "util/strings.h"
 
 namespace sroute {
@@ -271,7 +272,7 @@ struct LocalEndpoint::Impl {
   absl::Status GetHandle(Op op, std::string_view path, bool need_write,
                          Handle* out);
   uint64_t Generation() {
-    std::lock_guard<std::mutex> l(mu);
+    MutexLock l(&mu);
     return generation;
   }
   // The handle a thread shard used last, if it still stands.
@@ -289,7 +290,8 @@ struct LocalEndpoint::Impl {
     Handle handle;
   };
   using EntryList = std::list<Entry>;
-  void EraseLocked(EntryList::iterator it, std::vector<Handle>* dropped);
+  void EraseLocked(EntryList::iterator it, std::vector<Handle>* dropped)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
 
   const std::string root;
   const int root_fd;
@@ -302,11 +304,14 @@ struct LocalEndpoint::Impl {
   const size_t lru_capacity;
   std::atomic<size_t> live{0};  // FdHandles alive (cached or in use)
 
-  std::mutex mu;
-  EntryList lru;  // most recently used first
+  // Guards the shared cache: lru, by_path, inode_refs (and generation's
+  // increments). A leaf; never held with a Front::mu.
+  Mutex mu;
+  EntryList lru ABSL_GUARDED_BY(mu);  // most recently used first
   std::unordered_map<std::string, EntryList::iterator, StringHash, StringEq>
-      by_path;
-  std::unordered_map<InodeKey, int, InodeKeyHash> inode_refs;
+      by_path ABSL_GUARDED_BY(mu);
+  std::unordered_map<InodeKey, int, InodeKeyHash> inode_refs
+      ABSL_GUARDED_BY(mu);
   // Bumped (under mu) by namespace changes; the fronts read it without mu.
   std::atomic<uint64_t> generation{0};
 
@@ -315,10 +320,11 @@ struct LocalEndpoint::Impl {
   // otherwise touch. A front holds its handle through a reference count of
   // its own (ShardLocalRef); namespace changes clear the fronts.
   struct alignas(64) Front {
-    std::mutex mu;
-    uint64_t generation = 0;  // guarded by mu
-    std::string path;         // guarded by mu
-    Handle handle;            // guarded by mu; null if none
+    // Guards this front. A leaf; never held with Impl::mu.
+    Mutex mu;
+    uint64_t generation ABSL_GUARDED_BY(mu) = 0;
+    std::string path ABSL_GUARDED_BY(mu);
+    Handle handle ABSL_GUARDED_BY(mu);  // null if none
   };
   Front fronts[kThreadShards];
 };
@@ -398,7 +404,7 @@ bool LocalEndpoint::Impl::FrontHit(std::string_view path, bool need_write,
                                    Handle* out) {
   if (!use_fronts) return false;
   Front& f = fronts[ThreadShard()];
-  std::lock_guard<std::mutex> l(f.mu);
+  MutexLock l(&f.mu);
   if (f.handle == nullptr || f.path != path ||
       f.generation != generation.load(std::memory_order_acquire) ||
       (need_write && !f.handle->writable)) {
@@ -413,7 +419,7 @@ void LocalEndpoint::Impl::SetFront(std::string_view path, const Handle& h,
   if (!use_fronts) return;
   Handle front = ShardLocalRef(h);
   Front& f = fronts[ThreadShard()];
-  std::lock_guard<std::mutex> l(f.mu);
+  MutexLock l(&f.mu);
   f.path.assign(path);
   f.generation = gen;
   f.handle.swap(front);  // the old one is released after the lock
@@ -422,7 +428,7 @@ void LocalEndpoint::Impl::SetFront(std::string_view path, const Handle& h,
 void LocalEndpoint::Impl::ClearFronts() {
   for (Front& f : fronts) {
     Handle old;  // released after the lock
-    std::lock_guard<std::mutex> l(f.mu);
+    MutexLock l(&f.mu);
     old.swap(f.handle);
   }
 }
@@ -433,7 +439,7 @@ absl::Status LocalEndpoint::Impl::GetHandle(Op op, std::string_view path,
   if (FrontHit(path, need_write, out)) return absl::OkStatus();
   uint64_t gen;
   {
-    std::lock_guard<std::mutex> l(mu);
+    MutexLock l(&mu);
     gen = generation;
     auto it = by_path.find(path);
     if (it != by_path.end() && (!need_write || it->second->handle->writable)) {
@@ -469,7 +475,7 @@ void LocalEndpoint::Impl::Insert(std::string_view path, Handle h,
                                  uint64_t gen) {
   if (max_open == 0) return;
   std::vector<Handle> dropped;  // closed after the lock is released
-  std::lock_guard<std::mutex> l(mu);
+  MutexLock l(&mu);
   if (generation != gen) return;  // a namespace change raced with the open
   auto it = by_path.find(path);
   if (it != by_path.end()) EraseLocked(it->second, &dropped);
@@ -489,7 +495,7 @@ void LocalEndpoint::Impl::Invalidate(const Invalidation& inv) {
 
 void LocalEndpoint::Impl::InvalidateShared(const Invalidation& inv) {
   std::vector<Handle> dropped;  // closed after the lock is released
-  std::lock_guard<std::mutex> l(mu);
+  MutexLock l(&mu);
   ++generation;
   if (inv.all) {
     for (Entry& e : lru) dropped.push_back(std::move(e.handle));
@@ -532,7 +538,7 @@ void LocalEndpoint::Impl::InvalidateIfOther(std::string_view path,
                                             InodeKey inode) {
   {
     std::vector<Handle> dropped;  // closed after the lock is released
-    std::lock_guard<std::mutex> l(mu);
+    MutexLock l(&mu);
     auto it = by_path.find(path);
     if (it == by_path.end() || it->second->handle->inode == inode) return;
     ++generation;

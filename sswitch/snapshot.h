@@ -5,7 +5,6 @@
 
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -16,6 +15,7 @@
 #include "sswitch/endpoint.h"
 #include "sswitch/sswitch.h"
 #include "sswitch/stats.h"
+#include "util/mutex.h"
 #include "util/strings.h"
 
 namespace sroute {
@@ -59,9 +59,11 @@ using StageMap = absl::flat_hash_map<std::string, std::shared_ptr<StageEntry>,
 struct QuiesceGate {
   explicit QuiesceGate(PatternMatcher m) : matcher(std::move(m)) {}
   const PatternMatcher matcher;
-  std::mutex mu;
-  bool active = true;      // guarded by mu
-  std::deque<Io*> parked;  // guarded by mu
+  // Guards active and parked. Order: after SSwitch::control_mu_, before
+  // InflightRegistry::Shard::mu.
+  Mutex mu;
+  bool active ABSL_GUARDED_BY(mu) = true;
+  std::deque<Io*> parked ABSL_GUARDED_BY(mu);
 };
 
 struct Snapshot {

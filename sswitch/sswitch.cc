@@ -5,7 +5,6 @@
 #include <sys/stat.h>
 
 #include <algorithm>
-#include <condition_variable>
 #include <cstring>
 #include <optional>
 #include <thread>
@@ -104,7 +103,7 @@ class SSwitch::Context : public DelegateContext {
 
   absl::StatusOr<std::vector<uint64_t>> Update(
       std::vector<Rule> insert, const std::vector<uint64_t>& remove) override {
-    std::lock_guard<std::mutex> l(sw_->control_mu_);
+    MutexLock l(&sw_->control_mu_);
     return sw_->UpdateLocked(std::move(insert), remove,
                              {StrCat("delegate:", rule_->id())}, rule_);
   }
@@ -123,7 +122,7 @@ class SSwitch::Context : public DelegateContext {
   std::shared_ptr<void> SharedState(
       const std::string& key,
       std::function<std::shared_ptr<void>()> make) override {
-    std::lock_guard<std::mutex> l(sw_->shared_state_mu_);
+    MutexLock l(&sw_->shared_state_mu_);
     for (auto& [k, v] : sw_->shared_state_) {
       if (k == key) return v;
     }
@@ -177,7 +176,7 @@ std::shared_ptr<const Snapshot> SSwitch::Load() const {
 void SSwitch::Publish(std::shared_ptr<const Snapshot> snap) {
   std::shared_ptr<const Snapshot> old;  // released after the lock
   {
-    std::lock_guard<std::mutex> l(publish_mu_);
+    MutexLock l(&publish_mu_);
     const uint64_t v = snap->version;
     old = std::move(current_);
     current_ = std::move(snap);
@@ -187,7 +186,14 @@ void SSwitch::Publish(std::shared_ptr<const Snapshot> snap) {
 }
 
 std::shared_ptr<const Snapshot> SSwitch::Current() const {
-  std::lock_guard<std::mutex> l(publish_mu_);
+  MutexLock l(&publish_mu_);
+  return current_;
+}
+
+const std::shared_ptr<const Snapshot>& SSwitch::CurrentLocked() const
+    ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  // Publish() writes current_ with control_mu_ held as well: a reader that
+  // holds control_mu_ needs no publish_mu_.
   return current_;
 }
 
@@ -200,15 +206,15 @@ absl::Status SSwitch::AddEndpoint(const std::string& name,
   if (name.empty() || endpoint == nullptr) {
     return absl::InvalidArgumentError("an endpoint needs a name and an object");
   }
-  std::lock_guard<std::mutex> l(control_mu_);
-  auto snap = std::make_shared<Snapshot>(*current_);
+  MutexLock l(&control_mu_);
+  auto snap = std::make_shared<Snapshot>(*CurrentLocked());
   if (snap->endpoints->contains(name)) {
     return absl::AlreadyExistsError(StrCat("endpoint '", name, "' exists"));
   }
   auto endpoints = std::make_shared<EndpointMap>(*snap->endpoints);
   (*endpoints)[name] = std::move(endpoint);
   snap->endpoints = std::move(endpoints);
-  snap->version = current_->version + 1;
+  snap->version = CurrentLocked()->version + 1;
   Publish(std::move(snap));
   return absl::OkStatus();
 }
@@ -218,8 +224,8 @@ absl::Status SSwitch::AddStage(const std::string& name,
   if (name.empty() || stage == nullptr) {
     return absl::InvalidArgumentError("a stage needs a name and an object");
   }
-  std::lock_guard<std::mutex> l(control_mu_);
-  auto snap = std::make_shared<Snapshot>(*current_);
+  MutexLock l(&control_mu_);
+  auto snap = std::make_shared<Snapshot>(*CurrentLocked());
   if (snap->stages->contains(name)) {
     return absl::AlreadyExistsError(StrCat("stage '", name, "' exists"));
   }
@@ -233,16 +239,16 @@ absl::Status SSwitch::AddStage(const std::string& name,
   auto stages = std::make_shared<StageMap>(*snap->stages);
   (*stages)[name] = std::move(entry);
   snap->stages = std::move(stages);
-  snap->version = current_->version + 1;
+  snap->version = CurrentLocked()->version + 1;
   Publish(std::move(snap));
   return absl::OkStatus();
 }
 
 void SSwitch::SetControllerSink(std::shared_ptr<ControllerSink> sink) {
-  std::lock_guard<std::mutex> l(control_mu_);
-  auto snap = std::make_shared<Snapshot>(*current_);
+  MutexLock l(&control_mu_);
+  auto snap = std::make_shared<Snapshot>(*CurrentLocked());
   snap->controller = std::move(sink);
-  snap->version = current_->version + 1;
+  snap->version = CurrentLocked()->version + 1;
   Publish(std::move(snap));
 }
 
@@ -270,14 +276,14 @@ void SSwitch::Admit(Io* io) {
       }
     }
     if (gate != nullptr) {
-      std::unique_lock<std::mutex> l(gate->mu);
+      ReleasableMutexLock l(&gate->mu);
       if (!gate->active) continue;  // released meanwhile: look again
       // A parked IO is not in flight: Drain() does not wait for it.
       absl::InlinedVector<std::shared_ptr<DrainWaiter>, 1> waiters;
       inflight_->Unregister(io, &waiters);
       io->snapshot_.reset();  // Release() pins the snapshot of the moment
       gate->parked.push_back(io);
-      l.unlock();
+      l.Unlock();
       for (auto& w : waiters) SignalDrained(*w);
       return;
     }
@@ -454,8 +460,8 @@ uint64_t SSwitch::unmatched_ops(Op op) const {
 }
 
 void SSwitch::SignalDrained(DrainWaiter& w) {
-  std::lock_guard<std::mutex> l(w.mu);
-  if (--w.remaining == 0) w.cv.notify_all();
+  MutexLock l(&w.mu);
+  if (--w.remaining == 0) w.cv.SignalAll();
 }
 
 // --- Control API ---
@@ -511,7 +517,7 @@ absl::StatusOr<std::vector<uint64_t>> SSwitch::UpdateLocked(
   if (owners.size() != 1 && owners.size() != insert.size()) {
     return absl::InvalidArgumentError("one owner, or one per rule");
   }
-  const Snapshot& cur = *current_;
+  const Snapshot& cur = *CurrentLocked();
   std::vector<uint64_t> present;
   present.reserve(remove.size());
   for (uint64_t id : remove) {
@@ -564,11 +570,11 @@ absl::StatusOr<std::vector<uint64_t>> SSwitch::UpdateLocked(
 }
 
 absl::Status SSwitch::Validate(const std::vector<Rule>& rules) {
-  std::lock_guard<std::mutex> l(control_mu_);
+  MutexLock l(&control_mu_);
   const uint64_t saved_id = next_id_;
   absl::Status status;
   for (size_t i = 0; i < rules.size() && status.ok(); ++i) {
-    auto entry = MakeEntry(rules[i], "", OrderKey(), *current_);
+    auto entry = MakeEntry(rules[i], "", OrderKey(), *CurrentLocked());
     if (!entry.ok()) {
       status = absl::Status(
           entry.status().code(),
@@ -635,14 +641,14 @@ absl::StatusOr<uint64_t> SSwitch::Insert(Rule rule, std::string owner) {
 absl::StatusOr<std::vector<uint64_t>> SSwitch::Update(
     std::vector<Rule> insert, const std::vector<uint64_t>& remove,
     std::string owner) {
-  std::lock_guard<std::mutex> l(control_mu_);
+  MutexLock l(&control_mu_);
   return UpdateLocked(std::move(insert), remove, {owner}, nullptr);
 }
 
 absl::StatusOr<std::vector<uint64_t>> SSwitch::Update(
     std::vector<Rule> insert, const std::vector<std::string>& owners,
     const std::vector<uint64_t>& remove) {
-  std::lock_guard<std::mutex> l(control_mu_);
+  MutexLock l(&control_mu_);
   return UpdateLocked(std::move(insert), remove, owners, nullptr);
 }
 
@@ -655,9 +661,9 @@ void SSwitch::Resume(Io* io, const std::string& from) {
 absl::Status SSwitch::Delete(uint64_t id) { return Update({}, {id}).status(); }
 
 absl::StatusOr<int> SSwitch::Delete(const HeaderPattern& pattern) {
-  std::lock_guard<std::mutex> l(control_mu_);
+  MutexLock l(&control_mu_);
   std::vector<uint64_t> ids;
-  for (const RuleEntryPtr& e : current_->table->Rules()) {
+  for (const RuleEntryPtr& e : CurrentLocked()->table->Rules()) {
     if (e->rule().pattern == pattern) ids.push_back(e->id());
   }
   if (ids.empty()) return 0;
@@ -669,8 +675,8 @@ absl::StatusOr<int> SSwitch::Delete(const HeaderPattern& pattern) {
 absl::Status SSwitch::Quiesce(const HeaderPattern& pattern, bool on) {
   std::deque<Io*> release;
   {
-    std::lock_guard<std::mutex> l(control_mu_);
-    const Snapshot& cur = *current_;
+    MutexLock l(&control_mu_);
+    const Snapshot& cur = *CurrentLocked();
     auto it = std::find_if(cur.quiesced.begin(), cur.quiesced.end(),
                            [&](const std::shared_ptr<QuiesceGate>& g) {
                              return g->matcher.pattern() == pattern;
@@ -695,7 +701,7 @@ absl::Status SSwitch::Quiesce(const HeaderPattern& pattern, bool on) {
     snap->quiesced.erase(snap->quiesced.begin() + (it - cur.quiesced.begin()));
     snap->version = cur.version + 1;
     Publish(std::move(snap));
-    std::lock_guard<std::mutex> gl(gate->mu);
+    MutexLock gl(&gate->mu);
     gate->active = false;
     release.swap(gate->parked);
   }
@@ -717,10 +723,13 @@ absl::Status SSwitch::Drain(const HeaderPattern& pattern,
   if (!matcher.ok()) return matcher.status();
   auto waiter = std::make_shared<DrainWaiter>();
   inflight_->Collect(*matcher, waiter);
-  std::unique_lock<std::mutex> l(waiter->mu);
+  MutexLock l(&waiter->mu);
   --waiter->remaining;  // drop the guard
-  const bool done = waiter->cv.wait_for(l, absl::ToChronoNanoseconds(timeout),
-                                        [&] { return waiter->remaining == 0; });
+  const bool done =
+      waiter->cv.WaitFor(&waiter->mu, absl::ToChronoNanoseconds(timeout),
+                         [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(waiter->mu) {
+                           return waiter->remaining == 0;
+                         });
   if (!done) {
     return absl::DeadlineExceededError(
         StrCat("drain of ", FormatPattern(pattern), ": ", waiter->remaining,
@@ -763,7 +772,7 @@ uint64_t SSwitch::NextRecordSeq() {
 }
 
 void SSwitch::SetRouteObserver(RouteObserver observer) {
-  std::lock_guard<std::mutex> l(control_mu_);
+  MutexLock l(&control_mu_);
   route_observer_ = std::move(observer);
 }
 
@@ -866,7 +875,7 @@ int64_t SSwitch::in_flight() const { return inflight_->total(); }
 size_t SSwitch::parked() const {
   size_t n = 0;
   for (const auto& g : Load()->quiesced) {
-    std::lock_guard<std::mutex> l(g->mu);
+    MutexLock l(&g->mu);
     n += g->parked.size();
   }
   return n;

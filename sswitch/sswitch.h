@@ -8,11 +8,13 @@
 //
 // Thread safety: every method is thread-safe. Route() never blocks on
 // control operations; control operations are serialized among themselves.
-// Lock order: a delegate's own state lock (e.g. track_writes) > control_mu_
-// > publish_mu_; control_mu_ > QuiesceGate::mu > inflight shard mutex >
-// DrainWaiter::mu; inflight shard mutex > publish_mu_ (a shard pins the
-// snapshot of the moment). No sSwitch lock is held while an IO is submitted to
-// an endpoint or stage, or while a completion runs.
+// Lock order (also at each declaration): a delegate's own state lock (e.g.
+// TrackWrites::State::mu) > control_mu_ > publish_mu_; control_mu_ >
+// QuiesceGate::mu > InflightRegistry::Shard::mu > DrainWaiter::mu;
+// InflightRegistry::Shard::mu > publish_mu_ (a shard pins the snapshot of the
+// moment); fence_mu_ and shared_state_mu_ are leaves. No sSwitch lock is held
+// while an IO is submitted to an endpoint or stage, or while a completion
+// runs.
 #ifndef SROUTE_SSWITCH_SSWITCH_H_
 #define SROUTE_SSWITCH_SSWITCH_H_
 
@@ -22,7 +24,6 @@
 #include <deque>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,7 @@
 #include "sswitch/endpoint.h"
 #include "sswitch/io.h"
 #include "sswitch/stats.h"
+#include "util/mutex.h"
 
 namespace re2 {
 class RE2;
@@ -195,17 +197,24 @@ class SSwitch {
   struct Join;
 
   std::shared_ptr<const Snapshot> Load() const;
-  std::shared_ptr<const Snapshot> Current() const;  // takes publish_mu_
+  std::shared_ptr<const Snapshot> Current() const
+      ABSL_LOCKS_EXCLUDED(publish_mu_);
+  // current_ for a control operation: control_mu_ serializes its writers.
+  const std::shared_ptr<const Snapshot>& CurrentLocked() const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(control_mu_);
   // Lists `io` as in flight and pins the current snapshot in it.
   void RegisterInflight(Io* io);
-  void Publish(std::shared_ptr<const Snapshot> snap);  // REQUIRES: control_mu_
+  void Publish(std::shared_ptr<const Snapshot> snap)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(control_mu_)
+          ABSL_LOCKS_EXCLUDED(publish_mu_);
   absl::StatusOr<std::shared_ptr<const RuleEntry>> MakeEntry(
-      Rule rule, std::string owner, const OrderKey& order,
-      const Snapshot& snap);
+      Rule rule, std::string owner, const OrderKey& order, const Snapshot& snap)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(control_mu_);
   // `owners` holds one owner for all rules, or one per rule.
   absl::StatusOr<std::vector<uint64_t>> UpdateLocked(
       std::vector<Rule> insert, const std::vector<uint64_t>& remove,
-      const std::vector<std::string>& owners, const RuleEntry* anchor);
+      const std::vector<std::string>& owners, const RuleEntry* anchor)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(control_mu_);
 
   void Admit(Io* io);
   void Dispatch(Io* io);
@@ -307,17 +316,23 @@ class SSwitch {
   const std::string name_;
   const uint64_t uid_;  // distinguishes sSwitches in per-thread caches
 
-  mutable std::mutex control_mu_;  // serializes control operations
-  mutable std::mutex publish_mu_;  // guards current_
-  std::shared_ptr<const Snapshot> current_;
+  // Serializes control operations; guards the id counters and the route
+  // observer. Order: after a delegate's state lock, before publish_mu_ and
+  // QuiesceGate::mu.
+  mutable Mutex control_mu_;
+  // Guards current_ (written with control_mu_ held too, so control
+  // operations read it through CurrentLocked()). Order: after control_mu_
+  // and InflightRegistry::Shard::mu; nothing is taken under it.
+  mutable Mutex publish_mu_ ABSL_ACQUIRED_AFTER(control_mu_);
+  std::shared_ptr<const Snapshot> current_ ABSL_GUARDED_BY(publish_mu_);
   std::atomic<uint64_t> version_{0};
-  uint64_t next_id_ = 1;   // guarded by control_mu_
-  uint64_t next_seq_ = 1;  // guarded by control_mu_
-  uint64_t next_sub_ = 1;  // guarded by control_mu_
+  uint64_t next_id_ ABSL_GUARDED_BY(control_mu_) = 1;
+  uint64_t next_seq_ ABSL_GUARDED_BY(control_mu_) = 1;
+  uint64_t next_sub_ ABSL_GUARDED_BY(control_mu_) = 1;
 
   std::unique_ptr<class InflightRegistry> inflight_;
   std::atomic<uint64_t> route_errors_{0};
-  RouteObserver route_observer_;  // guarded by control_mu_
+  RouteObserver route_observer_ ABSL_GUARDED_BY(control_mu_);
   // Counted per thread shard (ThreadShard in sswitch.cc), each on cache
   // lines of its own: every unmatched IO adds one, and a count shared by
   // all threads would bounce between their CPUs on every IO.
@@ -327,12 +342,16 @@ class SSwitch {
   std::unique_ptr<UnmatchedShard[]> unmatched_;
   std::atomic<uint64_t> last_record_seq_{0};
 
-  mutable std::mutex fence_mu_;                              // guards fences_
-  std::vector<std::pair<std::string, std::string>> fences_;  // file, why
+  // Guards fences_. A leaf.
+  mutable Mutex fence_mu_;
+  std::vector<std::pair<std::string, std::string>> fences_
+      ABSL_GUARDED_BY(fence_mu_);       // file, why
   std::atomic<size_t> fence_count_{0};  // fences_.size(), read without lock
 
-  std::mutex shared_state_mu_;  // guards shared_state_
-  std::vector<std::pair<std::string, std::shared_ptr<void>>> shared_state_;
+  // Guards shared_state_. A leaf (the `make` of SharedState runs under it).
+  Mutex shared_state_mu_;
+  std::vector<std::pair<std::string, std::shared_ptr<void>>> shared_state_
+      ABSL_GUARDED_BY(shared_state_mu_);
 };
 
 }  // namespace sroute

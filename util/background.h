@@ -6,10 +6,10 @@
 #ifndef SROUTE_UTIL_BACKGROUND_H_
 #define SROUTE_UTIL_BACKGROUND_H_
 
-#include <condition_variable>
 #include <functional>
-#include <mutex>
 #include <thread>
+
+#include "util/mutex.h"
 
 namespace sroute {
 
@@ -18,29 +18,30 @@ class Background {
   Background() = default;
   ~Background() { Wait(); }
   // Returns once nothing runs.
-  void Wait() {
-    std::unique_lock<std::mutex> l(mu_);
-    cv_.wait(l, [&] { return running_ == 0; });
+  void Wait() ABSL_LOCKS_EXCLUDED(mu_) {
+    MutexLock l(&mu_);
+    while (running_ != 0) cv_.Wait(&mu_);
   }
   Background(const Background&) = delete;
   Background& operator=(const Background&) = delete;
 
-  void Run(std::function<void()> fn) {
+  void Run(std::function<void()> fn) ABSL_LOCKS_EXCLUDED(mu_) {
     {
-      std::lock_guard<std::mutex> l(mu_);
+      MutexLock l(&mu_);
       ++running_;
     }
     std::thread([this, fn = std::move(fn)] {
       fn();
-      std::lock_guard<std::mutex> l(mu_);
-      if (--running_ == 0) cv_.notify_all();
+      MutexLock l(&mu_);
+      if (--running_ == 0) cv_.SignalAll();
     }).detach();
   }
 
  private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  int running_ = 0;
+  // Guards running_. A leaf: `fn` runs without it.
+  Mutex mu_;
+  CondVar cv_;  // running_ dropped to 0
+  int running_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace sroute

@@ -4,23 +4,26 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <mutex>
 #include <string>
+
+#include "util/mutex.h"
 
 namespace sroute {
 namespace {
-std::mutex& LogMutex() {
-  static std::mutex mu;
+// Guards the tag, and keeps this process's lines whole (a line longer than
+// PIPE_BUF could otherwise interleave with another thread's). A leaf.
+Mutex& LogMutex() {
+  static Mutex mu;
   return mu;
 }
-std::string& Tag() {
+std::string& Tag() ABSL_EXCLUSIVE_LOCKS_REQUIRED(LogMutex()) {
   static std::string tag = "sroute";
   return tag;
 }
 }  // namespace
 
 void SetLogTag(std::string_view tag) {
-  std::lock_guard<std::mutex> l(LogMutex());
+  MutexLock l(&LogMutex());
   Tag() = std::string(tag);
 }
 
@@ -35,7 +38,7 @@ void LogLine(std::string_view severity, std::string_view text) {
   std::string line = StrCat(
       severity, " ", when, ".", static_cast<char>('0' + ms / 100),
       static_cast<char>('0' + ms / 10 % 10), static_cast<char>('0' + ms % 10));
-  std::lock_guard<std::mutex> l(LogMutex());
+  MutexLock l(&LogMutex());
   StrAppend(&line, "Z ", Tag(), ": ", text, "\n");
   // One write per line, so lines of several processes sharing stderr do
   // not interleave.
