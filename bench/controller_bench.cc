@@ -20,8 +20,8 @@
 #include <string>
 #include <vector>
 
-#include "host/agent.h"
 #include "controller/controller.h"
+#include "host/agent.h"
 #include "rpc/io_threads.h"
 #include "rules/parser.h"
 #include "server/record_store.h"
@@ -190,12 +190,11 @@ void BM_RecoverDelegateRules(benchmark::State& state) {
   std::filesystem::create_directories(dir + "/home");
   std::ofstream(dir + "/s2/vhd.tmp").put('x');
   IoThreads threads(2);
-  StorageServerOptions so;
-  so.name = "S2";
-  so.root = dir + "/s2";
-  so.listen = "127.0.0.1:0";
-  so.secret = kSecret;
-  auto server = *StorageServer::Start(so);
+  proto::HostConfig so;
+  so.set_name("S2");
+  so.set_root(dir + "/s2");
+  so.set_listen("127.0.0.1:0");
+  auto server = *StorageServer::Start(so, {.secret = kSecret, .limits = {}});
   // The records that n writes through track_writes left on S2: separate
   // 4 KiB ranges, so n rules.
   const std::string anchor = "<*, w, //home/vhd>";

@@ -26,13 +26,12 @@ struct RpcFixture {
     dir = mkdtemp(tmpl);
     std::ofstream(dir + "/data", std::ios::binary)
         << std::string(kFileBytes, 'd');
-    StorageServerOptions o;
-    o.name = "S1";
-    o.root = dir;
-    o.listen = "127.0.0.1:0";
-    o.secret = kSecret;
-    o.io_threads = 1;
-    server = *StorageServer::Start(o);
+    proto::HostConfig o;
+    o.set_name("S1");
+    o.set_root(dir);
+    o.set_listen("127.0.0.1:0");
+    o.set_io_threads(1);
+    server = *StorageServer::Start(o, {.secret = kSecret, .limits = {}});
     RpcChannel::Options c;
     c.address = server->address();
     c.secret = kSecret;

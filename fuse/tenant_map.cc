@@ -16,9 +16,28 @@ bool Within(std::string_view path, std::string_view root) {
          (path.size() == root.size() || path[root.size()] == '/');
 }
 
+// Why `tenant` cannot be mapped, or "" (duplicates are the map's to find).
+std::string TenantProblem(const proto::HostConfig::Tenant& tenant) {
+  if (tenant.name().empty()) return "no NAME";
+  for (char c : tenant.name()) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                    (c >= '0' && c <= '9') || c == '_' || c == '.' || c == '-';
+    if (!ok) return "NAME may hold letters, digits, '_', '.', '-'";
+  }
+  if (tenant.who_case() == proto::HostConfig::Tenant::kCgroup &&
+      !tenant.cgroup().starts_with('/')) {
+    return "a cgroup path starts with '/'";
+  }
+  if (tenant.who_case() == proto::HostConfig::Tenant::WHO_NOT_SET) {
+    return "no uid, gid or cgroup";
+  }
+  return "";
+}
+
 }  // namespace
 
-absl::Status TenantMap::Add(std::string_view spec) {
+absl::StatusOr<proto::HostConfig::Tenant> ParseTenantSpec(
+    std::string_view spec) {
   const size_t eq = spec.find('=');
   const auto bad = [&](std::string_view why) {
     return absl::InvalidArgumentError(
@@ -26,27 +45,15 @@ absl::Status TenantMap::Add(std::string_view spec) {
                " (expected NAME=uid:N, NAME=gid:N or NAME=cgroup:/PATH)"));
   };
   if (eq == std::string_view::npos || eq == 0) return bad("no NAME=");
-  const std::string_view name = spec.substr(0, eq);
-  for (char c : name) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-                    (c >= '0' && c <= '9') || c == '_' || c == '.' || c == '-';
-    if (!ok) return bad("NAME may hold letters, digits, '_', '.', '-'");
-  }
+  proto::HostConfig::Tenant tenant;
+  tenant.set_name(std::string(spec.substr(0, eq)));
   const std::string_view who = spec.substr(eq + 1);
   if (who.starts_with("cgroup:")) {
-    std::string_view path = who.substr(7);
-    if (!path.starts_with('/')) return bad("a cgroup path starts with '/'");
-    while (path.ends_with('/')) path.remove_suffix(1);
-    for (const auto& [p, t] : by_cgroup_) {
-      if (p == path) return bad("this cgroup is mapped already");
+    tenant.set_cgroup(std::string(who.substr(7)));
+    if (const std::string why = TenantProblem(tenant); !why.empty()) {
+      return bad(why);
     }
-    by_cgroup_.emplace_back(std::string(path), std::string(name));
-    // Deepest first: the first that holds a caller's cgroup is its tenant.
-    std::stable_sort(by_cgroup_.begin(), by_cgroup_.end(),
-                     [](const auto& a, const auto& b) {
-                       return a.first.size() > b.first.size();
-                     });
-    return absl::OkStatus();
+    return tenant;
   }
   const bool is_uid = who.starts_with("uid:");
   if (!is_uid && !who.starts_with("gid:")) return bad("unknown id kind");
@@ -58,11 +65,60 @@ absl::Status TenantMap::Add(std::string_view spec) {
       digits.empty()) {
     return bad("bad number");
   }
-  auto& map = is_uid ? by_uid_ : by_gid_;
-  if (!map.emplace(id, std::string(name)).second) {
-    return bad("this id is mapped already");
+  if (is_uid) {
+    tenant.set_uid(id);
+  } else {
+    tenant.set_gid(id);
   }
-  return absl::OkStatus();
+  if (const std::string why = TenantProblem(tenant); !why.empty()) {
+    return bad(why);
+  }
+  return tenant;
+}
+
+absl::Status TenantMap::Add(std::string_view spec) {
+  auto tenant = ParseTenantSpec(spec);
+  if (!tenant.ok()) return tenant.status();
+  return Add(*tenant);
+}
+
+absl::Status TenantMap::Add(const proto::HostConfig::Tenant& tenant) {
+  const std::string& name = tenant.name();
+  const auto bad = [&](std::string_view why) {
+    return absl::InvalidArgumentError(StrCat("tenant '", name, "': ", why));
+  };
+  if (const std::string why = TenantProblem(tenant); !why.empty()) {
+    return bad(why);
+  }
+  switch (tenant.who_case()) {
+    case proto::HostConfig::Tenant::kCgroup: {
+      std::string_view path = tenant.cgroup();
+      while (path.ends_with('/')) path.remove_suffix(1);
+      for (const auto& [p, t] : by_cgroup_) {
+        if (p == path) return bad("this cgroup is mapped already");
+      }
+      by_cgroup_.emplace_back(std::string(path), name);
+      // Deepest first: the first that holds a caller's cgroup is its tenant.
+      std::stable_sort(by_cgroup_.begin(), by_cgroup_.end(),
+                       [](const auto& a, const auto& b) {
+                         return a.first.size() > b.first.size();
+                       });
+      return absl::OkStatus();
+    }
+    case proto::HostConfig::Tenant::kUid:
+      if (!by_uid_.emplace(tenant.uid(), name).second) {
+        return bad("this id is mapped already");
+      }
+      return absl::OkStatus();
+    case proto::HostConfig::Tenant::kGid:
+      if (!by_gid_.emplace(tenant.gid(), name).second) {
+        return bad("this id is mapped already");
+      }
+      return absl::OkStatus();
+    case proto::HostConfig::Tenant::WHO_NOT_SET:
+      break;
+  }
+  return absl::OkStatus();  // TenantProblem refused it
 }
 
 std::string TenantMap::TenantOf(uid_t uid, gid_t gid, pid_t pid) const {

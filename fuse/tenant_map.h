@@ -19,15 +19,23 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "fuse/pid_cache.h"
+#include "proto/config.pb.h"
 
 namespace sroute {
+
+// "NAME=uid:N", "NAME=gid:N" or "NAME=cgroup:/PATH" as a config's tenant
+// (the name and path are checked by TenantMap::Add).
+absl::StatusOr<proto::HostConfig::Tenant> ParseTenantSpec(
+    std::string_view spec);
 
 class TenantMap {
  public:
   // Adds "NAME=uid:N", "NAME=gid:N" or "NAME=cgroup:/PATH" (a cgroup v2
   // path as /proc/PID/cgroup shows it). NAME is a rule-language source name.
   absl::Status Add(std::string_view spec);
+  absl::Status Add(const proto::HostConfig::Tenant& tenant);
   // The tenant of a caller; `pid` (0: unknown, e.g. the kernel itself) is
   // looked up only if some tenant is a cgroup and neither id is mapped.
   std::string TenantOf(uid_t uid, gid_t gid, pid_t pid) const;

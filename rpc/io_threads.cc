@@ -15,18 +15,12 @@ struct IoThreads::Guard {
   boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work;
 };
 
-IoThreads::IoThreads(int threads, bool start,
-                     std::chrono::microseconds poll_window)
+IoThreads::IoThreads(int threads, std::chrono::microseconds poll_window)
     : count_(poll_window.count() > 0 ? 1 : threads),
       poll_window_(poll_window),
       context_(std::make_unique<boost::asio::io_context>(count_)),
       guard_(std::make_unique<Guard>(*context_)) {
-  if (start) Run();
-}
-
-void IoThreads::StartAfterFork() {
-  context_->notify_fork(boost::asio::execution_context::fork_child);
-  if (threads_.empty()) Run();
+  Run();
 }
 
 void IoThreads::Run() {

@@ -28,12 +28,11 @@ namespace sroute {
 
 class IoThreads {
  public:
-  // REQUIRES: threads >= 1. With start=false the threads start only with
-  // StartAfterFork (for daemons that fork after setting up). With a
-  // poll window (above), one thread serves the context, whatever `threads`
-  // says: a second one would sleep in the reactor the poller needs.
-  explicit IoThreads(int threads, bool start = true,
-                     std::chrono::microseconds poll_window = {});
+  // REQUIRES: threads >= 1; the process does not fork while they run
+  // (daemons fork before they build anything: host/daemon.h). With a poll
+  // window (above), one thread serves the context, whatever `threads` says:
+  // a second one would sleep in the reactor the poller needs.
+  explicit IoThreads(int threads, std::chrono::microseconds poll_window = {});
   ~IoThreads();
   IoThreads(const IoThreads&) = delete;
   IoThreads& operator=(const IoThreads&) = delete;
@@ -44,10 +43,6 @@ class IoThreads {
   // Stops running handlers and joins the threads (idempotent): no handler
   // runs after it returns. Work still queued is dropped.
   void Stop();
-
-  // In the child of a fork: tells the context, and starts the threads.
-  // REQUIRES: constructed with start=false; no IO was started before.
-  void StartAfterFork();
 
  private:
   void Run();

@@ -1,7 +1,8 @@
 // sroute-server --root DIR --listen HOST:PORT --secret-file FILE
-//               [--name NAME] [--state DIR] [--rules FILE] [--rule RULE]...
-//               [--endpoint NAME=DIR|NAME=HOST:PORT]... [--io-threads N]
-//               [--controller HOST:PORT]
+//               [--config FILE] [--name NAME] [--state DIR] [--rules FILE]
+//               [--rule RULE]... [--endpoint NAME=DIR|NAME=HOST:PORT]...
+//               [--controller HOST:PORT] [--control SOCKET]
+//               [--io-threads N] [--poll-us N]
 //
 // A storage server: exports DIR as endpoint NAME (files //NAME/PATH) to
 // hosts that know the cluster secret, with its own sSwitch and rules.
@@ -12,57 +13,30 @@
 #include <iostream>
 
 #include "CLI/CLI.hpp"
-#include "rpc/handshake.h"
+#include "host/flags.h"
 #include "server/storage_server.h"
 #include "util/log.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"sroute-server: a storage server with its own sSwitch"};
-  sroute::StorageServerOptions o;
-  std::string secret_file;
-  int timeout_ms = 10000;
-  app.add_option("--root", o.root, "the directory to export")->required();
-  app.add_option("--listen", o.listen, "HOST:PORT to listen on (port 0: any)")
-      ->capture_default_str();
-  app.add_option("--secret-file", secret_file,
-                 "the cluster secret (a private file of 16+ bytes)")
-      ->required();
-  app.add_option("--name", o.name,
-                 "this server's endpoint name: its files are //NAME/PATH")
-      ->capture_default_str();
-  app.add_option("--state", o.state_dir,
-                 "state store (RocksDB) directory [ROOT/.sroute/state]");
-  app.add_option("--rules", o.rules_file, "rules file to install at start");
-  app.add_option("--rule", o.rules, "a rule to install (repeatable)");
-  app.add_option("--endpoint", o.endpoints,
-                 "more endpoints: NAME=DIR or NAME=HOST:PORT (repeatable)");
-  app.add_option("--controller", o.controller,
-                 "register with the controller at HOST:PORT");
-  app.add_option("--io-threads", o.io_threads, "network threads")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 64));
-  int poll_us = 0;
-  app.add_option("--poll-us", poll_us,
-                 "busy-poll the network this many microseconds after each "
-                 "event before sleeping (lower latency, more CPU; one "
-                 "network thread)")
-      ->capture_default_str()
-      ->check(CLI::Range(0, 100000));
-  app.add_option("--remote-timeout-ms", timeout_ms,
-                 "deadline of IOs this server sends to other servers")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 3600000));
+  sroute::HostFlags flags(&app, sroute::HostKind::kServer);
+  sroute::proto::HostConfig* o = &flags.overlay();
+  app.add_option_function<std::string>(
+      "--root", [o](const std::string& v) { o->set_root(v); },
+      "the directory to export");
+  app.add_option_function<std::string>(
+      "--listen", [o](const std::string& v) { o->set_listen(v); },
+      "HOST:PORT to listen on (port 0: any) [127.0.0.1:7400]");
+  app.add_option_function<std::string>(
+      "--state", [o](const std::string& v) { o->set_state_dir(v); },
+      "state store (RocksDB) directory [ROOT/.sroute/state]");
   CLI11_PARSE(app, argc, argv);
   sroute::SetLogTag("sroute-server");
-  o.remote_timeout = absl::Milliseconds(timeout_ms);
-  o.poll_window = std::chrono::microseconds(poll_us);
-
-  auto secret = sroute::LoadSecretFile(secret_file);
-  if (!secret.ok()) {
-    std::cerr << "sroute-server: " << secret.status().message() << "\n";
+  auto config = flags.Resolve();
+  if (!config.ok()) {
+    std::cerr << "sroute-server: " << config.status().message() << "\n";
     return 1;
   }
-  o.secret = *std::move(secret);
 
   // Signals are taken by sigwait below; block them before any thread starts
   // so none of them gets one.
@@ -73,7 +47,7 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
-  auto server = sroute::StorageServer::Start(std::move(o));
+  auto server = sroute::StorageServer::Start(*config);
   if (!server.ok()) {
     std::cerr << "sroute-server: " << server.status().message() << "\n";
     return 1;

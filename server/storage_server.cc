@@ -10,7 +10,7 @@
 #include <tuple>
 
 #include "control/control_handler.h"
-#include "host/agent.h"
+#include "host/runtime.h"
 #include "rpc/io_codec.h"
 #include "rpc/io_threads.h"
 #include "rpc/remote_endpoint.h"
@@ -36,22 +36,19 @@ struct ServerIo {
 }  // namespace
 
 struct StorageServer::Impl {
-  explicit Impl(StorageServerOptions o)
-      : options(std::move(o)), host(options.name) {}
-
   void Handle(std::unique_ptr<RpcServer::Call> call);
   void HandleIo(std::unique_ptr<RpcServer::Call> call);
   void FinishIo(ServerIo* sio);
 
-  const StorageServerOptions options;
+  std::string name;  // the root's endpoint name
+  FrameLimits limits;
   // Destruction order matters: the RPC server first (no new requests),
-  // then background requests, then the host; io threads last.
-  std::unique_ptr<IoThreads> threads;
-  Host host;
+  // then background requests, then the host (its network threads last).
+  std::unique_ptr<HostRuntime> runtime;
   std::unique_ptr<RecordStore> records;
   std::unique_ptr<Background> background;
   std::unique_ptr<RpcServer> rpc;
-  std::unique_ptr<ControllerAgent> agent;
+  SSwitch& sswitch() { return runtime->sswitch(); }
   // Requests wait until the controller's rules are in place (queued, not
   // blocking an io thread: registering needs one).
   std::mutex ready_mu;
@@ -104,11 +101,11 @@ void StorageServer::Impl::Handle(std::unique_ptr<RpcServer::Call> call) {
             bool changed = false;
             proto::RpcReply reply;
             *reply.mutable_control() = HandleControlRequest(
-                host.sswitch(), c->request().control(),
+                sswitch(), c->request().control(),
                 [this](proto::ControlResponse* r) { AddStats(r); }, &changed);
             if (changed) {
               LogInfo("rules changed by ", c->peer_name(), " (", c->peer_role(),
-                      "): now version ", host.sswitch().version());
+                      "): now version ", sswitch().version());
             }
             c->Reply(reply);
           });
@@ -144,7 +141,7 @@ void StorageServer::Impl::Handle(std::unique_ptr<RpcServer::Call> call) {
       return;
     case proto::RpcRequest::kController:
       call->ReplyStatus(absl::UnimplementedError(
-          StrCat(options.name, " is a storage server, not the controller")));
+          StrCat(name, " is a storage server, not the controller")));
       return;
     case proto::RpcRequest::BODY_NOT_SET:
       call->ReplyStatus(absl::InvalidArgumentError("empty request"));
@@ -158,7 +155,7 @@ void StorageServer::Impl::HandleIo(std::unique_ptr<RpcServer::Call> call) {
   ServerIo* s = sio.get();
   s->call = std::move(call);
   const proto::IoRequest& req = s->call->request().io();
-  if (absl::Status st = DecodeIoRequest(req, options.name, &s->io); !st.ok()) {
+  if (absl::Status st = DecodeIoRequest(req, name, &s->io); !st.ok()) {
     s->io.status = st;
     proto::RpcReply reply;
     EncodeIoReply(s->io, &reply);
@@ -199,7 +196,7 @@ void StorageServer::Impl::HandleIo(std::unique_ptr<RpcServer::Call> call) {
   }
   if (op == Op::kRead) {
     const uint64_t want =
-        std::min<uint64_t>(io.header.length, options.limits.max_payload);
+        std::min<uint64_t>(io.header.length, limits.max_payload);
     s->read_data = std::make_unique_for_overwrite<char[]>(want);
     io.read_buffer = std::span<char>(s->read_data.get(), want);
   }
@@ -207,7 +204,7 @@ void StorageServer::Impl::HandleIo(std::unique_ptr<RpcServer::Call> call) {
     // The merged listing of every place this server's rules may send the
     // directory's children (sswitch/namespace.h).
     sio.release();
-    ListDirectory(host.sswitch(), io.header, io.args,
+    ListDirectory(sswitch(), io.header, io.args,
                   [this, s](absl::Status st, std::vector<DirEntry> entries) {
                     s->io.status = std::move(st);
                     s->io.entries = std::move(entries);
@@ -217,7 +214,7 @@ void StorageServer::Impl::HandleIo(std::unique_ptr<RpcServer::Call> call) {
   }
   io.set_completion([this, s](Io&) { FinishIo(s); });
   sio.release();  // owned by the completion now
-  host.sswitch().Route(&io);
+  sswitch().Route(&io);
 }
 
 void StorageServer::Impl::FinishIo(ServerIo* s) {
@@ -267,67 +264,19 @@ void StorageServer::Impl::FinishIo(ServerIo* s) {
 }
 
 absl::StatusOr<std::unique_ptr<StorageServer>> StorageServer::Start(
-    StorageServerOptions options) {
-  if (options.name.empty() || options.name.find('/') != std::string::npos) {
-    return absl::InvalidArgumentError(
-        StrCat("bad server name '", options.name, "'"));
-  }
-  if (options.root.empty()) {
-    return absl::InvalidArgumentError("no root directory (--root DIR)");
-  }
-  if (options.secret.empty()) {
-    return absl::InvalidArgumentError("no cluster secret (--secret-file FILE)");
-  }
-  struct stat st {};
-  if (stat(options.root.c_str(), &st) != 0) {
-    return ErrnoStatus(errno, StrCat("root ", options.root));
-  }
-  if (!S_ISDIR(st.st_mode)) {
-    return absl::InvalidArgumentError(
-        StrCat("root ", options.root, " is not a directory"));
-  }
-  // The reserved folder: files unlinked while open wait there, and the
-  // state store lives there by default.
-  std::error_code ec;
-  const std::string reserved = options.root + "/" + kReservedDir;
-  std::filesystem::create_directories(reserved + "/unlinked", ec);
-  if (ec) {
-    return absl::UnavailableError(
-        StrCat("cannot create ", reserved, "/unlinked: ", ec.message()));
-  }
-  if (options.state_dir.empty()) options.state_dir = reserved + "/state";
-
-  auto impl = std::make_unique<Impl>(std::move(options));
-  const StorageServerOptions& o = impl->options;
-  impl->threads = std::make_unique<IoThreads>(std::max(1, o.io_threads),
-                                              /*start=*/true, o.poll_window);
-  if (absl::Status s = impl->host.AddLocalEndpoint(o.name, o.root); !s.ok()) {
-    return absl::Status(s.code(), StrCat("root ", o.root, ": ", s.message()));
-  }
-  RemoteContext remote;
-  remote.threads = impl->threads.get();
-  remote.secret = o.secret;
-  remote.local_name = o.name;
-  remote.role = "server";
-  remote.timeout = o.remote_timeout;
-  for (const std::string& spec : o.endpoints) {
-    if (absl::Status s = AddEndpointSpec(impl->host, spec, remote); !s.ok()) {
-      return s;
-    }
-  }
-  if (!o.rules_file.empty()) {
-    if (absl::Status s = impl->host.LoadRulesFile(o.rules_file); !s.ok()) {
-      return s;
-    }
-  }
-  if (!o.rules.empty()) {
-    std::string text;
-    for (const std::string& r : o.rules) StrAppend(&text, r, "\n");
-    if (absl::Status s = impl->host.LoadRules(text, "--rule"); !s.ok()) {
-      return s;
-    }
-  }
-  auto store = RecordStore::Open(o.state_dir, o.name);
+    const proto::HostConfig& config, StorageServerExtras extras) {
+  auto impl = std::make_unique<Impl>();
+  auto runtime =
+      HostRuntime::Build(config, HostKind::kServer, std::move(extras.secret));
+  if (!runtime.ok()) return runtime.status();
+  impl->runtime = *std::move(runtime);
+  impl->name = impl->runtime->home_name();
+  impl->limits = extras.limits;
+  const std::string& root = impl->runtime->home_where();
+  const std::string state_dir = config.state_dir().empty()
+                                    ? StrCat(root, "/", kReservedDir, "/state")
+                                    : config.state_dir();
+  auto store = RecordStore::Open(state_dir, impl->name);
   if (!store.ok()) return store.status();
   impl->records = *std::move(store);
   impl->background = std::make_unique<Background>();
@@ -338,41 +287,28 @@ absl::StatusOr<std::unique_ptr<StorageServer>> StorageServer::Start(
   umask(0);
 
   RpcServer::Options ro;
-  ro.name = o.name;
-  ro.secret = o.secret;
-  ro.limits = o.limits;
+  ro.name = impl->name;
+  ro.secret = impl->runtime->secret();
+  ro.limits = impl->limits;
   Impl* raw = impl.get();
-  auto rpc = RpcServer::Start(impl->threads.get(), o.listen, ro,
-                              [raw](std::unique_ptr<RpcServer::Call> call) {
-                                raw->Handle(std::move(call));
-                              });
+  auto rpc = RpcServer::Start(
+      impl->runtime->io_threads(),
+      config.listen().empty() ? "127.0.0.1:7400" : config.listen(), ro,
+      [raw](std::unique_ptr<RpcServer::Call> call) {
+        raw->Handle(std::move(call));
+      });
   if (!rpc.ok()) return rpc.status();
   impl->rpc = *std::move(rpc);
-  if (!o.controller.empty()) {
-    AgentOptions ao;
-    ao.address = o.controller;
-    ao.secret = o.secret;
-    ao.host.set_sswitch(o.name);
-    ao.host.set_role("server");
-    ao.host.set_address(impl->rpc->address());
-    proto::EndpointInfo* root = ao.host.add_endpoints();
-    root->set_name(o.name);
-    root->set_kind("dir");
-    root->set_address(o.root);
-    for (const std::string& spec : o.endpoints) {
-      const size_t eq = spec.find('=');
-      proto::EndpointInfo* e = ao.host.add_endpoints();
-      e->set_name(spec.substr(0, eq));
-      e->set_address(spec.substr(eq + 1));
-      e->set_kind(IsServerAddress(e->address()) ? "server" : "dir");
-    }
-    auto agent =
-        ControllerAgent::Start(&impl->host.sswitch(), impl->threads.get(), ao);
-    if (!agent.ok()) {
-      impl->SetReady();  // answer what waits, then stop
-      return agent.status();
-    }
-    impl->agent = *std::move(agent);
+  if (absl::Status s = impl->runtime->StartAgent(impl->rpc->address());
+      !s.ok()) {
+    impl->SetReady();  // answer what waits, then stop
+    return s;
+  }
+  if (absl::Status s = impl->runtime->StartControl(
+          [raw](proto::ControlResponse* r) { raw->AddStats(r); });
+      !s.ok()) {
+    impl->SetReady();
+    return s;
   }
   impl->SetReady();
   return std::unique_ptr<StorageServer>(new StorageServer(std::move(impl)));
@@ -382,14 +318,11 @@ StorageServer::StorageServer(std::unique_ptr<Impl> impl)
     : impl_(std::move(impl)) {}
 
 StorageServer::~StorageServer() {
-  impl_->agent.reset();
+  impl_->runtime->StopServices();
   impl_->rpc.reset();         // no new requests
   impl_->background.reset();  // control requests finish
-  SSwitch& sw = impl_->host.sswitch();
-  for (int i = 0; i < 500 && (sw.in_flight() > 0 || sw.parked() > 0); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  if (sw.in_flight() > 0 || sw.parked() > 0) {
+  SSwitch& sw = impl_->sswitch();
+  if (!impl_->runtime->WaitForIdle(std::chrono::seconds(5))) {
     // IOs parked by a quiesce nobody lifts, or stuck downstream: the host
     // cannot go safely while they may complete, so it stays (the process
     // is ending anyway).
@@ -399,10 +332,10 @@ StorageServer::~StorageServer() {
   }
 }
 
-const std::string& StorageServer::name() const { return impl_->options.name; }
+const std::string& StorageServer::name() const { return impl_->name; }
 uint16_t StorageServer::port() const { return impl_->rpc->port(); }
 std::string StorageServer::address() const { return impl_->rpc->address(); }
-Host& StorageServer::host() { return impl_->host; }
+Host& StorageServer::host() { return impl_->runtime->host(); }
 RecordStore& StorageServer::records() { return *impl_->records; }
 
 }  // namespace sroute

@@ -9,13 +9,11 @@
 #ifndef SROUTE_SERVER_STORAGE_SERVER_H_
 #define SROUTE_SERVER_STORAGE_SERVER_H_
 
-#include <chrono>
 #include <memory>
 #include <string>
-#include <vector>
 
 #include "absl/status/statusor.h"
-#include "absl/time/time.h"
+#include "proto/config.pb.h"
 #include "rpc/frame.h"
 #include "sswitch/host.h"
 
@@ -24,32 +22,23 @@ namespace sroute {
 class RecordStore;
 class RpcServer;
 
-struct StorageServerOptions {
-  std::string name = "server";  // the endpoint name of the root
-  std::string root;             // the exported directory
-  std::string listen = "127.0.0.1:7400";
-  std::string secret;     // the cluster secret
-  std::string state_dir;  // RocksDB; default ROOT/.sroute/state
-  std::string rules_file;
-  std::vector<std::string> rules;      // more rules, after the file's
-  std::vector<std::string> endpoints;  // NAME=DIR or NAME=HOST:PORT
-  int io_threads = 2;
-  // > 0: the network thread busy-polls this long after each event before it
-  // sleeps (rpc/io_threads.h: lower latency for CPU; one network thread).
-  std::chrono::microseconds poll_window{0};
-  absl::Duration remote_timeout = absl::Seconds(10);
-  // Register with the controller at HOST:PORT (empty: no controller). Its
-  // rules are in place before the server answers its first request.
-  std::string controller;
+// What a server needs beside its HostConfig (host/config.h): name, root,
+// listen, state_dir, endpoints, rules, controller, control socket, threads
+// and timeouts all come from the config.
+struct StorageServerExtras {
+  // The cluster secret; empty: read the config's secret_file.
+  std::string secret;
   FrameLimits limits;
 };
 
 class StorageServer {
  public:
-  // Opens the root and the state store, installs the rules and starts
-  // listening. Errors name what is wrong (a bad rule as FILE:LINE:COL).
+  // Builds the host (host/runtime.h), opens the state store, starts
+  // listening, registers with the controller if the config names one, and
+  // serves the control socket if it names one. Errors name what is wrong (a
+  // bad rule as FILE:LINE:COL).
   static absl::StatusOr<std::unique_ptr<StorageServer>> Start(
-      StorageServerOptions options);
+      const proto::HostConfig& config, StorageServerExtras extras = {});
   // Stops serving and waits (a few seconds at most) for IOs in flight.
   ~StorageServer();
   StorageServer(const StorageServer&) = delete;

@@ -453,6 +453,26 @@ TEST_F(FuseVolumeTest, MountHelperTakesFstabStyleArguments) {
   EXPECT_EQ(RunCommand("fusermount3 -u " + mnt_.path()).first, 0);
 }
 
+TEST_F(FuseVolumeTest, InTheBackgroundStartReturnsOnceServingOrWithTheError) {
+  // Without -f the command returns only once the volume serves: the first
+  // write right after it lands.
+  auto [rc, out] = RunCommand(std::string(SROUTE_FUSE_BINARY) + " " +
+                              mnt_.path() + " --backing " + backing_.path());
+  ASSERT_EQ(rc, 0) << out;
+  WriteWholeFile(mnt_ / "first", "right away");
+  EXPECT_EQ(ReadWholeFile(backing_ / "first"), "right away");
+  EXPECT_EQ(RunCommand("fusermount3 -u " + mnt_.path()).first, 0);
+  // An error found after the daemon forked still reaches the command's
+  // output and status.
+  WriteWholeFile(rules_dir_ / "bad.rules",
+                 "<*, w, //home/x> -> <IO, //nowhere/x>\n");
+  std::tie(rc, out) = RunCommand(std::string(SROUTE_FUSE_BINARY) + " " +
+                                 mnt_.path() + " --backing " + backing_.path() +
+                                 " --rules " + (rules_dir_ / "bad.rules"));
+  EXPECT_NE(rc, 0);
+  EXPECT_NE(out.find("nowhere"), std::string::npos) << out;
+}
+
 TEST_F(FuseVolumeTest, BadConfigFileNamesLineAndColumn) {
   WriteWholeFile(rules_dir_ / "bad.conf",
                  "backing: \"/tmp\"\nendpoint { nam: \"x\" }\n");

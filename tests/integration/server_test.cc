@@ -554,6 +554,53 @@ TEST_F(ServerTest, SroutectlManagesAServersRules) {
   EXPECT_EQ(out, "");
 }
 
+TEST_F(ServerTest, ServerTakesAConfigFileAndAControlSocketLikeAVolume) {
+  // The same HostConfig as sroute-fuse's: endpoints, rules, control socket.
+  WriteWholeFile(ctl_ / "s1.conf",
+                 "name: \"S1\"\n"
+                 "root: \"" +
+                     r1_.path() +
+                     "\"\n"
+                     "endpoint { name: \"alt\" dir: \"" +
+                     r2_.path() +
+                     "\" }\n"
+                     "rule: \"<*, *, //S1/a/*> -> <IO, //alt/a/*>\"\n"
+                     "control_socket: \"" +
+                     (ctl_ / "s1.sock") + "\"\n");
+  auto s1 = std::make_unique<ServerProcess>(
+      SROUTE_SERVER_BINARY,
+      std::vector<std::string>{"--config", ctl_ / "s1.conf", "--secret-file",
+                               secret_, "--listen", "127.0.0.1:0"});
+  ASSERT_TRUE(s1->ok());
+  auto [rc, out] = Ctl("--host unix:" + (ctl_ / "s1.sock") + " rules ls");
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("<*, *, //S1/a/*> -> <IO, //alt/a/*>"), std::string::npos)
+      << out;
+  // IO from a volume follows the config's rule on the server.
+  for (const std::string& d : {home_ / "a", r1_ / "a", r2_ / "a"}) {
+    ASSERT_EQ(mkdir(d.c_str(), 0755), 0) << d;
+  }
+  Mount({"S1=" + s1->address()}, "<*, *, //home/a/*> -> <IO, //S1/a/*>\n");
+  WriteWholeFile(mnt_ / "a/f", "through the server's rule");
+  EXPECT_EQ(ReadWholeFile(r2_ / "a/f"), "through the server's rule");
+  std::tie(rc, out) =
+      Ctl("--host unix:" + (ctl_ / "s1.sock") + " stats --json");
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("io_version"), std::string::npos) << out;
+  volume_.reset();
+  s1.reset();
+
+  // A volume's field in a server's config is refused by its name.
+  WriteWholeFile(ctl_ / "bad.conf",
+                 "root: \"" + r1_.path() + "\"\nkernel_cache: \"off\"\n");
+  std::tie(rc, out) =
+      RunCommand(std::string(SROUTE_SERVER_BINARY) + " --config " +
+                 (ctl_ / "bad.conf") + " --secret-file " + secret_);
+  EXPECT_NE(rc, 0);
+  EXPECT_NE(out.find("kernel_cache: only for sroute-fuse"), std::string::npos)
+      << out;
+}
+
 // POSIX parity with the whole volume on a storage server: every scenario of
 // posix_scenarios.h gives the same transcript as on a plain directory.
 class RemoteParityTest : public ::testing::TestWithParam<std::string> {

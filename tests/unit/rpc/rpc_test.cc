@@ -404,8 +404,8 @@ TEST_F(RpcTest, NothingListeningIsUnavailable) {
 // sleep after its window wakes for the next call, and Stop ends the poller.
 TEST(RpcPollingTest, PollingThreadsServeCallsDeadlinesAndStop) {
   using std::chrono::microseconds;
-  IoThreads server_threads(2, /*start=*/true, microseconds(300));
-  IoThreads client_threads(2, /*start=*/true, microseconds(300));
+  IoThreads server_threads(2, microseconds(300));
+  IoThreads client_threads(2, microseconds(300));
   EXPECT_EQ(server_threads.size(), 1);  // one poller, whatever was asked
   std::mutex held_mu;
   std::vector<std::unique_ptr<RpcServer::Call>> held;

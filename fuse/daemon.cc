@@ -1,0 +1,235 @@
+#include "fuse/daemon.h"
+
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <iostream>
+#include <thread>
+#include <vector>
+
+#include "fuse/session_loop.h"
+#include "fuse/tenant_map.h"
+#include "fuse/uring_queues.h"
+#include "fuse/volume.h"
+#include "host/daemon.h"
+#include "host/flags.h"
+#include "host/runtime.h"
+#include "util/log.h"
+
+namespace sroute {
+namespace {
+
+// Like mergerfs: the daemon's threads run ahead of its callers, so when
+// callers keep every CPU busy a woken worker does not wait its turn.
+constexpr int kDefaultNice = -10;
+
+int Fail(const std::string& msg) {
+  std::cerr << "sroute-fuse: " << msg << "\n";
+  return 1;
+}
+
+// True when `path` is a mount point already (its device differs from its
+// parent's).
+bool IsMountPoint(const std::string& path) {
+  struct stat self {
+  }, parent{};
+  if (stat(path.c_str(), &self) != 0) return false;
+  if (stat((path + "/..").c_str(), &parent) != 0) return false;
+  return self.st_dev != parent.st_dev || self.st_ino == parent.st_ino;
+}
+
+std::string DefaultName(const std::string& mountpoint) {
+  char hostname[256] = "localhost";
+  gethostname(hostname, sizeof(hostname) - 1);
+  std::error_code ec;
+  const auto abs = std::filesystem::absolute(mountpoint, ec);
+  return std::string("fuse@") + hostname + ":" +
+         (ec ? mountpoint : abs.lexically_normal().string());
+}
+
+}  // namespace
+
+void AddVolumeFlags(CLI::App* app, proto::HostConfig* o, MountRequest* m) {
+  app->add_option("MOUNTPOINT", m->mountpoint, "where to mount")->required();
+  app->add_option_function<std::string>(
+      "--backing", [o](const std::string& v) { o->set_backing(v); },
+      "directory (or storage server HOST:PORT) holding the volume's "
+      "namespace (endpoint 'home')");
+  AddParsedFlag(
+      app, "--tenant", ParseTenantSpec,
+      [o](proto::HostConfig::Tenant t) { *o->add_tenant() = std::move(t); },
+      "name callers for rules: NAME=uid:N, NAME=gid:N or NAME=cgroup:/PATH "
+      "(a cgroup v2 path and those beneath it; repeatable; others are "
+      "uid:N)");
+  app->add_option_function<std::string>(
+         "--kernel-cache",
+         [o](const std::string& v) { o->set_kernel_cache(v); },
+         "off: every read and write reaches the router; auto: the kernel may "
+         "cache [auto]")
+      ->check(CLI::IsMember({"off", "auto"}));
+  app->add_option_function<uint32_t>(
+         "--threads", [o](uint32_t v) { o->set_threads(v); },
+         "threads serving FUSE requests (more are added while all of them "
+         "are stuck on slow requests) [CPUs, at least 2]")
+      ->check(CLI::Range(1, 1024));
+  app->add_option_function<int32_t>(
+         "--nice", [o](int32_t v) { o->set_nice(v); },
+         "scheduling priority of the daemon's threads (-20..19); below its "
+         "callers', a request is served as soon as it arrives instead of "
+         "after the caller's time slice [-10]")
+      ->check(CLI::Range(-20, 19));
+  // FUSE over io_uring keeps each request on its caller's CPU (see
+  // fuse/uring_queues.h); opt-in, since the kernel's switch for it is
+  // system-wide and off by default.
+  app->add_flag_function(
+      "--io-uring", [o](int64_t) { o->set_io_uring(true); },
+      "take requests from per-CPU io_uring queues (Linux 6.14+, with "
+      "/sys/module/fuse/parameters/enable_uring set to Y)");
+  app->add_flag("-f,--foreground", m->foreground, "stay in the foreground");
+  app->add_flag("-d,--debug", m->debug,
+                "print every FUSE request (implies -f)");
+  app->add_option_function<std::string>(
+      "-o", [o](const std::string& v) { o->add_fuse_option(v); },
+      "FUSE mount options, comma-separated");
+}
+
+int RunVolume(proto::HostConfig config, const MountRequest& mount) {
+  if (config.io_uring()) {
+    const std::string why = UringUnavailableReason();
+    if (!why.empty()) return Fail("--io-uring: " + why);
+  }
+  if (config.backing().empty()) {
+    return Fail(
+        "no backing directory: give --backing DIR or backing: in --config");
+  }
+  if (IsMountPoint(mount.mountpoint)) {
+    return Fail("mount point " + mount.mountpoint +
+                " is in use (already mounted)");
+  }
+  if (config.name().empty()) config.set_name(DefaultName(mount.mountpoint));
+  SetLogTag("sroute-fuse");
+  // Before any thread starts: threads take their priority from the thread
+  // that creates them.
+  const int nice_value = config.has_nice() ? config.nice() : kDefaultNice;
+  if (setpriority(PRIO_PROCESS, 0, nice_value) != 0) {
+    const std::string why = std::strerror(errno);
+    if (config.has_nice()) {
+      return Fail("cannot run at nice " + std::to_string(nice_value) + ": " +
+                  why +
+                  " (lowering the nice value needs CAP_SYS_NICE or "
+                  "RLIMIT_NICE)");
+    }
+    LogInfo("running at nice ", getpriority(PRIO_PROCESS, 0), ", not ",
+            nice_value, ": ", why);
+  }
+  const bool stay = mount.foreground || mount.debug;
+  Detacher detacher;
+  if (!stay) {
+    if (absl::Status s = detacher.Detach(); !s.ok()) {
+      return Fail(std::string(s.message()));
+    }
+  }
+
+  auto built = HostRuntime::Build(config, HostKind::kFuse);
+  if (!built.ok()) return Fail(std::string(built.status().message()));
+  HostRuntime& rt = **built;
+  VolumeOptions vopts;
+  for (const auto& t : config.tenant()) {
+    if (auto s = vopts.tenants.Add(t); !s.ok()) {
+      return Fail(std::string(s.message()));
+    }
+  }
+  vopts.kernel_cache = config.kernel_cache() == "off"
+                           ? VolumeOptions::KernelCache::kOff
+                           : VolumeOptions::KernelCache::kAuto;
+  Volume volume(&rt.sswitch(), vopts);
+  // With a controller, its rules (and the delegate-made rules recovered from
+  // the servers) are in place before the volume serves its first IO.
+  if (auto s = rt.StartAgent(); !s.ok()) return Fail(std::string(s.message()));
+  std::atomic<uint64_t> interrupts_refused{0};  // answered ENOSYS
+  UringStats uring_stats;
+  if (auto s = rt.StartControl([&](proto::ControlResponse* resp) {
+        auto& gauges = *resp->mutable_gauges();
+        gauges["fuse_inodes"] = static_cast<int64_t>(volume.inodes().size());
+        gauges["fuse_interrupts_refused"] =
+            static_cast<int64_t>(interrupts_refused.load());
+        gauges["fuse_uring_requests"] =
+            static_cast<int64_t>(uring_stats.requests.load());
+        gauges["fuse_uring_boosts"] =
+            static_cast<int64_t>(uring_stats.boosts.load());
+        gauges["fuse_pending_invalidations"] =
+            static_cast<int64_t>(volume.pending_invalidations());
+      });
+      !s.ok()) {
+    return Fail(std::string(s.message()));
+  }
+
+  // The kernel applied the caller's umask already.
+  umask(0);
+  std::string options =
+      "fsname=sroute,subtype=sroute,default_permissions,allow_other";
+  std::vector<std::string> fargs = {"sroute-fuse", "-o", options};
+  for (const std::string& o : config.fuse_option()) {
+    fargs.insert(fargs.end(), {"-o", o});
+  }
+  if (mount.debug) fargs.push_back("-d");
+  std::vector<char*> cargs;
+  for (std::string& a : fargs) cargs.push_back(a.data());
+  fuse_args args = FUSE_ARGS_INIT(static_cast<int>(cargs.size()), cargs.data());
+  fuse_session* se =
+      fuse_session_new(&args, &volume.ops(), sizeof(volume.ops()), &volume);
+  if (se == nullptr) return Fail("bad FUSE options");
+  if (fuse_session_mount(se, mount.mountpoint.c_str()) != 0) {
+    fuse_session_destroy(se);
+    return Fail("cannot mount on " + mount.mountpoint);
+  }
+  // A stop signal that came while starting (blocked until now) ends the
+  // volume as soon as it serves.
+  if (TakeStopSignal()) fuse_session_exit(se);
+  volume.StartInvalidating(se);
+  detacher.Ready();
+
+  SessionLoopOptions loop;
+  loop.workers =
+      config.threads() != 0
+          ? static_cast<int>(config.threads())
+          : static_cast<int>(std::max(2u, std::thread::hardware_concurrency()));
+  // -d prints every request as libfuse parses it: let it see them all.
+  if (!mount.debug) {
+    loop.raw_handler = [&volume](fuse_session* s, const RawRequest& r) {
+      return volume.ServeRaw(s, r);
+    };
+  }
+  loop.interrupts_refused = &interrupts_refused;
+  loop.poll_window = std::chrono::microseconds(config.poll_us());
+  loop.io_uring = config.io_uring();
+  loop.uring_stats = &uring_stats;
+  const int rc = RunSessionLoop(se, loop);
+  if (rc != 0) {
+    LogError("serving FUSE requests on ", mount.mountpoint,
+             " failed: ", std::strerror(-rc), "; unmounting");
+  }
+  // No control request may touch the session from here on.
+  rt.StopServices();
+  volume.StopInvalidating();
+  if (rt.io_threads() != nullptr) {
+    // IOs on their way back from storage servers reply to the session:
+    // let them finish (each within its deadline), then stop the threads
+    // that would run their completions, before the session goes.
+    rt.WaitForIdle(std::chrono::milliseconds(
+        absl::ToInt64Milliseconds(rt.remote_timeout()) + 1000));
+    rt.io_threads()->Stop();
+  }
+  fuse_session_unmount(se);
+  fuse_session_destroy(se);
+  fuse_opt_free_args(&args);
+  return rc == 0 ? 0 : 1;
+}
+
+}  // namespace sroute

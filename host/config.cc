@@ -1,0 +1,140 @@
+#include "host/config.h"
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "google/protobuf/io/tokenizer.h"
+#include "google/protobuf/text_format.h"
+#include "util/strings.h"
+
+namespace sroute {
+namespace {
+
+class Collector : public google::protobuf::io::ErrorCollector {
+ public:
+  explicit Collector(std::string path) : path_(std::move(path)) {}
+  void AddError(int line, int column, const std::string& message) override {
+    if (first_.empty()) {
+      first_ = StrCat(path_, ":", line + 1, ":", column + 1, ": ", message);
+    }
+  }
+  const std::string& first() const { return first_; }
+
+ private:
+  std::string path_;
+  std::string first_;
+};
+
+std::string RelativeTo(const std::string& config_path,
+                       const std::string& path) {
+  if (path.empty() || std::filesystem::path(path).is_absolute()) return path;
+  return (std::filesystem::path(config_path).parent_path() / path).string();
+}
+
+}  // namespace
+
+const char* HostKindName(HostKind kind) {
+  return kind == HostKind::kFuse ? "fuse" : "server";
+}
+
+absl::StatusOr<proto::HostConfig> LoadHostConfig(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(StrCat("cannot read config file ", path));
+  std::stringstream text;
+  text << in.rdbuf();
+  proto::HostConfig config;
+  Collector errors(path);
+  google::protobuf::TextFormat::Parser parser;
+  parser.RecordErrorsTo(&errors);
+  if (!parser.ParseFromString(text.str(), &config)) {
+    return absl::InvalidArgumentError(errors.first().empty()
+                                          ? StrCat(path, ": not a HostConfig")
+                                          : errors.first());
+  }
+  config.set_secret_file(RelativeTo(path, config.secret_file()));
+  config.set_rules_file(RelativeTo(path, config.rules_file()));
+  return config;
+}
+
+absl::Status CheckHostConfig(const proto::HostConfig& c, HostKind kind,
+                             const std::string& origin) {
+  auto bad = [&](std::string_view why) {
+    return absl::InvalidArgumentError(StrCat(origin, ": ", why));
+  };
+  if (c.version() > 1) {
+    return bad(StrCat("version ", c.version(),
+                      " is newer than this sroute understands (1)"));
+  }
+  for (const auto& e : c.endpoint()) {
+    if (e.name().empty() || (e.dir().empty() && e.server().empty())) {
+      return bad("every endpoint needs a name and a dir or a server");
+    }
+    if (e.name().find('/') != std::string::npos) {
+      return bad(StrCat("endpoint name '", e.name(), "' has a '/'"));
+    }
+  }
+  if (c.has_poll_us() && c.poll_us() > 100000) {
+    return bad("poll_us: at most 100000");
+  }
+  if (c.has_remote_timeout_ms() &&
+      (c.remote_timeout_ms() < 1 || c.remote_timeout_ms() > 3600000)) {
+    return bad("remote_timeout_ms: must be in 1..3600000");
+  }
+  if (c.has_controller_timeout_ms() &&
+      (c.controller_timeout_ms() < 1 || c.controller_timeout_ms() > 3600000)) {
+    return bad("controller_timeout_ms: must be in 1..3600000");
+  }
+  if (c.has_io_threads() && (c.io_threads() < 1 || c.io_threads() > 64)) {
+    return bad("io_threads: must be in 1..64");
+  }
+  // Fields of the other daemon are refused, not ignored: a server config
+  // given to sroute-fuse is a mistake the user wants to hear about.
+  auto only = [&](bool set, std::string_view field, HostKind owner) {
+    return set && kind != owner
+               ? bad(StrCat(field, ": only for sroute-", HostKindName(owner)))
+               : absl::OkStatus();
+  };
+  const HostKind F = HostKind::kFuse, S = HostKind::kServer;
+  for (const absl::Status& s :
+       {only(!c.backing().empty(), "backing", F),
+        only(c.tenant_size() > 0, "tenant", F),
+        only(!c.kernel_cache().empty(), "kernel_cache", F),
+        only(c.fuse_option_size() > 0, "fuse_option", F),
+        only(c.threads() != 0, "threads", F), only(c.has_nice(), "nice", F),
+        only(c.io_uring(), "io_uring", F), only(!c.root().empty(), "root", S),
+        only(!c.listen().empty(), "listen", S),
+        only(!c.state_dir().empty(), "state_dir", S)}) {
+    if (!s.ok()) return s;
+  }
+  if (kind == HostKind::kFuse) {
+    if (!c.kernel_cache().empty() && c.kernel_cache() != "off" &&
+        c.kernel_cache() != "auto") {
+      return bad(StrCat("kernel_cache must be \"off\" or \"auto\", not \"",
+                        c.kernel_cache(), "\""));
+    }
+    for (const auto& t : c.tenant()) {
+      if (t.name().empty() ||
+          t.who_case() == proto::HostConfig::Tenant::WHO_NOT_SET) {
+        return bad("every tenant needs a name and a uid, gid or cgroup");
+      }
+    }
+    if (c.threads() > 1024) return bad("threads: at most 1024");
+    if (c.has_nice() && (c.nice() < -20 || c.nice() > 19)) {
+      return bad(StrCat("nice: must be in -20..19, not ", c.nice()));
+    }
+  } else if (!c.name().empty() && c.name().find('/') != std::string::npos) {
+    return bad(StrCat("bad server name '", c.name(), "'"));
+  }
+  return absl::OkStatus();
+}
+
+proto::HostConfig MergeHostConfig(proto::HostConfig base,
+                                  const proto::HostConfig& overlay) {
+  // Protobuf's merge is exactly the rule: repeated fields append, set
+  // singular fields (non-default, or present for optional ones) replace.
+  base.MergeFrom(overlay);
+  return base;
+}
+
+}  // namespace sroute

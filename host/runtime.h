@@ -1,0 +1,101 @@
+// HostRuntime: a daemon's host, built from its HostConfig (DESIGN.md §7):
+// the sSwitch with its endpoints and rules, the network threads and the
+// cluster secret that remote endpoints need, the controller agent and the
+// control socket. sroute-fuse and sroute-server differ only in their front
+// ends (a FUSE session, an RPC server), so an endpoint, a rule source or an
+// option added here works in both.
+//
+// Order of use:
+//   Build        endpoints and rules, before any front end exists;
+//   StartAgent   registers with the controller: its rules are in place
+//                before the front end serves its first IO;
+//   StartControl the control socket, with the daemon's own gauges;
+//   StopServices control socket, then agent: no control request touches
+//                the front end after it returns;
+//   WaitForIdle, then the destructor (network threads last).
+//
+// Thread safety: Build and the Start/Stop calls from one thread (setup and
+// shutdown); host() is thread-safe like the Host.
+#ifndef SROUTE_HOST_RUNTIME_H_
+#define SROUTE_HOST_RUNTIME_H_
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "host/agent.h"
+#include "host/config.h"
+#include "proto/config.pb.h"
+#include "proto/control.pb.h"
+#include "rpc/io_threads.h"
+#include "rpc/remote_endpoint.h"
+#include "sswitch/host.h"
+
+namespace sroute {
+
+class ControlServer;
+
+class HostRuntime {
+ public:
+  // Builds the host of a daemon of `kind` from a checked `config`. Its
+  // namespace's endpoint ("home") is, for fuse, "home" at config.backing()
+  // (a directory or a server); for a server, config.name() ("server" if
+  // empty) at config.root(). A local home gets the reserved folder. The
+  // cluster secret is `secret` if given, else config.secret_file()'s, read
+  // when some endpoint is remote, a controller is named or `kind` is a
+  // server. Errors name the part (endpoint, rule FILE:LINE:COL, secret).
+  static absl::StatusOr<std::unique_ptr<HostRuntime>> Build(
+      const proto::HostConfig& config, HostKind kind, std::string secret = "");
+  ~HostRuntime();
+  HostRuntime(const HostRuntime&) = delete;
+  HostRuntime& operator=(const HostRuntime&) = delete;
+
+  Host& host() { return host_; }
+  SSwitch& sswitch() { return host_.sswitch(); }
+  const proto::HostConfig& config() const { return config_; }
+  HostKind kind() const { return kind_; }
+  // The endpoint holding the namespace, and where it is.
+  const std::string& home_name() const { return home_name_; }
+  const std::string& home_where() const { return home_where_; }
+  bool home_is_remote() const;
+  // Network threads: null for a FUSE host without servers or controller.
+  IoThreads* io_threads() { return threads_.get(); }
+  const std::string& secret() const { return remote_.secret; }
+  absl::Duration remote_timeout() const { return remote_.timeout; }
+
+  // With config.controller() set, registers and applies the controller's
+  // rules and the delegate-made rules recovered from the servers; a no-op
+  // without. `address` is the host's own RPC address (servers).
+  absl::Status StartAgent(const std::string& address = "");
+  ControllerAgent* agent() { return agent_.get(); }
+
+  // With config.control_socket() set, serves it; `add_gauges` adds the
+  // daemon's gauges to each stats answer (the agent's are added here).
+  absl::Status StartControl(
+      std::function<void(proto::ControlResponse*)> add_gauges = nullptr);
+
+  void StopServices();
+  // Waits until no IO is in flight or parked, at most `limit`; true if
+  // idle.
+  bool WaitForIdle(std::chrono::milliseconds limit);
+
+ private:
+  HostRuntime(proto::HostConfig config, HostKind kind);
+
+  const proto::HostConfig config_;
+  const HostKind kind_;
+  std::string home_name_;
+  std::string home_where_;
+  RemoteContext remote_;
+  // Destroyed last: remote endpoints of the host run on them.
+  std::unique_ptr<IoThreads> threads_;
+  Host host_;
+  std::unique_ptr<ControllerAgent> agent_;
+  std::unique_ptr<ControlServer> control_;
+};
+
+}  // namespace sroute
+
+#endif  // SROUTE_HOST_RUNTIME_H_
