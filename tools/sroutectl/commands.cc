@@ -1,0 +1,225 @@
+#include "tools/sroutectl/commands.h"
+
+#include <algorithm>
+#include <iostream>
+
+#include "rules/parser.h"
+#include "tools/sroutectl/format.h"
+
+namespace sroute::ctl {
+namespace {
+
+// Prints why a command failed; returns its exit code.
+int Fail(const absl::Status& s) {
+  std::cerr << "sroutectl: " << s.message() << "\n";
+  return absl::IsUnavailable(s) ? 2 : 1;
+}
+
+int Done(const absl::Status& s) { return s.ok() ? 0 : Fail(s); }
+
+int Show(const absl::StatusOr<Report>& report, bool json) {
+  if (!report.ok()) return Fail(report.status());
+  std::cout << (json ? report->json : report->text);
+  return 0;
+}
+
+// New rules' ids, one a line.
+int ShowIds(const absl::StatusOr<std::vector<uint64_t>>& ids) {
+  if (!ids.ok()) return Fail(ids.status());
+  for (uint64_t id : *ids) std::cout << id << "\n";
+  return 0;
+}
+
+// Prints every parse error as FILE:LINE:COL: reason; returns the count.
+size_t PrintErrors(const std::string& path, const ParsedRules& parsed) {
+  for (const ParseError& e : parsed.errors) {
+    std::cerr << path << ":" << e.line << ":" << e.column << ": " << e.reason
+              << "\n";
+  }
+  return parsed.errors.size();
+}
+
+int Check(const std::vector<std::string>& files) {
+  int status = 0;
+  for (const std::string& path : files) {
+    std::string text;
+    if (!ReadInput(path, &text)) {
+      status = 2;
+      continue;
+    }
+    const ParsedRules parsed = ParseRules(text);
+    if (PrintErrors(path, parsed) > 0) {
+      status = std::max(status, 1);
+      continue;
+    }
+    std::cout << (files.size() > 1 ? path + ": " : "")
+              << "OK: " << parsed.rules.size() << " rule"
+              << (parsed.rules.size() == 1 ? "" : "s") << "\n";
+  }
+  return status;
+}
+
+int Fmt(const std::string& path) {
+  std::string text;
+  if (!ReadInput(path, &text)) return 2;
+  const ParsedRules parsed = ParseRules(text);
+  if (PrintErrors(path, parsed) > 0) return 1;
+  for (const Rule& r : parsed.rules) std::cout << FormatRule(r) << "\n";
+  return 0;
+}
+
+// `rules load`: installs the rules of the file `path`, all or none. Its
+// parse errors are printed as `rules check` prints them, and nothing is
+// sent.
+int Load(const std::string& path, const std::string& owner,
+         ControlTarget& target) {
+  std::string text;
+  if (!ReadInput(path, &text)) return 1;
+  const ParsedRules parsed = ParseRules(text);
+  if (PrintErrors(path, parsed) > 0) {
+    return Fail(absl::InvalidArgumentError(path + ": nothing installed"));
+  }
+  if (parsed.rules.empty()) {
+    return Fail(absl::InvalidArgumentError(path + " holds no rules"));
+  }
+  std::vector<std::string> rules;
+  for (const Rule& r : parsed.rules) rules.push_back(FormatRule(r));
+  return ShowIds(target.AddRules(rules, owner));
+}
+
+void JsonFlag(CLI::App& c, Args& a, const char* help) {
+  c.add_flag("--json", a.json, help);
+}
+
+}  // namespace
+
+const std::vector<Command>& Commands() {
+  static const std::vector<Command> commands = {
+      {.path = "rules", .help = "rule files and rule tables"},
+      {.path = "rules check",
+       .help = "parse rule files; print OK: N rules or FILE:LINE:COL errors",
+       .setup =
+           [](CLI::App& c, Args& a) {
+             c.add_option("FILE", a.items, "rule files ('-' for stdin)")
+                 ->required();
+           },
+       .run = [](const Args& a, ControlTarget&) { return Check(a.items); }},
+      {.path = "rules fmt",
+       .help = "print a rule file in canonical form",
+       .setup =
+           [](CLI::App& c, Args& a) {
+             c.add_option("FILE", a.file, "rule file ('-' for stdin)")
+                 ->required();
+           },
+       .run = [](const Args& a, ControlTarget&) { return Fmt(a.file); }},
+      {.path = "rules ls",
+       .help = "list the host's rules (the controller's: every sSwitch's)",
+       .setup =
+           [](CLI::App& c, Args& a) {
+             JsonFlag(c, a, "print a JSON array of rule records");
+           },
+       .run = [](const Args& a,
+                 ControlTarget& t) { return Show(t.ListRules(), a.json); }},
+      {.path = "rules add",
+       .help = "install rules (all or nothing); prints their ids",
+       .setup =
+           [](CLI::App& c, Args& a) {
+             c.add_option("RULE", a.items, "rules, one per argument")
+                 ->required();
+             c.add_option("--owner", a.owner, "owner recorded with the rules");
+           },
+       .run =
+           [](const Args& a, ControlTarget& t) {
+             return ShowIds(t.AddRules(a.items, a.owner));
+           }},
+      {.path = "rules load",
+       .help = "install every rule of a rules file (all or nothing)",
+       .setup =
+           [](CLI::App& c, Args& a) {
+             c.add_option("FILE", a.file, "rule file ('-' for stdin)")
+                 ->required();
+             c.add_option("--owner", a.owner, "owner recorded with the rules");
+           },
+       .run = [](const Args& a,
+                 ControlTarget& t) { return Load(a.file, a.owner, t); }},
+      {.path = "rules rm",
+       .help = "delete rules by id, or every rule with a pattern <...> (with "
+               "--controller: by cid)",
+       .setup =
+           [](CLI::App& c, Args& a) {
+             c.add_option("ID|PATTERN", a.items, "rule ids or patterns")
+                 ->required();
+           },
+       .run = [](const Args& a,
+                 ControlTarget& t) { return Done(t.RemoveRules(a.items)); }},
+      {.path = "stats",
+       .help = "per-rule counters",
+       .setup =
+           [](CLI::App& c, Args& a) {
+             JsonFlag(c, a, "print a JSON array of rule records");
+           },
+       .run = [](const Args& a,
+                 ControlTarget& t) { return Show(t.Stats(), a.json); }},
+      {.path = "quiesce",
+       .help = "park (on) or release (off) matching IOs",
+       .setup =
+           [](CLI::App& c, Args& a) {
+             c.add_option("PATTERN", a.pattern, "header pattern <...>")
+                 ->required();
+             c.add_option("STATE", a.state, "on or off")
+                 ->required()
+                 ->check(CLI::IsMember({"on", "off"}));
+           },
+       .run =
+           [](const Args& a, ControlTarget& t) {
+             return Done(t.Quiesce(a.pattern, a.state == "on"));
+           }},
+      {.path = "drain",
+       .help = "wait until matching IOs in flight now have completed",
+       .setup =
+           [](CLI::App& c, Args& a) {
+             c.add_option("PATTERN", a.pattern, "header pattern <...>")
+                 ->required();
+             c.add_option("--timeout-ms", a.timeout_ms,
+                          "give up after this long");
+           },
+       .run =
+           [](const Args& a, ControlTarget& t) {
+             return Done(t.Drain(a.pattern, absl::Milliseconds(a.timeout_ms)));
+           }},
+      {.path = "fences",
+       .help = "files fenced after a scatter failed on some of its targets "
+               "only (their IOs fail until cleared)",
+       .setup =
+           [](CLI::App& c, Args& a) {
+             c.add_option("--clear", a.items,
+                          "clear the fence of this file (//HOST/PATH) first, "
+                          "once its copies are identical again");
+           },
+       .run =
+           [](const Args& a, ControlTarget& t) {
+             return Show(t.Fences(a.items), /*json=*/false);
+           }},
+      {.path = "records",
+       .help = "a storage server's delegate-rule records, oldest first",
+       .setup =
+           [](CLI::App& c, Args& a) {
+             c.add_option("--sswitch", a.sswitch,
+                          "only the records of this sSwitch");
+             JsonFlag(c, a, "print a JSON array");
+           },
+       .run =
+           [](const Args& a, ControlTarget& t) {
+             return Show(t.Records(a.sswitch), a.json);
+           }},
+      {.path = "hosts",
+       .help = "the hosts registered at the controller (--controller)",
+       .setup = [](CLI::App& c,
+                   Args& a) { JsonFlag(c, a, "print a JSON array"); },
+       .run = [](const Args& a,
+                 ControlTarget& t) { return Show(t.Hosts(), a.json); }},
+  };
+  return commands;
+}
+
+}  // namespace sroute::ctl

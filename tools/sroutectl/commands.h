@@ -1,0 +1,49 @@
+// The commands of sroutectl as one table: main builds the command line from
+// it (a subcommand per entry, under its group) and runs the entry whose
+// subcommand was given. Adding a command is adding an entry.
+#ifndef SROUTE_TOOLS_SROUTECTL_COMMANDS_H_
+#define SROUTE_TOOLS_SROUTECTL_COMMANDS_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "CLI/CLI.hpp"
+#include "tools/sroutectl/target.h"
+
+namespace sroute::ctl {
+
+// What the command line gave: the global flags, and the arguments of the
+// command given (each command binds the fields it takes).
+struct Args {
+  std::string host;                // --host
+  std::string controller;          // --controller
+  std::string secret_file;         // --secret-file
+  std::vector<std::string> items;  // FILE..., RULE..., ID|PATTERN..., --clear
+  std::string file;
+  std::string owner;
+  std::string pattern;
+  std::string state;  // on|off
+  std::string sswitch;
+  uint32_t timeout_ms = 10000;
+  bool json = false;
+};
+
+struct Command {
+  // The subcommand's words, e.g. "rules ls". A group ("rules") comes before
+  // its commands, and has neither setup nor run.
+  const char* path;
+  const char* help;
+  // Adds the command's arguments and flags, bound to fields of `args`.
+  void (*setup)(CLI::App& command, Args& args) = nullptr;
+  // Runs the command against `target` (the host or controller the global
+  // flags name; offline commands leave it alone); returns the exit code.
+  int (*run)(const Args& args, ControlTarget& target) = nullptr;
+};
+
+// Every command, in the order `sroutectl --help` lists them.
+const std::vector<Command>& Commands();
+
+}  // namespace sroute::ctl
+
+#endif  // SROUTE_TOOLS_SROUTECTL_COMMANDS_H_

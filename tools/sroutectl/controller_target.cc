@@ -1,0 +1,346 @@
+// ControllerTarget: sroute-controller, through ControllerClient. Rules are
+// changed in consistent updates; a rule is named by its cid. Commands that
+// act on one sSwitch act on the one --host names, or on the only one
+// registered.
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "controller/client.h"
+#include "proto/controller.pb.h"
+#include "rpc/handshake.h"
+#include "tools/sroutectl/format.h"
+#include "tools/sroutectl/target.h"
+
+namespace sroute::ctl {
+namespace {
+
+// One rule with its counters, as `rules ls --json` and `stats --json` show
+// it.
+JsonObject RuleJson(const proto::AdminRule& a) {
+  return {{"cid", std::to_string(a.rule().cid())},
+          {"sswitch", JsonString(a.sswitch())},
+          {"owner", JsonString(a.rule().owner())},
+          {"rule", JsonString(a.rule().text())},
+          {"reads", std::to_string(a.reads())},
+          {"writes", std::to_string(a.writes())},
+          {"others", std::to_string(a.others())},
+          {"read_bytes", std::to_string(a.read_bytes())},
+          {"write_bytes", std::to_string(a.write_bytes())},
+          {"in_flight", std::to_string(a.in_flight())},
+          {"errors", std::to_string(a.errors())},
+          {"p50_us", std::to_string(a.p50_us())},
+          {"p99_us", std::to_string(a.p99_us())}};
+}
+
+std::string RulesJson(const proto::RuleList& list) {
+  std::vector<JsonObject> rules;
+  for (const proto::AdminRule& a : list.rules()) rules.push_back(RuleJson(a));
+  return JsonLines(rules);
+}
+
+// Rules as a table; `with_owner` for the managed-rule listing (stats show
+// counters only).
+std::string RulesTable(const proto::RuleList& list, bool with_owner) {
+  std::vector<std::vector<std::string>> rows;
+  rows.push_back({"CID", "SSWITCH"});
+  if (with_owner) rows.back().push_back("OWNER");
+  for (const char* h :
+       {"READS", "WRITES", "OTHERS", "READ_BYTES", "WRITE_BYTES", "IN_FLIGHT",
+        "ERRORS", "P50_US", "P99_US", "RULE"}) {
+    rows.back().push_back(h);
+  }
+  for (const proto::AdminRule& a : list.rules()) {
+    rows.push_back({std::to_string(a.rule().cid()), a.sswitch()});
+    if (with_owner) rows.back().push_back(a.rule().owner());
+    for (uint64_t n :
+         {a.reads(), a.writes(), a.others(), a.read_bytes(), a.write_bytes()}) {
+      rows.back().push_back(std::to_string(n));
+    }
+    rows.back().push_back(std::to_string(a.in_flight()));
+    for (uint64_t n : {a.errors(), a.p50_us(), a.p99_us()}) {
+      rows.back().push_back(std::to_string(n));
+    }
+    // Counters of a rule the host made itself (its rules file, a
+    // delegate) come without its text: the controller does not manage it.
+    rows.back().push_back(a.rule().cid() == 0 && a.rule().text().empty()
+                              ? "(a rule of the host's own)"
+                              : a.rule().text());
+  }
+  return Table(rows);
+}
+
+std::string SecondsAgo(int64_t ms) {
+  return Printf("%.1fs ago", static_cast<double>(ms) / 1e3);
+}
+
+// A host with no session at the controller (it has not registered since
+// the controller started) is reported disconnected, last seen 0 ms ago; a
+// session is disconnected only after seconds of silence.
+bool NeverSeen(const proto::HostStatus& h) {
+  return !h.connected() && h.last_seen_ms_ago() == 0;
+}
+
+JsonObject HostJson(const proto::HostStatus& h) {
+  std::vector<std::string> endpoints, stages;
+  for (const proto::EndpointInfo& e : h.host().endpoints()) {
+    endpoints.push_back(ToJson({{"name", JsonString(e.name())},
+                                {"address", JsonString(e.address())},
+                                {"kind", JsonString(e.kind())}}));
+  }
+  for (const std::string& s : h.host().stages()) {
+    stages.push_back(JsonString(s));
+  }
+  return {{"sswitch", JsonString(h.host().sswitch())},
+          {"role", JsonString(h.host().role())},
+          {"address", JsonString(h.host().address())},
+          {"connected", h.connected() ? "true" : "false"},
+          {"last_seen_ms_ago",
+           NeverSeen(h) ? "null" : std::to_string(h.last_seen_ms_ago())},
+          {"version", std::to_string(h.version())},
+          {"rules", std::to_string(h.rules())},
+          {"endpoints", JsonArray(endpoints)},
+          {"stages", JsonArray(stages)}};
+}
+
+std::string HostsTable(const proto::HostList& hosts) {
+  std::vector<std::vector<std::string>> rows = {
+      {"SSWITCH", "ROLE", "ADDRESS", "STATE", "VERSION", "RULES", "ENDPOINTS"}};
+  for (const proto::HostStatus& h : hosts.hosts()) {
+    std::string endpoints;
+    for (const proto::EndpointInfo& e : h.host().endpoints()) {
+      endpoints += (endpoints.empty() ? "" : " ") + e.name() + "=" +
+                   e.address() + "/" + e.kind();
+    }
+    std::string state =
+        h.connected() ? "connected, seen " + SecondsAgo(h.last_seen_ms_ago())
+        : NeverSeen(h)
+            ? "disconnected, not seen since the controller started"
+            : "disconnected, seen " + SecondsAgo(h.last_seen_ms_ago());
+    rows.push_back({h.host().sswitch(), h.host().role(),
+                    h.host().address().empty() ? "-" : h.host().address(),
+                    std::move(state), std::to_string(h.version()),
+                    std::to_string(h.rules()), std::move(endpoints)});
+  }
+  return Table(rows);
+}
+
+// `stats`: every host's state, then the latest interval's counters.
+Report StatsReport(const proto::HostList& hosts, const proto::RuleList& rules) {
+  std::vector<JsonObject> states;
+  std::vector<std::vector<std::string>> rows = {
+      {"SSWITCH", "STATE", "VERSION"}};
+  for (const proto::HostStatus& h : hosts.hosts()) {
+    states.push_back({{"sswitch", JsonString(h.host().sswitch())},
+                      {"connected", h.connected() ? "true" : "false"},
+                      {"version", std::to_string(h.version())}});
+    rows.push_back({h.host().sswitch(),
+                    h.connected() ? "connected" : "disconnected",
+                    std::to_string(h.version())});
+  }
+  return Report{.text = Table(rows) + "\n" +
+                        (rules.rules_size() == 0
+                             ? "no rule saw IO in the last interval\n"
+                             : RulesTable(rules, /*with_owner=*/false)),
+                .json = "{\"hosts\": " + JsonLines(states) +
+                        ",\n\"rules\": " + RulesJson(rules) + "}\n"};
+}
+
+class ControllerTarget : public ControlTarget {
+ public:
+  ControllerTarget(std::string address, std::string secret_file,
+                   std::string sswitch)
+      : address_(std::move(address)),
+        secret_file_(std::move(secret_file)),
+        sswitch_(std::move(sswitch)) {}
+
+  absl::StatusOr<Report> ListRules() override {
+    if (absl::Status s = Connect(); !s.ok()) return s;
+    std::string sswitch;  // every sSwitch's without --host
+    if (!sswitch_.empty()) {
+      auto s = SSwitch();
+      if (!s.ok()) return s.status();
+      sswitch = *s;
+    }
+    auto rules = client_->ListRules(sswitch);
+    if (!rules.ok()) return Classify(rules.status());
+    return Report{.text = RulesTable(*rules, /*with_owner=*/true),
+                  .json = RulesJson(*rules) + "\n"};
+  }
+
+  // In one consistent update.
+  absl::StatusOr<std::vector<uint64_t>> AddRules(
+      const std::vector<std::string>& rules,
+      const std::string& owner) override {
+    auto sswitch = SSwitch();
+    if (!sswitch.ok()) return sswitch.status();
+    UpdateSpec spec;
+    spec.changes.push_back(RuleChanges{*sswitch, rules, {}});
+    spec.owner = owner;
+    auto r = client_->Update(spec);
+    if (!r.ok()) return Classify(r.status());
+    return r->cids;
+  }
+
+  // By cid, wherever they are, in one consistent update.
+  absl::Status RemoveRules(const std::vector<std::string>& args) override {
+    std::vector<uint64_t> cids;
+    for (const std::string& a : args) {
+      uint64_t cid = 0;
+      if (!ParseId(a, &cid)) {
+        return absl::InvalidArgumentError(
+            "'" + a + "' is not a rule's cid (see sroutectl rules ls)");
+      }
+      cids.push_back(cid);
+    }
+    if (absl::Status s = Connect(); !s.ok()) return s;
+    auto rules = client_->ListRules("");
+    if (!rules.ok()) return Classify(rules.status());
+    UpdateSpec spec;
+    for (uint64_t cid : cids) {
+      auto rule = std::find_if(
+          rules->rules().begin(), rules->rules().end(),
+          [&](const proto::AdminRule& a) { return a.rule().cid() == cid; });
+      if (rule == rules->rules().end()) {
+        return absl::NotFoundError("no rule with cid " + std::to_string(cid) +
+                                   " at the controller; nothing removed");
+      }
+      auto change = std::find_if(
+          spec.changes.begin(), spec.changes.end(),
+          [&](const RuleChanges& c) { return c.sswitch == rule->sswitch(); });
+      if (change == spec.changes.end()) {
+        spec.changes.push_back(RuleChanges{rule->sswitch(), {}, {}});
+        change = spec.changes.end() - 1;
+      }
+      change->remove.push_back(cid);
+    }
+    auto r = client_->Update(spec);
+    return r.ok() ? absl::OkStatus() : Classify(r.status());
+  }
+
+  absl::StatusOr<Report> Stats() override {
+    if (absl::Status s = Connect(); !s.ok()) return s;
+    auto hosts = client_->ListHosts();
+    if (!hosts.ok()) return Classify(hosts.status());
+    auto rules = client_->IntervalStats();
+    if (!rules.ok()) return Classify(rules.status());
+    return StatsReport(*hosts, *rules);
+  }
+
+  absl::Status Quiesce(const std::string& pattern, bool on) override {
+    auto sswitch = SSwitch();
+    if (!sswitch.ok()) return sswitch.status();
+    absl::Status s = client_->Quiesce(*sswitch, pattern, on);
+    return s.ok() ? s : Classify(s);
+  }
+
+  absl::Status Drain(const std::string& pattern,
+                     absl::Duration timeout) override {
+    auto sswitch = SSwitch();
+    if (!sswitch.ok()) return sswitch.status();
+    absl::Status s = client_->Drain(*sswitch, pattern, timeout);
+    return s.ok() ? s : Classify(s);
+  }
+
+  absl::StatusOr<Report> Fences(const std::vector<std::string>&) override {
+    return absl::InvalidArgumentError(
+        "fences are a host's own: give --host, not --controller");
+  }
+
+  absl::StatusOr<Report> Records(const std::string&) override {
+    return absl::InvalidArgumentError(
+        "records live on storage servers: give --host HOST:PORT, not "
+        "--controller");
+  }
+
+  absl::StatusOr<Report> Hosts() override {
+    if (absl::Status s = Connect(); !s.ok()) return s;
+    auto hosts = client_->ListHosts();
+    if (!hosts.ok()) return Classify(hosts.status());
+    std::vector<JsonObject> json;
+    for (const proto::HostStatus& h : hosts->hosts()) {
+      json.push_back(HostJson(h));
+    }
+    return Report{.text = HostsTable(*hosts), .json = JsonLines(json) + "\n"};
+  }
+
+ private:
+  // The error of a failed controller call as a target reports it: not
+  // reached only for the RPC channel's own errors (no connection,
+  // connection lost, no reply in time), which name the controller's
+  // address; the controller's answers never do.
+  absl::Status Classify(const absl::Status& s) const {
+    const bool unreachable =
+        (absl::IsUnavailable(s) || absl::IsDeadlineExceeded(s) ||
+         absl::IsCancelled(s)) &&
+        s.message().find(address_) != absl::string_view::npos;
+    return unreachable ? NotReached(s) : Refused(s);
+  }
+
+  // Connects to the controller, once.
+  absl::Status Connect() {
+    if (client_ != nullptr) return absl::OkStatus();
+    if (secret_file_.empty()) {
+      return absl::InvalidArgumentError(
+          "the controller needs the cluster secret: give --secret-file FILE");
+    }
+    auto secret = LoadSecretFile(secret_file_);
+    if (!secret.ok()) return Refused(secret.status());
+    ControllerClient::Options o;
+    o.address = address_;
+    o.secret = *std::move(secret);
+    o.name = "sroutectl";  // the owner of the rules it installs by default
+    auto c = ControllerClient::Connect(std::move(o));
+    if (!c.ok()) return Classify(c.status());
+    client_ = *std::move(c);
+    return absl::OkStatus();
+  }
+
+  // Connects; then the sSwitch a command acts on: the one --host names,
+  // which must be registered at the controller, or the only one registered
+  // without --host (so a one-host cluster needs none).
+  absl::StatusOr<std::string> SSwitch() {
+    if (absl::Status s = Connect(); !s.ok()) return s;
+    auto hosts = client_->ListHosts();
+    if (!hosts.ok()) return Classify(hosts.status());
+    std::vector<std::string> names;
+    for (const proto::HostStatus& h : hosts->hosts()) {
+      names.push_back(h.host().sswitch());
+    }
+    if (!sswitch_.empty()) {
+      if (std::find(names.begin(), names.end(), sswitch_) == names.end()) {
+        return absl::NotFoundError(
+            "no sSwitch '" + sswitch_ +
+            "' is registered at the controller (see sroutectl hosts)");
+      }
+      return sswitch_;
+    }
+    if (names.size() == 1) return names[0];
+    if (names.empty()) {
+      return absl::NotFoundError("no host is registered at the controller");
+    }
+    std::string list;
+    for (const std::string& n : names) list += (list.empty() ? "" : ", ") + n;
+    return absl::InvalidArgumentError(std::to_string(names.size()) +
+                                      " sSwitches are registered (" + list +
+                                      "): name one with --host SSWITCH");
+  }
+
+  const std::string address_;
+  const std::string secret_file_;
+  const std::string sswitch_;  // --host
+  std::unique_ptr<ControllerClient> client_;
+};
+
+}  // namespace
+
+std::unique_ptr<ControlTarget> MakeControllerTarget(std::string address,
+                                                    std::string secret_file,
+                                                    std::string sswitch) {
+  return std::make_unique<ControllerTarget>(
+      std::move(address), std::move(secret_file), std::move(sswitch));
+}
+
+}  // namespace sroute::ctl

@@ -1,0 +1,311 @@
+// HostTarget: one host's control port. A FUSE host's is its control socket
+// (--host unix:PATH, ControlClient); a storage server's is its RPC port
+// (--host HOST:PORT with --secret-file, the ControlRequest wrapped in an
+// RpcRequest). Each call connects anew.
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "control/control_client.h"
+#include "control/control_handler.h"
+#include "proto/control.pb.h"
+#include "rpc/channel.h"
+#include "rpc/handshake.h"
+#include "rpc/io_threads.h"
+#include "rpc/remote_endpoint.h"
+#include "tools/sroutectl/format.h"
+#include "tools/sroutectl/target.h"
+
+namespace sroute::ctl {
+namespace {
+
+constexpr absl::Duration kCallTimeout = absl::Seconds(10);
+
+// A rule record as `rules ls --json` and `stats --json` show it.
+JsonObject RuleJson(const proto::RuleRecord& r) {
+  return {{"id", std::to_string(r.id())},
+          {"rule", JsonString(r.text())},
+          {"owner", JsonString(r.owner())},
+          {"ops", std::to_string(r.ops())},
+          {"bytes", std::to_string(r.bytes())},
+          {"in_flight", std::to_string(r.in_flight())},
+          {"errors", std::to_string(r.errors())},
+          {"p50_ns", std::to_string(r.p50_ns())},
+          {"p99_ns", std::to_string(r.p99_ns())},
+          {"p999_ns", std::to_string(r.p999_ns())}};
+}
+
+std::string RulesJson(const proto::ControlResponse& resp) {
+  std::vector<JsonObject> rules;
+  for (const proto::RuleRecord& r : resp.rules()) rules.push_back(RuleJson(r));
+  return JsonLines(rules) + "\n";
+}
+
+std::string Micros(uint64_t ns) {
+  return Printf("%.1f", static_cast<double>(ns) / 1000.0);
+}
+
+// The gauges and unmatched-ops counts of a response, sorted by name.
+std::map<std::string, int64_t> Gauges(const proto::ControlResponse& resp) {
+  return {resp.gauges().begin(), resp.gauges().end()};
+}
+std::map<std::string, uint64_t> Unmatched(const proto::ControlResponse& resp) {
+  return {resp.unmatched_ops().begin(), resp.unmatched_ops().end()};
+}
+
+template <typename V>
+std::string MapJson(const std::map<std::string, V>& map) {
+  JsonObject object;
+  for (const auto& [key, value] : map) {
+    object.emplace_back(key, std::to_string(value));
+  }
+  return ToJson(object);
+}
+
+std::string StatsText(const proto::ControlResponse& resp) {
+  std::string out =
+      Printf("%6s %12s %14s %9s %8s %10s %10s %10s  %s\n", "ID", "OPS", "BYTES",
+             "IN_FLIGHT", "ERRORS", "P50_US", "P99_US", "P999_US", "RULE");
+  for (const proto::RuleRecord& r : resp.rules()) {
+    out += Printf("%6llu %12llu %14llu %9lld %8llu %10s %10s %10s  %s\n",
+                  static_cast<unsigned long long>(r.id()),
+                  static_cast<unsigned long long>(r.ops()),
+                  static_cast<unsigned long long>(r.bytes()),
+                  static_cast<long long>(r.in_flight()),
+                  static_cast<unsigned long long>(r.errors()),
+                  Micros(r.p50_ns()).c_str(), Micros(r.p99_ns()).c_str(),
+                  Micros(r.p999_ns()).c_str(), r.text().c_str());
+  }
+  out += Printf("version %llu, in flight %lld, parked %llu\n",
+                static_cast<unsigned long long>(resp.version()),
+                static_cast<long long>(resp.in_flight()),
+                static_cast<unsigned long long>(resp.parked()));
+  if (!resp.unmatched_ops().empty()) {
+    out += "unmatched (default route):";
+    for (const auto& [op, n] : Unmatched(resp)) {
+      out += Printf(" %s %llu", op.c_str(), static_cast<unsigned long long>(n));
+    }
+    out += "\n";
+  }
+  for (const auto& [name, value] : Gauges(resp)) {
+    out += Printf("%s %lld\n", name.c_str(), static_cast<long long>(value));
+  }
+  return out;
+}
+
+class HostTarget : public ControlTarget {
+ public:
+  HostTarget(std::string host, std::string secret_file)
+      : host_(std::move(host)), secret_file_(std::move(secret_file)) {}
+
+  absl::StatusOr<Report> ListRules() override {
+    proto::ControlRequest req;
+    req.mutable_list_rules();
+    auto resp = Call(req);
+    if (!resp.ok()) return resp.status();
+    Report report{.text = "", .json = RulesJson(*resp)};
+    // As sroute::FormatRuleInfo prints it.
+    for (const proto::RuleRecord& r : resp->rules()) {
+      report.text += std::to_string(r.id()) + ": " + r.text();
+      if (!r.owner().empty()) report.text += "  # owner=" + r.owner();
+      report.text += "\n";
+    }
+    return report;
+  }
+
+  absl::StatusOr<std::vector<uint64_t>> AddRules(
+      const std::vector<std::string>& rules,
+      const std::string& owner) override {
+    proto::ControlRequest req;
+    for (const std::string& r : rules) req.mutable_add_rules()->add_text(r);
+    req.mutable_add_rules()->set_owner(owner);
+    auto resp = Call(req);
+    if (!resp.ok()) return resp.status();
+    return std::vector<uint64_t>(resp->ids().begin(), resp->ids().end());
+  }
+
+  // The ids in one request, then each pattern in one of its own.
+  absl::Status RemoveRules(const std::vector<std::string>& args) override {
+    proto::ControlRequest by_id;
+    std::vector<std::string> patterns;
+    for (const std::string& a : args) {
+      uint64_t id = 0;
+      if (!a.empty() && a[0] == '<') {
+        patterns.push_back(a);
+      } else if (ParseId(a, &id)) {
+        by_id.mutable_delete_rules()->add_id(id);
+      } else {
+        return absl::InvalidArgumentError(
+            "'" + a + "' is neither a rule id nor a pattern <...>");
+      }
+    }
+    if (by_id.has_delete_rules()) {
+      if (auto resp = Call(by_id); !resp.ok()) return resp.status();
+    }
+    for (const std::string& p : patterns) {
+      proto::ControlRequest req;
+      req.mutable_delete_rules()->set_pattern(p);
+      if (auto resp = Call(req); !resp.ok()) return resp.status();
+    }
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<Report> Stats() override {
+    proto::ControlRequest req;
+    req.mutable_stats();
+    auto resp = Call(req);
+    if (!resp.ok()) return resp.status();
+    return Report{
+        .text = StatsText(*resp),
+        .json = "{\"version\": " + std::to_string(resp->version()) +
+                ", \"in_flight\": " + std::to_string(resp->in_flight()) +
+                ", \"parked\": " + std::to_string(resp->parked()) +
+                ", \"gauges\": " + MapJson(Gauges(*resp)) +
+                ", \"unmatched_ops\": " + MapJson(Unmatched(*resp)) +
+                ",\n\"rules\": " + RulesJson(*resp) + "}\n"};
+  }
+
+  absl::Status Quiesce(const std::string& pattern, bool on) override {
+    proto::ControlRequest req;
+    req.mutable_quiesce()->set_pattern(pattern);
+    req.mutable_quiesce()->set_on(on);
+    return Call(req).status();
+  }
+
+  absl::Status Drain(const std::string& pattern,
+                     absl::Duration timeout) override {
+    proto::ControlRequest req;
+    req.mutable_drain()->set_pattern(pattern);
+    req.mutable_drain()->set_timeout_ms(
+        static_cast<uint32_t>(absl::ToInt64Milliseconds(timeout)));
+    // The host waits up to the timeout (its default 30 s) before it answers.
+    return Call(req, (timeout == absl::ZeroDuration() ? absl::Seconds(30)
+                                                      : timeout) +
+                         kCallTimeout)
+        .status();
+  }
+
+  absl::StatusOr<Report> Fences(
+      const std::vector<std::string>& clear) override {
+    proto::ControlRequest req;
+    req.mutable_fences();
+    for (const std::string& f : clear) req.mutable_fences()->add_clear(f);
+    auto resp = Call(req);
+    if (!resp.ok()) return resp.status();
+    Report report;
+    for (const proto::FenceRecord& f : resp->fences()) {
+      report.text += f.file() + ": " + f.why() + "\n";
+    }
+    return report;
+  }
+
+  absl::StatusOr<Report> Records(const std::string& sswitch) override {
+    if (!IsServerAddress(host_)) {
+      return absl::InvalidArgumentError(
+          "records live on storage servers: give --host HOST:PORT");
+    }
+    std::vector<proto::DelegateRecord> all;
+    uint64_t after = 0;
+    while (true) {
+      proto::RpcRequest req;
+      req.mutable_list_records()->set_sswitch(sswitch);
+      req.mutable_list_records()->set_after(after);
+      req.mutable_list_records()->set_limit(sswitch.empty() ? 0 : 10000);
+      auto reply = CallServer(req, kCallTimeout);
+      if (!reply.ok()) return reply.status();
+      for (auto& r : *reply->mutable_records()->mutable_records()) {
+        after = r.seq();
+        all.push_back(std::move(r));
+      }
+      if (!reply->records().more()) break;
+    }
+    Report report;
+    std::vector<JsonObject> json;
+    for (const proto::DelegateRecord& r : all) {
+      report.text +=
+          r.sswitch() + " " + std::to_string(r.seq()) + " " + r.rule() + "\n";
+      json.push_back({{"sswitch", JsonString(r.sswitch())},
+                      {"seq", std::to_string(r.seq())},
+                      {"rule", JsonString(r.rule())},
+                      {"anchor", JsonString(r.anchor())}});
+    }
+    report.json = JsonLines(json) + "\n";
+    return report;
+  }
+
+  absl::StatusOr<Report> Hosts() override {
+    return absl::InvalidArgumentError(
+        "hosts asks the controller: give --controller HOST:PORT");
+  }
+
+ private:
+  // One request to the storage server at host_.
+  absl::StatusOr<proto::RpcReply> CallServer(proto::RpcRequest& req,
+                                             absl::Duration timeout) {
+    if (secret_file_.empty()) {
+      return absl::InvalidArgumentError(
+          "a storage server needs the cluster secret: give --secret-file "
+          "FILE");
+    }
+    auto secret = LoadSecretFile(secret_file_);
+    if (!secret.ok()) return secret.status();
+    IoThreads threads(1);
+    RpcChannel::Options o;
+    o.address = host_;
+    o.secret = *secret;
+    o.name = "sroutectl";
+    o.role = "sroutectl";
+    o.connections = 1;
+    auto channel = RpcChannel::Create(&threads, o);
+    if (!channel.ok()) return channel.status();
+    return (*channel)->CallSync(req, timeout);
+  }
+
+  // One control request to host_; a response with an error code is
+  // returned as that error.
+  absl::StatusOr<proto::ControlResponse> Call(
+      const proto::ControlRequest& req, absl::Duration timeout = kCallTimeout) {
+    if (host_.empty()) {
+      return absl::InvalidArgumentError(
+          "this command needs --host unix:PATH or HOST:PORT");
+    }
+    absl::StatusOr<proto::ControlResponse> r;
+    if (IsServerAddress(host_)) {
+      proto::RpcRequest rpc;
+      *rpc.mutable_control() = req;
+      rpc.mutable_control()->set_protocol_version(kControlProtocolVersion);
+      auto reply = CallServer(rpc, timeout);
+      if (!reply.ok()) return reply.status();
+      r = std::move(*reply->mutable_control());
+    } else {
+      if (host_.rfind("unix:", 0) != 0 || host_.size() == 5) {
+        return absl::InvalidArgumentError(
+            "--host wants unix:PATH or HOST:PORT, got '" + host_ + "'");
+      }
+      auto client = ControlClient::Connect(host_.substr(5));
+      if (!client.ok()) return NotReached(client.status());
+      r = (*client)->Call(req, timeout);
+      if (!r.ok()) return Refused(r.status());
+    }
+    if (r->code() != 0) {
+      const auto code = static_cast<absl::StatusCode>(r->code());
+      return Refused(absl::Status(code, r->message().empty()
+                                            ? absl::StatusCodeToString(code)
+                                            : r->message()));
+    }
+    return r;
+  }
+
+  const std::string host_;
+  const std::string secret_file_;
+};
+
+}  // namespace
+
+std::unique_ptr<ControlTarget> MakeHostTarget(std::string host,
+                                              std::string secret_file) {
+  return std::make_unique<HostTarget>(std::move(host), std::move(secret_file));
+}
+
+}  // namespace sroute::ctl

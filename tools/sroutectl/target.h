@@ -1,0 +1,86 @@
+// ControlTarget: what sroutectl's online commands talk to. One host's
+// control port (HostTarget: a FUSE host's control socket, unix:PATH, or a
+// storage server, HOST:PORT) or the controller (ControllerTarget, which
+// acts on the sSwitch named by --host, or on the only one registered).
+// Each command is written once against this interface; where a host and
+// the controller show different things (the controller's rules carry
+// their sSwitch and counters, its stats every host's state), the target
+// renders its own Report.
+//
+// Errors: every call returns an absl::Status whose code is kUnavailable
+// exactly when the host or controller could not be reached (sroutectl
+// exits 2) and another code when it refused or the input was bad (exit 1);
+// the message is what sroutectl prints. Targets re-code their transports'
+// errors to that at their edge (NotReached, Refused). A target connects on
+// its first call, so a command checks its own input before that.
+#ifndef SROUTE_TOOLS_SROUTECTL_TARGET_H_
+#define SROUTE_TOOLS_SROUTECTL_TARGET_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace sroute::ctl {
+
+// What a listing shows: as text, and as JSON (--json). Both end in a
+// newline unless empty.
+struct Report {
+  std::string text;
+  std::string json;
+};
+
+class ControlTarget {
+ public:
+  virtual ~ControlTarget() = default;
+
+  // The rules installed (at the controller with --host: that sSwitch's,
+  // without it every sSwitch's).
+  virtual absl::StatusOr<Report> ListRules() = 0;
+  // Installs `rules` (canonical rule texts) all or nothing, recording
+  // `owner`; returns their ids in order.
+  virtual absl::StatusOr<std::vector<uint64_t>> AddRules(
+      const std::vector<std::string>& rules, const std::string& owner) = 0;
+  // Deletes the rules named by `args`: ids, and at a host patterns <...>
+  // (every rule with that pattern).
+  virtual absl::Status RemoveRules(const std::vector<std::string>& args) = 0;
+  // Per-rule counters and the state of the sSwitches.
+  virtual absl::StatusOr<Report> Stats() = 0;
+  // Parks (on) or releases (off) IOs matching `pattern`.
+  virtual absl::Status Quiesce(const std::string& pattern, bool on) = 0;
+  // Waits until the IOs matching `pattern` in flight now have completed;
+  // gives up after `timeout` (zero: the host's default).
+  virtual absl::Status Drain(const std::string& pattern,
+                             absl::Duration timeout) = 0;
+  // Clears the fences of the files in `clear`, then lists the fenced
+  // files (a host's own; text only).
+  virtual absl::StatusOr<Report> Fences(
+      const std::vector<std::string>& clear) = 0;
+  // A storage server's delegate-rule records, oldest first; only those of
+  // `sswitch` unless it is empty.
+  virtual absl::StatusOr<Report> Records(const std::string& sswitch) = 0;
+  // The hosts registered at the controller.
+  virtual absl::StatusOr<Report> Hosts() = 0;
+};
+
+// `host`: unix:PATH or HOST:PORT (empty: every call says --host is
+// needed); `secret_file` for a storage server.
+std::unique_ptr<ControlTarget> MakeHostTarget(std::string host,
+                                              std::string secret_file);
+// The controller at `address`; `sswitch` the one --host names, if any.
+std::unique_ptr<ControlTarget> MakeControllerTarget(std::string address,
+                                                    std::string secret_file,
+                                                    std::string sswitch);
+
+// `s` (not ok) as a target reports a host or controller it did not reach.
+absl::Status NotReached(const absl::Status& s);
+// `s` (not ok) as a target reports a refusal: kUnavailable is re-coded.
+absl::Status Refused(const absl::Status& s);
+
+}  // namespace sroute::ctl
+
+#endif  // SROUTE_TOOLS_SROUTECTL_TARGET_H_
