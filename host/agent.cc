@@ -1,9 +1,8 @@
 #include "host/agent.h"
 
-#include <condition_variable>
+#include <atomic>
 #include <deque>
 #include <map>
-#include <mutex>
 #include <thread>
 #include <unordered_map>
 
@@ -13,6 +12,7 @@
 #include "util/background.h"
 #include "util/errno_status.h"
 #include "util/log.h"
+#include "util/mutex.h"
 #include "util/strings.h"
 
 namespace sroute {
@@ -60,11 +60,11 @@ struct ControllerAgent::Impl : std::enable_shared_from_this<Impl> {
   void TakeTurn(Io* io);
   void Disconnected(const absl::Status& why);
   uint64_t session_id() const {
-    std::lock_guard<std::mutex> l(mu);
+    MutexLock l(&mu);
     return session;
   }
   bool Stopping() const {
-    std::lock_guard<std::mutex> l(mu);
+    MutexLock l(&mu);
     return stopping;
   }
 
@@ -73,17 +73,24 @@ struct ControllerAgent::Impl : std::enable_shared_from_this<Impl> {
   const AgentOptions options;
   std::unique_ptr<RpcChannel> channel;
 
-  mutable std::mutex mu;
-  std::condition_variable cv;
-  uint64_t session = 0;                        // guarded by mu
-  bool connected = false;                      // guarded by mu
-  bool stopping = false;                       // guarded by mu
-  absl::Duration interval = absl::Seconds(1);  // guarded by mu
-  size_t restored = 0;
+  // Lock order: control_mu, then mu or events_mu (leaves). No lock is
+  // held across a call to the controller or a drain.
+  //
+  // The connection's state; a leaf lock.
+  mutable Mutex mu ABSL_ACQUIRED_AFTER(control_mu);
+  CondVar cv;  // stopping or connected changed
+  uint64_t session ABSL_GUARDED_BY(mu) = 0;
+  bool connected ABSL_GUARDED_BY(mu) = false;
+  bool stopping ABSL_GUARDED_BY(mu) = false;
+  absl::Duration interval ABSL_GUARDED_BY(mu) = absl::Seconds(1);
+  std::atomic<size_t> restored{0};
 
-  // Managed rules: cid <-> the host's rule id. Guarded by control_mu.
-  std::mutex control_mu;  // serializes changes to the rule table
-  std::unordered_map<uint64_t, uint64_t> cid_to_id, id_to_cid;
+  // Serializes changes to the rule table by the controller's commands, and
+  // guards the managed rules' ids (cid <-> the host's rule id) and the
+  // updates in progress.
+  Mutex control_mu;
+  std::unordered_map<uint64_t, uint64_t> cid_to_id ABSL_GUARDED_BY(control_mu);
+  std::unordered_map<uint64_t, uint64_t> id_to_cid ABSL_GUARDED_BY(control_mu);
   struct Prepared {
     std::vector<Rule> insert;
     std::vector<std::string> owners;
@@ -93,11 +100,11 @@ struct ControllerAgent::Impl : std::enable_shared_from_this<Impl> {
     std::vector<HeaderPattern> parked;
     absl::Time lease_end;
   };
-  std::map<uint64_t, Prepared> prepared;  // guarded by control_mu
+  std::map<uint64_t, Prepared> prepared ABSL_GUARDED_BY(control_mu);
   // Updates whose Prepare is parking and draining their flows (without
   // control_mu: a drain may take seconds), and whether an Abort came for
-  // them meanwhile. Guarded by control_mu.
-  std::map<uint64_t, bool> preparing;
+  // them meanwhile.
+  std::map<uint64_t, bool> preparing ABSL_GUARDED_BY(control_mu);
 
   // Statistics (the tick thread only): the counters last reported.
   struct Reported {
@@ -111,10 +118,11 @@ struct ControllerAgent::Impl : std::enable_shared_from_this<Impl> {
   uint64_t generation = 0;
   absl::Time next_stats;
 
-  // Controller-bound headers and values waiting to be sent.
-  std::mutex events_mu;
-  std::deque<std::pair<proto::HeaderEventItem, absl::Time>> events;
-  uint64_t events_dropped = 0;
+  // Controller-bound headers and values waiting to be sent; a leaf lock.
+  Mutex events_mu ABSL_ACQUIRED_AFTER(control_mu);
+  std::deque<std::pair<proto::HeaderEventItem, absl::Time>> events
+      ABSL_GUARDED_BY(events_mu);
+  uint64_t events_dropped ABSL_GUARDED_BY(events_mu) = 0;
 
   Background work;  // commands and controller-bound IOs
   std::thread poll_thread, tick_thread;
@@ -155,7 +163,7 @@ absl::Status ControllerAgent::Impl::Register(bool fresh,
   *r->mutable_host() = options.host;
   r->set_fresh(fresh);
   {
-    std::lock_guard<std::mutex> cl(control_mu);
+    MutexLock cl(&control_mu);
     for (const RuleInfo& info : sw->ListRules()) {
       if (IsDelegateRule(info.owner)) continue;
       proto::ManagedRule* m = r->add_rules();
@@ -181,7 +189,7 @@ absl::Status ControllerAgent::Impl::Register(bool fresh,
           DelegateRuleRecord{d.sswitch(), d.seq(), d.rule(), d.anchor()});
     }
     size_t skipped = 0;
-    std::lock_guard<std::mutex> cl(control_mu);
+    MutexLock cl(&control_mu);
     if (absl::Status s = sw->RestoreDelegateRules(std::move(records), &skipped);
         !s.ok()) {
       return absl::Status(s.code(),
@@ -193,7 +201,7 @@ absl::Status ControllerAgent::Impl::Register(bool fresh,
                  "skipped");
     }
   }
-  std::lock_guard<std::mutex> l(mu);
+  MutexLock l(&mu);
   session = rr.session();
   connected = true;
   if (rr.stats_interval_ms() > 0) {
@@ -204,7 +212,7 @@ absl::Status ControllerAgent::Impl::Register(bool fresh,
 
 absl::Status ControllerAgent::Impl::Reconcile(
     const google::protobuf::RepeatedPtrField<proto::ManagedRule>& desired) {
-  std::lock_guard<std::mutex> cl(control_mu);
+  MutexLock cl(&control_mu);
   // Updates held in phase one are void now.
   for (auto& [update, p] : prepared) {
     for (const HeaderPattern& pat : p.parked) (void)sw->Quiesce(pat, false);
@@ -255,7 +263,7 @@ absl::Status ControllerAgent::Impl::Prepare(const proto::Prepare& p) {
   Prepared held;
   std::vector<std::string> patterns(p.flows().begin(), p.flows().end());
   {
-    std::lock_guard<std::mutex> cl(control_mu);
+    MutexLock cl(&control_mu);
     if (prepared.contains(p.update()) || preparing.contains(p.update())) {
       return absl::AlreadyExistsError(
           StrCat("update ", p.update(), " is held"));
@@ -292,7 +300,7 @@ absl::Status ControllerAgent::Impl::Prepare(const proto::Prepare& p) {
   patterns.erase(std::unique(patterns.begin(), patterns.end()), patterns.end());
   auto fail = [&](absl::Status s) {
     for (const HeaderPattern& pat : held.parked) (void)sw->Quiesce(pat, false);
-    std::lock_guard<std::mutex> cl(control_mu);
+    MutexLock cl(&control_mu);
     preparing.erase(p.update());
     return s;
   };
@@ -311,7 +319,7 @@ absl::Status ControllerAgent::Impl::Prepare(const proto::Prepare& p) {
     if (absl::Status s = sw->Drain(pat, drain); !s.ok()) return fail(s);
   }
   if (absl::Status s = sw->Validate(held.insert); !s.ok()) return fail(s);
-  std::lock_guard<std::mutex> cl(control_mu);
+  MutexLock cl(&control_mu);
   const bool aborted = preparing[p.update()];
   preparing.erase(p.update());
   if (aborted) {
@@ -326,7 +334,7 @@ absl::Status ControllerAgent::Impl::Prepare(const proto::Prepare& p) {
 }
 
 absl::StatusOr<uint64_t> ControllerAgent::Impl::Commit(uint64_t update) {
-  std::lock_guard<std::mutex> cl(control_mu);
+  MutexLock cl(&control_mu);
   auto it = prepared.find(update);
   if (it == prepared.end()) {
     return absl::NotFoundError(
@@ -356,7 +364,7 @@ absl::StatusOr<uint64_t> ControllerAgent::Impl::Commit(uint64_t update) {
 }
 
 void ControllerAgent::Impl::Abort(uint64_t update) {
-  std::lock_guard<std::mutex> cl(control_mu);
+  MutexLock cl(&control_mu);
   if (auto p = preparing.find(update); p != preparing.end()) {
     p->second = true;  // its Prepare gives the flows back when it ends
     return;
@@ -416,27 +424,28 @@ void ControllerAgent::Impl::Execute(const proto::Command& c) {
 // --- Background loops ---
 
 void ControllerAgent::Impl::Disconnected(const absl::Status& why) {
-  std::lock_guard<std::mutex> l(mu);
+  MutexLock l(&mu);
   if (connected && !stopping) {
     LogWarning("lost the controller at ", options.address, ": ", why.message());
   }
   connected = false;
-  cv.notify_all();
+  cv.SignalAll();
 }
 
 void ControllerAgent::Impl::PollLoop() {
   while (!Stopping()) {
     bool is_connected;
     {
-      std::lock_guard<std::mutex> l(mu);
+      MutexLock l(&mu);
       is_connected = connected;
     }
     if (!is_connected) {
       absl::Status s = Register(/*fresh=*/false, kCallTimeout);
       if (!s.ok()) {
-        std::unique_lock<std::mutex> l(mu);
-        cv.wait_for(l, std::chrono::milliseconds(500),
-                    [&] { return stopping; });
+        MutexLock l(&mu);
+        cv.WaitFor(&mu, std::chrono::milliseconds(500),
+                   [&]()
+                       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return stopping; });
         continue;
       }
       LogInfo("registered again with the controller at ", options.address);
@@ -461,9 +470,9 @@ void ControllerAgent::Impl::TickLoop() {
   while (true) {
     absl::Duration every;
     {
-      std::unique_lock<std::mutex> l(mu);
-      cv.wait_for(l, std::chrono::nanoseconds(absl::ToInt64Nanoseconds(kTick)),
-                  [&] { return stopping; });
+      MutexLock l(&mu);
+      cv.WaitFor(&mu, std::chrono::nanoseconds(absl::ToInt64Nanoseconds(kTick)),
+                 [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return stopping; });
       if (stopping) return;
       every = interval;
       if (!connected) continue;
@@ -471,7 +480,7 @@ void ControllerAgent::Impl::TickLoop() {
     FlushEvents();
     // Updates whose controller went silent are given up.
     {
-      std::lock_guard<std::mutex> cl(control_mu);
+      MutexLock cl(&control_mu);
       const absl::Time now = absl::Now();
       for (auto it = prepared.begin(); it != prepared.end();) {
         if (now > it->second.lease_end) {
@@ -498,7 +507,7 @@ void ControllerAgent::Impl::SendStats() {
   proto::StatsReport* rep = req.mutable_controller()->mutable_stats();
   rep->set_session(session_id());
   {
-    std::lock_guard<std::mutex> l(mu);
+    MutexLock l(&mu);
     rep->set_interval_ms(
         static_cast<uint32_t>(absl::ToInt64Milliseconds(interval)));
   }
@@ -506,7 +515,7 @@ void ControllerAgent::Impl::SendStats() {
   rep->set_total_in_flight(sw->in_flight());
   std::unordered_map<uint64_t, uint64_t> cids;
   {
-    std::lock_guard<std::mutex> cl(control_mu);
+    MutexLock cl(&control_mu);
     cids = id_to_cid;
   }
   ++generation;
@@ -564,7 +573,7 @@ void ControllerAgent::Impl::QueueEvent(const IoHeader& h, uint64_t rule_id,
     item.set_has_value(true);
     item.set_value(*value);
   }
-  std::lock_guard<std::mutex> l(events_mu);
+  MutexLock l(&events_mu);
   if (events.size() >= kMaxQueuedEvents) {
     events.pop_front();
     ++events_dropped;
@@ -578,7 +587,7 @@ void ControllerAgent::Impl::FlushEvents() {
     proto::HeaderEvent* e = req.mutable_controller()->mutable_header_event();
     e->set_session(session_id());
     {
-      std::lock_guard<std::mutex> l(events_mu);
+      MutexLock l(&events_mu);
       // Events older than the deadline are given up.
       const absl::Time too_old = absl::Now() - options.detour_timeout;
       while (!events.empty() && events.front().second < too_old) {
@@ -595,7 +604,7 @@ void ControllerAgent::Impl::FlushEvents() {
       Disconnected(reply.status());
       return;  // kept for the next try
     }
-    std::lock_guard<std::mutex> l(events_mu);
+    MutexLock l(&events_mu);
     for (int i = 0; i < e->items_size() && !events.empty(); ++i) {
       events.pop_front();
     }
@@ -695,7 +704,7 @@ absl::StatusOr<std::unique_ptr<ControllerAgent>> ControllerAgent::Start(
   impl->poll_thread = std::thread([p = impl.get()] { p->PollLoop(); });
   impl->tick_thread = std::thread([p = impl.get()] { p->TickLoop(); });
   LogInfo("registered with the controller at ", impl->options.address, " as ",
-          impl->options.host.sswitch(), " (", impl->restored,
+          impl->options.host.sswitch(), " (", impl->restored.load(),
           " delegate rules restored)");
   return std::unique_ptr<ControllerAgent>(new ControllerAgent(impl));
 }
@@ -706,10 +715,10 @@ ControllerAgent::ControllerAgent(std::shared_ptr<Impl> impl)
 ControllerAgent::~ControllerAgent() {
   impl_->sw->SetControllerSink(nullptr);
   {
-    std::lock_guard<std::mutex> l(impl_->mu);
+    MutexLock l(&impl_->mu);
     impl_->stopping = true;
   }
-  impl_->cv.notify_all();
+  impl_->cv.SignalAll();
   impl_->channel->Shutdown();  // ends the poll waiting for commands
   impl_->poll_thread.join();
   impl_->tick_thread.join();
@@ -719,7 +728,7 @@ ControllerAgent::~ControllerAgent() {
 }
 
 bool ControllerAgent::connected() const {
-  std::lock_guard<std::mutex> l(impl_->mu);
+  MutexLock l(&impl_->mu);
   return impl_->connected;
 }
 

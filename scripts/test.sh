@@ -14,6 +14,11 @@ scripts/build.sh build
 echo "== tests"
 ctest --test-dir build --output-on-failure -j"$jobs" --timeout 600
 
+# The lock annotations (util/mutex.h), checked by clang: compile only.
+echo "== build (clang -Wthread-safety)"
+scripts/thread_safety_build.sh build-tsa -DSROUTE_BUILD_TESTS=OFF \
+  -DSROUTE_BUILD_BENCH=OFF
+
 if [ "$quick" = 0 ]; then
   echo "== build (ASan+UBSan)"
   scripts/build.sh build-asan -DSROUTE_SANITIZE=address,undefined \
@@ -30,7 +35,7 @@ if [ "$quick" = 0 ]; then
   # operations per rule kind).
   echo "== build (TSan): concurrent components"
   cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DSROUTE_SANITIZE=thread -DSROUTE_BUILD_BENCH=OFF >/dev/null
+    -DSROUTE_WERROR=ON -DSROUTE_SANITIZE=thread -DSROUTE_BUILD_BENCH=OFF >/dev/null
   ninja -C build-tsan -j"$jobs" sswitch_test rpc_test fuse_unit_test fuse_test \
     server_test controller_unit_test host_unit_test controller_test trust_test \
     sroute-fuse \

@@ -88,7 +88,7 @@ absl::Status RecordStore::Put(const std::vector<DelegateRuleRecord>& records) {
     msg.SerializeToString(&value);
     batch.Put(RecordKey(r.sswitch, r.seq), value);
   }
-  std::lock_guard<std::mutex> l(write_mu_);
+  MutexLock l(&write_mu_);
   return FromRocks(db_->Write(rocksdb::WriteOptions(), &batch),
                    "storing delegate records");
 }
@@ -154,7 +154,7 @@ absl::StatusOr<uint64_t> RecordStore::Forget(const std::string& sswitch,
     return s;
   }
   {
-    std::lock_guard<std::mutex> l(write_mu_);
+    MutexLock l(&write_mu_);
     if (absl::Status s = FromRocks(db_->Write(rocksdb::WriteOptions(), &batch),
                                    "forgetting records");
         !s.ok()) {

@@ -8,13 +8,13 @@
 
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "proto/rpc.pb.h"
 #include "sswitch/io.h"
+#include "util/mutex.h"
 
 namespace rocksdb {
 class DB;
@@ -47,8 +47,9 @@ class RecordStore {
   // Writes one at a time. RocksDB would group concurrent writers itself,
   // with a leader copying the others' batches, but Debian's RocksDB is not
   // built with TSan, which then sees that copy as a race; the writes are
-  // small and unsynced, so taking turns costs little.
-  std::mutex write_mu_;
+  // small and unsynced, so taking turns costs little. A leaf lock, held
+  // across a write: that is its purpose.
+  Mutex write_mu_;
   std::unique_ptr<rocksdb::DB> db_;
 };
 

@@ -2,10 +2,8 @@
 
 #include <sys/stat.h>
 
-#include <condition_variable>
 #include <filesystem>
 #include <map>
-#include <mutex>
 #include <thread>
 #include <tuple>
 
@@ -21,6 +19,7 @@
 #include "util/background.h"
 #include "util/errno_status.h"
 #include "util/log.h"
+#include "util/mutex.h"
 #include "util/strings.h"
 
 namespace sroute {
@@ -51,20 +50,22 @@ struct StorageServer::Impl {
   SSwitch& sswitch() { return runtime->sswitch(); }
   // Requests wait until the controller's rules are in place (queued, not
   // blocking an io thread: registering needs one).
-  std::mutex ready_mu;
-  bool ready = false;                                   // guarded by ready_mu
-  std::vector<std::unique_ptr<RpcServer::Call>> early;  // guarded by ready_mu
+  // A leaf lock, as is versions_mu.
+  Mutex ready_mu;
+  bool ready ABSL_GUARDED_BY(ready_mu) = false;
+  std::vector<std::unique_ptr<RpcServer::Call>> early ABSL_GUARDED_BY(ready_mu);
   void SetReady();
 
   // Per-IO version stamps: how many IOs came routed by version V of the
   // sending sSwitch and went on by version W of this one.
-  std::mutex versions_mu;
-  std::map<std::tuple<std::string, uint64_t, uint64_t>, int64_t> versions;
+  Mutex versions_mu;
+  std::map<std::tuple<std::string, uint64_t, uint64_t>, int64_t> versions
+      ABSL_GUARDED_BY(versions_mu);
   void AddStats(proto::ControlResponse* resp);
 };
 
 void StorageServer::Impl::AddStats(proto::ControlResponse* resp) {
-  std::lock_guard<std::mutex> l(versions_mu);
+  MutexLock l(&versions_mu);
   for (const auto& [key, n] : versions) {
     const auto& [via, theirs, ours] = key;
     (*resp->mutable_gauges())[StrCat("io_version ", via, " ", theirs, " ",
@@ -75,7 +76,7 @@ void StorageServer::Impl::AddStats(proto::ControlResponse* resp) {
 void StorageServer::Impl::SetReady() {
   std::vector<std::unique_ptr<RpcServer::Call>> calls;
   {
-    std::lock_guard<std::mutex> l(ready_mu);
+    MutexLock l(&ready_mu);
     ready = true;
     calls.swap(early);
   }
@@ -84,7 +85,7 @@ void StorageServer::Impl::SetReady() {
 
 void StorageServer::Impl::Handle(std::unique_ptr<RpcServer::Call> call) {
   {
-    std::lock_guard<std::mutex> l(ready_mu);
+    MutexLock l(&ready_mu);
     if (!ready) {
       early.push_back(std::move(call));
       return;
@@ -222,7 +223,7 @@ void StorageServer::Impl::FinishIo(ServerIo* s) {
   Io& io = s->io;
   const proto::IoRequest& req = s->call->request().io();
   if (!req.via().empty() && io.routed_version() != 0) {
-    std::lock_guard<std::mutex> l(versions_mu);
+    MutexLock l(&versions_mu);
     auto key =
         std::make_tuple(req.via(), req.via_version(), io.routed_version());
     auto it = versions.find(key);
