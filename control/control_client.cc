@@ -5,11 +5,14 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <utility>
 
 #include "control/control_server.h"
-#include "control/framing.h"
+#include "proto/rpc.pb.h"
+#include "rpc/fd_frames.h"
 #include "util/errno_status.h"
 #include "util/strings.h"
 
@@ -53,12 +56,24 @@ absl::StatusOr<proto::ControlResponse> ControlClient::Call(
   req.set_protocol_version(kControlProtocolVersion);
   const uint64_t id = next_id_++;
   req.set_request_id(id);
-  absl::Status s = WriteFrame(fd_, req, deadline);
-  proto::ControlResponse resp;
-  if (s.ok()) s = ReadFrame(fd_, &resp, deadline);
-  if (s.ok() && resp.request_id() != id) {
+  proto::RpcRequest rpc;
+  rpc.set_id(id);
+  rpc.set_deadline_ms(static_cast<uint32_t>(
+      std::min<int64_t>(absl::ToInt64Milliseconds(timeout), UINT32_MAX)));
+  *rpc.mutable_control() = std::move(req);
+  // One request, one reply: nothing of the stream is left between calls.
+  FdFrameStream stream(fd_, kControlFrameLimits);
+  absl::Status s = stream.Write(rpc, deadline);
+  proto::RpcReply reply;
+  if (s.ok()) s = stream.Read(&reply, deadline);
+  if (s.ok() && reply.id() != id) {
     s = absl::DataLossError(
-        StrCat("response for request ", resp.request_id(), ", expected ", id));
+        StrCat("response for request ", reply.id(), ", expected ", id));
+  }
+  if (s.ok() && reply.code() != 0) {
+    // The host refused the request itself (not its content).
+    return absl::Status(static_cast<absl::StatusCode>(reply.code()),
+                        StrCat(path_, ": ", reply.message()));
   }
   if (!s.ok()) {
     // The stream is out of step now: no more calls on it.
@@ -74,7 +89,7 @@ absl::StatusOr<proto::ControlResponse> ControlClient::Call(
     }
     return absl::Status(s.code(), StrCat(path_, ": ", s.message()));
   }
-  return resp;
+  return std::move(*reply.mutable_control());
 }
 
 }  // namespace sroute

@@ -14,7 +14,8 @@
 #include <vector>
 
 #include "control/control_handler.h"
-#include "control/framing.h"
+#include "proto/rpc.pb.h"
+#include "rpc/fd_frames.h"
 #include "util/errno_status.h"
 #include "util/strings.h"
 
@@ -173,10 +174,10 @@ void ControlServer::AcceptLoop() {
 }
 
 void ControlServer::Serve(Connection* conn) {
+  FdFrameStream stream(conn->fd, kControlFrameLimits);
   while (true) {
-    proto::ControlRequest req;
-    absl::Status s =
-        ReadFrame(conn->fd, &req, absl::InfiniteFuture(), cancel_r_);
+    proto::RpcRequest req;
+    absl::Status s = stream.Read(&req, absl::InfiniteFuture(), cancel_r_);
     if (!s.ok()) {
       if (!absl::IsOutOfRange(s) && !absl::IsCancelled(s)) {
         std::cerr << "sroute control: closing connection on " << path_ << ": "
@@ -184,8 +185,18 @@ void ControlServer::Serve(Connection* conn) {
       }
       break;
     }
-    proto::ControlResponse resp = Handle(req);
-    s = WriteFrame(conn->fd, resp, absl::Now() + absl::Seconds(10));
+    proto::RpcReply reply;
+    reply.set_id(req.id());
+    if (req.has_control()) {
+      *reply.mutable_control() = Handle(req.control());
+    } else if (req.has_ping()) {
+      // Answered: the host is up.
+    } else {
+      reply.set_code(static_cast<int>(absl::StatusCode::kInvalidArgument));
+      reply.set_message(
+          "a host's control socket serves control requests and pings only");
+    }
+    s = stream.Write(reply, absl::Now() + absl::Seconds(10));
     if (!s.ok()) {
       std::cerr << "sroute control: closing connection on " << path_ << ": "
                 << s.message() << "\n";

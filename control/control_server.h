@@ -1,5 +1,8 @@
 // ControlServer: a host's control port. Listens on a unix stream socket
-// (mode 0600) and serves framed ControlRequests (control/framing.h) by
+// (mode 0600: the file's permissions are the authentication) and serves
+// RpcRequests carrying a ControlRequest, in the RPC framing
+// (rpc/fd_frames.h, the same frames and messages a storage server answers
+// on TCP after its handshake), by
 // calling the sSwitch's control API: list, add and delete rules, quiesce,
 // drain and stats.
 //
@@ -19,10 +22,15 @@
 #include "absl/status/statusor.h"
 #include "control/control_handler.h"
 #include "proto/control.pb.h"
+#include "rpc/frame.h"
 #include "sswitch/sswitch.h"
 #include "util/mutex.h"
 
 namespace sroute {
+
+// The control socket's frames: messages as large as the RPC's (a listing of
+// a big rule table), never a payload.
+inline constexpr FrameLimits kControlFrameLimits{FrameLimits().max_header, 0};
 
 class ControlServer {
  public:

@@ -14,9 +14,10 @@
 
 #include "control/control_client.h"
 #include "control/control_server.h"
-#include "control/framing.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "proto/rpc.pb.h"
+#include "rpc/fd_frames.h"
 #include "rules/parser.h"
 #include "sswitch/sswitch.h"
 #include "tests/util/temp_dir.h"
@@ -330,12 +331,23 @@ TEST_F(ControlTest, StaleSocketFileIsReplaced) {
 }
 
 TEST_F(ControlTest, GarbageFramesCloseTheConnection) {
-  // 1 GiB announced.
+  // Frames as rpc/frame.h draws them: u32 message length, u32 payload
+  // length, then the bytes.
+  // A 1 GiB message announced.
   {
     const int fd = Connect(path_);
     ASSERT_GE(fd, 0);
-    const unsigned char len[4] = {0x40, 0, 0, 0};
-    ASSERT_EQ(write(fd, len, 4), 4);
+    const unsigned char prefix[8] = {0x40, 0, 0, 0, 0, 0, 0, 0};
+    ASSERT_EQ(write(fd, prefix, 8), 8);
+    EXPECT_TRUE(ClosedByPeer(fd));
+    close(fd);
+  }
+  // A payload announced: the control socket takes none.
+  {
+    const int fd = Connect(path_);
+    ASSERT_GE(fd, 0);
+    const unsigned char prefix[8] = {0, 0, 0, 0, 0, 0, 0, 1};
+    ASSERT_EQ(write(fd, prefix, 8), 8);
     EXPECT_TRUE(ClosedByPeer(fd));
     close(fd);
   }
@@ -343,8 +355,8 @@ TEST_F(ControlTest, GarbageFramesCloseTheConnection) {
   {
     const int fd = Connect(path_);
     ASSERT_GE(fd, 0);
-    const unsigned char frame[7] = {0, 0, 0, 100, 1, 2, 3};
-    ASSERT_EQ(write(fd, frame, 7), 7);
+    const unsigned char frame[11] = {0, 0, 0, 100, 0, 0, 0, 0, 1, 2, 3};
+    ASSERT_EQ(write(fd, frame, 11), 11);
     shutdown(fd, SHUT_WR);
     EXPECT_TRUE(ClosedByPeer(fd));
     close(fd);
@@ -353,8 +365,9 @@ TEST_F(ControlTest, GarbageFramesCloseTheConnection) {
   {
     const int fd = Connect(path_);
     ASSERT_GE(fd, 0);
-    const unsigned char frame[8] = {0, 0, 0, 4, 0x0f, 0xff, 0xff, 0xff};
-    ASSERT_EQ(write(fd, frame, 8), 8);
+    const unsigned char frame[12] = {0, 0, 0,    4,    0,    0,
+                                     0, 0, 0x0f, 0xff, 0xff, 0xff};
+    ASSERT_EQ(write(fd, frame, 12), 12);
     EXPECT_TRUE(ClosedByPeer(fd));
     close(fd);
   }
@@ -414,23 +427,63 @@ TEST(ControlClientTest, ConnectFailureNamesThePath) {
   EXPECT_THAT(client.status().message(), HasSubstr(path));
 }
 
-TEST(FramingTest, RoundTripAndLimit) {
+TEST_F(ControlTest, AnswersPingsAndRefusesWhatIsNotControl) {
+  const int fd = Connect(path_);
+  ASSERT_GE(fd, 0);
+  FdFrameStream stream(fd, kControlFrameLimits);
+  const absl::Time deadline = absl::Now() + absl::Seconds(5);
+  proto::RpcRequest ping;
+  ping.set_id(7);
+  ping.mutable_ping();
+  ASSERT_TRUE(stream.Write(ping, deadline).ok());
+  proto::RpcReply reply;
+  ASSERT_TRUE(stream.Read(&reply, deadline).ok());
+  EXPECT_EQ(reply.id(), 7u);
+  EXPECT_EQ(reply.code(), 0);
+  // An IO is a storage server's to serve, not a control socket's.
+  proto::RpcRequest io;
+  io.set_id(8);
+  io.mutable_io();
+  ASSERT_TRUE(stream.Write(io, deadline).ok());
+  ASSERT_TRUE(stream.Read(&reply, deadline).ok());
+  EXPECT_EQ(reply.id(), 8u);
+  EXPECT_EQ(reply.code(), static_cast<int>(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(reply.message(), HasSubstr("control requests"));
+  close(fd);
+}
+
+TEST(FdFrameStreamTest, RoundTripLimitsAndEnds) {
   int fds[2];
   ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
+  const absl::Time deadline = absl::Now() + absl::Seconds(5);
+  FdFrameStream a(fds[0], FrameLimits{1024, 0});
+  FdFrameStream b(fds[1], FrameLimits{1024, 0});
   proto::ControlRequest req;
   req.set_request_id(42);
   req.mutable_add_rules()->add_text("<*, w, //A/f> -> <IO, //B/f>");
-  ASSERT_TRUE(WriteFrame(fds[0], req).ok());
+  ASSERT_TRUE(a.Write(req, deadline).ok());
+  ASSERT_TRUE(a.Write(req, deadline).ok());  // two frames in one read
   proto::ControlRequest got;
-  ASSERT_TRUE(ReadFrame(fds[1], &got, absl::Now() + absl::Seconds(5)).ok());
-  EXPECT_EQ(got.request_id(), 42u);
-  EXPECT_EQ(got.add_rules().text(0), "<*, w, //A/f> -> <IO, //B/f>");
-
-  const unsigned char big[4] = {0x00, 0x40, 0x00, 0x01};  // 4 MiB + 1
-  ASSERT_EQ(write(fds[0], big, 4), 4);
-  absl::Status s = ReadFrame(fds[1], &got, absl::Now() + absl::Seconds(5));
-  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
+  for (int i = 0; i < 2; ++i) {
+    got.Clear();
+    ASSERT_TRUE(b.Read(&got, deadline).ok());
+    EXPECT_EQ(got.request_id(), 42u);
+    EXPECT_EQ(got.add_rules().text(0), "<*, w, //A/f> -> <IO, //B/f>");
+  }
+  // Over the limit: refused before sending, and when announced.
+  req.mutable_add_rules()->add_text(std::string(2000, 'x'));
+  EXPECT_EQ(a.Write(req, deadline).code(),
+            absl::StatusCode::kResourceExhausted);
+  const unsigned char big[8] = {0, 0, 0x04, 0x01, 0, 0, 0, 0};  // 1025
+  ASSERT_EQ(write(fds[0], big, 8), 8);
+  EXPECT_EQ(b.Read(&got, deadline).code(),
+            absl::StatusCode::kResourceExhausted);
+  // A clean end between frames, and a deadline.
+  FdFrameStream c(fds[1], FrameLimits{1024, 0});
+  EXPECT_EQ(c.Read(&got, absl::Now() + absl::Milliseconds(50)).code(),
+            absl::StatusCode::kDeadlineExceeded);
   close(fds[0]);
+  EXPECT_EQ(c.Read(&got, deadline).code(), absl::StatusCode::kOutOfRange);
   close(fds[1]);
 }
 
