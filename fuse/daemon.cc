@@ -21,6 +21,7 @@
 #include "host/flags.h"
 #include "host/runtime.h"
 #include "util/log.h"
+#include "util/strings.h"
 
 namespace sroute {
 namespace {
@@ -29,10 +30,11 @@ namespace {
 // callers keep every CPU busy a woken worker does not wait its turn.
 constexpr int kDefaultNice = -10;
 
-int Fail(const std::string& msg) {
+int Fail(std::string_view msg) {
   std::cerr << "sroute-fuse: " << msg << "\n";
   return 1;
 }
+int Fail(const absl::Status& s) { return Fail(std::string(s.message())); }
 
 // True when `path` is a mount point already (its device differs from its
 // parent's).
@@ -99,6 +101,122 @@ void AddVolumeFlags(CLI::App* app, proto::HostConfig* o, MountRequest* m) {
       "FUSE mount options, comma-separated");
 }
 
+namespace {
+
+// Before any thread starts: threads take their priority from the thread
+// that creates them. Failing to get the default is only logged.
+absl::Status SetNice(const proto::HostConfig& config) {
+  const int nice_value = config.has_nice() ? config.nice() : kDefaultNice;
+  if (setpriority(PRIO_PROCESS, 0, nice_value) == 0) return absl::OkStatus();
+  const std::string why = std::strerror(errno);
+  if (config.has_nice()) {
+    return absl::PermissionDeniedError(
+        StrCat("cannot run at nice ", nice_value, ": ", why,
+               " (lowering the nice value needs CAP_SYS_NICE or "
+               "RLIMIT_NICE)"));
+  }
+  LogInfo("running at nice ", getpriority(PRIO_PROCESS, 0), ", not ",
+          nice_value, ": ", why);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<VolumeOptions> VolumeOptionsOf(const proto::HostConfig& c) {
+  VolumeOptions options;
+  for (const auto& t : c.tenant()) {
+    if (absl::Status s = options.tenants.Add(t); !s.ok()) return s;
+  }
+  options.kernel_cache = c.kernel_cache() == "off"
+                             ? VolumeOptions::KernelCache::kOff
+                             : VolumeOptions::KernelCache::kAuto;
+  return options;
+}
+
+// What the session loop counts, shown as gauges in stats.
+struct LoopCounters {
+  std::atomic<uint64_t> interrupts_refused{0};  // answered ENOSYS
+  UringStats uring;
+};
+
+void AddGauges(Volume& volume, const LoopCounters& counters,
+               proto::ControlResponse* resp) {
+  auto& gauges = *resp->mutable_gauges();
+  gauges["fuse_inodes"] = static_cast<int64_t>(volume.inodes().size());
+  gauges["fuse_interrupts_refused"] =
+      static_cast<int64_t>(counters.interrupts_refused.load());
+  gauges["fuse_uring_requests"] =
+      static_cast<int64_t>(counters.uring.requests.load());
+  gauges["fuse_uring_boosts"] =
+      static_cast<int64_t>(counters.uring.boosts.load());
+  gauges["fuse_pending_invalidations"] =
+      static_cast<int64_t>(volume.pending_invalidations());
+}
+
+// A FUSE session mounted on the mount point; unmounted and destroyed with
+// the object.
+class MountedSession {
+ public:
+  static absl::StatusOr<std::unique_ptr<MountedSession>> Mount(
+      Volume& volume, const proto::HostConfig& config,
+      const MountRequest& mount) {
+    std::unique_ptr<MountedSession> m(new MountedSession);
+    m->args_ = {"sroute-fuse", "-o",
+                "fsname=sroute,subtype=sroute,default_permissions,allow_other"};
+    for (const std::string& o : config.fuse_option()) {
+      m->args_.insert(m->args_.end(), {"-o", o});
+    }
+    if (mount.debug) m->args_.push_back("-d");
+    for (std::string& a : m->args_) m->argv_.push_back(a.data());
+    m->fuse_args_ =
+        FUSE_ARGS_INIT(static_cast<int>(m->argv_.size()), m->argv_.data());
+    m->se_ = fuse_session_new(&m->fuse_args_, &volume.ops(),
+                              sizeof(volume.ops()), &volume);
+    if (m->se_ == nullptr)
+      return absl::InvalidArgumentError("bad FUSE options");
+    if (fuse_session_mount(m->se_, mount.mountpoint.c_str()) != 0) {
+      return absl::UnavailableError("cannot mount on " + mount.mountpoint);
+    }
+    m->mounted_ = true;
+    return m;
+  }
+  ~MountedSession() {
+    if (mounted_) fuse_session_unmount(se_);
+    if (se_ != nullptr) fuse_session_destroy(se_);
+    fuse_opt_free_args(&fuse_args_);
+  }
+  fuse_session* get() { return se_; }
+
+ private:
+  MountedSession() = default;
+  std::vector<std::string> args_;
+  std::vector<char*> argv_;
+  fuse_args fuse_args_ = FUSE_ARGS_INIT(0, nullptr);
+  fuse_session* se_ = nullptr;
+  bool mounted_ = false;
+};
+
+SessionLoopOptions LoopOptions(const proto::HostConfig& config,
+                               const MountRequest& mount, Volume& volume,
+                               LoopCounters& counters) {
+  SessionLoopOptions loop;
+  loop.workers =
+      config.threads() != 0
+          ? static_cast<int>(config.threads())
+          : static_cast<int>(std::max(2u, std::thread::hardware_concurrency()));
+  // -d prints every request as libfuse parses it: let it see them all.
+  if (!mount.debug) {
+    loop.raw_handler = [&volume](fuse_session* s, const RawRequest& r) {
+      return volume.ServeRaw(s, r);
+    };
+  }
+  loop.interrupts_refused = &counters.interrupts_refused;
+  loop.poll_window = std::chrono::microseconds(config.poll_us());
+  loop.io_uring = config.io_uring();
+  loop.uring_stats = &counters.uring;
+  return loop;
+}
+
+}  // namespace
+
 int RunVolume(proto::HostConfig config, const MountRequest& mount) {
   if (config.io_uring()) {
     const std::string why = UringUnavailableReason();
@@ -114,103 +232,38 @@ int RunVolume(proto::HostConfig config, const MountRequest& mount) {
   }
   if (config.name().empty()) config.set_name(DefaultName(mount.mountpoint));
   SetLogTag("sroute-fuse");
-  // Before any thread starts: threads take their priority from the thread
-  // that creates them.
-  const int nice_value = config.has_nice() ? config.nice() : kDefaultNice;
-  if (setpriority(PRIO_PROCESS, 0, nice_value) != 0) {
-    const std::string why = std::strerror(errno);
-    if (config.has_nice()) {
-      return Fail("cannot run at nice " + std::to_string(nice_value) + ": " +
-                  why +
-                  " (lowering the nice value needs CAP_SYS_NICE or "
-                  "RLIMIT_NICE)");
-    }
-    LogInfo("running at nice ", getpriority(PRIO_PROCESS, 0), ", not ",
-            nice_value, ": ", why);
-  }
-  const bool stay = mount.foreground || mount.debug;
+  if (absl::Status s = SetNice(config); !s.ok()) return Fail(s);
   Detacher detacher;
-  if (!stay) {
-    if (absl::Status s = detacher.Detach(); !s.ok()) {
-      return Fail(std::string(s.message()));
-    }
+  if (!mount.foreground && !mount.debug) {
+    if (absl::Status s = detacher.Detach(); !s.ok()) return Fail(s);
   }
-
   auto built = HostRuntime::Build(config, HostKind::kFuse);
-  if (!built.ok()) return Fail(std::string(built.status().message()));
+  if (!built.ok()) return Fail(built.status());
   HostRuntime& rt = **built;
-  VolumeOptions vopts;
-  for (const auto& t : config.tenant()) {
-    if (auto s = vopts.tenants.Add(t); !s.ok()) {
-      return Fail(std::string(s.message()));
-    }
-  }
-  vopts.kernel_cache = config.kernel_cache() == "off"
-                           ? VolumeOptions::KernelCache::kOff
-                           : VolumeOptions::KernelCache::kAuto;
-  Volume volume(&rt.sswitch(), vopts);
+  auto options = VolumeOptionsOf(config);
+  if (!options.ok()) return Fail(options.status());
+  Volume volume(&rt.sswitch(), *std::move(options));
   // With a controller, its rules (and the delegate-made rules recovered from
   // the servers) are in place before the volume serves its first IO.
-  if (auto s = rt.StartAgent(); !s.ok()) return Fail(std::string(s.message()));
-  std::atomic<uint64_t> interrupts_refused{0};  // answered ENOSYS
-  UringStats uring_stats;
-  if (auto s = rt.StartControl([&](proto::ControlResponse* resp) {
-        auto& gauges = *resp->mutable_gauges();
-        gauges["fuse_inodes"] = static_cast<int64_t>(volume.inodes().size());
-        gauges["fuse_interrupts_refused"] =
-            static_cast<int64_t>(interrupts_refused.load());
-        gauges["fuse_uring_requests"] =
-            static_cast<int64_t>(uring_stats.requests.load());
-        gauges["fuse_uring_boosts"] =
-            static_cast<int64_t>(uring_stats.boosts.load());
-        gauges["fuse_pending_invalidations"] =
-            static_cast<int64_t>(volume.pending_invalidations());
-      });
+  if (absl::Status s = rt.StartAgent(); !s.ok()) return Fail(s);
+  LoopCounters counters;
+  if (absl::Status s = rt.StartControl(
+          [&](proto::ControlResponse* r) { AddGauges(volume, counters, r); });
       !s.ok()) {
-    return Fail(std::string(s.message()));
+    return Fail(s);
   }
-
-  // The kernel applied the caller's umask already.
-  umask(0);
-  std::string options =
-      "fsname=sroute,subtype=sroute,default_permissions,allow_other";
-  std::vector<std::string> fargs = {"sroute-fuse", "-o", options};
-  for (const std::string& o : config.fuse_option()) {
-    fargs.insert(fargs.end(), {"-o", o});
-  }
-  if (mount.debug) fargs.push_back("-d");
-  std::vector<char*> cargs;
-  for (std::string& a : fargs) cargs.push_back(a.data());
-  fuse_args args = FUSE_ARGS_INIT(static_cast<int>(cargs.size()), cargs.data());
-  fuse_session* se =
-      fuse_session_new(&args, &volume.ops(), sizeof(volume.ops()), &volume);
-  if (se == nullptr) return Fail("bad FUSE options");
-  if (fuse_session_mount(se, mount.mountpoint.c_str()) != 0) {
-    fuse_session_destroy(se);
-    return Fail("cannot mount on " + mount.mountpoint);
-  }
+  umask(0);  // the kernel applied the caller's umask already
+  auto session = MountedSession::Mount(volume, config, mount);
+  if (!session.ok()) return Fail(session.status());
+  fuse_session* se = (*session)->get();
   // A stop signal that came while starting (blocked until now) ends the
   // volume as soon as it serves.
   if (TakeStopSignal()) fuse_session_exit(se);
   volume.StartInvalidating(se);
   detacher.Ready();
 
-  SessionLoopOptions loop;
-  loop.workers =
-      config.threads() != 0
-          ? static_cast<int>(config.threads())
-          : static_cast<int>(std::max(2u, std::thread::hardware_concurrency()));
-  // -d prints every request as libfuse parses it: let it see them all.
-  if (!mount.debug) {
-    loop.raw_handler = [&volume](fuse_session* s, const RawRequest& r) {
-      return volume.ServeRaw(s, r);
-    };
-  }
-  loop.interrupts_refused = &interrupts_refused;
-  loop.poll_window = std::chrono::microseconds(config.poll_us());
-  loop.io_uring = config.io_uring();
-  loop.uring_stats = &uring_stats;
-  const int rc = RunSessionLoop(se, loop);
+  const int rc =
+      RunSessionLoop(se, LoopOptions(config, mount, volume, counters));
   if (rc != 0) {
     LogError("serving FUSE requests on ", mount.mountpoint,
              " failed: ", std::strerror(-rc), "; unmounting");
@@ -226,9 +279,7 @@ int RunVolume(proto::HostConfig config, const MountRequest& mount) {
         absl::ToInt64Milliseconds(rt.remote_timeout()) + 1000));
     rt.io_threads()->Stop();
   }
-  fuse_session_unmount(se);
-  fuse_session_destroy(se);
-  fuse_opt_free_args(&args);
+  session->reset();
   return rc == 0 ? 0 : 1;
 }
 

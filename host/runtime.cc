@@ -36,102 +36,119 @@ bool HostRuntime::home_is_remote() const {
 absl::StatusOr<std::unique_ptr<HostRuntime>> HostRuntime::Build(
     const proto::HostConfig& config, HostKind kind, std::string secret) {
   std::unique_ptr<HostRuntime> rt(new HostRuntime(config, kind));
-  const proto::HostConfig& c = rt->config_;
-  if (kind == HostKind::kFuse) {
-    rt->home_name_ = "home";
-    rt->home_where_ = c.backing();
-    if (c.backing().empty()) {
+  absl::Status s = rt->PlaceHome();
+  if (s.ok()) s = rt->SetUpNetwork(std::move(secret));
+  if (s.ok()) s = rt->MakeReservedFolder();
+  if (s.ok()) s = rt->AddEndpoints();
+  if (s.ok()) s = rt->LoadRules();
+  if (!s.ok()) return s;
+  return rt;
+}
+
+absl::Status HostRuntime::PlaceHome() {
+  if (kind_ == HostKind::kFuse) {
+    home_name_ = "home";
+    home_where_ = config_.backing();
+    if (home_where_.empty()) {
       return absl::InvalidArgumentError(
           "no backing directory: give --backing DIR or backing: in --config");
     }
   } else {
-    rt->home_name_ = rt->host_.sswitch().name();
-    rt->home_where_ = c.root();
-    if (c.root().empty()) {
+    home_name_ = host_.sswitch().name();
+    home_where_ = config_.root();
+    if (home_where_.empty()) {
       return absl::InvalidArgumentError("no root directory (--root DIR)");
     }
   }
-  bool any_remote = rt->home_is_remote();
+  return absl::OkStatus();
+}
+
+absl::Status HostRuntime::SetUpNetwork(std::string secret) {
+  const proto::HostConfig& c = config_;
+  bool any_remote = home_is_remote();
   for (const auto& e : c.endpoint()) any_remote |= !e.server().empty();
   const bool networked =
-      kind == HostKind::kServer || any_remote || !c.controller().empty();
-
-  RemoteContext& remote = rt->remote_;
-  remote.local_name = rt->host_.sswitch().name();
-  remote.role = HostKindName(kind);
-  remote.timeout = absl::Milliseconds(
+      kind_ == HostKind::kServer || any_remote || !c.controller().empty();
+  remote_.local_name = host_.sswitch().name();
+  remote_.role = HostKindName(kind_);
+  remote_.timeout = absl::Milliseconds(
       c.has_remote_timeout_ms() ? c.remote_timeout_ms() : 10000);
-  remote.secret = std::move(secret);
-  if (networked && remote.secret.empty()) {
+  remote_.secret = std::move(secret);
+  if (!networked) return absl::OkStatus();
+  if (remote_.secret.empty()) {
     if (c.secret_file().empty()) {
       return absl::InvalidArgumentError(
-          kind == HostKind::kServer
+          kind_ == HostKind::kServer
               ? "no cluster secret (--secret-file FILE)"
               : "storage servers and the controller need the cluster "
                 "secret: give --secret-file FILE");
     }
     auto loaded = LoadSecretFile(c.secret_file());
     if (!loaded.ok()) return loaded.status();
-    remote.secret = *std::move(loaded);
+    remote_.secret = *std::move(loaded);
   }
-  if (networked) {
-    rt->threads_ = std::make_unique<IoThreads>(
-        c.has_io_threads() ? static_cast<int>(c.io_threads())
-                           : kDefaultIoThreads,
-        std::chrono::microseconds(c.poll_us()));
-    remote.threads = rt->threads_.get();
-  }
+  threads_ = std::make_unique<IoThreads>(
+      c.has_io_threads() ? static_cast<int>(c.io_threads()) : kDefaultIoThreads,
+      std::chrono::microseconds(c.poll_us()));
+  remote_.threads = threads_.get();
+  return absl::OkStatus();
+}
 
-  // The reserved folder of a local home: files unlinked while open wait
-  // there (a remote home's server makes its own).
-  if (!rt->home_is_remote()) {
-    std::error_code ec;
-    const std::string reserved = rt->home_where_ + "/" + kReservedDir;
-    if (!std::filesystem::is_directory(rt->home_where_, ec)) {
-      return absl::InvalidArgumentError(
-          StrCat(kind == HostKind::kFuse ? "backing directory " : "root ",
-                 rt->home_where_, ": not a directory"));
-    }
-    std::filesystem::create_directories(reserved + "/unlinked", ec);
-    if (ec == std::errc::read_only_file_system && kind == HostKind::kFuse) {
-      // A read-only volume: nothing can be unlinked, nothing waits there.
-      LogWarning(rt->home_where_, " is read-only; the volume will be too");
-      ec.clear();
-    }
-    if (ec) {
-      return absl::UnavailableError(
-          StrCat("cannot create ", reserved, "/unlinked: ", ec.message()));
-    }
+// The reserved folder of a local home: files unlinked while open wait there
+// (a remote home's server makes its own).
+absl::Status HostRuntime::MakeReservedFolder() {
+  if (home_is_remote()) return absl::OkStatus();
+  std::error_code ec;
+  if (!std::filesystem::is_directory(home_where_, ec)) {
+    return absl::InvalidArgumentError(
+        StrCat(kind_ == HostKind::kFuse ? "backing directory " : "root ",
+               home_where_, ": not a directory"));
   }
-  if (absl::Status s =
-          AddEndpoint(rt->host_, rt->home_name_, rt->home_where_, remote);
+  const std::string unlinked =
+      StrCat(home_where_, "/", kReservedDir, "/unlinked");
+  std::filesystem::create_directories(unlinked, ec);
+  if (ec == std::errc::read_only_file_system && kind_ == HostKind::kFuse) {
+    // A read-only volume: nothing can be unlinked, nothing waits there.
+    LogWarning(home_where_, " is read-only; the volume will be too");
+    return absl::OkStatus();
+  }
+  if (ec) {
+    return absl::UnavailableError(
+        StrCat("cannot create ", unlinked, ": ", ec.message()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status HostRuntime::AddEndpoints() {
+  if (absl::Status s = AddEndpoint(host_, home_name_, home_where_, remote_);
       !s.ok()) {
     return absl::Status(s.code(),
-                        StrCat(kind == HostKind::kServer ? "root "
-                               : rt->home_is_remote()    ? "backing server "
-                                                         : "backing directory ",
-                               rt->home_where_, ": ", s.message()));
+                        StrCat(kind_ == HostKind::kServer ? "root "
+                               : home_is_remote()         ? "backing server "
+                                                  : "backing directory ",
+                               home_where_, ": ", s.message()));
   }
-  for (const auto& e : c.endpoint()) {
-    if (absl::Status s = AddEndpoint(rt->host_, e.name(), WhereOf(e), remote);
+  for (const auto& e : config_.endpoint()) {
+    if (absl::Status s = AddEndpoint(host_, e.name(), WhereOf(e), remote_);
         !s.ok()) {
       return absl::Status(s.code(), StrCat("endpoint ", e.name(), "=",
                                            WhereOf(e), ": ", s.message()));
     }
   }
-  if (!c.rules_file().empty()) {
-    if (absl::Status s = rt->host_.LoadRulesFile(c.rules_file()); !s.ok()) {
+  return absl::OkStatus();
+}
+
+// The rules file's, then the config's own, each file installed atomically.
+absl::Status HostRuntime::LoadRules() {
+  if (!config_.rules_file().empty()) {
+    if (absl::Status s = host_.LoadRulesFile(config_.rules_file()); !s.ok()) {
       return s;
     }
   }
-  if (c.rule_size() > 0) {
-    std::string text;
-    for (const std::string& r : c.rule()) StrAppend(&text, r, "\n");
-    if (absl::Status s = rt->host_.LoadRules(text, "rule", "config"); !s.ok()) {
-      return s;
-    }
-  }
-  return rt;
+  if (config_.rule_size() == 0) return absl::OkStatus();
+  std::string text;
+  for (const std::string& r : config_.rule()) StrAppend(&text, r, "\n");
+  return host_.LoadRules(text, "rule", "config");
 }
 
 absl::Status HostRuntime::StartAgent(const std::string& address) {

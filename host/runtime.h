@@ -83,6 +83,12 @@ class HostRuntime {
 
  private:
   HostRuntime(proto::HostConfig config, HostKind kind);
+  // Build's steps, in order.
+  absl::Status PlaceHome();
+  absl::Status SetUpNetwork(std::string secret);
+  absl::Status MakeReservedFolder();
+  absl::Status AddEndpoints();
+  absl::Status LoadRules();
 
   const proto::HostConfig config_;
   const HostKind kind_;
