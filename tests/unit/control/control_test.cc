@@ -20,48 +20,16 @@
 #include "rpc/fd_frames.h"
 #include "rules/parser.h"
 #include "sswitch/sswitch.h"
+#include "tests/util/holding_endpoint.h"
 #include "tests/util/temp_dir.h"
 
 namespace sroute {
 namespace {
 
+using ::sroute::testing::HoldingEndpoint;
 using ::sroute::testing::TempDir;
 using ::testing::HasSubstr;
 using ::testing::SizeIs;
-
-// Completes every IO at once (as if all bytes moved), unless told to hold
-// them.
-class TestEndpoint : public Endpoint {
- public:
-  void Submit(Io* io, std::string_view) override {
-    {
-      std::lock_guard<std::mutex> l(mu_);
-      if (hold_) {
-        held_.push_back(io);
-        return;
-      }
-    }
-    io->bytes = io->header.length;
-    io->Complete();
-  }
-  void set_hold(bool on) {
-    std::lock_guard<std::mutex> l(mu_);
-    hold_ = on;
-  }
-  void ReleaseAll() {
-    std::vector<Io*> out;
-    {
-      std::lock_guard<std::mutex> l(mu_);
-      out.swap(held_);
-    }
-    for (Io* io : out) io->Complete();
-  }
-
- private:
-  std::mutex mu_;
-  bool hold_ = false;
-  std::vector<Io*> held_;
-};
 
 int Connect(const std::string& path) {
   sockaddr_un addr{};
@@ -93,8 +61,8 @@ bool ClosedByPeer(int fd) {
 class ControlTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    a_ = std::make_shared<TestEndpoint>();
-    b_ = std::make_shared<TestEndpoint>();
+    a_ = std::make_shared<HoldingEndpoint>();
+    b_ = std::make_shared<HoldingEndpoint>();
     ASSERT_TRUE(sw_.AddEndpoint("A", a_).ok());
     ASSERT_TRUE(sw_.AddEndpoint("B", b_).ok());
     path_ = dir_ / "control.sock";
@@ -143,7 +111,7 @@ class ControlTest : public ::testing::Test {
 
   TempDir dir_;
   SSwitch sw_{"control-test"};
-  std::shared_ptr<TestEndpoint> a_, b_;
+  std::shared_ptr<HoldingEndpoint> a_, b_;
   std::string path_;
   std::atomic<int> changes_{0};
   std::unique_ptr<ControlServer> server_;
@@ -262,7 +230,7 @@ TEST_F(ControlTest, DrainWithTimeout) {
   EXPECT_EQ(r.code(), static_cast<int>(absl::StatusCode::kDeadlineExceeded));
   EXPECT_GE(std::chrono::steady_clock::now() - start,
             std::chrono::milliseconds(90));
-  a_->ReleaseAll();
+  a_->Release();
   EXPECT_TRUE(done_.load());
   EXPECT_EQ(Call(d).code(), 0);
 }
@@ -331,55 +299,30 @@ TEST_F(ControlTest, StaleSocketFileIsReplaced) {
 }
 
 TEST_F(ControlTest, GarbageFramesCloseTheConnection) {
+  // Sends `bytes` (then ends its side of the stream if `end`): the server
+  // must close the connection.
+  auto closed_after = [&](std::vector<unsigned char> bytes, bool end) {
+    const int fd = Connect(path_);
+    if (fd < 0) return false;
+    const bool sent = write(fd, bytes.data(), bytes.size()) ==
+                      static_cast<ssize_t>(bytes.size());
+    if (end) shutdown(fd, SHUT_WR);
+    const bool closed = sent && ClosedByPeer(fd);
+    close(fd);
+    return closed;
+  };
   // Frames as rpc/frame.h draws them: u32 message length, u32 payload
   // length, then the bytes.
-  // A 1 GiB message announced.
-  {
-    const int fd = Connect(path_);
-    ASSERT_GE(fd, 0);
-    const unsigned char prefix[8] = {0x40, 0, 0, 0, 0, 0, 0, 0};
-    ASSERT_EQ(write(fd, prefix, 8), 8);
-    EXPECT_TRUE(ClosedByPeer(fd));
-    close(fd);
-  }
-  // A payload announced: the control socket takes none.
-  {
-    const int fd = Connect(path_);
-    ASSERT_GE(fd, 0);
-    const unsigned char prefix[8] = {0, 0, 0, 0, 0, 0, 0, 1};
-    ASSERT_EQ(write(fd, prefix, 8), 8);
-    EXPECT_TRUE(ClosedByPeer(fd));
-    close(fd);
-  }
-  // A truncated frame: 100 bytes announced, 3 sent, then EOF.
-  {
-    const int fd = Connect(path_);
-    ASSERT_GE(fd, 0);
-    const unsigned char frame[11] = {0, 0, 0, 100, 0, 0, 0, 0, 1, 2, 3};
-    ASSERT_EQ(write(fd, frame, 11), 11);
-    shutdown(fd, SHUT_WR);
-    EXPECT_TRUE(ClosedByPeer(fd));
-    close(fd);
-  }
-  // Bytes that do not parse (wire type 7 is invalid; then a bad varint).
-  {
-    const int fd = Connect(path_);
-    ASSERT_GE(fd, 0);
-    const unsigned char frame[12] = {0, 0, 0,    4,    0,    0,
-                                     0, 0, 0x0f, 0xff, 0xff, 0xff};
-    ASSERT_EQ(write(fd, frame, 12), 12);
-    EXPECT_TRUE(ClosedByPeer(fd));
-    close(fd);
-  }
-  // A length prefix cut short.
-  {
-    const int fd = Connect(path_);
-    ASSERT_GE(fd, 0);
-    ASSERT_EQ(write(fd, "\0\0", 2), 2);
-    shutdown(fd, SHUT_WR);
-    EXPECT_TRUE(ClosedByPeer(fd));
-    close(fd);
-  }
+  EXPECT_TRUE(closed_after({0x40, 0, 0, 0, 0, 0, 0, 0}, false))
+      << "a 1 GiB message announced";
+  EXPECT_TRUE(closed_after({0, 0, 0, 0, 0, 0, 0, 1}, false))
+      << "a payload: the control socket takes none";
+  EXPECT_TRUE(closed_after({0, 0, 0, 100, 0, 0, 0, 0, 1, 2, 3}, true))
+      << "100 bytes announced, 3 sent, then the end";
+  EXPECT_TRUE(
+      closed_after({0, 0, 0, 4, 0, 0, 0, 0, 0x0f, 0xff, 0xff, 0xff}, false))
+      << "bytes that do not parse (wire type 7, then a bad varint)";
+  EXPECT_TRUE(closed_after({0, 0}, true)) << "a prefix cut short";
   // The old client and a new one are still served.
   EXPECT_EQ(List().code(), 0);
   auto client = ControlClient::Connect(path_);

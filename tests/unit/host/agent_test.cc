@@ -13,41 +13,16 @@
 #include "gtest/gtest.h"
 #include "rpc/io_threads.h"
 #include "sswitch/host.h"
+#include "tests/util/holding_endpoint.h"
 #include "tests/util/temp_dir.h"
 
 namespace sroute {
 namespace {
 
+using ::sroute::testing::HoldingEndpoint;
 using ::sroute::testing::TempDir;
 
 constexpr char kSecret[] = "agent-test-cluster-secret-0123456789";
-
-// Holds every IO until Release().
-class HoldingEndpoint : public Endpoint {
- public:
-  void Submit(Io* io, std::string_view) override {
-    std::lock_guard<std::mutex> l(mu_);
-    held_.push_back(io);
-    cv_.notify_all();
-  }
-  void WaitHeld() {
-    std::unique_lock<std::mutex> l(mu_);
-    cv_.wait(l, [&] { return !held_.empty(); });
-  }
-  void Release() {
-    std::vector<Io*> out;
-    {
-      std::lock_guard<std::mutex> l(mu_);
-      out.swap(held_);
-    }
-    for (Io* io : out) io->Complete();
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::vector<Io*> held_;
-};
 
 // While an update waits for an IO in flight to drain, the host's
 // statistics keep reaching the controller every interval: the agent holds
@@ -62,7 +37,7 @@ TEST(ControllerAgentTest, StatsFlowWhileAnUpdateDrains) {
   auto controller = Controller::Start(o);
   ASSERT_TRUE(controller.ok()) << controller.status();
   Host host("h0");
-  auto slow = std::make_shared<HoldingEndpoint>();
+  auto slow = std::make_shared<HoldingEndpoint>(/*hold=*/true);
   ASSERT_TRUE(host.AddEndpoint("slow", slow).ok());
   IoThreads threads(2);
   AgentOptions a;
