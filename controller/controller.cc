@@ -1,3 +1,7 @@
+// The controller: start and stop, the apps' API, commands to hosts, the
+// hosts' registration and traffic, views and housekeeping. The RPC dispatch
+// and the administrator's requests are in requests.cc, the update protocol
+// in update.cc (controller_impl.h).
 #include "controller/controller.h"
 
 #include <algorithm>
@@ -7,6 +11,7 @@
 #include <set>
 #include <thread>
 
+#include "controller/controller_impl.h"
 #include "controller/store.h"
 #include "rpc/channel.h"
 #include "rpc/io_threads.h"
@@ -19,6 +24,10 @@
 #include "util/strings.h"
 
 namespace sroute {
+
+using controller_internal::ReplyWith;
+using controller_internal::ResultStatus;
+
 namespace {
 
 // A WaitCommands or WaitEvents call is answered (empty) after this long,
@@ -29,47 +38,6 @@ constexpr size_t kMaxEvents = 10000;
 // done loses the turn after this long.
 constexpr absl::Duration kTurnLease = absl::Seconds(30);
 constexpr uint32_t kRecordPage = 20000;
-
-struct PendingCommand {
-  // Guards done and result. A leaf.
-  Mutex mu;
-  CondVar cv;
-  bool done ABSL_GUARDED_BY(mu) = false;
-  proto::CommandResult result ABSL_GUARDED_BY(mu);
-};
-
-struct Session {
-  uint64_t id = 0;
-  proto::HostInfo host;
-  bool connected = false;
-  absl::Time last_seen;
-  uint64_t version = 0;
-  int64_t in_flight = 0;
-  absl::Duration interval;
-  std::unique_ptr<RpcServer::Call> poll;
-  absl::Time poll_since;
-  std::vector<proto::Command> queue;
-  // Counters by (cid, host id): totals, and the last interval's growth.
-  std::map<std::pair<uint64_t, uint64_t>, RuleStats> rules;
-  std::vector<std::pair<uint64_t, uint64_t>> active;  // in the last report
-};
-
-struct FileTurns {
-  bool busy = false;
-  uint64_t turn = 0;
-  absl::Time granted;
-  std::deque<std::unique_ptr<RpcServer::Call>> waiting;
-};
-
-void ReplyWith(RpcServer::Call& call, proto::ControllerReply body) {
-  proto::RpcReply reply;
-  *reply.mutable_controller() = std::move(body);
-  call.Reply(reply);
-}
-
-absl::Status ResultStatus(const proto::CommandResult& r) {
-  return absl::Status(static_cast<absl::StatusCode>(r.code()), r.message());
-}
 
 IoHeader FromMsg(const proto::IoHeaderMsg& m, const std::string& file) {
   IoHeader h;
@@ -84,34 +52,6 @@ IoHeader FromMsg(const proto::IoHeaderMsg& m, const std::string& file) {
 }
 
 }  // namespace
-
-class AppRunner;
-
-// The ControllerApi of the controller's own process, for one app (or the
-// administrator): updates are owned by `owner`, state is kept under it.
-class LocalApi : public ControllerApi {
- public:
-  LocalApi(Controller::Impl* impl, std::string owner, AppRunner* runner)
-      : impl_(impl), owner_(std::move(owner)), runner_(runner) {}
-  std::vector<TopologyHost> Topology() override;
-  absl::StatusOr<std::vector<proto::ManagedRule>> Rules(
-      const std::string& sswitch) override;
-  absl::StatusOr<UpdateOutcome> Update(const UpdateSpec& spec) override;
-  absl::Status Quiesce(const std::string& sswitch, const std::string& pattern,
-                       bool on) override;
-  absl::Status Drain(const std::string& sswitch, const std::string& pattern,
-                     absl::Duration timeout) override;
-  StatsSnapshot Stats() override;
-  void AddTimer(absl::Duration period, std::function<void()> fn) override;
-  absl::Status PutState(const std::string& key,
-                        const std::string& value) override;
-  absl::StatusOr<std::string> GetState(const std::string& key) override;
-
- private:
-  Controller::Impl* const impl_;
-  const std::string owner_;
-  AppRunner* const runner_;
-};
 
 // One control application on a thread of its own: Start, then stats,
 // headers and timers, one at a time.
@@ -217,87 +157,8 @@ class AppRunner {
   std::thread thread_;  // last: starts after everything above
 };
 
-struct Controller::Impl {
-  explicit Impl(ControllerOptions o) : options(std::move(o)) {}
-
-  // --- RPC.
-  void Handle(std::unique_ptr<RpcServer::Call> call);
-  void HandleRegister(RpcServer::Call& call);
-  void HandleWaitCommands(std::unique_ptr<RpcServer::Call> call);
-  void HandleCommandResult(const proto::CommandResult& r);
-  void HandleStats(const proto::StatsReport& r);
-  void HandleHeaderEvent(const proto::HeaderEvent& e);
-  void HandleIoTurn(std::unique_ptr<RpcServer::Call> call);
-  void HandleIoTurnDone(const proto::IoTurnDone& d);
-  void HandleWaitEvents(std::unique_ptr<RpcServer::Call> call);
-
-  // --- Hosts.
-  absl::StatusOr<proto::CommandResult> SendCommand(const std::string& sswitch,
-                                                   proto::Command command,
-                                                   absl::Duration timeout);
-  // Sends each command to its sSwitch at once; results in the same order.
-  std::vector<absl::StatusOr<proto::CommandResult>> SendAll(
-      const std::vector<std::pair<std::string, proto::Command>>& commands,
-      absl::Duration timeout);
-  // Takes the session's waiting poll if it has commands to hand out; the
-  // caller answers it after unlocking.
-  std::unique_ptr<RpcServer::Call> TakePoll(Session& s,
-                                            proto::ControllerReply* reply)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
-  absl::StatusOr<std::vector<proto::DelegateRecord>> RecoverRecords(
-      const proto::HostInfo& host);
-  RpcChannel* ServerChannel(const std::string& address);
-
-  // --- The API.
-  absl::StatusOr<UpdateOutcome> Update(const UpdateSpec& spec,
-                                       const std::string& owner);
-  std::vector<TopologyHost> Topology();
-  StatsSnapshot Stats();
-  void AddEvent(proto::Event e);
-  void Sweep();
-
-  const ControllerOptions options;
-  uint64_t epoch = 0;
-  std::unique_ptr<ControllerStore> store;
-  std::unique_ptr<IoThreads> threads;
-  std::unique_ptr<Background> background;
-
-  // One update (or adoption of a new host's rules) at a time, from its
-  // checks to its last commit: held across the store's writes and the waits
-  // for hosts. Order: before mu and ControllerStore::mu_.
-  Mutex update_mu;
-  // Guards the sessions, pending commands, rule cache, events and turns
-  // (below). Order: after update_mu; else a leaf: no store access, reply or
-  // wait happens under it.
-  Mutex mu ABSL_ACQUIRED_AFTER(update_mu);
-  // By sSwitch.
-  std::map<std::string, Session> sessions ABSL_GUARDED_BY(mu);
-  // By command.
-  std::map<uint64_t, std::shared_ptr<PendingCommand>> pending
-      ABSL_GUARDED_BY(mu);
-  // By cid.
-  std::map<uint64_t, proto::ManagedRule> rule_cache ABSL_GUARDED_BY(mu);
-  uint64_t next_session ABSL_GUARDED_BY(mu) = 1;
-  uint64_t next_command ABSL_GUARDED_BY(mu) = 1;
-  uint64_t next_update ABSL_GUARDED_BY(mu) = 1;
-  std::deque<proto::Event> events ABSL_GUARDED_BY(mu);
-  uint64_t next_event ABSL_GUARDED_BY(mu) = 1;
-  std::vector<std::pair<std::unique_ptr<RpcServer::Call>, absl::Time>>
-      event_waiters ABSL_GUARDED_BY(mu);
-  std::map<std::string, FileTurns> turns ABSL_GUARDED_BY(mu);
-  bool stopping ABSL_GUARDED_BY(mu) = false;
-  CondVar sweep_cv;  // on mu: stopping
-
-  // Guards channels. A leaf.
-  Mutex channels_mu;
-  std::map<std::string, std::unique_ptr<RpcChannel>> channels
-      ABSL_GUARDED_BY(channels_mu);
-
-  std::unique_ptr<LocalApi> admin;
-  std::vector<std::unique_ptr<AppRunner>> apps;
-  std::thread sweeper;
-  std::unique_ptr<RpcServer> rpc;  // last: no request before all is set up
-};
+Controller::Impl::Impl(ControllerOptions o) : options(std::move(o)) {}
+Controller::Impl::~Impl() = default;
 
 // --- LocalApi ---
 
@@ -428,178 +289,6 @@ std::vector<absl::StatusOr<proto::CommandResult>> Controller::Impl::SendAll(
   std::vector<absl::StatusOr<proto::CommandResult>> out;
   for (auto& f : futures) out.push_back(f.get());
   return out;
-}
-
-// --- Updates ---
-
-absl::StatusOr<UpdateOutcome> Controller::Impl::Update(
-    const UpdateSpec& spec, const std::string& owner) {
-  // One update at a time, from its checks to its last commit.
-  MutexLock serial(&update_mu);
-  // Check everything before any host hears of it.
-  struct Planned {
-    std::string sswitch;
-    std::vector<proto::ManagedRule> insert;
-    std::vector<uint64_t> remove;
-  };
-  std::vector<Planned> plan;
-  size_t inserts = 0;
-  for (const RuleChanges& c : spec.changes) {
-    auto it = std::find_if(plan.begin(), plan.end(), [&](const Planned& p) {
-      return p.sswitch == c.sswitch;
-    });
-    if (it == plan.end()) {
-      plan.push_back(Planned{c.sswitch, {}, {}});
-      it = plan.end() - 1;
-    }
-    for (size_t i = 0; i < c.insert.size(); ++i) {
-      auto rule = ParseRule(c.insert[i]);
-      if (!rule.ok()) {
-        return absl::InvalidArgumentError(
-            StrCat(c.sswitch, ": rule ", i + 1, ": ", rule.status().message()));
-      }
-      proto::ManagedRule m;
-      m.set_text(FormatRule(*rule));
-      m.set_owner(owner);
-      it->insert.push_back(std::move(m));
-      ++inserts;
-    }
-    for (uint64_t cid : c.remove) {
-      auto where = store->SSwitchOf(cid);
-      if (!where || *where != c.sswitch) {
-        return absl::NotFoundError(StrCat("no rule ", cid, " on ", c.sswitch));
-      }
-      it->remove.push_back(cid);
-    }
-  }
-  for (const std::string& f : spec.flows) {
-    if (auto p = ParsePattern(f); !p.ok()) {
-      return absl::InvalidArgumentError(
-          StrCat("flow ", f, ": ", p.status().message()));
-    }
-  }
-  if (plan.empty()) return absl::InvalidArgumentError("an empty update");
-  {
-    MutexLock l(&mu);
-    for (const Planned& p : plan) {
-      auto it = sessions.find(p.sswitch);
-      if (it == sessions.end() || !it->second.connected) {
-        return absl::UnavailableError(StrCat("host ", p.sswitch,
-                                             it == sessions.end()
-                                                 ? " has never registered"
-                                                 : " is not connected",
-                                             "; nothing changed"));
-      }
-    }
-  }
-  std::vector<uint64_t> cids;
-  if (inserts > 0) {
-    auto first = store->NextCids(inserts);
-    if (!first.ok()) return first.status();
-    uint64_t next = *first;
-    for (Planned& p : plan) {
-      for (proto::ManagedRule& m : p.insert) {
-        m.set_cid(next++);
-        cids.push_back(m.cid());
-      }
-    }
-  }
-  uint64_t update_id;
-  {
-    MutexLock l(&mu);
-    update_id = next_update++;
-  }
-  const uint32_t drain_ms =
-      static_cast<uint32_t>(absl::ToInt64Milliseconds(spec.timeout));
-  const uint32_t lease_ms = static_cast<uint32_t>(
-      absl::ToInt64Milliseconds(spec.timeout + options.command_timeout * 2));
-
-  // Phase 1: every host parks the flows, drains them and checks the changes.
-  std::vector<std::pair<std::string, proto::Command>> prepares;
-  for (const Planned& p : plan) {
-    proto::Command c;
-    proto::Prepare* pr = c.mutable_prepare();
-    pr->set_update(update_id);
-    for (const auto& m : p.insert) *pr->add_insert() = m;
-    for (uint64_t cid : p.remove) pr->add_remove(cid);
-    for (const std::string& f : spec.flows) pr->add_flows(f);
-    pr->set_drain_timeout_ms(drain_ms);
-    pr->set_lease_ms(lease_ms);
-    prepares.emplace_back(p.sswitch, std::move(c));
-  }
-  auto prepared = SendAll(prepares, spec.timeout + options.command_timeout);
-  absl::Status failure;
-  for (size_t i = 0; i < prepared.size(); ++i) {
-    absl::Status s =
-        prepared[i].ok() ? ResultStatus(*prepared[i]) : prepared[i].status();
-    if (!s.ok() && failure.ok()) {
-      failure =
-          absl::Status(s.code(), StrCat(plan[i].sswitch,
-                                        " refused the update: ", s.message(),
-                                        "; no host changed"));
-    }
-  }
-  auto abort_all = [&] {
-    std::vector<std::pair<std::string, proto::Command>> aborts;
-    for (const Planned& p : plan) {
-      proto::Command c;
-      c.mutable_abort()->set_update(update_id);
-      aborts.emplace_back(p.sswitch, std::move(c));
-    }
-    (void)SendAll(aborts, options.command_timeout);
-  };
-  if (!failure.ok()) {
-    abort_all();
-    return failure;
-  }
-  // Persist before anything is installed.
-  const uint64_t version = store->version() + 1;
-  std::vector<ControllerStore::RuleChange> changes;
-  for (const Planned& p : plan) {
-    changes.push_back({p.sswitch, p.insert, p.remove});
-  }
-  if (absl::Status s = store->Apply(changes, version); !s.ok()) {
-    abort_all();
-    return absl::Status(s.code(), StrCat(s.message(), "; no host changed"));
-  }
-  {
-    MutexLock l(&mu);
-    for (const Planned& p : plan) {
-      for (uint64_t cid : p.remove) rule_cache.erase(cid);
-      for (const auto& m : p.insert) rule_cache[m.cid()] = m;
-    }
-  }
-  // Phase 2: install everywhere and release the flows.
-  std::vector<std::pair<std::string, proto::Command>> commits;
-  for (const Planned& p : plan) {
-    proto::Command c;
-    c.mutable_commit()->set_update(update_id);
-    c.mutable_commit()->set_version(version);
-    commits.emplace_back(p.sswitch, std::move(c));
-  }
-  auto committed = SendAll(commits, options.command_timeout);
-  for (size_t i = 0; i < committed.size(); ++i) {
-    absl::Status s =
-        committed[i].ok() ? ResultStatus(*committed[i]) : committed[i].status();
-    if (!s.ok()) {
-      // The rules are persisted: the host gets them when it is reconciled
-      // (now, or when it registers again).
-      LogWarning("update ", update_id, ": commit on ", plan[i].sswitch,
-                 " failed (", s.message(), "); reconciling it");
-      auto rules = store->Rules(plan[i].sswitch);
-      if (rules.ok()) {
-        proto::Command c;
-        for (auto& m : *rules) *c.mutable_reconcile()->add_rules() = m;
-        (void)SendCommand(plan[i].sswitch, std::move(c),
-                          options.command_timeout);
-      }
-    } else {
-      MutexLock l(&mu);
-      auto it = sessions.find(plan[i].sswitch);
-      if (it != sessions.end()) it->second.version = committed[i]->version();
-    }
-  }
-  return UpdateOutcome{version, std::move(cids)};
 }
 
 // --- Registration and recovery ---
@@ -783,7 +472,28 @@ void Controller::Impl::HandleWaitCommands(
   if (ready) ReplyWith(*ready, std::move(reply));
 }
 
-void Controller::Impl::HandleCommandResult(const proto::CommandResult& r) {
+// Host reports need no answer but an OK, once taken in.
+void Controller::Impl::HandleCommandResult(std::unique_ptr<Call> call) {
+  RecordCommandResult(call->request().controller().command_result());
+  call->ReplyStatus(absl::OkStatus());
+}
+
+void Controller::Impl::HandleStats(std::unique_ptr<Call> call) {
+  RecordStats(call->request().controller().stats());
+  call->ReplyStatus(absl::OkStatus());
+}
+
+void Controller::Impl::HandleHeaderEvent(std::unique_ptr<Call> call) {
+  DeliverHeaderEvent(call->request().controller().header_event());
+  call->ReplyStatus(absl::OkStatus());
+}
+
+void Controller::Impl::HandleIoTurnDone(std::unique_ptr<Call> call) {
+  EndIoTurn(call->request().controller().io_turn_done());
+  call->ReplyStatus(absl::OkStatus());
+}
+
+void Controller::Impl::RecordCommandResult(const proto::CommandResult& r) {
   std::shared_ptr<PendingCommand> p;
   {
     MutexLock l(&mu);
@@ -797,7 +507,7 @@ void Controller::Impl::HandleCommandResult(const proto::CommandResult& r) {
   p->cv.SignalAll();
 }
 
-void Controller::Impl::HandleStats(const proto::StatsReport& r) {
+void Controller::Impl::RecordStats(const proto::StatsReport& r) {
   MutexLock l(&mu);
   Session* s = nullptr;
   for (auto& [name, ses] : sessions) {
@@ -868,7 +578,7 @@ void Controller::Impl::AddEvent(proto::Event e) {
   for (auto& c : wake) ReplyWith(*c, reply);
 }
 
-void Controller::Impl::HandleHeaderEvent(const proto::HeaderEvent& e) {
+void Controller::Impl::DeliverHeaderEvent(const proto::HeaderEvent& e) {
   std::string sswitch;
   {
     MutexLock l(&mu);
@@ -916,7 +626,7 @@ void Controller::Impl::HandleIoTurn(std::unique_ptr<RpcServer::Call> call) {
   ReplyWith(*grant, std::move(reply));
 }
 
-void Controller::Impl::HandleIoTurnDone(const proto::IoTurnDone& d) {
+void Controller::Impl::EndIoTurn(const proto::IoTurnDone& d) {
   std::unique_ptr<RpcServer::Call> next;
   uint64_t turn = 0;
   {
@@ -1059,217 +769,6 @@ void Controller::Impl::Sweep() {
     }
     l.Lock();
   }
-}
-
-void Controller::Impl::Handle(std::unique_ptr<RpcServer::Call> call) {
-  if (!call->request().has_controller()) {
-    call->ReplyStatus(absl::UnimplementedError(
-        "this is the controller: it serves controller requests only"));
-    return;
-  }
-  const proto::ControllerRequest& req = call->request().controller();
-  switch (req.body_case()) {
-    case proto::ControllerRequest::kRegister:
-      background->Run([this, c = std::shared_ptr<RpcServer::Call>(
-                                 std::move(call))] { HandleRegister(*c); });
-      return;
-    case proto::ControllerRequest::kWaitCommands:
-      HandleWaitCommands(std::move(call));
-      return;
-    case proto::ControllerRequest::kCommandResult:
-      HandleCommandResult(req.command_result());
-      call->ReplyStatus(absl::OkStatus());
-      return;
-    case proto::ControllerRequest::kStats:
-      HandleStats(req.stats());
-      call->ReplyStatus(absl::OkStatus());
-      return;
-    case proto::ControllerRequest::kHeaderEvent:
-      HandleHeaderEvent(req.header_event());
-      call->ReplyStatus(absl::OkStatus());
-      return;
-    case proto::ControllerRequest::kIoTurn:
-      HandleIoTurn(std::move(call));
-      return;
-    case proto::ControllerRequest::kIoTurnDone:
-      HandleIoTurnDone(req.io_turn_done());
-      call->ReplyStatus(absl::OkStatus());
-      return;
-    case proto::ControllerRequest::kListHosts: {
-      proto::ControllerReply reply;
-      const absl::Time now = absl::Now();
-      const std::vector<proto::HostInfo> hosts = store->Hosts();
-      std::map<std::string, size_t> rule_counts;
-      for (const proto::HostInfo& h : hosts) {
-        auto rules = store->Rules(h.sswitch());
-        rule_counts[h.sswitch()] = rules.ok() ? rules->size() : 0;
-      }
-      {
-        MutexLock l(&mu);
-        for (const proto::HostInfo& h : hosts) {
-          proto::HostStatus* hs = reply.mutable_hosts()->add_hosts();
-          *hs->mutable_host() = h;
-          auto it = sessions.find(h.sswitch());
-          if (it != sessions.end()) {
-            *hs->mutable_host() = it->second.host;
-            hs->set_connected(it->second.connected);
-            hs->set_version(it->second.version);
-            hs->set_last_seen_ms_ago(
-                absl::ToInt64Milliseconds(now - it->second.last_seen));
-          }
-          hs->set_rules(rule_counts[h.sswitch()]);
-        }
-      }
-      // After unlocking: no reply is sent with mu held.
-      ReplyWith(*call, std::move(reply));
-      return;
-    }
-    case proto::ControllerRequest::kListRules: {
-      proto::ControllerReply reply;
-      std::vector<std::string> names;
-      if (req.list_rules().sswitch().empty()) {
-        names = store->SSwitches();
-      } else {
-        names.push_back(req.list_rules().sswitch());
-      }
-      if (names.size() == 1 && !store->Known(names[0])) {
-        call->ReplyStatus(absl::NotFoundError(
-            StrCat("no sSwitch named '", names[0], "' at the controller")));
-        return;
-      }
-      std::vector<std::pair<std::string, std::vector<proto::ManagedRule>>>
-          stored;
-      for (const std::string& name : names) {
-        auto rules = store->Rules(name);
-        if (!rules.ok()) {
-          call->ReplyStatus(rules.status());
-          return;
-        }
-        stored.emplace_back(name, *std::move(rules));
-      }
-      {
-        MutexLock l(&mu);
-        for (auto& [name, rules] : stored) {
-          auto ses = sessions.find(name);
-          for (auto& m : rules) {
-            proto::AdminRule* a = reply.mutable_rules()->add_rules();
-            a->set_sswitch(name);
-            if (ses != sessions.end()) {
-              auto from = ses->second.rules.lower_bound({m.cid(), 0});
-              for (auto it = from;
-                   it != ses->second.rules.end() && it->first.first == m.cid();
-                   ++it) {
-                const RuleStats& rs = it->second;
-                a->set_host_id(rs.host_id);
-                a->set_reads(rs.total_reads);
-                a->set_writes(rs.total_writes);
-                a->set_others(rs.total_others);
-                a->set_read_bytes(rs.total_read_bytes);
-                a->set_write_bytes(rs.total_write_bytes);
-                a->set_in_flight(rs.in_flight);
-                a->set_errors(rs.errors);
-                a->set_p50_us(rs.p50_us);
-                a->set_p99_us(rs.p99_us);
-              }
-            }
-            *a->mutable_rule() = std::move(m);
-          }
-        }
-      }
-      // After unlocking: no reply is sent with mu held.
-      ReplyWith(*call, std::move(reply));
-      return;
-    }
-    case proto::ControllerRequest::kUpdate:
-      background->Run([this,
-                       c = std::shared_ptr<RpcServer::Call>(std::move(call))] {
-        const proto::Update& u = c->request().controller().update();
-        UpdateSpec spec;
-        for (const proto::Change& ch : u.changes()) {
-          spec.changes.push_back(RuleChanges{
-              ch.sswitch(),
-              std::vector<std::string>(ch.insert().begin(), ch.insert().end()),
-              std::vector<uint64_t>(ch.remove().begin(), ch.remove().end())});
-        }
-        spec.flows.assign(u.flows().begin(), u.flows().end());
-        if (u.timeout_ms() > 0)
-          spec.timeout = absl::Milliseconds(u.timeout_ms());
-        auto r = Update(spec, u.owner().empty() ? c->peer_name() : u.owner());
-        if (!r.ok()) {
-          c->ReplyStatus(r.status());
-          return;
-        }
-        proto::ControllerReply reply;
-        reply.mutable_update()->set_version(r->version);
-        for (uint64_t cid : r->cids) reply.mutable_update()->add_cids(cid);
-        ReplyWith(*c, std::move(reply));
-      });
-      return;
-    case proto::ControllerRequest::kQuiesce:
-      background->Run(
-          [this, c = std::shared_ptr<RpcServer::Call>(std::move(call))] {
-            const proto::QuiesceAt& q = c->request().controller().quiesce();
-            c->ReplyStatus(admin->Quiesce(q.sswitch(), q.pattern(), q.on()));
-          });
-      return;
-    case proto::ControllerRequest::kDrain:
-      background->Run([this,
-                       c = std::shared_ptr<RpcServer::Call>(std::move(call))] {
-        const proto::DrainAt& d = c->request().controller().drain();
-        c->ReplyStatus(admin->Drain(
-            d.sswitch(), d.pattern(),
-            absl::Milliseconds(d.timeout_ms() == 0 ? 10000 : d.timeout_ms())));
-      });
-      return;
-    case proto::ControllerRequest::kGetStats: {
-      // As RuleList: the latest interval's rules of every host.
-      proto::ControllerReply reply;
-      StatsSnapshot snap = Stats();
-      for (const HostStats& h : snap.hosts) {
-        for (const RuleStats& rs : h.rules) {
-          proto::AdminRule* a = reply.mutable_rules()->add_rules();
-          a->set_sswitch(h.sswitch);
-          a->set_host_id(rs.host_id);
-          a->mutable_rule()->set_cid(rs.cid);
-          a->mutable_rule()->set_text(rs.text);
-          a->mutable_rule()->set_owner(rs.owner);
-          a->set_reads(rs.reads);
-          a->set_writes(rs.writes);
-          a->set_others(rs.others);
-          a->set_read_bytes(rs.read_bytes);
-          a->set_write_bytes(rs.write_bytes);
-          a->set_in_flight(rs.in_flight);
-          a->set_errors(rs.errors);
-          a->set_p50_us(rs.p50_us);
-          a->set_p99_us(rs.p99_us);
-        }
-      }
-      ReplyWith(*call, std::move(reply));
-      return;
-    }
-    case proto::ControllerRequest::kWaitEvents:
-      HandleWaitEvents(std::move(call));
-      return;
-    case proto::ControllerRequest::kPutState: {
-      const proto::PutAppState& p = req.put_state();
-      call->ReplyStatus(store->PutAppState(p.app(), p.key(), p.value()));
-      return;
-    }
-    case proto::ControllerRequest::kGetState: {
-      auto v = store->GetAppState(req.get_state().app(), req.get_state().key());
-      if (!v.ok()) {
-        call->ReplyStatus(v.status());
-        return;
-      }
-      proto::ControllerReply reply;
-      reply.set_state(*v);
-      ReplyWith(*call, std::move(reply));
-      return;
-    }
-    case proto::ControllerRequest::BODY_NOT_SET:
-      break;
-  }
-  call->ReplyStatus(absl::InvalidArgumentError("empty controller request"));
 }
 
 // --- Controller ---

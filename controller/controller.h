@@ -9,8 +9,8 @@
 // applications, which run in-process (ControlApp) or out of process
 // (controller/client.h) against the same ControllerApi.
 //
-// Thread safety: thread-safe. Lock order (controller.cc, at each lock's
-// declaration): Impl::update_mu > Impl::mu; Impl::update_mu >
+// Thread safety: thread-safe. Lock order (controller_impl.h, at each
+// lock's declaration): Impl::update_mu > Impl::mu; Impl::update_mu >
 // ControllerStore::mu_; Impl::channels_mu, PendingCommand::mu and
 // AppRunner::mu_ are leaves. Only update_mu is held while waiting for hosts
 // (it serializes whole two-phase updates, and a new host's adoption of its

@@ -1,0 +1,281 @@
+// Controller::Impl: the controller's state and the functions over it
+// (internal to controller/). Its definitions are split by concern:
+//   controller.cc  start and stop, the apps' API, commands to hosts,
+//                  registration and recovery, host traffic, views, sweeping
+//   requests.cc    the RPC dispatch (Handle) and the administrator's requests
+//   update.cc      the two-phase update (DESIGN.md §6)
+//
+// Lock order (as in controller.h): update_mu > mu; update_mu >
+// ControllerStore::mu_; channels_mu, PendingCommand::mu and AppRunner::mu_
+// are leaves.
+#ifndef SROUTE_CONTROLLER_CONTROLLER_IMPL_H_
+#define SROUTE_CONTROLLER_CONTROLLER_IMPL_H_
+
+#include <deque>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "controller/control_app.h"
+#include "controller/controller.h"
+#include "controller/store.h"
+#include "proto/controller.pb.h"
+#include "rpc/channel.h"
+#include "rpc/io_threads.h"
+#include "rpc/server.h"
+#include "sswitch/stats.h"
+#include "util/background.h"
+#include "util/mutex.h"
+
+namespace sroute {
+namespace controller_internal {
+
+struct PendingCommand {
+  // Guards done and result. A leaf.
+  Mutex mu;
+  CondVar cv;
+  bool done ABSL_GUARDED_BY(mu) = false;
+  proto::CommandResult result ABSL_GUARDED_BY(mu);
+};
+
+struct Session {
+  uint64_t id = 0;
+  proto::HostInfo host;
+  bool connected = false;
+  absl::Time last_seen;
+  uint64_t version = 0;
+  int64_t in_flight = 0;
+  absl::Duration interval;
+  std::unique_ptr<RpcServer::Call> poll;
+  absl::Time poll_since;
+  std::vector<proto::Command> queue;
+  // Counters by (cid, host id): totals, and the last interval's growth.
+  std::map<std::pair<uint64_t, uint64_t>, RuleStats> rules;
+  std::vector<std::pair<uint64_t, uint64_t>> active;  // in the last report
+};
+
+struct FileTurns {
+  bool busy = false;
+  uint64_t turn = 0;
+  absl::Time granted;
+  std::deque<std::unique_ptr<RpcServer::Call>> waiting;
+};
+
+// An update checked and numbered, ready for its two phases.
+struct UpdatePlan {
+  // What one sSwitch inserts (cids assigned) and removes.
+  struct Change {
+    std::string sswitch;
+    std::vector<proto::ManagedRule> insert;
+    std::vector<uint64_t> remove;
+  };
+  uint64_t id = 0;                 // the update's id in its commands
+  std::vector<Change> changes;     // one per sSwitch, in the spec's order
+  std::vector<std::string> flows;  // more patterns to park
+  std::vector<uint64_t> cids;      // of the inserted rules, in order
+  absl::Duration timeout;          // for the drains
+};
+
+inline void ReplyWith(RpcServer::Call& call, proto::ControllerReply body) {
+  proto::RpcReply reply;
+  *reply.mutable_controller() = std::move(body);
+  call.Reply(reply);
+}
+
+inline absl::Status ResultStatus(const proto::CommandResult& r) {
+  return absl::Status(static_cast<absl::StatusCode>(r.code()), r.message());
+}
+
+}  // namespace controller_internal
+
+class AppRunner;
+
+// The ControllerApi of the controller's own process, for one app (or the
+// administrator): updates are owned by `owner`, state is kept under it.
+class LocalApi : public ControllerApi {
+ public:
+  LocalApi(Controller::Impl* impl, std::string owner, AppRunner* runner)
+      : impl_(impl), owner_(std::move(owner)), runner_(runner) {}
+  std::vector<TopologyHost> Topology() override;
+  absl::StatusOr<std::vector<proto::ManagedRule>> Rules(
+      const std::string& sswitch) override;
+  absl::StatusOr<UpdateOutcome> Update(const UpdateSpec& spec) override;
+  absl::Status Quiesce(const std::string& sswitch, const std::string& pattern,
+                       bool on) override;
+  absl::Status Drain(const std::string& sswitch, const std::string& pattern,
+                     absl::Duration timeout) override;
+  StatsSnapshot Stats() override;
+  void AddTimer(absl::Duration period, std::function<void()> fn) override;
+  absl::Status PutState(const std::string& key,
+                        const std::string& value) override;
+  absl::StatusOr<std::string> GetState(const std::string& key) override;
+
+ private:
+  Controller::Impl* const impl_;
+  const std::string owner_;
+  AppRunner* const runner_;
+};
+
+struct Controller::Impl {
+  using Call = RpcServer::Call;
+  using PendingCommand = controller_internal::PendingCommand;
+  using Session = controller_internal::Session;
+  using FileTurns = controller_internal::FileTurns;
+  using UpdatePlan = controller_internal::UpdatePlan;
+
+  // Out of line: AppRunner is complete in controller.cc only.
+  explicit Impl(ControllerOptions o);
+  ~Impl();
+
+  // --- RPC (requests.cc): Handle dispatches each request to its handler.
+  void Handle(std::unique_ptr<Call> call);
+  // Runs `handler` on the background threads (it waits for hosts or for
+  // other requests), keeping the call alive until it is done.
+  void InBackground(std::unique_ptr<Call> call, void (Impl::*handler)(Call&));
+  // From hosts (controller.cc).
+  void HandleRegister(Call& call);
+  void HandleWaitCommands(std::unique_ptr<Call> call);
+  void HandleCommandResult(std::unique_ptr<Call> call);
+  void HandleStats(std::unique_ptr<Call> call);
+  void HandleHeaderEvent(std::unique_ptr<Call> call);
+  void HandleIoTurn(std::unique_ptr<Call> call);
+  void HandleIoTurnDone(std::unique_ptr<Call> call);
+  // From administrators and out-of-process apps (requests.cc).
+  void HandleListHosts(std::unique_ptr<Call> call);
+  void HandleListRules(std::unique_ptr<Call> call);
+  void HandleUpdate(Call& call);
+  void HandleQuiesce(Call& call);
+  void HandleDrain(Call& call);
+  void HandleGetStats(std::unique_ptr<Call> call);
+  void HandleWaitEvents(std::unique_ptr<Call> call);  // in controller.cc
+  void HandlePutState(std::unique_ptr<Call> call);
+  void HandleGetState(std::unique_ptr<Call> call);
+  // What the host requests above carry, taken in (controller.cc).
+  void RecordCommandResult(const proto::CommandResult& r);
+  void RecordStats(const proto::StatsReport& r);
+  void DeliverHeaderEvent(const proto::HeaderEvent& e);
+  void EndIoTurn(const proto::IoTurnDone& d);
+
+  // --- Hosts (controller.cc).
+  absl::StatusOr<proto::CommandResult> SendCommand(const std::string& sswitch,
+                                                   proto::Command command,
+                                                   absl::Duration timeout);
+  // Sends each command to its sSwitch at once; results in the same order.
+  std::vector<absl::StatusOr<proto::CommandResult>> SendAll(
+      const std::vector<std::pair<std::string, proto::Command>>& commands,
+      absl::Duration timeout);
+  // Takes the session's waiting poll if it has commands to hand out; the
+  // caller answers it after unlocking.
+  std::unique_ptr<Call> TakePoll(Session& s, proto::ControllerReply* reply)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  absl::StatusOr<std::vector<proto::DelegateRecord>> RecoverRecords(
+      const proto::HostInfo& host);
+  RpcChannel* ServerChannel(const std::string& address);
+
+  // --- The update protocol (update.cc). Update runs the phases below, one
+  // update at a time; each phase runs with update_mu held and mu free.
+  absl::StatusOr<UpdateOutcome> Update(const UpdateSpec& spec,
+                                       const std::string& owner)
+      ABSL_LOCKS_EXCLUDED(update_mu, mu);
+  // Checks the spec against the rule language and the store (rules to
+  // remove must be on the sSwitch named): the changes grouped by sSwitch,
+  // not yet numbered. Fails with InvalidArgument or NotFound; no host or
+  // store is changed.
+  absl::StatusOr<UpdatePlan> PlanUpdate(const UpdateSpec& spec,
+                                        const std::string& owner)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(update_mu) ABSL_LOCKS_EXCLUDED(mu);
+  // Fails with Unavailable unless every sSwitch of the plan has a
+  // connected host.
+  absl::Status CheckHostsConnected(const UpdatePlan& plan)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(update_mu) ABSL_LOCKS_EXCLUDED(mu);
+  // Gives the inserted rules their cids (taken from the store for good)
+  // and the update its id.
+  absl::Status NumberUpdate(UpdatePlan& plan)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(update_mu) ABSL_LOCKS_EXCLUDED(mu);
+  // Phase 1: every host of the plan parks the flows and the patterns of the
+  // rules changed, drains them and checks its changes, and holds them (for
+  // a lease) until the commit or the abort. OK only if every host acked;
+  // else the first nack or silence, naming its host. The caller aborts.
+  absl::Status PrepareEverywhere(const UpdatePlan& plan)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(update_mu) ABSL_LOCKS_EXCLUDED(mu);
+  // Tells every host of the plan to drop the update and release its flows
+  // under the old rules; waits (up to a command timeout) for their answers
+  // but not for their success: a host that does not hear it drops the
+  // update when its lease ends.
+  void AbortEverywhere(const UpdatePlan& plan)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(update_mu) ABSL_LOCKS_EXCLUDED(mu);
+  // Writes the plan's changes to the store as the next version, and to the
+  // rule cache: the point of no return. Returns the version; on failure
+  // nothing is written and no host changed.
+  absl::StatusOr<uint64_t> PersistUpdate(const UpdatePlan& plan)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(update_mu) ABSL_LOCKS_EXCLUDED(mu);
+  // Phase 2: every host installs its prepared changes and releases its
+  // flows. A host whose commit fails (or that does not answer) is
+  // reconciled to its persisted rules now (ReconcileHost), or when it
+  // registers again; the others' versions are recorded.
+  void CommitEverywhere(const UpdatePlan& plan, uint64_t version)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(update_mu) ABSL_LOCKS_EXCLUDED(mu);
+  // Sends `sswitch` its persisted rules to install in place of its managed
+  // rules (dropping updates it holds). Best effort: a host that misses it
+  // gets them when it registers again.
+  void ReconcileHost(const std::string& sswitch)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(update_mu) ABSL_LOCKS_EXCLUDED(mu);
+
+  // --- Views (controller.cc).
+  std::vector<TopologyHost> Topology();
+  StatsSnapshot Stats();
+  void AddEvent(proto::Event e);
+  void Sweep();
+
+  const ControllerOptions options;
+  uint64_t epoch = 0;
+  std::unique_ptr<ControllerStore> store;
+  std::unique_ptr<IoThreads> threads;
+  std::unique_ptr<Background> background;
+
+  // One update (or adoption of a new host's rules) at a time, from its
+  // checks to its last commit: held across the store's writes and the waits
+  // for hosts. Order: before mu and ControllerStore::mu_.
+  Mutex update_mu;
+  // Guards the sessions, pending commands, rule cache, events and turns
+  // (below). Order: after update_mu; else a leaf: no store access, reply or
+  // wait happens under it.
+  Mutex mu ABSL_ACQUIRED_AFTER(update_mu);
+  // By sSwitch.
+  std::map<std::string, Session> sessions ABSL_GUARDED_BY(mu);
+  // By command.
+  std::map<uint64_t, std::shared_ptr<PendingCommand>> pending
+      ABSL_GUARDED_BY(mu);
+  // By cid.
+  std::map<uint64_t, proto::ManagedRule> rule_cache ABSL_GUARDED_BY(mu);
+  uint64_t next_session ABSL_GUARDED_BY(mu) = 1;
+  uint64_t next_command ABSL_GUARDED_BY(mu) = 1;
+  uint64_t next_update ABSL_GUARDED_BY(mu) = 1;
+  std::deque<proto::Event> events ABSL_GUARDED_BY(mu);
+  uint64_t next_event ABSL_GUARDED_BY(mu) = 1;
+  std::vector<std::pair<std::unique_ptr<Call>, absl::Time>> event_waiters
+      ABSL_GUARDED_BY(mu);
+  std::map<std::string, FileTurns> turns ABSL_GUARDED_BY(mu);
+  bool stopping ABSL_GUARDED_BY(mu) = false;
+  CondVar sweep_cv;  // on mu: stopping
+
+  // Guards channels. A leaf.
+  Mutex channels_mu;
+  std::map<std::string, std::unique_ptr<RpcChannel>> channels
+      ABSL_GUARDED_BY(channels_mu);
+
+  std::unique_ptr<LocalApi> admin;
+  std::vector<std::unique_ptr<AppRunner>> apps;
+  std::thread sweeper;
+  std::unique_ptr<RpcServer> rpc;  // last: no request before all is set up
+};
+
+}  // namespace sroute
+
+#endif  // SROUTE_CONTROLLER_CONTROLLER_IMPL_H_

@@ -1,0 +1,234 @@
+// The controller's RPC: the dispatch of every request to its handler, and
+// the handlers of the administrator's requests (sroutectl, out-of-process
+// apps: controller/client.h). The hosts' requests are handled in
+// controller.cc.
+#include <map>
+
+#include "controller/controller_impl.h"
+#include "util/strings.h"
+
+namespace sroute {
+
+using controller_internal::ReplyWith;
+
+void Controller::Impl::Handle(std::unique_ptr<Call> call) {
+  if (!call->request().has_controller()) {
+    call->ReplyStatus(absl::UnimplementedError(
+        "this is the controller: it serves controller requests only"));
+    return;
+  }
+  // Handlers that wait for hosts or for other updates run in the
+  // background; the others answer (or park the call) at once.
+  using R = proto::ControllerRequest;
+  switch (call->request().controller().body_case()) {
+    // From hosts (host/agent.h).
+    case R::kRegister:
+      return InBackground(std::move(call), &Impl::HandleRegister);
+    case R::kWaitCommands:
+      return HandleWaitCommands(std::move(call));
+    case R::kCommandResult:
+      return HandleCommandResult(std::move(call));
+    case R::kStats:
+      return HandleStats(std::move(call));
+    case R::kHeaderEvent:
+      return HandleHeaderEvent(std::move(call));
+    case R::kIoTurn:
+      return HandleIoTurn(std::move(call));
+    case R::kIoTurnDone:
+      return HandleIoTurnDone(std::move(call));
+    // From administrators and out-of-process apps (controller/client.h).
+    case R::kListHosts:
+      return HandleListHosts(std::move(call));
+    case R::kListRules:
+      return HandleListRules(std::move(call));
+    case R::kUpdate:
+      return InBackground(std::move(call), &Impl::HandleUpdate);
+    case R::kQuiesce:
+      return InBackground(std::move(call), &Impl::HandleQuiesce);
+    case R::kDrain:
+      return InBackground(std::move(call), &Impl::HandleDrain);
+    case R::kGetStats:
+      return HandleGetStats(std::move(call));
+    case R::kWaitEvents:
+      return HandleWaitEvents(std::move(call));
+    case R::kPutState:
+      return HandlePutState(std::move(call));
+    case R::kGetState:
+      return HandleGetState(std::move(call));
+    case R::BODY_NOT_SET:
+      break;
+  }
+  call->ReplyStatus(absl::InvalidArgumentError("empty controller request"));
+}
+
+void Controller::Impl::InBackground(std::unique_ptr<Call> call,
+                                    void (Impl::*handler)(Call&)) {
+  background->Run([this, handler, c = std::shared_ptr<Call>(std::move(call))] {
+    (this->*handler)(*c);
+  });
+}
+
+void Controller::Impl::HandleListHosts(std::unique_ptr<Call> call) {
+  proto::ControllerReply reply;
+  const absl::Time now = absl::Now();
+  const std::vector<proto::HostInfo> hosts = store->Hosts();
+  std::map<std::string, size_t> rule_counts;
+  for (const proto::HostInfo& h : hosts) {
+    auto rules = store->Rules(h.sswitch());
+    rule_counts[h.sswitch()] = rules.ok() ? rules->size() : 0;
+  }
+  {
+    MutexLock l(&mu);
+    for (const proto::HostInfo& h : hosts) {
+      proto::HostStatus* hs = reply.mutable_hosts()->add_hosts();
+      *hs->mutable_host() = h;
+      auto it = sessions.find(h.sswitch());
+      if (it != sessions.end()) {
+        *hs->mutable_host() = it->second.host;
+        hs->set_connected(it->second.connected);
+        hs->set_version(it->second.version);
+        hs->set_last_seen_ms_ago(
+            absl::ToInt64Milliseconds(now - it->second.last_seen));
+      }
+      hs->set_rules(rule_counts[h.sswitch()]);
+    }
+  }
+  // After unlocking: no reply is sent with mu held.
+  ReplyWith(*call, std::move(reply));
+}
+
+void Controller::Impl::HandleListRules(std::unique_ptr<Call> call) {
+  const proto::ListManagedRules& req =
+      call->request().controller().list_rules();
+  proto::ControllerReply reply;
+  std::vector<std::string> names;
+  if (req.sswitch().empty()) {
+    names = store->SSwitches();
+  } else {
+    names.push_back(req.sswitch());
+  }
+  if (names.size() == 1 && !store->Known(names[0])) {
+    call->ReplyStatus(absl::NotFoundError(
+        StrCat("no sSwitch named '", names[0], "' at the controller")));
+    return;
+  }
+  std::vector<std::pair<std::string, std::vector<proto::ManagedRule>>> stored;
+  for (const std::string& name : names) {
+    auto rules = store->Rules(name);
+    if (!rules.ok()) {
+      call->ReplyStatus(rules.status());
+      return;
+    }
+    stored.emplace_back(name, *std::move(rules));
+  }
+  {
+    MutexLock l(&mu);
+    for (auto& [name, rules] : stored) {
+      auto ses = sessions.find(name);
+      for (auto& m : rules) {
+        proto::AdminRule* a = reply.mutable_rules()->add_rules();
+        a->set_sswitch(name);
+        if (ses != sessions.end()) {
+          auto from = ses->second.rules.lower_bound({m.cid(), 0});
+          for (auto it = from;
+               it != ses->second.rules.end() && it->first.first == m.cid();
+               ++it) {
+            const RuleStats& rs = it->second;
+            a->set_host_id(rs.host_id);
+            a->set_reads(rs.total_reads);
+            a->set_writes(rs.total_writes);
+            a->set_others(rs.total_others);
+            a->set_read_bytes(rs.total_read_bytes);
+            a->set_write_bytes(rs.total_write_bytes);
+            a->set_in_flight(rs.in_flight);
+            a->set_errors(rs.errors);
+            a->set_p50_us(rs.p50_us);
+            a->set_p99_us(rs.p99_us);
+          }
+        }
+        *a->mutable_rule() = std::move(m);
+      }
+    }
+  }
+  // After unlocking: no reply is sent with mu held.
+  ReplyWith(*call, std::move(reply));
+}
+
+void Controller::Impl::HandleUpdate(Call& call) {
+  const proto::Update& u = call.request().controller().update();
+  UpdateSpec spec;
+  for (const proto::Change& ch : u.changes()) {
+    spec.changes.push_back(RuleChanges{
+        ch.sswitch(),
+        std::vector<std::string>(ch.insert().begin(), ch.insert().end()),
+        std::vector<uint64_t>(ch.remove().begin(), ch.remove().end())});
+  }
+  spec.flows.assign(u.flows().begin(), u.flows().end());
+  if (u.timeout_ms() > 0) spec.timeout = absl::Milliseconds(u.timeout_ms());
+  auto r = Update(spec, u.owner().empty() ? call.peer_name() : u.owner());
+  if (!r.ok()) {
+    call.ReplyStatus(r.status());
+    return;
+  }
+  proto::ControllerReply reply;
+  reply.mutable_update()->set_version(r->version);
+  for (uint64_t cid : r->cids) reply.mutable_update()->add_cids(cid);
+  ReplyWith(call, std::move(reply));
+}
+
+void Controller::Impl::HandleQuiesce(Call& call) {
+  const proto::QuiesceAt& q = call.request().controller().quiesce();
+  call.ReplyStatus(admin->Quiesce(q.sswitch(), q.pattern(), q.on()));
+}
+
+void Controller::Impl::HandleDrain(Call& call) {
+  const proto::DrainAt& d = call.request().controller().drain();
+  call.ReplyStatus(admin->Drain(
+      d.sswitch(), d.pattern(),
+      absl::Milliseconds(d.timeout_ms() == 0 ? 10000 : d.timeout_ms())));
+}
+
+void Controller::Impl::HandleGetStats(std::unique_ptr<Call> call) {
+  // As RuleList: the latest interval's rules of every host.
+  proto::ControllerReply reply;
+  StatsSnapshot snap = Stats();
+  for (const HostStats& h : snap.hosts) {
+    for (const RuleStats& rs : h.rules) {
+      proto::AdminRule* a = reply.mutable_rules()->add_rules();
+      a->set_sswitch(h.sswitch);
+      a->set_host_id(rs.host_id);
+      a->mutable_rule()->set_cid(rs.cid);
+      a->mutable_rule()->set_text(rs.text);
+      a->mutable_rule()->set_owner(rs.owner);
+      a->set_reads(rs.reads);
+      a->set_writes(rs.writes);
+      a->set_others(rs.others);
+      a->set_read_bytes(rs.read_bytes);
+      a->set_write_bytes(rs.write_bytes);
+      a->set_in_flight(rs.in_flight);
+      a->set_errors(rs.errors);
+      a->set_p50_us(rs.p50_us);
+      a->set_p99_us(rs.p99_us);
+    }
+  }
+  ReplyWith(*call, std::move(reply));
+}
+
+void Controller::Impl::HandlePutState(std::unique_ptr<Call> call) {
+  const proto::PutAppState& p = call->request().controller().put_state();
+  call->ReplyStatus(store->PutAppState(p.app(), p.key(), p.value()));
+}
+
+void Controller::Impl::HandleGetState(std::unique_ptr<Call> call) {
+  const proto::GetAppState& g = call->request().controller().get_state();
+  auto v = store->GetAppState(g.app(), g.key());
+  if (!v.ok()) {
+    call->ReplyStatus(v.status());
+    return;
+  }
+  proto::ControllerReply reply;
+  reply.set_state(*v);
+  ReplyWith(*call, std::move(reply));
+}
+
+}  // namespace sroute

@@ -1,0 +1,207 @@
+// The controller's two-phase update across sSwitches (DESIGN.md §6).
+#include <algorithm>
+
+#include "controller/controller_impl.h"
+#include "rules/parser.h"
+#include "util/log.h"
+#include "util/strings.h"
+
+namespace sroute {
+
+using controller_internal::ResultStatus;
+
+absl::StatusOr<UpdateOutcome> Controller::Impl::Update(
+    const UpdateSpec& spec, const std::string& owner) {
+  // One update at a time, from its checks to its last commit.
+  MutexLock serial(&update_mu);
+  // Check everything before any host hears of it.
+  absl::StatusOr<UpdatePlan> plan = PlanUpdate(spec, owner);
+  if (!plan.ok()) return plan.status();
+  if (absl::Status s = CheckHostsConnected(*plan); !s.ok()) return s;
+  if (absl::Status s = NumberUpdate(*plan); !s.ok()) return s;
+  // Phase 1; a nack (or silence) anywhere leaves the old rules everywhere.
+  if (absl::Status s = PrepareEverywhere(*plan); !s.ok()) {
+    AbortEverywhere(*plan);
+    return s;
+  }
+  // Persist before anything is installed.
+  absl::StatusOr<uint64_t> version = PersistUpdate(*plan);
+  if (!version.ok()) {
+    AbortEverywhere(*plan);
+    return version.status();
+  }
+  // Phase 2.
+  CommitEverywhere(*plan, *version);
+  return UpdateOutcome{*version, std::move(plan->cids)};
+}
+
+absl::StatusOr<Controller::Impl::UpdatePlan> Controller::Impl::PlanUpdate(
+    const UpdateSpec& spec, const std::string& owner) {
+  UpdatePlan plan;
+  for (const RuleChanges& c : spec.changes) {
+    auto it = std::find_if(
+        plan.changes.begin(), plan.changes.end(),
+        [&](const UpdatePlan::Change& p) { return p.sswitch == c.sswitch; });
+    if (it == plan.changes.end()) {
+      plan.changes.push_back(UpdatePlan::Change{c.sswitch, {}, {}});
+      it = plan.changes.end() - 1;
+    }
+    for (size_t i = 0; i < c.insert.size(); ++i) {
+      auto rule = ParseRule(c.insert[i]);
+      if (!rule.ok()) {
+        return absl::InvalidArgumentError(
+            StrCat(c.sswitch, ": rule ", i + 1, ": ", rule.status().message()));
+      }
+      proto::ManagedRule m;
+      m.set_text(FormatRule(*rule));
+      m.set_owner(owner);
+      it->insert.push_back(std::move(m));
+    }
+    for (uint64_t cid : c.remove) {
+      auto where = store->SSwitchOf(cid);
+      if (!where || *where != c.sswitch) {
+        return absl::NotFoundError(StrCat("no rule ", cid, " on ", c.sswitch));
+      }
+      it->remove.push_back(cid);
+    }
+  }
+  for (const std::string& f : spec.flows) {
+    if (auto p = ParsePattern(f); !p.ok()) {
+      return absl::InvalidArgumentError(
+          StrCat("flow ", f, ": ", p.status().message()));
+    }
+  }
+  if (plan.changes.empty()) {
+    return absl::InvalidArgumentError("an empty update");
+  }
+  plan.flows = spec.flows;
+  plan.timeout = spec.timeout;
+  return plan;
+}
+
+absl::Status Controller::Impl::CheckHostsConnected(const UpdatePlan& plan) {
+  MutexLock l(&mu);
+  for (const UpdatePlan::Change& p : plan.changes) {
+    auto it = sessions.find(p.sswitch);
+    if (it == sessions.end() || !it->second.connected) {
+      return absl::UnavailableError(StrCat(
+          "host ", p.sswitch,
+          it == sessions.end() ? " has never registered" : " is not connected",
+          "; nothing changed"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Controller::Impl::NumberUpdate(UpdatePlan& plan) {
+  size_t inserts = 0;
+  for (const UpdatePlan::Change& p : plan.changes) inserts += p.insert.size();
+  if (inserts > 0) {
+    auto first = store->NextCids(inserts);
+    if (!first.ok()) return first.status();
+    uint64_t next = *first;
+    for (UpdatePlan::Change& p : plan.changes) {
+      for (proto::ManagedRule& m : p.insert) {
+        m.set_cid(next++);
+        plan.cids.push_back(m.cid());
+      }
+    }
+  }
+  MutexLock l(&mu);
+  plan.id = next_update++;
+  return absl::OkStatus();
+}
+
+absl::Status Controller::Impl::PrepareEverywhere(const UpdatePlan& plan) {
+  const uint32_t drain_ms =
+      static_cast<uint32_t>(absl::ToInt64Milliseconds(plan.timeout));
+  const uint32_t lease_ms = static_cast<uint32_t>(
+      absl::ToInt64Milliseconds(plan.timeout + options.command_timeout * 2));
+  std::vector<std::pair<std::string, proto::Command>> prepares;
+  for (const UpdatePlan::Change& p : plan.changes) {
+    proto::Command c;
+    proto::Prepare* pr = c.mutable_prepare();
+    pr->set_update(plan.id);
+    for (const auto& m : p.insert) *pr->add_insert() = m;
+    for (uint64_t cid : p.remove) pr->add_remove(cid);
+    for (const std::string& f : plan.flows) pr->add_flows(f);
+    pr->set_drain_timeout_ms(drain_ms);
+    pr->set_lease_ms(lease_ms);
+    prepares.emplace_back(p.sswitch, std::move(c));
+  }
+  auto prepared = SendAll(prepares, plan.timeout + options.command_timeout);
+  for (size_t i = 0; i < prepared.size(); ++i) {
+    absl::Status s =
+        prepared[i].ok() ? ResultStatus(*prepared[i]) : prepared[i].status();
+    if (!s.ok()) {
+      return absl::Status(s.code(), StrCat(plan.changes[i].sswitch,
+                                           " refused the update: ", s.message(),
+                                           "; no host changed"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+void Controller::Impl::AbortEverywhere(const UpdatePlan& plan) {
+  std::vector<std::pair<std::string, proto::Command>> aborts;
+  for (const UpdatePlan::Change& p : plan.changes) {
+    proto::Command c;
+    c.mutable_abort()->set_update(plan.id);
+    aborts.emplace_back(p.sswitch, std::move(c));
+  }
+  (void)SendAll(aborts, options.command_timeout);
+}
+
+absl::StatusOr<uint64_t> Controller::Impl::PersistUpdate(
+    const UpdatePlan& plan) {
+  const uint64_t version = store->version() + 1;
+  std::vector<ControllerStore::RuleChange> changes;
+  for (const UpdatePlan::Change& p : plan.changes) {
+    changes.push_back({p.sswitch, p.insert, p.remove});
+  }
+  if (absl::Status s = store->Apply(changes, version); !s.ok()) {
+    return absl::Status(s.code(), StrCat(s.message(), "; no host changed"));
+  }
+  MutexLock l(&mu);
+  for (const UpdatePlan::Change& p : plan.changes) {
+    for (uint64_t cid : p.remove) rule_cache.erase(cid);
+    for (const auto& m : p.insert) rule_cache[m.cid()] = m;
+  }
+  return version;
+}
+
+void Controller::Impl::CommitEverywhere(const UpdatePlan& plan,
+                                        uint64_t version) {
+  std::vector<std::pair<std::string, proto::Command>> commits;
+  for (const UpdatePlan::Change& p : plan.changes) {
+    proto::Command c;
+    c.mutable_commit()->set_update(plan.id);
+    c.mutable_commit()->set_version(version);
+    commits.emplace_back(p.sswitch, std::move(c));
+  }
+  auto committed = SendAll(commits, options.command_timeout);
+  for (size_t i = 0; i < committed.size(); ++i) {
+    const std::string& sswitch = plan.changes[i].sswitch;
+    absl::Status s =
+        committed[i].ok() ? ResultStatus(*committed[i]) : committed[i].status();
+    if (!s.ok()) {
+      LogWarning("update ", plan.id, ": commit on ", sswitch, " failed (",
+                 s.message(), "); reconciling it");
+      ReconcileHost(sswitch);
+    } else {
+      MutexLock l(&mu);
+      auto it = sessions.find(sswitch);
+      if (it != sessions.end()) it->second.version = committed[i]->version();
+    }
+  }
+}
+
+void Controller::Impl::ReconcileHost(const std::string& sswitch) {
+  auto rules = store->Rules(sswitch);
+  if (!rules.ok()) return;
+  proto::Command c;
+  for (auto& m : *rules) *c.mutable_reconcile()->add_rules() = m;
+  (void)SendCommand(sswitch, std::move(c), options.command_timeout);
+}
+
+}  // namespace sroute
