@@ -725,6 +725,17 @@ ControllerAgent::~ControllerAgent() {
   // Commands and controller-bound IOs in progress use the sSwitch, which
   // may go right after this.
   impl_->work.Wait();
+  // Updates prepared and never committed or aborted end with the agent: the
+  // flows they parked go on by the rules in place (as when a lease runs
+  // out), or they would wait for a controller that can no longer reach
+  // this sSwitch through us.
+  MutexLock cl(&impl_->control_mu);
+  for (const auto& [update, prepared] : impl_->prepared) {
+    for (const HeaderPattern& pat : prepared.parked) {
+      (void)impl_->sw->Quiesce(pat, false);
+    }
+  }
+  impl_->prepared.clear();
 }
 
 bool ControllerAgent::connected() const {
