@@ -104,7 +104,7 @@ void Fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, fuse_file_info*) {
   std::string path;
   if (!PathOf(req, ino, &path)) return;
   auto r = NewRequest(req, Op::kFsync, path);
-  r->io.args.flags = datasync;
+  r->io.args.datasync = datasync != 0;
   Submit(std::move(r), ReplyError);
 }
 

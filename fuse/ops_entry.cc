@@ -118,7 +118,7 @@ void Mkdir(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode) {
 void Symlink(fuse_req_t req, const char* link, fuse_ino_t parent,
              const char* name) {
   IoArgs a;
-  a.other = link;
+  a.symlink_text = link;
   MakeNode(req, parent, name, Op::kSymlink, std::move(a));
 }
 
@@ -127,7 +127,7 @@ void Link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
   std::string old_path;
   if (!PathOf(req, ino, &old_path)) return;
   IoArgs a;
-  a.other = VolumeOf(req).FileName(old_path);
+  a.second_file = VolumeOf(req).FileName(old_path);
   MakeNode(req, newparent, newname, Op::kLink, std::move(a));
 }
 
@@ -177,7 +177,7 @@ void Unlink(fuse_req_t req, fuse_ino_t parent, const char* name) {
     }
     const std::string hidden = HiddenPath(node);
     auto mv = NewRequest(rr.req, Op::kRenameFrom, path);
-    mv->io.args.other = mv->volume->FileName(hidden);
+    mv->io.args.second_file = mv->volume->FileName(hidden);
     // The daemon's own move into its reserved folder, which the caller may
     // not write to (the kernel checked the caller may unlink the name).
     mv->io.args.caller = Credentials();
@@ -212,8 +212,8 @@ void Rename(fuse_req_t req, fuse_ino_t parent, const char* name,
   if (!ChildPathOf(req, parent, name, &from)) return;
   if (!ChildPathOf(req, newparent, newname, &to)) return;
   auto r = NewRequest(req, Op::kRenameFrom, from);
-  r->io.args.other = r->volume->FileName(to);
-  r->io.args.flags = static_cast<int>(flags);
+  r->io.args.second_file = r->volume->FileName(to);
+  r->io.args.rename_flags = flags;
   Submit(std::move(r), [parent, newparent, name = std::string(name),
                         newname = std::string(newname), flags](Request& rr) {
     if (rr.io.status.ok()) {

@@ -117,7 +117,7 @@ void Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   std::string path;
   if (!PathOf(req, ino, &path)) return;
   auto r = NewRequest(req, Op::kOpen, path);
-  r->io.args.flags = fi->flags;
+  r->io.args.open_flags = fi->flags;
   r->fi = *fi;
   Submit(std::move(r), [ino](Request& rr) {
     if (!rr.io.status.ok()) return ReplyError(rr);
@@ -138,7 +138,7 @@ void Create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
   if (!ChildPathOf(req, parent, name, &path)) return;
   auto r = NewRequest(req, Op::kCreate, path);
   r->io.args.mode = mode;
-  r->io.args.flags = fi->flags;
+  r->io.args.open_flags = fi->flags;
   r->parent = parent;
   r->name = name;
   r->fi = *fi;
@@ -267,7 +267,7 @@ void Fsync(fuse_req_t req, fuse_ino_t ino, int datasync, fuse_file_info*) {
   std::string path;
   if (!PathOf(req, ino, &path)) return;
   auto r = NewRequest(req, Op::kFsync, path);
-  r->io.args.flags = datasync;
+  r->io.args.datasync = datasync != 0;
   Submit(std::move(r), ReplyError);
 }
 
@@ -281,7 +281,7 @@ void Lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
   if (!PathOf(req, ino, &path)) return;
   auto r = NewRequest(req, Op::kLseek, path);
   r->io.header.offset = static_cast<uint64_t>(off);
-  r->io.args.flags = whence;
+  r->io.args.whence = whence;
   Submit(std::move(r), [](Request& rr) {
     if (!rr.io.status.ok()) return ReplyError(rr);
     fuse_reply_lseek(rr.req, static_cast<off_t>(rr.io.bytes));
@@ -293,7 +293,7 @@ void Fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset,
   std::string path;
   if (!PathOf(req, ino, &path)) return;
   auto r = NewRequest(req, Op::kFallocate, path);
-  r->io.args.flags = mode;
+  r->io.args.fallocate_mode = mode;
   r->io.header.offset = static_cast<uint64_t>(offset);
   r->io.header.length = static_cast<uint64_t>(length);
   Submit(std::move(r), ReplyError);

@@ -30,8 +30,8 @@ void Setxattr(fuse_req_t req, fuse_ino_t ino, const char* name,
   std::string path;
   if (!PathOf(req, ino, &path)) return;
   auto r = NewRequest(req, Op::kSetxattr, path);
-  r->io.args.other = name;
-  r->io.args.flags = flags;
+  r->io.args.xattr_name = name;
+  r->io.args.xattr_flags = flags;
   r->buffer.assign(value, value + size);
   r->io.write_data = std::span<const char>(r->buffer);
   Submit(std::move(r), [](Request& rr) {
@@ -70,7 +70,7 @@ void Getxattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
   std::string path;
   if (!PathOf(req, ino, &path)) return;
   auto r = NewRequest(req, Op::kGetxattr, path);
-  r->io.args.other = name;
+  r->io.args.xattr_name = name;
   Submit(std::move(r), [size, ino, capability, tag](Request& rr) {
     const double ttl = rr.volume->attr_timeout();
     // Not for files some rule may route: the answer may depend on who asks.
@@ -94,7 +94,7 @@ void Removexattr(fuse_req_t req, fuse_ino_t ino, const char* name) {
   std::string path;
   if (!PathOf(req, ino, &path)) return;
   auto r = NewRequest(req, Op::kRemovexattr, path);
-  r->io.args.other = name;
+  r->io.args.xattr_name = name;
   Submit(std::move(r), [](Request& rr) {
     rr.volume->XattrsChanged();
     ReplyError(rr);

@@ -63,9 +63,38 @@ bool HasAttr(Op op) {
   }
 }
 
-// Ops that name a second file in args.other (relative on the wire, a full
-// name "//HOST/PATH" inside a host).
-bool OtherIsAName(Op op) {
+proto::TruncateMode ToMsg(TruncateMode mode) {
+  switch (mode) {
+    case TruncateMode::kExact:
+      return proto::TRUNCATE_MODE_EXACT;
+    case TruncateMode::kGrowOnly:
+      return proto::TRUNCATE_MODE_GROW_ONLY;
+    case TruncateMode::kShrinkOnly:
+      return proto::TRUNCATE_MODE_SHRINK_ONLY;
+  }
+  return proto::TRUNCATE_MODE_EXACT;
+}
+
+// False for a value no sender of ours makes.
+bool FromMsg(proto::TruncateMode m, TruncateMode* mode) {
+  switch (m) {
+    case proto::TRUNCATE_MODE_EXACT:
+      *mode = TruncateMode::kExact;
+      return true;
+    case proto::TRUNCATE_MODE_GROW_ONLY:
+      *mode = TruncateMode::kGrowOnly;
+      return true;
+    case proto::TRUNCATE_MODE_SHRINK_ONLY:
+      *mode = TruncateMode::kShrinkOnly;
+      return true;
+    default:
+      return false;
+  }
+}
+
+// Ops that name a second file in args.second_file (relative on the wire, a
+// full name "//HOST/PATH" inside a host).
+bool NamesASecondFile(Op op) {
   return op == Op::kRenameFrom || op == Op::kRenameTo || op == Op::kLink;
 }
 
@@ -83,7 +112,13 @@ void EncodeIoRequest(const Io& io, std::string_view path,
   const IoArgs& a = io.args;
   proto::IoArgsMsg* m = out->mutable_args();
   m->set_mode(a.mode);
-  m->set_flags(a.flags);
+  m->set_open_flags(a.open_flags);
+  m->set_rename_flags(a.rename_flags);
+  m->set_xattr_flags(a.xattr_flags);
+  m->set_fallocate_mode(a.fallocate_mode);
+  m->set_whence(a.whence);
+  m->set_truncate_mode(ToMsg(a.truncate_mode));
+  m->set_datasync(a.datasync);
   m->set_uid(a.uid);
   m->set_gid(a.gid);
   m->set_to_set(a.to_set);
@@ -94,7 +129,9 @@ void EncodeIoRequest(const Io& io, std::string_view path,
     m->set_mtime_sec(a.mtime.tv_sec);
     m->set_mtime_nsec(a.mtime.tv_nsec);
   }
-  if (!a.other.empty()) m->set_other(a.other);
+  if (!a.second_file.empty()) m->set_second_file(a.second_file);
+  if (!a.symlink_text.empty()) m->set_symlink_text(a.symlink_text);
+  if (!a.xattr_name.empty()) m->set_xattr_name(a.xattr_name);
   if (a.caller.set) {
     m->set_has_caller(true);
     m->set_caller_uid(a.caller.uid);
@@ -189,25 +226,37 @@ absl::Status DecodeIoRequest(const proto::IoRequest& req,
   const proto::IoArgsMsg& m = req.args();
   IoArgs& a = io->args;
   a.mode = m.mode();
-  a.flags = m.flags();
+  a.open_flags = m.open_flags();
+  a.rename_flags = m.rename_flags();
+  a.xattr_flags = m.xattr_flags();
+  a.fallocate_mode = m.fallocate_mode();
+  a.whence = m.whence();
+  if (!FromMsg(m.truncate_mode(), &a.truncate_mode)) {
+    return absl::InvalidArgumentError(
+        StrCat("unknown truncate mode ", static_cast<int>(m.truncate_mode())));
+  }
+  a.datasync = m.datasync();
   a.uid = m.uid();
   a.gid = m.gid();
   a.to_set = m.to_set();
   a.size = m.size();
   a.atime = {m.atime_sec(), m.atime_nsec()};
   a.mtime = {m.mtime_sec(), m.mtime_nsec()};
-  a.other = m.other();
+  a.second_file = m.second_file();
+  a.symlink_text = m.symlink_text();
+  a.xattr_name = m.xattr_name();
   a.caller = Credentials();
   if (m.has_caller()) {
     a.caller = Credentials::Of(m.caller_uid(), m.caller_gid(),
                                std::vector<uint32_t>(m.caller_groups().begin(),
                                                      m.caller_groups().end()));
   }
-  if (OtherIsAName(io->header.op)) {
-    if (bad_path(a.other) || a.other.empty()) {
-      return ErrnoStatus(EINVAL, StrCat("bad second path '", a.other, "'"));
+  if (NamesASecondFile(io->header.op)) {
+    if (bad_path(a.second_file) || a.second_file.empty()) {
+      return ErrnoStatus(EINVAL,
+                         StrCat("bad second path '", a.second_file, "'"));
     }
-    a.other = JoinFileName(host, a.other);
+    a.second_file = JoinFileName(host, a.second_file);
   }
   io->records.clear();
   for (const proto::DelegateRecord& d : req.records()) {

@@ -35,9 +35,9 @@ void SSwitch::SendToDetours(Io* io, const RuleEntry* entry,
   }
   const Op op = io->header.op;
   const bool may_grow =
-      op == Op::kWrite ||
-      (op == Op::kFallocate &&
-       (io->args.flags == 0 || io->args.flags == FALLOC_FL_ZERO_RANGE));
+      op == Op::kWrite || (op == Op::kFallocate &&
+                           (io->args.fallocate_mode == 0 ||
+                            io->args.fallocate_mode == FALLOC_FL_ZERO_RANGE));
   if (may_grow && !chosen.empty()) {
     // DESIGN §3: a write (or an allocation that may extend the file)
     // detoured away from the file's home still grows the size the home
@@ -91,7 +91,7 @@ Io* SSwitch::GrowHomeAfter(Io* io, std::string home) {
     Io& grow = *g->grow;
     grow.header.op = Op::kTruncate;
     grow.header.offset = grow.header.length = 0;
-    grow.args.flags = kTruncateGrowOnly;
+    grow.args.truncate_mode = TruncateMode::kGrowOnly;
     grow.args.size = end;
     grow.write_data = {};
     grow.read_buffer = {};
@@ -173,13 +173,14 @@ void SSwitch::SendToFile(Io* io, std::string file) {
     // must land on one endpoint; the endpoint gets its own path for it.
     IoHeader second = io->header;
     second.op = op == Op::kRenameFrom ? Op::kRenameTo : Op::kLink;
-    second.file = io->args.other;
+    second.file = io->args.second_file;
     second.offset = second.length = 0;
     const std::string resolved = ResolveWholeFile(*io->snapshot_, second);
     FileName other;
     if (!SplitFileName(resolved, &other)) {
-      Fail(io, absl::InvalidArgumentError(StrCat(
-                   "'", io->args.other, "' is not a file name //HOST/PATH")));
+      Fail(io,
+           absl::InvalidArgumentError(StrCat(
+               "'", io->args.second_file, "' is not a file name //HOST/PATH")));
       return;
     }
     if (other.host != name.host) {
@@ -187,7 +188,7 @@ void SSwitch::SendToFile(Io* io, std::string file) {
                                          resolved, ": not on one endpoint")));
       return;
     }
-    io->args.other = std::string(other.path);
+    io->args.second_file = std::string(other.path);
   }
   const OpClass cls = io->header.op_class();
   if (io->target != io->header.file) {
@@ -274,7 +275,7 @@ void SSwitch::MakeDetourFile(const std::shared_ptr<DetourCreate>& st) {
         [&model](Io& io) {
           io.args.mode = S_IFREG | (model ? (model->st_mode & 07777) : 0644);
           // Not O_EXCL: a racing write may win.
-          io.args.flags = O_CREAT | O_WRONLY;
+          io.args.open_flags = O_CREAT | O_WRONLY;
         },
         [this, st, model](Io& c) {
           const int err = ErrnoOf(c.status);

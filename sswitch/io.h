@@ -25,30 +25,59 @@ class RuleEntry;
 struct Snapshot;
 struct DrainWaiter;
 
-// Operation arguments beyond the header. Only the fields an op uses are set.
+// How a truncate changes the file's size (IoArgs::truncate_mode).
+enum class TruncateMode : uint8_t {
+  // Make the file exactly args.size bytes long (a user's truncate).
+  kExact,
+  // Make the file at least args.size bytes long, never shorter (the last
+  // byte may become zero: it lies in a range detoured elsewhere). The
+  // sSwitch's own growing of a file's home.
+  kGrowOnly,
+  // Make the file at most args.size bytes long, never longer (a file
+  // holding a byte range of another whose size went down).
+  kShrinkOnly,
+};
+
+// Operation arguments beyond the header. Only the fields an op uses are set;
+// each field's comment names the ops that read it.
+//
+// One plain field per meaning rather than a std::variant over the ops: the
+// fields stay readable at every site (io.args.xattr_name, not
+// std::get<XattrArgs>(io.args.op).name), and they are cheap. The integers
+// cost nothing to set up; the three strings are empty (no allocation) on the
+// read/write path and only ever filled by the op that names them. An Io is
+// built per request, so nothing here may allocate unless the op needs it.
 struct IoArgs {
   uint32_t mode = 0;  // create, mkdir, mknod, setattr (chmod)
-  int flags = 0;      // open/create flags; rename flags; xattr flags
-  uint32_t uid = 0;   // setattr: the new owner (chown)
+  // open, create: open(2) flags (O_ACCMODE, O_TRUNC, O_EXCL, O_NOFOLLOW, ...).
+  int open_flags = 0;
+  // rename_from, rename_to: renameat2(2) flags (RENAME_NOREPLACE,
+  // RENAME_EXCHANGE).
+  uint32_t rename_flags = 0;
+  int xattr_flags = 0;     // setxattr: XATTR_CREATE, XATTR_REPLACE
+  int fallocate_mode = 0;  // fallocate: fallocate(2) mode (FALLOC_FL_*)
+  int whence = 0;          // lseek: SEEK_DATA or SEEK_HOLE
+  TruncateMode truncate_mode = TruncateMode::kExact;  // truncate
+  bool datasync = false;  // fsync (of a file or a directory): fdatasync only
+  uint32_t uid = 0;       // setattr: the new owner (chown)
   uint32_t gid = 0;
   uint32_t to_set = 0;  // setattr: which of the fields below are set
-  uint64_t size = 0;    // setattr/truncate: new size; fallocate mode in flags
+  uint64_t size = 0;    // setattr, truncate: the new size; mknod: rdev
   struct timespec atime = {0, 0};
   struct timespec mtime = {0, 0};
-  std::string other;  // rename/link target file, symlink text, xattr name
+  // rename_from: the new name; rename_to: the old name; link: the existing
+  // file (the header names the new link). A full name "//HOST/PATH" while
+  // the IO is routed, relative to the endpoint's root once it is at its
+  // endpoint, and on the wire (rpc/io_codec.h).
+  std::string second_file;
+  std::string symlink_text;  // symlink: the link's text, stored as is
+  // getxattr, setxattr, removexattr: the attribute's name (the value of a
+  // setxattr is Io::write_data).
+  std::string xattr_name;
   // Who asked: endpoints create names and change attributes as them
   // (sswitch/credentials.h). Unset for what the sSwitch does on its own.
   Credentials caller;
 };
-
-// Truncate with args.flags == kTruncateGrowOnly: make the file at least
-// args.size bytes long, never shorter (the last byte may become zero: it lies
-// in a range detoured elsewhere).
-inline constexpr int kTruncateGrowOnly = 1;
-// Truncate with args.flags == kTruncateShrinkOnly: make the file at most
-// args.size bytes long, never longer (a file holding a byte range of
-// another whose size went down).
-inline constexpr int kTruncateShrinkOnly = 2;
 
 enum SetattrField : uint32_t {
   kSetMode = 1,

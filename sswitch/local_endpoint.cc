@@ -599,7 +599,7 @@ absl::Status LocalEndpoint::Impl::Write(Io* io, std::string_view path) {
 absl::Status LocalEndpoint::Impl::Truncate(Io* io, std::string_view path) {
   Handle h;
   if (auto s = GetHandle(Op::kTruncate, path, true, &h); !s.ok()) return s;
-  if (io->args.flags == kTruncateGrowOnly) {
+  if (io->args.truncate_mode == TruncateMode::kGrowOnly) {
     // Not ftruncate: a write at home racing past this size must not be cut.
     if (::fstat(h->fd, &io->attr) != 0) return Fail(errno, Op::kTruncate, path);
     const auto want = static_cast<off_t>(io->args.size);
@@ -608,7 +608,7 @@ absl::Status LocalEndpoint::Impl::Truncate(Io* io, std::string_view path) {
         return Fail(errno, Op::kTruncate, path);
       }
     }
-  } else if (io->args.flags == kTruncateShrinkOnly) {
+  } else if (io->args.truncate_mode == TruncateMode::kShrinkOnly) {
     if (::fstat(h->fd, &io->attr) != 0) return Fail(errno, Op::kTruncate, path);
     const auto want = static_cast<off_t>(io->args.size);
     if (io->attr.st_size > want && ::ftruncate(h->fd, want) != 0) {
@@ -622,7 +622,7 @@ absl::Status LocalEndpoint::Impl::Truncate(Io* io, std::string_view path) {
 }
 
 absl::Status LocalEndpoint::Impl::Fsync(Io* io, std::string_view path) {
-  const bool datasync = io->args.flags != 0;
+  const bool datasync = io->args.datasync;
   auto sync = [&](int fd) {
     const int r = datasync ? ::fdatasync(fd) : ::fsync(fd);
     return r == 0 ? absl::OkStatus() : Fail(errno, Op::kFsync, path);
@@ -637,13 +637,13 @@ absl::Status LocalEndpoint::Impl::Fsync(Io* io, std::string_view path) {
   return sync(dir.get());
 }
 
-// SEEK_DATA/SEEK_HOLE from header.offset (args.flags = whence); the
+// SEEK_DATA/SEEK_HOLE from header.offset (args.whence); the
 // resulting offset is returned in io->bytes.
 absl::Status LocalEndpoint::Impl::Lseek(Io* io, std::string_view path) {
   Handle h;
   if (auto s = GetHandle(Op::kLseek, path, false, &h); !s.ok()) return s;
   const off_t r =
-      ::lseek(h->fd, static_cast<off_t>(io->header.offset), io->args.flags);
+      ::lseek(h->fd, static_cast<off_t>(io->header.offset), io->args.whence);
   if (r < 0) return Fail(errno, Op::kLseek, path);
   io->bytes = static_cast<uint64_t>(r);
   return absl::OkStatus();
@@ -652,7 +652,8 @@ absl::Status LocalEndpoint::Impl::Lseek(Io* io, std::string_view path) {
 absl::Status LocalEndpoint::Impl::Fallocate(Io* io, std::string_view path) {
   Handle h;
   if (auto s = GetHandle(Op::kFallocate, path, true, &h); !s.ok()) return s;
-  if (::fallocate(h->fd, io->args.flags, static_cast<off_t>(io->header.offset),
+  if (::fallocate(h->fd, io->args.fallocate_mode,
+                  static_cast<off_t>(io->header.offset),
                   static_cast<off_t>(io->header.length)) != 0) {
     return Fail(errno, Op::kFallocate, path);
   }
@@ -677,7 +678,7 @@ absl::Status LocalEndpoint::Impl::Getattr(Io* io, std::string_view path) {
 // to a directory is EISDIR; O_TRUNC with write access truncates a regular
 // file (atomic O_TRUNC). Fills attr.
 absl::Status LocalEndpoint::Impl::OpenCheck(Io* io, std::string_view path) {
-  const int flags = io->args.flags;
+  const int flags = io->args.open_flags;
   UniqueFd fd(OpenBeneath(root_fd, path,
                           O_PATH | (flags & (O_NOFOLLOW | O_DIRECTORY))));
   if (!fd.valid()) return ResolveFail(errno, Op::kOpen, path);
@@ -765,7 +766,7 @@ absl::Status LocalEndpoint::Impl::Readlink(Io* io, std::string_view path) {
 // symlink is not followed): l*xattr on "/proc/self/fd/PARENT/LEAF".
 absl::Status LocalEndpoint::Impl::Xattr(Io* io, std::string_view path) {
   const Op op = io->header.op;
-  const std::string& name = io->args.other;
+  const std::string& name = io->args.xattr_name;
   if (op != Op::kListxattr &&
       (name.empty() || name.find('\0') != std::string::npos)) {
     return ErrnoStatus(
@@ -797,7 +798,7 @@ absl::Status LocalEndpoint::Impl::Xattr(Io* io, std::string_view path) {
       }
     case Op::kSetxattr:
       if (::lsetxattr(f, name.c_str(), io->write_data.data(),
-                      io->write_data.size(), io->args.flags) != 0) {
+                      io->write_data.size(), io->args.xattr_flags) != 0) {
         return Fail(errno, op, path);
       }
       return absl::OkStatus();
@@ -872,12 +873,12 @@ absl::Status LocalEndpoint::Impl::Setattr(Io* io, std::string_view path) {
 }
 
 // create: open(O_CREAT | flags) with O_ACCMODE, O_EXCL, O_TRUNC and
-// O_NOFOLLOW of args.flags honoured (the rest only matter to a real open).
+// O_NOFOLLOW of args.open_flags honoured (the rest only matter to a real open).
 // The file is opened O_RDWR when possible so the fd can serve the data IO
 // that usually follows. Fills attr.
 absl::Status LocalEndpoint::Impl::Create(Io* io, std::string_view path) {
-  const int accmode = io->args.flags & O_ACCMODE;
-  const int extra = io->args.flags & (O_EXCL | O_TRUNC | O_NOFOLLOW);
+  const int accmode = io->args.open_flags & O_ACCMODE;
+  const int extra = io->args.open_flags & (O_EXCL | O_TRUNC | O_NOFOLLOW);
   const mode_t mode = io->args.mode & 07777;
   const uint64_t gen = Generation();
   bool writable = true;
@@ -901,7 +902,7 @@ absl::Status LocalEndpoint::Impl::Create(Io* io, std::string_view path) {
 }
 
 // mknod (args.mode with the file type, args.size = rdev), mkdir (args.mode),
-// symlink (args.other = link text, stored as is: it is only ever followed
+// symlink (args.symlink_text, stored as is: it is only ever followed
 // beneath the root). Fills attr (lstat of the new name).
 absl::Status LocalEndpoint::Impl::MakeNode(Io* io, std::string_view path) {
   const Op op = io->header.op;
@@ -918,11 +919,11 @@ absl::Status LocalEndpoint::Impl::MakeNode(Io* io, std::string_view path) {
       r = ::mkdirat(p.dirfd, leaf, io->args.mode & 07777);
       break;
     case Op::kSymlink:
-      if (io->args.other.empty() ||
-          io->args.other.find('\0') != std::string::npos) {
+      if (io->args.symlink_text.empty() ||
+          io->args.symlink_text.find('\0') != std::string::npos) {
         return Fail(EINVAL, op, path);
       }
-      r = ::symlinkat(io->args.other.c_str(), p.dirfd, leaf);
+      r = ::symlinkat(io->args.symlink_text.c_str(), p.dirfd, leaf);
       break;
     default:
       return Fail(ENOSYS, op, path);
@@ -937,10 +938,10 @@ absl::Status LocalEndpoint::Impl::MakeNode(Io* io, std::string_view path) {
   return absl::OkStatus();
 }
 
-// link: `path` is the new name, args.other the existing one (a symlink there
-// is linked itself, not followed).
+// link: `path` is the new name, args.second_file the existing one (a symlink
+// there is linked itself, not followed).
 absl::Status LocalEndpoint::Impl::Link(Io* io, std::string_view path) {
-  const std::string& existing = io->args.other;
+  const std::string& existing = io->args.second_file;
   if (auto s = CheckPath(Op::kLink, existing); !s.ok()) return s;
   Parent from, to;
   if (auto s = OpenParent(Op::kLink, existing, &from); !s.ok()) return s;
@@ -989,9 +990,10 @@ absl::Status LocalEndpoint::Impl::Remove(Io* io, std::string_view path) {
   return absl::OkStatus();
 }
 
-// rename_from: `from` is the header's path and args.other the new name;
-// rename_to is the mirror (`to` is the header's path, args.other the old
-// name). args.flags are renameat2 flags (RENAME_NOREPLACE, RENAME_EXCHANGE).
+// rename_from: `from` is the header's path and args.second_file the new
+// name; rename_to is the mirror (`to` is the header's path, args.second_file
+// the old name). args.rename_flags are renameat2 flags (RENAME_NOREPLACE,
+// RENAME_EXCHANGE).
 absl::Status LocalEndpoint::Impl::Rename(Io* io, Op op, std::string_view from,
                                          std::string_view to) {
   if (from.empty() || to.empty()) {
@@ -1008,7 +1010,7 @@ absl::Status LocalEndpoint::Impl::Rename(Io* io, Op op, std::string_view from,
   const bool have_to =
       ::fstatat(pt.dirfd, pt.leaf.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0;
   if (::renameat2(pf.dirfd, pf.leaf.c_str(), pt.dirfd, pt.leaf.c_str(),
-                  static_cast<unsigned int>(io->args.flags)) != 0) {
+                  io->args.rename_flags) != 0) {
     return ErrnoStatus(errno,
                        StrCat(OpName(op), " ", Where(from), " to ", Where(to)));
   }
@@ -1082,7 +1084,7 @@ absl::Status LocalEndpoint::Impl::Dispatch(Io* io, std::string_view path) {
       return Remove(io, path);
     case Op::kRenameFrom:
     case Op::kRenameTo: {
-      const std::string& other = io->args.other;
+      const std::string& other = io->args.second_file;
       if (auto s = CheckPath(op, other); !s.ok()) return s;
       return op == Op::kRenameFrom ? Rename(io, op, path, other)
                                    : Rename(io, op, other, path);

@@ -34,21 +34,21 @@ class LocalEndpoint : public Endpoint {
   //   read/write: header.offset/length, read_buffer/write_data -> bytes
   //   getattr/lookup: -> attr (lstat)     open: checks the file exists
   //   readdir: -> entries                 readlink: -> data
-  //   getxattr/listxattr (args.other = name): -> data
-  //   setxattr (args.other = name, write_data = value, args.flags)
-  //   removexattr (args.other)
+  //   getxattr (args.xattr_name): -> data      listxattr: -> data
+  //   setxattr (args.xattr_name, write_data = value, args.xattr_flags)
+  //   removexattr (args.xattr_name)
   //   statfs: -> data holds a struct statvfs
   //   setattr (args.to_set, mode/uid/gid/size/atime/mtime) -> attr
-  //   truncate (args.size; args.flags: kTruncateGrowOnly, kTruncateShrinkOnly)
-  //   fsync  fallocate (args.flags = mode, offset/length)
-  //   lseek (header.offset, args.flags = SEEK_DATA|SEEK_HOLE) -> bytes = offset
-  //   create (args.mode, args.flags) mknod (args.mode, args.size = rdev)
-  //   mkdir (args.mode)  symlink (args.other = link text)
-  //   link (args.other = existing path)   unlink  rmdir
-  //   rename_from (args.other = new path, args.flags = RENAME_* flags)
-  //   (Paths in args.other are relative to this endpoint's root: the sSwitch
-  //   turns the full names it routes into them.)
-  //   rename_to: the mirror (path = new name, args.other = old path)
+  //   truncate (args.size, args.truncate_mode)
+  //   fsync (args.datasync)  fallocate (args.fallocate_mode, offset/length)
+  //   lseek (header.offset, args.whence = SEEK_DATA|SEEK_HOLE) -> bytes
+  //   create (args.mode, args.open_flags) mknod (args.mode, args.size = rdev)
+  //   mkdir (args.mode)  symlink (args.symlink_text)
+  //   link (args.second_file = existing path)   unlink  rmdir
+  //   rename_from (args.second_file = new path, args.rename_flags)
+  //   (Paths in args.second_file are relative to this endpoint's root: the
+  //   sSwitch turns the full names it routes into them.)
+  //   rename_to: the mirror (path = new name, args.second_file = old path)
   // Errors carry the syscall's errno (util/errno_status.h).
   void Submit(Io* io, std::string_view path) override;
 

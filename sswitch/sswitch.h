@@ -279,8 +279,8 @@ class SSwitch {
   // parent's and `then` runs.
   void RouteChildThen(Io* parent, std::unique_ptr<Io>* slot,
                       absl::AnyInvocable<void()> then);
-  // Sends `io` straight to the endpoint of `file` (no rules); args.other of
-  // a rename or link is a full name on the same endpoint.
+  // Sends `io` straight to the endpoint of `file` (no rules); args.second_file
+  // of a rename or link is a full name on the same endpoint.
   void SubmitDirect(Io* io, const std::string& file);
   // A one-off IO of the sSwitch's own, as the daemon, with the snapshot
   // and source of `like`: `setup` fills it, `done` runs once it completed,

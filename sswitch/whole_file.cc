@@ -192,13 +192,14 @@ void SSwitch::SubmitDirect(Io* io, const std::string& file) {
   const Op op = io->header.op;
   if (op == Op::kRenameFrom || op == Op::kLink) {
     FileName other;
-    if (!SplitFileName(io->args.other, &other) || other.host != name.host) {
-      Fail(io,
-           ErrnoStatus(EXDEV, StrCat(OpName(op), " ", file, " -> ",
-                                     io->args.other, ": not on one endpoint")));
+    if (!SplitFileName(io->args.second_file, &other) ||
+        other.host != name.host) {
+      Fail(io, ErrnoStatus(EXDEV, StrCat(OpName(op), " ", file, " -> ",
+                                         io->args.second_file,
+                                         ": not on one endpoint")));
       return;
     }
-    io->args.other = std::string(other.path);
+    io->args.second_file = std::string(other.path);
   }
   it->second->Submit(io, name.path);
 }
@@ -267,7 +268,7 @@ void SSwitch::StepSizeFanOut(const std::shared_ptr<SizeFanOut>& st) {
       parent, st->place_op, place,
       [&st](Io& io) {
         io.args.size = st->size;
-        io.args.flags = kTruncateShrinkOnly;
+        io.args.truncate_mode = TruncateMode::kShrinkOnly;
       },
       [this, st, place](Io& io) {
         // A place nothing was written to yet does not exist.
@@ -293,21 +294,24 @@ bool SSwitch::RouteWholeFile(Io* io) {
       if (a.to_set & kSetSize) new_size = a.size;
       break;
     case Op::kTruncate:
-      if (a.flags != 0) return false;  // the sSwitch's own growing
+      if (a.truncate_mode != TruncateMode::kExact) {
+        return false;  // the sSwitch's own growing
+      }
       new_size = a.size;
       break;
     case Op::kOpen:
-      if (!(a.flags & O_TRUNC) || (a.flags & O_ACCMODE) == O_RDONLY) {
+      if (!(a.open_flags & O_TRUNC) || (a.open_flags & O_ACCMODE) == O_RDONLY) {
         return false;
       }
       new_size = 0;
       break;
     case Op::kCreate:
-      if (!(a.flags & O_TRUNC)) return false;
+      if (!(a.open_flags & O_TRUNC)) return false;
       new_size = 0;
       break;
     case Op::kFallocate:
-      if (!(a.flags & (FALLOC_FL_COLLAPSE_RANGE | FALLOC_FL_INSERT_RANGE))) {
+      if (!(a.fallocate_mode &
+            (FALLOC_FL_COLLAPSE_RANGE | FALLOC_FL_INSERT_RANGE))) {
         return false;
       }
       break;
@@ -322,8 +326,8 @@ bool SSwitch::RouteWholeFile(Io* io) {
   const Snapshot& snap = *io->snapshot_;
   if (h.op == Op::kRenameFrom || h.op == Op::kLink) {
     // Both names: for a link the header names the new one.
-    const std::string& from = h.op == Op::kLink ? a.other : h.file;
-    const std::string& to = h.op == Op::kLink ? h.file : a.other;
+    const std::string& from = h.op == Op::kLink ? a.second_file : h.file;
+    const std::string& to = h.op == Op::kLink ? h.file : a.second_file;
     if (!snap.table->MayRoute(from) && !snap.table->MayRoute(to)) return false;
     IoHeader hf = h, ht = h;
     hf.file = from;
@@ -448,15 +452,17 @@ struct SSwitch::PlaceMoves {
 bool SSwitch::MovePlaces(Io* io, const std::vector<Place>& from,
                          const std::vector<Place>& to) {
   const IoHeader& h = io->header;
-  const std::string& from_name = h.op == Op::kLink ? io->args.other : h.file;
-  const std::string& to_name = h.op == Op::kLink ? h.file : io->args.other;
+  const std::string& from_name =
+      h.op == Op::kLink ? io->args.second_file : h.file;
+  const std::string& to_name =
+      h.op == Op::kLink ? h.file : io->args.second_file;
   auto refuse = [&](const std::string& why) {
     Fail(io, ErrnoStatus(EXDEV,
                          StrCat(OpName(h.op), " ", from_name, " -> ", to_name,
                                 ": ", why, "; nothing was changed")));
     return true;
   };
-  if (h.op == Op::kRenameFrom && (io->args.flags & RENAME_EXCHANGE)) {
+  if (h.op == Op::kRenameFrom && (io->args.rename_flags & RENAME_EXCHANGE)) {
     return refuse("bytes of these files live in several places");
   }
   auto st = std::make_shared<PlaceMoves>();
@@ -512,9 +518,10 @@ void SSwitch::StepPlaceMoves(const std::shared_ptr<PlaceMoves>& st) {
     StepPlaceMoves(st);
   };
   SendOwn(
-      // A link's header names the new name, args.other the existing one.
+      // A link's header names the new name, args.second_file the existing
+      // one.
       *st->parent, st->op, st->op == Op::kLink ? to : from,
-      [&](Io& io) { io.args.other = st->op == Op::kLink ? from : to; },
+      [&](Io& io) { io.args.second_file = st->op == Op::kLink ? from : to; },
       [this, st, from, to, fail, next](Io& io) {
         if (io.status.ok()) return next();
         if (ErrnoOf(io.status) != ENOENT) return fail(from, io.status);
@@ -680,7 +687,7 @@ void SSwitch::SeekAcrossPlaces(Io* io, const std::string& home) {
 
 void SSwitch::StepSeek(const std::shared_ptr<SeekAcross>& st) {
   Io& parent = *st->parent;
-  const bool data = parent.args.flags == SEEK_DATA;
+  const bool data = parent.args.whence == SEEK_DATA;
   auto answer = [&parent](uint64_t at) {
     parent.bytes = at;
     parent.Complete(absl::OkStatus());
@@ -706,7 +713,7 @@ void SSwitch::StepSeek(const std::shared_ptr<SeekAcross>& st) {
       parent, Op::kLseek, part.file,
       [from, &parent](Io& io) {
         io.header.offset = from;
-        io.args.flags = parent.args.flags;
+        io.args.whence = parent.args.whence;
       },
       [this, st, part, from, data, answer](Io& io) {
         const int err = ErrnoOf(io.status);

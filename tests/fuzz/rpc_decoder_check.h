@@ -323,7 +323,8 @@ inline void FillResults(Choices* choices, const std::string& payload, Io* io,
       }
       break;
     default:
-      io->data = io->args.other + payload;
+      io->data = io->args.second_file + io->args.symlink_text +
+                 io->args.xattr_name + payload;
       break;
   }
 }
@@ -399,8 +400,8 @@ inline std::string CheckIoRequest(const proto::RpcRequest& req,
   }
   const Op op = io.header.op;
   if ((op == Op::kRenameFrom || op == Op::kRenameTo || op == Op::kLink) &&
-      !io.args.other.starts_with(prefix)) {
-    return StrCat("DecodeIoRequest: second file '", io.args.other,
+      !io.args.second_file.starts_with(prefix)) {
+    return StrCat("DecodeIoRequest: second file '", io.args.second_file,
                   "' is not on host ", host);
   }
   if (io.records.size() != static_cast<size_t>(req.io().records_size())) {

@@ -443,7 +443,7 @@ TEST_F(ServerTest, PathsThatEscapeTheRootAreRefused) {
   proto::RpcRequest mv;
   mv.mutable_io()->mutable_header()->set_op(24);  // rename_from
   mv.mutable_io()->set_path("inside");
-  mv.mutable_io()->mutable_args()->set_other("../stolen");
+  mv.mutable_io()->mutable_args()->set_second_file("../stolen");
   EXPECT_FALSE(ch->CallSync(mv, absl::Seconds(5)).ok());
   EXPECT_TRUE(std::filesystem::exists(r1_ / "inside"));
 }

@@ -1,13 +1,17 @@
 // The RPC layer on real loopback sockets: framing, the handshake, pipelined
-// calls, deadlines, bad peers and reconnection.
+// calls, deadlines, bad peers and reconnection; and the IO codec.
 #include <arpa/inet.h>
+#include <fcntl.h>
+#include <linux/falloc.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <condition_variable>
+#include <cstdio>
 #include <fstream>
 #include <mutex>
 #include <thread>
@@ -17,6 +21,7 @@
 #include "rpc/channel.h"
 #include "rpc/frame.h"
 #include "rpc/handshake.h"
+#include "rpc/io_codec.h"
 #include "rpc/server.h"
 #include "tests/util/temp_dir.h"
 
@@ -103,6 +108,74 @@ TEST(HandshakeTest, SecretFilesMustBePrivateAndLongEnough) {
   testing::WriteWholeFile(path, "short");
   EXPECT_TRUE(absl::IsInvalidArgument(LoadSecretFile(path).status()));
   EXPECT_FALSE(LoadSecretFile(dir / "missing").ok());
+}
+
+// Every IoArgs field crosses the wire into the field of the same name (the
+// codec maps them one to one); the second file comes back a full name.
+TEST(IoCodecTest, ArgsCrossTheWireFieldForField) {
+  Io io;
+  io.header.source = "t";
+  io.header.op = Op::kRenameFrom;
+  IoArgs& a = io.args;
+  a.mode = 0640;
+  a.open_flags = O_WRONLY | O_TRUNC;
+  a.rename_flags = RENAME_NOREPLACE;
+  a.xattr_flags = XATTR_CREATE;
+  a.fallocate_mode = FALLOC_FL_KEEP_SIZE;
+  a.whence = SEEK_HOLE;
+  a.truncate_mode = TruncateMode::kShrinkOnly;
+  a.datasync = true;
+  a.uid = 11;
+  a.gid = 12;
+  a.to_set = kSetAtime;
+  a.size = 1234;
+  a.atime = {5, 6};
+  a.mtime = {7, 8};
+  a.second_file = "d/new";
+  a.symlink_text = "../t";
+  a.xattr_name = "user.x";
+  a.caller = Credentials::Of(21, 22, {23});
+  proto::IoRequest req;
+  EncodeIoRequest(io, "d/old", &req);
+  Io got;
+  ASSERT_TRUE(DecodeIoRequest(req, "S1", &got).ok());
+  const IoArgs& b = got.args;
+  EXPECT_EQ(got.header.file, "//S1/d/old");
+  EXPECT_EQ(b.mode, a.mode);
+  EXPECT_EQ(b.open_flags, a.open_flags);
+  EXPECT_EQ(b.rename_flags, a.rename_flags);
+  EXPECT_EQ(b.xattr_flags, a.xattr_flags);
+  EXPECT_EQ(b.fallocate_mode, a.fallocate_mode);
+  EXPECT_EQ(b.whence, a.whence);
+  EXPECT_EQ(b.truncate_mode, a.truncate_mode);
+  EXPECT_EQ(b.datasync, a.datasync);
+  EXPECT_EQ(b.uid, a.uid);
+  EXPECT_EQ(b.gid, a.gid);
+  EXPECT_EQ(b.to_set, a.to_set);
+  EXPECT_EQ(b.size, a.size);
+  EXPECT_EQ(b.atime.tv_sec, 5);
+  EXPECT_EQ(b.atime.tv_nsec, 6);
+  EXPECT_EQ(b.mtime.tv_sec, 7);
+  EXPECT_EQ(b.mtime.tv_nsec, 8);
+  EXPECT_EQ(b.second_file, "//S1/d/new");
+  EXPECT_EQ(b.symlink_text, a.symlink_text);
+  EXPECT_EQ(b.xattr_name, a.xattr_name);
+  EXPECT_EQ(b.caller, a.caller);
+
+  // Every truncate mode, and none that is not one.
+  io.header.op = Op::kTruncate;
+  for (TruncateMode m : {TruncateMode::kExact, TruncateMode::kGrowOnly,
+                         TruncateMode::kShrinkOnly}) {
+    a.truncate_mode = m;
+    req.Clear();
+    EncodeIoRequest(io, "f", &req);
+    Io t;
+    ASSERT_TRUE(DecodeIoRequest(req, "S1", &t).ok());
+    EXPECT_EQ(t.args.truncate_mode, m);
+  }
+  req.mutable_args()->set_truncate_mode(static_cast<proto::TruncateMode>(7));
+  Io bad;
+  EXPECT_TRUE(absl::IsInvalidArgument(DecodeIoRequest(req, "S1", &bad)));
 }
 
 // A server whose handler echoes the payload back, and can hold calls

@@ -156,7 +156,7 @@ class LocalEndpointTest : public ::testing::Test {
                       struct stat* st = nullptr) {
     Io io;
     io.header.op = Op::kCreate;
-    io.args.flags = flags;
+    io.args.open_flags = flags;
     io.args.mode = mode;
     absl::Status s = Do(io, path);
     if (st != nullptr) *st = io.attr;
@@ -168,14 +168,15 @@ class LocalEndpointTest : public ::testing::Test {
   }
 
   absl::Status Symlink(std::string_view path, const std::string& text) {
-    return Simple(Op::kSymlink, path, [&](Io& io) { io.args.other = text; });
+    return Simple(Op::kSymlink, path,
+                  [&](Io& io) { io.args.symlink_text = text; });
   }
 
   absl::Status Rename(std::string_view from, const std::string& to,
-                      int flags = 0) {
+                      unsigned int flags = 0) {
     return Simple(Op::kRenameFrom, from, [&](Io& io) {
-      io.args.other = to;
-      io.args.flags = flags;
+      io.args.second_file = to;
+      io.args.rename_flags = flags;
     });
   }
 
@@ -418,8 +419,9 @@ TEST_F(LocalEndpointTest, RenameMovesFilesAndDirectories) {
   EXPECT_EQ(ReadAll("d2/s/x"), "deep");
 
   // rename_to is the mirror: the path is the new name.
-  ASSERT_TRUE(
-      Simple(Op::kRenameTo, "d3", [](Io& io) { io.args.other = "d2"; }).ok());
+  ASSERT_TRUE(Simple(Op::kRenameTo, "d3", [](Io& io) {
+                io.args.second_file = "d2";
+              }).ok());
   EXPECT_EQ(ReadAll("d3/s/x"), "deep");
   EXPECT_EQ(ErrnoOf(Read("d2/s/x", 0, 1, &got)), ENOENT);
 
@@ -466,18 +468,18 @@ TEST_F(LocalEndpointTest, SymlinkReadlinkAndLinks) {
   // Hard links, including of a symlink itself.
   Io link;
   link.header.op = Op::kLink;
-  link.args.other = "dir/file";
+  link.args.second_file = "dir/file";
   ASSERT_TRUE(Do(link, "hard").ok());
   EXPECT_EQ(link.attr.st_nlink, 2u);
   EXPECT_EQ(ReadAll("hard"), "inside!");
   Io link2;
   link2.header.op = Op::kLink;
-  link2.args.other = "in";
+  link2.args.second_file = "in";
   ASSERT_TRUE(Do(link2, "in2").ok());
   EXPECT_TRUE(S_ISLNK(link2.attr.st_mode));
   Io link3;
   link3.header.op = Op::kLink;
-  link3.args.other = "dir/file";
+  link3.args.second_file = "dir/file";
   EXPECT_EQ(ErrnoOf(Do(link3, "hard")), EEXIST);
 
   // mknod: a FIFO.
@@ -524,7 +526,7 @@ TEST_F(LocalEndpointTest, RefusesPathsThatLeaveTheRoot) {
     EXPECT_EQ(ErrnoOf(Rename("a", p)), EXDEV);
     EXPECT_EQ(ErrnoOf(Rename(p, "a2")), EXDEV);
     EXPECT_EQ(ErrnoOf(Simple(Op::kLink, "stolen",
-                             [&](Io& io) { io.args.other = p; })),
+                             [&](Io& io) { io.args.second_file = p; })),
               EXDEV);
   }
   for (const char* p : {"a/./b", "./a", "a//b", "a/", "."}) {
@@ -570,7 +572,7 @@ TEST_F(LocalEndpointTest, SymlinksThatLeaveTheRootAreNotFollowed) {
   }
   EXPECT_EQ(ErrnoOf(Getattr("etc/passwd", &st)), EXDEV);
   EXPECT_EQ(ErrnoOf(Simple(Op::kGetxattr, "etc/passwd",
-                           [](Io& io) { io.args.other = "user.x"; })),
+                           [](Io& io) { io.args.xattr_name = "user.x"; })),
             EXDEV);
 
   const std::vector<std::string> files = {
@@ -597,10 +599,10 @@ TEST_F(LocalEndpointTest, SymlinksThatLeaveTheRootAreNotFollowed) {
     EXPECT_EQ(ErrnoOf(Simple(Op::kFallocate, p,
                              [](Io& io) { io.header.length = 4096; })),
               EXDEV);
-    EXPECT_EQ(
-        ErrnoOf(Simple(Op::kOpen, p,
-                       [](Io& io) { io.args.flags = O_WRONLY | O_TRUNC; })),
-        EXDEV);
+    EXPECT_EQ(ErrnoOf(Simple(
+                  Op::kOpen, p,
+                  [](Io& io) { io.args.open_flags = O_WRONLY | O_TRUNC; })),
+              EXDEV);
     EXPECT_EQ(ErrnoOf(Simple(Op::kStatfs, p)), EXDEV);
     EXPECT_EQ(ErrnoOf(Simple(Op::kFsync, p)), EXDEV);
   }
@@ -616,10 +618,10 @@ TEST_F(LocalEndpointTest, SymlinksThatLeaveTheRootAreNotFollowed) {
               EXDEV);
     EXPECT_EQ(ErrnoOf(Simple(Op::kReadlink, p)), EXDEV);
     EXPECT_EQ(ErrnoOf(Simple(Op::kGetxattr, p,
-                             [](Io& io) { io.args.other = "user.x"; })),
+                             [](Io& io) { io.args.xattr_name = "user.x"; })),
               EXDEV);
     EXPECT_EQ(ErrnoOf(Simple(Op::kSetxattr, p,
-                             [](Io& io) { io.args.other = "user.x"; })),
+                             [](Io& io) { io.args.xattr_name = "user.x"; })),
               EXDEV);
     EXPECT_EQ(ErrnoOf(Setattr(
                   p, kSetMode | kSetSize | kSetMtime,
@@ -631,11 +633,11 @@ TEST_F(LocalEndpointTest, SymlinksThatLeaveTheRootAreNotFollowed) {
               EXDEV);
     EXPECT_EQ(ErrnoOf(Readdir(p, &entries)), EXDEV);
     EXPECT_EQ(ErrnoOf(Simple(Op::kLink, "stolen",
-                             [&](Io& io) { io.args.other = p; })),
+                             [&](Io& io) { io.args.second_file = p; })),
               EXDEV);
-    EXPECT_EQ(
-        ErrnoOf(Simple(Op::kLink, p, [&](Io& io) { io.args.other = "d"; })),
-        EXDEV);
+    EXPECT_EQ(ErrnoOf(Simple(Op::kLink, p,
+                             [&](Io& io) { io.args.second_file = "d"; })),
+              EXDEV);
     EXPECT_EQ(ErrnoOf(Rename(p, "stolen")), EXDEV);
   }
   EXPECT_EQ(ErrnoOf(Readdir("up", &entries)), EXDEV);
@@ -666,8 +668,9 @@ TEST_F(LocalEndpointTest, SymlinksThatLeaveTheRootAreNotFollowed) {
   EXPECT_EQ(ErrnoOf(Setattr(
                 "abs_file", kSetSize, [](IoArgs& a) { a.size = 0; }, &st)),
             EINVAL);
-  ASSERT_TRUE(
-      Simple(Op::kLink, "esc2", [](Io& io) { io.args.other = "esc"; }).ok());
+  ASSERT_TRUE(Simple(Op::kLink, "esc2", [](Io& io) {
+                io.args.second_file = "esc";
+              }).ok());
   ASSERT_TRUE(Simple(Op::kUnlink, "esc").ok());
   ASSERT_TRUE(Simple(Op::kUnlink, "up").ok());
   ASSERT_TRUE(Simple(Op::kUnlink, "abs").ok());
@@ -810,7 +813,7 @@ TEST_F(LocalEndpointTest, Xattrs) {
   ASSERT_TRUE(Create("f", O_RDWR, 0644).ok());
   const std::string value = std::string("v\0lue", 5);
   absl::Status s = Simple(Op::kSetxattr, "f", [&](Io& io) {
-    io.args.other = "user.test";
+    io.args.xattr_name = "user.test";
     io.write_data = std::span<const char>(value.data(), value.size());
   });
   if (ErrnoOf(s) == ENOTSUP) GTEST_SKIP() << "no user xattrs here: " << s;
@@ -818,19 +821,19 @@ TEST_F(LocalEndpointTest, Xattrs) {
 
   Io get;
   get.header.op = Op::kGetxattr;
-  get.args.other = "user.test";
+  get.args.xattr_name = "user.test";
   ASSERT_TRUE(Do(get, "f").ok());
   EXPECT_EQ(get.data, value);
 
   // XATTR_CREATE on an existing name.
   EXPECT_EQ(ErrnoOf(Simple(Op::kSetxattr, "f",
                            [&](Io& io) {
-                             io.args.other = "user.test";
-                             io.args.flags = XATTR_CREATE;
+                             io.args.xattr_name = "user.test";
+                             io.args.xattr_flags = XATTR_CREATE;
                            })),
             EEXIST);
   ASSERT_TRUE(Simple(Op::kSetxattr, "f", [&](Io& io) {
-                io.args.other = "user.second";
+                io.args.xattr_name = "user.second";
               }).ok());
 
   Io list;
@@ -845,19 +848,19 @@ TEST_F(LocalEndpointTest, Xattrs) {
 
   Io empty;
   empty.header.op = Op::kGetxattr;
-  empty.args.other = "user.second";
+  empty.args.xattr_name = "user.second";
   ASSERT_TRUE(Do(empty, "f").ok());
   EXPECT_EQ(empty.data, "");
 
   ASSERT_TRUE(Simple(Op::kRemovexattr, "f", [](Io& io) {
-                io.args.other = "user.test";
+                io.args.xattr_name = "user.test";
               }).ok());
   Io gone;
   gone.header.op = Op::kGetxattr;
-  gone.args.other = "user.test";
+  gone.args.xattr_name = "user.test";
   EXPECT_EQ(ErrnoOf(Do(gone, "f")), ENODATA);
   EXPECT_EQ(ErrnoOf(Simple(Op::kRemovexattr, "f",
-                           [](Io& io) { io.args.other = "user.test"; })),
+                           [](Io& io) { io.args.xattr_name = "user.test"; })),
             ENODATA);
 
   // On a directory, on the root, and in a subdirectory.
@@ -866,12 +869,12 @@ TEST_F(LocalEndpointTest, Xattrs) {
   for (const char* p : {"d", "", "d/g"}) {
     SCOPED_TRACE(p);
     ASSERT_TRUE(Simple(Op::kSetxattr, p, [&](Io& io) {
-                  io.args.other = "user.k";
+                  io.args.xattr_name = "user.k";
                   io.write_data = std::span<const char>(p, strlen(p));
                 }).ok());
     Io g;
     g.header.op = Op::kGetxattr;
-    g.args.other = "user.k";
+    g.args.xattr_name = "user.k";
     ASSERT_TRUE(Do(g, p).ok());
     EXPECT_EQ(g.data, p);
   }
@@ -883,10 +886,10 @@ TEST_F(LocalEndpointTest, Xattrs) {
   // A symlink is not followed: user xattrs are not allowed on symlinks.
   ASSERT_TRUE(Symlink("l", "f").ok());
   EXPECT_EQ(ErrnoOf(Simple(Op::kSetxattr, "l",
-                           [](Io& io) { io.args.other = "user.x"; })),
+                           [](Io& io) { io.args.xattr_name = "user.x"; })),
             EPERM);
   EXPECT_EQ(ErrnoOf(Simple(Op::kGetxattr, "missing",
-                           [](Io& io) { io.args.other = "user.x"; })),
+                           [](Io& io) { io.args.xattr_name = "user.x"; })),
             ENOENT);
   EXPECT_EQ(ErrnoOf(Simple(Op::kGetxattr, "f")), EINVAL);  // no name
 }
@@ -903,7 +906,7 @@ TEST_F(LocalEndpointTest, FallocateFsyncStatfsOpen) {
   EXPECT_EQ(st.st_size, 1 << 20);
   EXPECT_GE(st.st_blocks * 512, 1 << 20);
   s = Simple(Op::kFallocate, "f", [](Io& io) {
-    io.args.flags = FALLOC_FL_KEEP_SIZE;
+    io.args.fallocate_mode = FALLOC_FL_KEEP_SIZE;
     io.header.offset = 1 << 20;
     io.header.length = 1 << 20;
   });
@@ -915,7 +918,8 @@ TEST_F(LocalEndpointTest, FallocateFsyncStatfsOpen) {
             EINVAL);
 
   ASSERT_TRUE(Simple(Op::kFsync, "f").ok());
-  ASSERT_TRUE(Simple(Op::kFsync, "f", [](Io& io) { io.args.flags = 1; }).ok());
+  ASSERT_TRUE(
+      Simple(Op::kFsync, "f", [](Io& io) { io.args.datasync = true; }).ok());
   ASSERT_TRUE(Mkdir("d").ok());
   ASSERT_TRUE(Simple(Op::kFsync, "d").ok());
   ASSERT_TRUE(Simple(Op::kFsync, "").ok());
@@ -941,7 +945,7 @@ TEST_F(LocalEndpointTest, FallocateFsyncStatfsOpen) {
   auto open = [&](std::string_view p, int flags, struct stat* out) {
     Io io;
     io.header.op = Op::kOpen;
-    io.args.flags = flags;
+    io.args.open_flags = flags;
     absl::Status r = Do(io, p);
     if (out != nullptr) *out = io.attr;
     return r;
@@ -1163,7 +1167,7 @@ TEST_P(LocalEndpointConcurrencyTest, ConcurrentNamespaceChangesAndDataIo) {
       int calls = 0;
       c.set_completion([&](Io&) { ++calls; });
       c.header.op = Op::kCreate;
-      c.args.flags = O_RDWR | O_TRUNC;
+      c.args.open_flags = O_RDWR | O_TRUNC;
       c.args.mode = 0644;
       ep_->Submit(&c, a);
       Io w;
@@ -1174,7 +1178,7 @@ TEST_P(LocalEndpointConcurrencyTest, ConcurrentNamespaceChangesAndDataIo) {
       Io r;
       r.set_completion([&](Io&) { ++calls; });
       r.header.op = Op::kRenameFrom;
-      r.args.other = b;
+      r.args.second_file = b;
       ep_->Submit(&r, a);
       std::string buf(64, '\0');
       Io rd;
@@ -1225,8 +1229,8 @@ TEST_F(LocalEndpointTest, NamesAreMadeAsTheCaller) {
     return Simple(op, path, [&](Io& io) {
       io.args.caller = alice;
       io.args.mode = mode;
-      io.args.flags = O_RDWR;
-      if (op == Op::kSymlink) io.args.other = "target";
+      io.args.open_flags = O_RDWR;
+      if (op == Op::kSymlink) io.args.symlink_text = "target";
     });
   };
   ASSERT_TRUE(as(Op::kCreate, "f", 0640).ok());
@@ -1257,7 +1261,7 @@ TEST_F(LocalEndpointTest, NamesAreMadeAsTheCaller) {
   // The thread is the daemon again afterwards.
   ASSERT_TRUE(Simple(Op::kCreate, "closed/g", [](Io& io) {
                 io.args.mode = 0644;
-                io.args.flags = O_RDWR;
+                io.args.open_flags = O_RDWR;
               }).ok());
   ASSERT_EQ(::stat((root_ + "/closed/g").c_str(), &st), 0);
   EXPECT_EQ(st.st_uid, 0u);
@@ -1300,10 +1304,10 @@ TEST_F(LocalEndpointTest, PathsLongerThanPathMax) {
                 io.args.mode = 0600;
               }).ok());
   ASSERT_TRUE(Simple(Op::kRenameFrom, f, [&](Io& io) {
-                io.args.other = path + "/moved";
+                io.args.second_file = path + "/moved";
               }).ok());
   ASSERT_TRUE(Simple(Op::kLink, path + "/link", [&](Io& io) {
-                io.args.other = path + "/moved";
+                io.args.second_file = path + "/moved";
               }).ok());
   ASSERT_TRUE(Getattr(path + "/link", &st).ok());
   EXPECT_EQ(st.st_nlink, 2u);
@@ -1314,7 +1318,7 @@ TEST_F(LocalEndpointTest, PathsLongerThanPathMax) {
   std::string up;
   for (int i = 0; i < 30; ++i) up += "../";
   ASSERT_TRUE(Simple(Op::kSymlink, path + "/out", [&](Io& io) {
-                io.args.other = up + "outside";
+                io.args.symlink_text = up + "outside";
               }).ok());
   std::string got;
   EXPECT_EQ(ErrnoOf(Read(path + "/out/secret", 0, 10, &got)), EXDEV);
@@ -1326,7 +1330,7 @@ TEST_F(LocalEndpointTest, ShrinkOnlyTruncateNeverExtends) {
   auto shrink = [&](uint64_t size) {
     return Simple(Op::kTruncate, "f", [size](Io& io) {
       io.args.size = size;
-      io.args.flags = kTruncateShrinkOnly;
+      io.args.truncate_mode = TruncateMode::kShrinkOnly;
     });
   };
   ASSERT_TRUE(shrink(20).ok());

@@ -148,7 +148,7 @@ TEST_F(SSwitchTest, EmptyTableIsPassthrough) {
   args.mode = 0755;
   ASSERT_TRUE(host_.Call("t", Op::kMkdir, "//A/dir", args).ok());
   args.mode = 0644;
-  args.flags = O_RDWR;
+  args.open_flags = O_RDWR;
   ASSERT_TRUE(host_.Call("t", Op::kCreate, "//A/dir/f", args).ok());
   n = host_.Write("t", "//A/dir/f", 0, Bytes(data));
   ASSERT_TRUE(n.ok()) << n.status();
@@ -322,18 +322,18 @@ TEST_F(SSwitchTest, RenameRoutesBothNamesAndRefusesToCrossEndpoints) {
   WriteWholeFile(b_ / "vm/x", "disk");
   ASSERT_TRUE(host_.LoadRules("<*, *, //A/vm/*> -> <IO, //B/vm/*>").ok());
   IoArgs args;
-  args.other = "//A/vm/y";
+  args.second_file = "//A/vm/y";
   ASSERT_TRUE(host_.Call("t", Op::kRenameFrom, "//A/vm/x", args).ok());
   EXPECT_EQ(ReadWholeFile(b_ / "vm/y"), "disk");
   EXPECT_FALSE(std::filesystem::exists(b_ / "vm/x"));
   // //A/top routes to A itself: the two names are on different endpoints.
-  args.other = "//A/top";
+  args.second_file = "//A/top";
   auto r = host_.Call("t", Op::kRenameFrom, "//A/vm/y", args);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(ErrnoOf(r.status()), EXDEV);
   EXPECT_TRUE(std::filesystem::exists(b_ / "vm/y"));
   // Links follow the same rule.
-  args.other = "//A/vm/y";
+  args.second_file = "//A/vm/y";
   ASSERT_TRUE(host_.Call("t", Op::kLink, "//A/vm/z", args).ok());
   EXPECT_EQ(ReadWholeFile(b_ / "vm/z"), "disk");
   r = host_.Call("t", Op::kLink, "//A/elsewhere", args);
@@ -346,7 +346,7 @@ TEST_F(SSwitchTest, CreatesAtADetourMakeTheMissingParents) {
       host_.LoadRules("<*, c|w|r, //A/new/*> -> <IO, //B/deep/*>").ok());
   IoArgs args;
   args.mode = 0640;
-  args.flags = O_RDWR;
+  args.open_flags = O_RDWR;
   auto st = host_.Call("t", Op::kCreate, "//A/new/x/y/file", args);
   ASSERT_TRUE(st.ok()) << st.status();
   EXPECT_TRUE(S_ISREG(st->st_mode));
@@ -1138,7 +1138,7 @@ absl::StatusOr<uint64_t> Seek(Host& host, const std::string& file, uint64_t off,
   io.header.op = Op::kLseek;
   io.header.file = file;
   io.header.offset = off;
-  io.args.flags = whence;
+  io.args.whence = whence;
   absl::Status s = host.Submit(io);
   if (!s.ok()) return s;
   return io.bytes;
@@ -1189,7 +1189,7 @@ TEST_F(SSwitchTest, UnlinkRemovesThePlacesOfAFile) {
   // A new file of that name starts empty.
   IoArgs args;
   args.mode = 0644;
-  args.flags = O_RDWR;
+  args.open_flags = O_RDWR;
   ASSERT_TRUE(host_.Call("t", Op::kCreate, "//A/f", args).ok());
   ASSERT_TRUE(host_.Write("t", "//A/f", 0, Bytes("n")).ok());
   EXPECT_EQ(ReadAll(host_, "//A/f", 100), "n");
@@ -1204,13 +1204,13 @@ TEST_F(SSwitchTest, RenameMovesPlacesOrRefusesWithExdev) {
                   .ok());
   ASSERT_TRUE(host_.Write("t", "//A/d/f", 0, Bytes("ranged")).ok());
   IoArgs args;
-  args.other = "//A/d/g";
+  args.second_file = "//A/d/g";
   ASSERT_TRUE(host_.Call("t", Op::kRenameFrom, "//A/d/f", args).ok());
   EXPECT_FALSE(std::filesystem::exists(b_ / "p/f"));
   EXPECT_EQ(ReadWholeFile(b_ / "p/g"), "ranged") << "the place moved along";
   EXPECT_EQ(ReadAll(host_, "//A/d/g", 100), "ranged");
   // Out of the rule's reach: the bytes in B/p/g would be lost.
-  args.other = "//A/y";
+  args.second_file = "//A/y";
   auto st = host_.Call("t", Op::kRenameFrom, "//A/d/g", args);
   ASSERT_FALSE(st.ok());
   EXPECT_EQ(ErrnoOf(st.status()), EXDEV);
@@ -1218,11 +1218,11 @@ TEST_F(SSwitchTest, RenameMovesPlacesOrRefusesWithExdev) {
               HasSubstr("nothing was changed"));
   EXPECT_TRUE(std::filesystem::exists(a_ / "d/g"));
   // A link takes the place along too.
-  args.other = "//A/d/g";
+  args.second_file = "//A/d/g";
   ASSERT_TRUE(host_.Call("t", Op::kLink, "//A/d/h", args).ok());
   EXPECT_EQ(ReadWholeFile(b_ / "p/h"), "ranged");
   // Into another rule's place: refused.
-  args.other = "//A/d/h";
+  args.second_file = "//A/d/h";
   st = host_.Call("t", Op::kLink, "//A/x", args);
   EXPECT_EQ(ErrnoOf(st.status()), EXDEV);
 }
@@ -1257,7 +1257,7 @@ TEST_F(SSwitchTest, FallocateShiftsAreRefusedOnFilesInSeveralPlaces) {
   io.header.file = "//A/f";
   io.header.offset = 8192;
   io.header.length = 4096;
-  io.args.flags = FALLOC_FL_COLLAPSE_RANGE;
+  io.args.fallocate_mode = FALLOC_FL_COLLAPSE_RANGE;
   EXPECT_EQ(ErrnoOf(host_.Submit(io)), EOPNOTSUPP);
   EXPECT_EQ(ReadWholeFile(a_ / "f"), std::string(65536, 'x'));
 }
