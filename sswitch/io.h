@@ -117,7 +117,6 @@ class Io {
   ~Io();
 
   IoHeader header;
-  IoArgs args;
   // Write payload (owned by the issuer; valid until completion).
   std::span<const char> write_data;
   // Read destination (owned by the issuer; valid until completion).
@@ -134,6 +133,11 @@ class Io {
   // The file this IO was last sent to ("//HOST/PATH"), for traces and for
   // delegates on the response path.
   std::string target;
+  // The op's arguments. Last of the public fields: most IOs (reads and
+  // writes) use none of them, and the fields every IO touches then share
+  // their cache lines as before IoArgs gave each meaning a field of its own
+  // (BM_RouteBenchFile, bench/RESULTS.md).
+  IoArgs args;
 
   void set_completion(Completion done) { done_ = std::move(done); }
   // Takes the results of `child`, an IO the router sent in this one's place
