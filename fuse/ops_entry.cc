@@ -105,7 +105,7 @@ void Mknod(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
            dev_t rdev) {
   IoArgs a;
   a.mode = mode;
-  a.size = rdev;
+  a.rdev = rdev;
   MakeNode(req, parent, name, Op::kMknod, std::move(a));
 }
 

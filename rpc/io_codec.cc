@@ -123,6 +123,7 @@ void EncodeIoRequest(const Io& io, std::string_view path,
   m->set_gid(a.gid);
   m->set_to_set(a.to_set);
   m->set_size(a.size);
+  m->set_rdev(a.rdev);
   if (a.to_set & (kSetAtime | kSetMtime)) {
     m->set_atime_sec(a.atime.tv_sec);
     m->set_atime_nsec(a.atime.tv_nsec);
@@ -240,6 +241,7 @@ absl::Status DecodeIoRequest(const proto::IoRequest& req,
   a.gid = m.gid();
   a.to_set = m.to_set();
   a.size = m.size();
+  a.rdev = m.rdev();
   a.atime = {m.atime_sec(), m.atime_nsec()};
   a.mtime = {m.mtime_sec(), m.mtime_nsec()};
   a.second_file = m.second_file();

@@ -62,7 +62,8 @@ struct IoArgs {
   uint32_t uid = 0;       // setattr: the new owner (chown)
   uint32_t gid = 0;
   uint32_t to_set = 0;  // setattr: which of the fields below are set
-  uint64_t size = 0;    // setattr, truncate: the new size; mknod: rdev
+  uint64_t size = 0;    // setattr, truncate: the new size
+  uint64_t rdev = 0;    // mknod: the device of a device node
   struct timespec atime = {0, 0};
   struct timespec mtime = {0, 0};
   // rename_from: the new name; rename_to: the old name; link: the existing

@@ -901,7 +901,7 @@ absl::Status LocalEndpoint::Impl::Create(Io* io, std::string_view path) {
   return absl::OkStatus();
 }
 
-// mknod (args.mode with the file type, args.size = rdev), mkdir (args.mode),
+// mknod (args.mode with the file type, args.rdev), mkdir (args.mode),
 // symlink (args.symlink_text, stored as is: it is only ever followed
 // beneath the root). Fills attr (lstat of the new name).
 absl::Status LocalEndpoint::Impl::MakeNode(Io* io, std::string_view path) {
@@ -913,7 +913,7 @@ absl::Status LocalEndpoint::Impl::MakeNode(Io* io, std::string_view path) {
   switch (op) {
     case Op::kMknod:
       r = ::mknodat(p.dirfd, leaf, io->args.mode,
-                    static_cast<dev_t>(io->args.size));
+                    static_cast<dev_t>(io->args.rdev));
       break;
     case Op::kMkdir:
       r = ::mkdirat(p.dirfd, leaf, io->args.mode & 07777);

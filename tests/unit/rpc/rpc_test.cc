@@ -129,6 +129,7 @@ TEST(IoCodecTest, ArgsCrossTheWireFieldForField) {
   a.gid = 12;
   a.to_set = kSetAtime;
   a.size = 1234;
+  a.rdev = 0x0801;
   a.atime = {5, 6};
   a.mtime = {7, 8};
   a.second_file = "d/new";
@@ -153,6 +154,7 @@ TEST(IoCodecTest, ArgsCrossTheWireFieldForField) {
   EXPECT_EQ(b.gid, a.gid);
   EXPECT_EQ(b.to_set, a.to_set);
   EXPECT_EQ(b.size, a.size);
+  EXPECT_EQ(b.rdev, a.rdev);
   EXPECT_EQ(b.atime.tv_sec, 5);
   EXPECT_EQ(b.atime.tv_nsec, 6);
   EXPECT_EQ(b.mtime.tv_sec, 7);
