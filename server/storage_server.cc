@@ -39,7 +39,6 @@ struct StorageServer::Impl {
   void HandleIo(std::unique_ptr<RpcServer::Call> call);
   void FinishIo(ServerIo* sio);
 
-  std::string name;  // the root's endpoint name
   FrameLimits limits;
   // Destruction order matters: the RPC server first (no new requests),
   // then background requests, then the host (its network threads last).
@@ -48,6 +47,8 @@ struct StorageServer::Impl {
   std::unique_ptr<Background> background;
   std::unique_ptr<RpcServer> rpc;
   SSwitch& sswitch() { return runtime->sswitch(); }
+  // The root's endpoint name (the host's home).
+  const std::string& name() const { return runtime->home_name(); }
   // Requests wait until the controller's rules are in place (queued, not
   // blocking an io thread: registering needs one).
   // A leaf lock, as is versions_mu.
@@ -142,7 +143,7 @@ void StorageServer::Impl::Handle(std::unique_ptr<RpcServer::Call> call) {
       return;
     case proto::RpcRequest::kController:
       call->ReplyStatus(absl::UnimplementedError(
-          StrCat(name, " is a storage server, not the controller")));
+          StrCat(name(), " is a storage server, not the controller")));
       return;
     case proto::RpcRequest::BODY_NOT_SET:
       call->ReplyStatus(absl::InvalidArgumentError("empty request"));
@@ -156,7 +157,7 @@ void StorageServer::Impl::HandleIo(std::unique_ptr<RpcServer::Call> call) {
   ServerIo* s = sio.get();
   s->call = std::move(call);
   const proto::IoRequest& req = s->call->request().io();
-  if (absl::Status st = DecodeIoRequest(req, name, &s->io); !st.ok()) {
+  if (absl::Status st = DecodeIoRequest(req, name(), &s->io); !st.ok()) {
     s->io.status = st;
     proto::RpcReply reply;
     EncodeIoReply(s->io, &reply);
@@ -271,13 +272,12 @@ absl::StatusOr<std::unique_ptr<StorageServer>> StorageServer::Start(
       HostRuntime::Build(config, HostKind::kServer, std::move(extras.secret));
   if (!runtime.ok()) return runtime.status();
   impl->runtime = *std::move(runtime);
-  impl->name = impl->runtime->home_name();
   impl->limits = extras.limits;
   const std::string& root = impl->runtime->home_where();
   const std::string state_dir = config.state_dir().empty()
                                     ? StrCat(root, "/", kReservedDir, "/state")
                                     : config.state_dir();
-  auto store = RecordStore::Open(state_dir, impl->name);
+  auto store = RecordStore::Open(state_dir, impl->name());
   if (!store.ok()) return store.status();
   impl->records = *std::move(store);
   impl->background = std::make_unique<Background>();
@@ -288,7 +288,7 @@ absl::StatusOr<std::unique_ptr<StorageServer>> StorageServer::Start(
   umask(0);
 
   RpcServer::Options ro;
-  ro.name = impl->name;
+  ro.name = impl->name();
   ro.secret = impl->runtime->secret();
   ro.limits = impl->limits;
   Impl* raw = impl.get();
@@ -333,7 +333,7 @@ StorageServer::~StorageServer() {
   }
 }
 
-const std::string& StorageServer::name() const { return impl_->name; }
+const std::string& StorageServer::name() const { return impl_->name(); }
 uint16_t StorageServer::port() const { return impl_->rpc->port(); }
 std::string StorageServer::address() const { return impl_->rpc->address(); }
 Host& StorageServer::host() { return impl_->runtime->host(); }
