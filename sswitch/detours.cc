@@ -145,8 +145,7 @@ void SSwitch::SendTo(Io* io, const Target& target, std::string resolved_file,
         return;
       }
       io->target = StrCat("stage:", target.stage);
-      const StageEntry& stage = *it->second;
-      stage.stage->Submit(io, stage.forward);
+      EnterStage(io, it->second);
       return;
     }
   }

@@ -1,5 +1,6 @@
 #include "sswitch/io.h"
 
+#include "rules/rule_table.h"
 #include "sswitch/sswitch.h"
 
 namespace sroute {
@@ -50,6 +51,13 @@ void Io::Complete(absl::Status s) {
 
 uint64_t Io::routed_version() const {
   return snapshot_ ? SnapshotVersion(*snapshot_) : 0;
+}
+
+uint64_t Io::rule_id() const {
+  for (auto it = frames_.rbegin(); it != frames_.rend(); ++it) {
+    if (it->rule != nullptr) return it->rule->id();
+  }
+  return 0;
 }
 
 }  // namespace sroute

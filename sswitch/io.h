@@ -154,6 +154,9 @@ class Io {
   bool completed() const { return completed_; }
   // The version of the rule snapshot the IO was routed with (0 before).
   uint64_t routed_version() const;
+  // The id of the last rule that routed the IO (0 for none), e.g. the one
+  // that sent it to a stage.
+  uint64_t rule_id() const;
 
   static std::atomic<uint64_t> extra_completions;
 

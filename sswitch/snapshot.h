@@ -46,9 +46,24 @@ inline const InstalledRule* AsInstalled(const RuleEntry* e) {
   return static_cast<const InstalledRule*>(e);
 }
 
+// A stage as the sSwitch holds it: the stage, how it hands IOs back, and
+// the gate that parks IOs while the stage changes (SSwitch::ChangeStage).
 struct StageEntry {
+  std::string name;
   std::shared_ptr<Stage> stage;
   Stage::Forward forward;
+  std::atomic<uint64_t> ios{0};
+  // IOs submitted and not completed. With `gated`, a Dekker pair: an IO
+  // counts itself in, then looks at the gate; a change closes the gate,
+  // then looks at the count (both sequentially consistent).
+  std::atomic<int64_t> inside{0};
+  std::atomic<bool> gated{false};
+  // Order: a leaf but for InflightRegistry (parked IOs stay in flight).
+  Mutex mu;
+  bool changing ABSL_GUARDED_BY(mu) = false;
+  bool removed ABSL_GUARDED_BY(mu) = false;
+  std::deque<Io*> parked ABSL_GUARDED_BY(mu);
+  CondVar idle;  // signalled when `inside` reaches 0 while gated
 };
 
 using EndpointMap = absl::flat_hash_map<std::string, std::shared_ptr<Endpoint>,

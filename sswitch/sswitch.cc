@@ -230,6 +230,7 @@ absl::Status SSwitch::AddStage(const std::string& name,
     return absl::AlreadyExistsError(StrCat("stage '", name, "' exists"));
   }
   auto entry = std::make_shared<StageEntry>();
+  entry->name = name;
   entry->stage = std::move(stage);
   entry->forward = [this, name](Io* io) {
     io->header.stage = name;
@@ -244,6 +245,192 @@ absl::Status SSwitch::AddStage(const std::string& name,
   return absl::OkStatus();
 }
 
+std::vector<SSwitch::StageInfo> SSwitch::Stages() const {
+  std::shared_ptr<const Snapshot> snap = Current();
+  std::vector<StageInfo> out;
+  for (const auto& [name, e] : *snap->stages) {
+    StageInfo& info = out.emplace_back();
+    info.name = name;
+    info.stage = e->stage;
+    info.ios = e->ios.load(std::memory_order_relaxed);
+    info.in_flight = e->inside.load(std::memory_order_relaxed);
+    MutexLock l(&e->mu);
+    info.parked = e->parked.size();
+  }
+  std::sort(out.begin(), out.end(), [](const StageInfo& a, const StageInfo& b) {
+    return a.name < b.name;
+  });
+  return out;
+}
+
+void SSwitch::EnterStage(Io* io, const std::shared_ptr<StageEntry>& entry) {
+  StageEntry& e = *entry;
+  e.inside.fetch_add(1);  // seq_cst: see StageEntry::inside
+  if (e.gated.load()) {
+    ReleasableMutexLock l(&e.mu);
+    if (e.gated.load()) {
+      if (e.inside.fetch_sub(1) == 1) e.idle.SignalAll();
+      if (!e.removed) {
+        e.parked.push_back(io);
+        return;
+      }
+      l.Unlock();
+      // Routed by a snapshot older than the stage's removal: the rules of
+      // now, which name it no more, route it.
+      io->snapshot_ = Load();
+      Dispatch(io);
+      return;
+    }
+  }
+  e.ios.fetch_add(1, std::memory_order_relaxed);
+  io->AddResponseHook([entry](Io&) {
+    if (entry->inside.fetch_sub(1) == 1 && entry->gated.load()) {
+      MutexLock l(&entry->mu);
+      entry->idle.SignalAll();
+    }
+  });
+  e.stage->Submit(io, e.forward);
+}
+
+bool SSwitch::CloseStageGate(StageEntry& e, absl::Duration timeout) {
+  const auto deadline =
+      std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(timeout);
+  MutexLock l(&e.mu);
+  e.gated.store(true);
+  while (e.inside.load() != 0) {
+    if (e.idle.WaitUntil(&e.mu, deadline) == std::cv_status::timeout &&
+        e.inside.load() != 0) {
+      return false;
+    }
+  }
+  return true;
+}
+
+void SSwitch::OpenStageGate(StageEntry& e, bool removed) {
+  std::deque<Io*> parked;
+  {
+    MutexLock l(&e.mu);
+    e.removed = removed;
+    e.changing = false;
+    // A removed stage's gate stays shut: late IOs are routed again.
+    if (!removed) e.gated.store(false);
+    parked.swap(e.parked);
+  }
+  for (Io* io : parked) {
+    if (removed) {
+      io->snapshot_ = Load();
+      Dispatch(io);
+      continue;
+    }
+    // The stage is in this IO's snapshot still: it holds the entry.
+    auto it = io->snapshot_->stages->find(e.name);
+    EnterStage(io, it->second);
+  }
+}
+
+absl::Status SSwitch::ChangeStage(
+    const std::string& name, const std::function<absl::Status(Stage&)>& change,
+    absl::Duration timeout) {
+  std::shared_ptr<const Snapshot> snap = Current();
+  auto it = snap->stages->find(name);
+  if (it == snap->stages->end()) {
+    return absl::NotFoundError(StrCat("no stage named '", name, "'"));
+  }
+  StageEntry& e = *it->second;
+  {
+    MutexLock l(&e.mu);
+    if (e.changing || e.removed) {
+      return absl::UnavailableError(
+          StrCat("stage '", name, "' is being changed or removed"));
+    }
+    e.changing = true;
+  }
+  if (!CloseStageGate(e, timeout)) {
+    OpenStageGate(e, /*removed=*/false);
+    return absl::DeadlineExceededError(
+        StrCat("IOs still inside stage '", name, "' after ",
+               absl::FormatDuration(timeout), "; nothing changed"));
+  }
+  absl::Status s = change(*e.stage);
+  OpenStageGate(e, /*removed=*/false);
+  return s;
+}
+
+namespace {
+
+// Ids of the rules of `snap` that send IOs to local stage `stage`.
+std::vector<uint64_t> RulesNamingStage(const Snapshot& snap,
+                                       const std::string& sswitch,
+                                       const std::string& stage) {
+  std::vector<uint64_t> ids;
+  for (const RuleEntryPtr& e : snap.table->Rules()) {
+    for (const Detour& d : e->rule().detours) {
+      if (d.target.kind == Target::Kind::kStage && d.target.stage == stage &&
+          (d.target.stage_host.empty() || d.target.stage_host == sswitch)) {
+        ids.push_back(e->id());
+        break;
+      }
+    }
+  }
+  return ids;
+}
+
+absl::Status StageInUse(const std::string& stage,
+                        const std::vector<uint64_t>& ids) {
+  std::string list;
+  for (uint64_t id : ids) StrAppend(&list, list.empty() ? "" : ", ", id);
+  return absl::FailedPreconditionError(
+      StrCat("stage '", stage, "' is in use by rule",
+             ids.size() > 1 ? "s " : " ", list, "; delete them first"));
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<Stage>> SSwitch::RemoveStage(
+    const std::string& name, absl::Duration timeout) {
+  std::shared_ptr<const Snapshot> snap = Current();
+  auto it = snap->stages->find(name);
+  if (it == snap->stages->end()) {
+    return absl::NotFoundError(StrCat("no stage named '", name, "'"));
+  }
+  std::shared_ptr<StageEntry> entry = it->second;
+  if (auto ids = RulesNamingStage(*snap, name_, name); !ids.empty()) {
+    return StageInUse(name, ids);
+  }
+  {
+    MutexLock l(&entry->mu);
+    if (entry->changing || entry->removed) {
+      return absl::UnavailableError(
+          StrCat("stage '", name, "' is being changed or removed"));
+    }
+    entry->changing = true;
+  }
+  if (!CloseStageGate(*entry, timeout)) {
+    OpenStageGate(*entry, /*removed=*/false);
+    return absl::DeadlineExceededError(
+        StrCat("IOs still inside stage '", name, "' after ",
+               absl::FormatDuration(timeout), "; not removed"));
+  }
+  absl::Status in_use;
+  {
+    MutexLock l(&control_mu_);
+    const Snapshot& now = *CurrentLocked();
+    if (auto ids = RulesNamingStage(now, name_, name); !ids.empty()) {
+      in_use = StageInUse(name, ids);  // a rule came meanwhile
+    } else {
+      auto next = std::make_shared<Snapshot>(now);
+      auto stages = std::make_shared<StageMap>(*now.stages);
+      stages->erase(name);
+      next->stages = std::move(stages);
+      next->version = now.version + 1;
+      Publish(std::move(next));
+    }
+  }
+  OpenStageGate(*entry, /*removed=*/in_use.ok());
+  if (!in_use.ok()) return in_use;
+  return entry->stage;
+}
+
 void SSwitch::SetControllerSink(std::shared_ptr<ControllerSink> sink) {
   MutexLock l(&control_mu_);
   auto snap = std::make_shared<Snapshot>(*CurrentLocked());
@@ -254,9 +441,75 @@ void SSwitch::SetControllerSink(std::shared_ptr<ControllerSink> sink) {
 
 // --- Data path ---
 
+uint64_t SSwitch::AddChangeObserver(ChangeObserver observer) {
+  MutexLock l(&observer_mu_);
+  auto list = observers_ ? std::make_shared<ObserverList>(*observers_)
+                         : std::make_shared<ObserverList>();
+  const uint64_t id = next_observer_++;
+  list->emplace_back(
+      id, std::make_shared<const ChangeObserver>(std::move(observer)));
+  observers_ = std::move(list);
+  observer_count_.fetch_add(1);
+  return id;
+}
+
+void SSwitch::RemoveChangeObserver(uint64_t id) {
+  MutexLock l(&observer_mu_);
+  if (!observers_) return;
+  auto list = std::make_shared<ObserverList>();
+  for (const auto& o : *observers_) {
+    if (o.first != id) list->push_back(o);
+  }
+  if (list->size() != observers_->size()) observer_count_.fetch_sub(1);
+  observers_ = std::move(list);
+}
+
+namespace {
+
+// Whether `io` changes a file's bytes or which bytes a name holds
+// (SSwitch::ChangeObserver).
+bool ChangesBytes(const Io& io) {
+  switch (io.header.op) {
+    case Op::kWrite:
+    case Op::kTruncate:
+    case Op::kFallocate:
+    case Op::kUnlink:
+    case Op::kRenameFrom:
+    case Op::kRenameTo:
+      return true;
+    case Op::kSetattr:
+      return (io.args.to_set & kSetSize) != 0;
+    case Op::kOpen:
+    case Op::kCreate:
+      return (io.args.open_flags & O_TRUNC) != 0;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
+void SSwitch::ObserveChange(Io* io) {
+  std::shared_ptr<const ObserverList> list;
+  {
+    MutexLock l(&observer_mu_);
+    list = observers_;
+  }
+  if (!list || list->empty()) return;
+  for (const auto& o : *list) (*o.second)(*io, /*done=*/false);
+  // The first hook: it runs last, after those of the stages the IO passes.
+  io->AddResponseHook([list = std::move(list)](Io& done) {
+    for (const auto& o : *list) (*o.second)(done, /*done=*/true);
+  });
+}
+
 void SSwitch::Route(Io* io) {
   io->router_ = this;
   io->stage_hops_ = 0;
+  if (observer_count_.load(std::memory_order_relaxed) != 0 &&
+      ChangesBytes(*io)) {
+    ObserveChange(io);
+  }
   // Register, then load the snapshot: a Drain() that misses this IO in the
   // registry published its quiesce first, so this IO will see it.
   RegisterInflight(io);

@@ -44,7 +44,8 @@ class RE2;
 
 namespace sroute {
 
-struct FilePlace;  // whole_file.cc
+struct FilePlace;   // whole_file.cc
+struct StageEntry;  // snapshot.h
 
 // The version stamped on the snapshot an IO was routed with.
 uint64_t SnapshotVersion(const Snapshot& snapshot);
@@ -89,6 +90,46 @@ class SSwitch {
                            std::shared_ptr<Endpoint> endpoint);
   absl::Status AddStage(const std::string& name, std::shared_ptr<Stage> stage);
   void SetControllerSink(std::shared_ptr<ControllerSink> sink);
+
+  // --- Stages, live (the update protocol applied to one stage). While a
+  // stage changes, IOs that reach it are parked (no thread blocks); once
+  // the IOs inside it (submitted, not completed) are done, the change runs
+  // with none inside, then the parked IOs go on.
+  struct StageInfo {
+    std::string name;
+    std::shared_ptr<Stage> stage;
+    uint64_t ios = 0;       // IOs submitted to it
+    int64_t in_flight = 0;  // submitted and not completed
+    uint64_t parked = 0;    // waiting for a change to end
+  };
+  std::vector<StageInfo> Stages() const;
+  // Runs change(stage) with no IO inside stage `name`. NotFound for no such
+  // stage; Unavailable if it is changing already; DeadlineExceeded (and no
+  // change) if IOs are still inside after `timeout`. Returns change's
+  // status. REQUIRES: `change` does not route IOs to the stage and waits
+  // for none of them.
+  absl::Status ChangeStage(const std::string& name,
+                           const std::function<absl::Status(Stage&)>& change,
+                           absl::Duration timeout);
+  // Removes stage `name` once no IO is inside it and returns it (to stop).
+  // FailedPrecondition, naming them, while rules send IOs to it. IOs that
+  // reach it afterwards (routed by an older snapshot) are routed again by
+  // the current rules.
+  absl::StatusOr<std::shared_ptr<Stage>> RemoveStage(const std::string& name,
+                                                     absl::Duration timeout);
+
+  // --- Coherence. An observer sees every IO routed here (not IOs a stage
+  // hands back: they were seen on their way in) that changes the bytes of
+  // a file or which bytes a name holds: write, truncate, fallocate, setattr
+  // of the size, open and create with O_TRUNC, unlink, rename. It is called
+  // with done=false in Route, before any stage or endpoint sees the IO,
+  // and with done=true on its response path before the caller learns the
+  // outcome (after the hooks of stages it passed). Observers must be quick
+  // and may not route IOs; they run on the IO's threads. Thread-safe.
+  using ChangeObserver = std::function<void(const Io& io, bool done)>;
+  uint64_t AddChangeObserver(ChangeObserver observer);
+  // After it returns, `id`'s observer is not called again.
+  void RemoveChangeObserver(uint64_t id);
 
   // --- Data path.
   // Routes `io` and completes it exactly once (possibly before returning).
@@ -306,6 +347,17 @@ class SSwitch {
   void SeekAcrossPlaces(Io* io, const std::string& home);
   void StepSeek(const std::shared_ptr<SeekAcross>& st);
 
+  // Submits `io` to the stage of `entry`, or parks it while the stage
+  // changes; a removed stage's IO is routed again.
+  void EnterStage(Io* io, const std::shared_ptr<StageEntry>& entry);
+  // Parks IOs reaching `entry` and waits for those inside it; false (gate
+  // open again) after `timeout`.
+  bool CloseStageGate(StageEntry& entry, absl::Duration timeout);
+  // Lets the parked IOs go on (`removed`: routed again by the rules).
+  void OpenStageGate(StageEntry& entry, bool removed);
+  // Calls the change observers, and adds the hook that calls them done.
+  void ObserveChange(Io* io);
+
   friend class Io;
   void FinishRuleFrame(Io& io, Io::Frame& frame);
   void Unregister(
@@ -327,6 +379,13 @@ class SSwitch {
   std::shared_ptr<const Snapshot> current_ ABSL_GUARDED_BY(publish_mu_);
   std::atomic<uint64_t> version_{0};
   uint64_t next_id_ ABSL_GUARDED_BY(control_mu_) = 1;
+  // Change observers, copied on write. observer_mu_ is a leaf.
+  using ObserverList =
+      std::vector<std::pair<uint64_t, std::shared_ptr<const ChangeObserver>>>;
+  mutable Mutex observer_mu_;
+  std::shared_ptr<const ObserverList> observers_ ABSL_GUARDED_BY(observer_mu_);
+  uint64_t next_observer_ ABSL_GUARDED_BY(observer_mu_) = 1;
+  std::atomic<int> observer_count_{0};
   uint64_t next_seq_ ABSL_GUARDED_BY(control_mu_) = 1;
   uint64_t next_sub_ ABSL_GUARDED_BY(control_mu_) = 1;
 

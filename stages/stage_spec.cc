@@ -1,0 +1,288 @@
+#include "stages/stage_spec.h"
+
+#include <algorithm>
+#include <charconv>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "stages/stage.h"
+#include "util/strings.h"
+
+namespace sroute {
+namespace {
+
+namespace pb = google::protobuf;
+
+absl::StatusOr<uint64_t> ParseSize(std::string_view key, std::string_view v) {
+  uint64_t unit = 1;
+  if (!v.empty()) {
+    switch (v.back()) {
+      case 'K':
+      case 'k':
+        unit = 1ull << 10;
+        break;
+      case 'M':
+      case 'm':
+        unit = 1ull << 20;
+        break;
+      case 'G':
+      case 'g':
+        unit = 1ull << 30;
+        break;
+      case 'T':
+      case 't':
+        unit = 1ull << 40;
+        break;
+      default:
+        break;
+    }
+    if (unit != 1) v.remove_suffix(1);
+  }
+  uint64_t n = 0;
+  auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+  if (v.empty() || ec != std::errc() || end != v.data() + v.size() ||
+      n > std::numeric_limits<uint64_t>::max() / unit) {
+    return absl::InvalidArgumentError(
+        StrCat(key, ": expected a number (with K, M, G or T), not '", v, "'"));
+  }
+  return n * unit;
+}
+
+// The options message of `config`'s kind (created), or null for a kind
+// without options.
+pb::Message* OptionsOf(proto::StageConfig* config) {
+  const pb::FieldDescriptor* f =
+      proto::StageConfig::descriptor()->FindFieldByName(config->kind());
+  if (f == nullptr || f->containing_oneof() == nullptr) return nullptr;
+  return proto::StageConfig::GetReflection()->MutableMessage(config, f);
+}
+
+absl::Status SetScalar(pb::Message* m, const pb::FieldDescriptor* f,
+                       std::string_view key, std::string_view value) {
+  const pb::Reflection* r = m->GetReflection();
+  const bool rep = f->is_repeated();
+  switch (f->cpp_type()) {
+    case pb::FieldDescriptor::CPPTYPE_STRING:
+      rep ? r->AddString(m, f, std::string(value))
+          : r->SetString(m, f, std::string(value));
+      return absl::OkStatus();
+    case pb::FieldDescriptor::CPPTYPE_BOOL: {
+      bool b;
+      if (!absl::SimpleAtob(absl::string_view(value.data(), value.size()),
+                            &b)) {
+        return absl::InvalidArgumentError(
+            StrCat(key, ": expected true or false, not '", value, "'"));
+      }
+      rep ? r->AddBool(m, f, b) : r->SetBool(m, f, b);
+      return absl::OkStatus();
+    }
+    case pb::FieldDescriptor::CPPTYPE_UINT64:
+    case pb::FieldDescriptor::CPPTYPE_UINT32: {
+      auto n = ParseSize(key, value);
+      if (!n.ok()) return n.status();
+      if (f->cpp_type() == pb::FieldDescriptor::CPPTYPE_UINT32) {
+        if (*n > std::numeric_limits<uint32_t>::max()) {
+          return absl::InvalidArgumentError(StrCat(key, ": too large"));
+        }
+        rep ? r->AddUInt32(m, f, static_cast<uint32_t>(*n))
+            : r->SetUInt32(m, f, static_cast<uint32_t>(*n));
+      } else {
+        rep ? r->AddUInt64(m, f, *n) : r->SetUInt64(m, f, *n);
+      }
+      return absl::OkStatus();
+    }
+    case pb::FieldDescriptor::CPPTYPE_INT32:
+    case pb::FieldDescriptor::CPPTYPE_INT64: {
+      int64_t n;
+      if (!absl::SimpleAtoi(absl::string_view(value.data(), value.size()),
+                            &n)) {
+        return absl::InvalidArgumentError(
+            StrCat(key, ": expected an integer, not '", value, "'"));
+      }
+      if (f->cpp_type() == pb::FieldDescriptor::CPPTYPE_INT32) {
+        rep ? r->AddInt32(m, f, static_cast<int32_t>(n))
+            : r->SetInt32(m, f, static_cast<int32_t>(n));
+      } else {
+        rep ? r->AddInt64(m, f, n) : r->SetInt64(m, f, n);
+      }
+      return absl::OkStatus();
+    }
+    default:
+      return absl::InvalidArgumentError(
+          StrCat(key, ": cannot be set on the command line"));
+  }
+}
+
+// A {name, number} message from "NAME/NUMBER".
+absl::Status SetNamed(pb::Message* entry, std::string_view key,
+                      std::string_view value) {
+  const pb::Descriptor* d = entry->GetDescriptor();
+  const size_t slash = value.rfind('/');
+  if (d->field_count() != 2 || slash == std::string_view::npos || slash == 0) {
+    return absl::InvalidArgumentError(
+        StrCat(key, ": expected NAME/NUMBER, not '", value, "'"));
+  }
+  if (absl::Status s =
+          SetScalar(entry, d->field(0), key, value.substr(0, slash));
+      !s.ok()) {
+    return s;
+  }
+  return SetScalar(entry, d->field(1), key, value.substr(slash + 1));
+}
+
+}  // namespace
+
+absl::Status ApplyStageOptions(std::string_view options,
+                               proto::StageConfig* config) {
+  if (options.empty()) return absl::OkStatus();
+  pb::Message* m = OptionsOf(config);
+  if (m == nullptr) {
+    return absl::InvalidArgumentError(
+        StrCat("stage kind '", config->kind(), "' takes no options"));
+  }
+  const pb::Descriptor* d = m->GetDescriptor();
+  const pb::Reflection* r = m->GetReflection();
+  // Repeated fields named here start over, but for named entries.
+  std::vector<const pb::FieldDescriptor*> cleared;
+  for (std::string_view kv : StrSplit(options, ',')) {
+    const size_t eq = kv.find('=');
+    if (eq == std::string_view::npos || eq == 0) {
+      return absl::InvalidArgumentError(
+          StrCat("expected key=value, not '", kv, "'"));
+    }
+    const std::string key(kv.substr(0, eq));
+    const std::string_view value = kv.substr(eq + 1);
+    const pb::FieldDescriptor* f = d->FindFieldByName(key);
+    if (f == nullptr) {
+      std::string keys;
+      for (int i = 0; i < d->field_count(); ++i) {
+        StrAppend(&keys, i == 0 ? "" : ", ", d->field(i)->name());
+      }
+      return absl::InvalidArgumentError(StrCat("unknown option '", key,
+                                               "' for a ", config->kind(),
+                                               " stage (options: ", keys, ")"));
+    }
+    if (f->is_repeated() &&
+        f->cpp_type() == pb::FieldDescriptor::CPPTYPE_MESSAGE) {
+      auto entry =
+          std::unique_ptr<pb::Message>(r->GetRepeatedMessage(*m, f, 0).New());
+      if (r->FieldSize(*m, f) == 0) {
+        entry.reset(pb::MessageFactory::generated_factory()
+                        ->GetPrototype(f->message_type())
+                        ->New());
+      }
+      if (absl::Status s = SetNamed(entry.get(), key, value); !s.ok()) {
+        return s;
+      }
+      // Replace the entry of the same name, if any.
+      const pb::FieldDescriptor* name_field = f->message_type()->field(0);
+      const std::string name =
+          entry->GetReflection()->GetString(*entry, name_field);
+      bool replaced = false;
+      for (int i = 0; i < r->FieldSize(*m, f); ++i) {
+        pb::Message* old = r->MutableRepeatedMessage(m, f, i);
+        if (old->GetReflection()->GetString(*old, name_field) == name) {
+          old->CopyFrom(*entry);
+          replaced = true;
+        }
+      }
+      if (!replaced) r->AddMessage(m, f)->CopyFrom(*entry);
+      continue;
+    }
+    if (f->is_repeated()) {
+      if (std::find(cleared.begin(), cleared.end(), f) == cleared.end()) {
+        r->ClearField(m, f);
+        cleared.push_back(f);
+      }
+    }
+    if (absl::Status s = SetScalar(m, f, key, value); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<proto::StageConfig> ParseStageSpec(std::string_view spec) {
+  const size_t eq = spec.find('=');
+  if (eq == std::string_view::npos) {
+    return absl::InvalidArgumentError(
+        StrCat("expected NAME=KIND[:key=value,...], not '", spec, "'"));
+  }
+  proto::StageConfig config;
+  config.set_name(std::string(spec.substr(0, eq)));
+  if (absl::Status s = CheckStageName(config.name()); !s.ok()) return s;
+  std::string_view rest = spec.substr(eq + 1);
+  const size_t colon = rest.find(':');
+  config.set_kind(std::string(rest.substr(0, colon)));
+  if (config.kind().empty()) {
+    return absl::InvalidArgumentError(
+        StrCat("stage ", config.name(), ": no kind after '='"));
+  }
+  if (colon != std::string_view::npos) {
+    if (absl::Status s = ApplyStageOptions(rest.substr(colon + 1), &config);
+        !s.ok()) {
+      return absl::InvalidArgumentError(
+          StrCat("stage ", config.name(), ": ", s.message()));
+    }
+  }
+  return config;
+}
+
+std::string FormatStageOptions(const proto::StageConfig& config) {
+  const pb::FieldDescriptor* f =
+      proto::StageConfig::descriptor()->FindFieldByName(config.kind());
+  if (f == nullptr || f->containing_oneof() == nullptr) return "";
+  const pb::Reflection* sr = config.GetReflection();
+  if (!sr->HasField(config, f)) return "";
+  const pb::Message& m = sr->GetMessage(config, f);
+  const pb::Reflection* r = m.GetReflection();
+  std::vector<const pb::FieldDescriptor*> set;
+  r->ListFields(m, &set);
+  std::string out;
+  auto scalar = [](const pb::Message& msg, const pb::FieldDescriptor* fd,
+                   int index) -> std::string {
+    const pb::Reflection* rr = msg.GetReflection();
+    const bool rep = fd->is_repeated();
+    switch (fd->cpp_type()) {
+      case pb::FieldDescriptor::CPPTYPE_STRING:
+        return rep ? rr->GetRepeatedString(msg, fd, index)
+                   : rr->GetString(msg, fd);
+      case pb::FieldDescriptor::CPPTYPE_BOOL:
+        return (rep ? rr->GetRepeatedBool(msg, fd, index)
+                    : rr->GetBool(msg, fd))
+                   ? "true"
+                   : "false";
+      case pb::FieldDescriptor::CPPTYPE_UINT32:
+        return std::to_string(rep ? rr->GetRepeatedUInt32(msg, fd, index)
+                                  : rr->GetUInt32(msg, fd));
+      case pb::FieldDescriptor::CPPTYPE_UINT64:
+        return std::to_string(rep ? rr->GetRepeatedUInt64(msg, fd, index)
+                                  : rr->GetUInt64(msg, fd));
+      case pb::FieldDescriptor::CPPTYPE_INT32:
+        return std::to_string(rep ? rr->GetRepeatedInt32(msg, fd, index)
+                                  : rr->GetInt32(msg, fd));
+      case pb::FieldDescriptor::CPPTYPE_INT64:
+        return std::to_string(rep ? rr->GetRepeatedInt64(msg, fd, index)
+                                  : rr->GetInt64(msg, fd));
+      default:
+        return "?";
+    }
+  };
+  for (const pb::FieldDescriptor* fd : set) {
+    const int n = fd->is_repeated() ? r->FieldSize(m, fd) : 1;
+    for (int i = 0; i < n; ++i) {
+      std::string v;
+      if (fd->cpp_type() == pb::FieldDescriptor::CPPTYPE_MESSAGE) {
+        const pb::Message& e = r->GetRepeatedMessage(m, fd, i);
+        const pb::Descriptor* ed = e.GetDescriptor();
+        v = StrCat(scalar(e, ed->field(0), 0), "/", scalar(e, ed->field(1), 0));
+      } else {
+        v = scalar(m, fd, i);
+      }
+      StrAppend(&out, out.empty() ? "" : ",", fd->name(), "=", v);
+    }
+  }
+  return out;
+}
+
+}  // namespace sroute
