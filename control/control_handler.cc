@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "rules/parser.h"
+#include "stages/stage_control.h"
 #include "util/strings.h"
 
 namespace sroute {
@@ -79,7 +80,11 @@ proto::ControlResponse HandleControlRequest(
           static_cast<int64_t>(sw.route_errors());
       (*resp.mutable_gauges())["fenced_files"] =
           static_cast<int64_t>(sw.Fences().size());
+      AddStageStats(sw, &resp);
       if (add_stats) add_stats(&resp);
+      break;
+    case proto::ControlRequest::kStages:
+      status = HandleStagesRequest(sw, req.stages(), &resp);
       break;
     case proto::ControlRequest::kAddRules: {
       const proto::AddRules& add = req.add_rules();

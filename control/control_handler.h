@@ -1,5 +1,5 @@
 // The control requests of proto/control.proto served against one sSwitch:
-// list, add and delete rules, quiesce, drain and stats. Every host's
+// list, add and delete rules, quiesce, drain, stats and stages. Every host's
 // control port (a FUSE daemon's unix socket, a storage server's RPC port)
 // answers with this.
 #ifndef SROUTE_CONTROL_CONTROL_HANDLER_H_

@@ -271,16 +271,21 @@ int RunVolume(proto::HostConfig config, const MountRequest& mount) {
   // No control request may touch the session from here on.
   rt.StopServices();
   volume.StopInvalidating();
-  if (rt.io_threads() != nullptr) {
-    // IOs on their way back from storage servers reply to the session:
-    // let them finish (each within its deadline), then stop the threads
-    // that would run their completions, before the session goes.
-    rt.WaitForIdle(std::chrono::milliseconds(
-        absl::ToInt64Milliseconds(rt.remote_timeout()) + 1000));
-    rt.io_threads()->Stop();
+  // IOs on their way back from storage servers reply to the session: let
+  // them finish (each within its deadline). Then the stages write back what
+  // they hold (through the network threads, which stop only after), before
+  // the session goes.
+  bool stages_ok = true;
+  if (rt.WaitForIdle(std::chrono::milliseconds(
+          absl::ToInt64Milliseconds(rt.remote_timeout()) + 1000))) {
+    if (absl::Status s = rt.StopStages(); !s.ok()) {
+      LogError("stopping the stages: ", s.message());
+      stages_ok = false;
+    }
   }
+  if (rt.io_threads() != nullptr) rt.io_threads()->Stop();
   session->reset();
-  return rc == 0 ? 0 : 1;
+  return rc == 0 && stages_ok ? 0 : 1;
 }
 
 }  // namespace sroute

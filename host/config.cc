@@ -2,10 +2,12 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/text_format.h"
+#include "stages/stage.h"
 #include "util/strings.h"
 
 namespace sroute {
@@ -72,6 +74,20 @@ absl::Status CheckHostConfig(const proto::HostConfig& c, HostKind kind,
     }
     if (e.name().find('/') != std::string::npos) {
       return bad(StrCat("endpoint name '", e.name(), "' has a '/'"));
+    }
+  }
+  {
+    std::set<std::string> names;
+    for (const auto& st : c.stage()) {
+      if (absl::Status s = CheckStageName(st.name()); !s.ok()) {
+        return bad(std::string(s.message()));
+      }
+      if (st.kind().empty()) {
+        return bad(StrCat("stage ", st.name(), ": no kind"));
+      }
+      if (!names.insert(st.name()).second) {
+        return bad(StrCat("stage ", st.name(), " is declared twice"));
+      }
     }
   }
   if (c.has_poll_us() && c.poll_us() > 100000) {

@@ -1,6 +1,7 @@
 #include "host/flags.h"
 
 #include "rpc/remote_endpoint.h"
+#include "stages/stage_spec.h"
 #include "util/strings.h"
 
 namespace sroute {
@@ -38,6 +39,12 @@ HostFlags::HostFlags(CLI::App* app, HostKind kind) : kind_(kind) {
       [o](proto::HostConfig::Endpoint e) { *o->add_endpoint() = std::move(e); },
       "more endpoints: NAME=DIR or a storage server NAME=HOST:PORT "
       "(repeatable)");
+  AddParsedFlag(
+      app, "--stage", ParseStageSpec,
+      [o](proto::StageConfig st) { *o->add_stage() = std::move(st); },
+      "a stage rules can send IOs through: NAME=KIND[:key=value,...], e.g. "
+      "cacheA=cache:partition_bytes=256M,policy=s3fifo (repeatable; kinds "
+      "and options in proto/config.proto)");
   app->add_option_function<std::string>(
       "--secret-file", [o](const std::string& v) { o->set_secret_file(v); },
       "the cluster secret (a private file of 16+ bytes), for storage "

@@ -21,7 +21,7 @@ namespace sroute {
 
 class HostFlags {
  public:
-  // Adds --config, --name, --endpoint, --secret-file, --controller,
+  // Adds --config, --name, --endpoint, --stage, --secret-file, --controller,
   // --controller-timeout-ms, --remote-timeout-ms, --rules, --rule,
   // --control, --poll-us and --io-threads to `app`.
   // REQUIRES: `app` outlives this object's use by app.parse.

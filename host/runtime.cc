@@ -6,6 +6,7 @@
 #include "control/control_server.h"
 #include "rpc/handshake.h"
 #include "sswitch/endpoint.h"
+#include "stages/stage_control.h"
 #include "util/log.h"
 #include "util/strings.h"
 
@@ -27,7 +28,10 @@ HostRuntime::HostRuntime(proto::HostConfig config, HostKind kind)
                 ? "server"
                 : config_.name()) {}
 
-HostRuntime::~HostRuntime() { StopServices(); }
+HostRuntime::~HostRuntime() {
+  StopServices();
+  if (absl::Status s = StopStages(); !s.ok()) LogError(s.message());
+}
 
 bool HostRuntime::home_is_remote() const {
   return IsServerAddress(home_where_);
@@ -40,6 +44,7 @@ absl::StatusOr<std::unique_ptr<HostRuntime>> HostRuntime::Build(
   if (s.ok()) s = rt->SetUpNetwork(std::move(secret));
   if (s.ok()) s = rt->MakeReservedFolder();
   if (s.ok()) s = rt->AddEndpoints();
+  if (s.ok()) s = rt->AddStages();
   if (s.ok()) s = rt->LoadRules();
   if (!s.ok()) return s;
   return rt;
@@ -138,6 +143,15 @@ absl::Status HostRuntime::AddEndpoints() {
   return absl::OkStatus();
 }
 
+absl::Status HostRuntime::AddStages() {
+  for (const proto::StageConfig& st : config_.stage()) {
+    if (absl::Status s = AddConfiguredStage(host_.sswitch(), st); !s.ok()) {
+      return s;
+    }
+  }
+  return absl::OkStatus();
+}
+
 // The rules file's, then the config's own, each file installed atomically.
 absl::Status HostRuntime::LoadRules() {
   if (!config_.rules_file().empty()) {
@@ -199,6 +213,12 @@ absl::Status HostRuntime::StartControl(
 void HostRuntime::StopServices() {
   control_.reset();
   agent_.reset();
+}
+
+absl::Status HostRuntime::StopStages() {
+  if (stages_stopped_) return absl::OkStatus();
+  stages_stopped_ = true;
+  return sroute::StopStages(host_.sswitch());
 }
 
 bool HostRuntime::WaitForIdle(std::chrono::milliseconds limit) {

@@ -1,5 +1,5 @@
 // HostRuntime: a daemon's host, built from its HostConfig (DESIGN.md §7):
-// the sSwitch with its endpoints and rules, the network threads and the
+// the sSwitch with its endpoints, stages and rules, the network threads and the
 // cluster secret that remote endpoints need, the controller agent and the
 // control socket. sroute-fuse and sroute-server differ only in their front
 // ends (a FUSE session, an RPC server), so an endpoint, a rule source or an
@@ -12,7 +12,9 @@
 //   StartControl the control socket, with the daemon's own gauges;
 //   StopServices control socket, then agent: no control request touches
 //                the front end after it returns;
-//   WaitForIdle, then the destructor (network threads last).
+//   WaitForIdle, StopStages (write-back caches write back; an error is
+//   data a stage could not write), then the destructor (network threads
+//   last; it stops the stages if StopStages was not called).
 //
 // Thread safety: Build and the Start/Stop calls from one thread (setup and
 // shutdown); host() is thread-safe like the Host.
@@ -80,6 +82,8 @@ class HostRuntime {
   // Waits until no IO is in flight or parked, at most `limit`; true if
   // idle.
   bool WaitForIdle(std::chrono::milliseconds limit);
+  // Stops the stages, once. REQUIRES: idle (WaitForIdle returned true).
+  absl::Status StopStages();
 
  private:
   HostRuntime(proto::HostConfig config, HostKind kind);
@@ -88,6 +92,7 @@ class HostRuntime {
   absl::Status SetUpNetwork(std::string secret);
   absl::Status MakeReservedFolder();
   absl::Status AddEndpoints();
+  absl::Status AddStages();
   absl::Status LoadRules();
 
   const proto::HostConfig config_;
@@ -100,6 +105,7 @@ class HostRuntime {
   Host host_;
   std::unique_ptr<ControllerAgent> agent_;
   std::unique_ptr<ControlServer> control_;
+  bool stages_stopped_ = false;
 };
 
 }  // namespace sroute

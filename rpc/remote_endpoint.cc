@@ -34,6 +34,16 @@ RemoteEndpoint::RemoteEndpoint(std::unique_ptr<RpcChannel> channel,
 RemoteEndpoint::~RemoteEndpoint() = default;
 
 void RemoteEndpoint::Submit(Io* io, std::string_view path) {
+  Send(io, path, {});
+}
+
+void RemoteEndpoint::SubmitToStage(Io* io, std::string_view path,
+                                   std::string_view stage) {
+  Send(io, path, stage);
+}
+
+void RemoteEndpoint::Send(Io* io, std::string_view path,
+                          std::string_view stage) {
   // One request object per thread, reused (a completion that runs inside
   // Call may submit again: nested calls use their own).
   thread_local proto::RpcRequest cached;
@@ -45,6 +55,7 @@ void RemoteEndpoint::Submit(Io* io, std::string_view path) {
   EncodeIoRequest(*io, path, req.mutable_io());
   req.mutable_io()->set_via(local_name_);
   req.mutable_io()->set_via_version(io->routed_version());
+  if (!stage.empty()) req.mutable_io()->set_stage(std::string(stage));
   const Op op = io->header.op;
   std::span<const char> payload;
   if (op == Op::kWrite || op == Op::kSetxattr) payload = io->write_data;

@@ -40,6 +40,8 @@ class RemoteEndpoint : public Endpoint {
   ~RemoteEndpoint() override;
 
   void Submit(Io* io, std::string_view path) override;
+  void SubmitToStage(Io* io, std::string_view path,
+                     std::string_view stage) override;
 
   RpcChannel& channel() { return *channel_; }
   const std::string& address() const { return channel_->address(); }
@@ -47,6 +49,9 @@ class RemoteEndpoint : public Endpoint {
  private:
   RemoteEndpoint(std::unique_ptr<RpcChannel> channel, absl::Duration timeout,
                  std::string local_name);
+  // Submit, to the server's `stage` if not empty.
+  void Send(Io* io, std::string_view path, std::string_view stage);
+
   std::unique_ptr<RpcChannel> channel_;
   const std::string local_name_;
   const absl::Duration timeout_;

@@ -216,6 +216,10 @@ void StorageServer::Impl::HandleIo(std::unique_ptr<RpcServer::Call> call) {
   }
   io.set_completion([this, s](Io&) { FinishIo(s); });
   sio.release();  // owned by the completion now
+  if (!req.stage().empty()) {
+    sswitch().RouteToStage(&io, req.stage());
+    return;
+  }
   sswitch().Route(&io);
 }
 
@@ -330,6 +334,11 @@ StorageServer::~StorageServer() {
     LogWarning("stopping with ", sw.in_flight(), " IOs in flight and ",
                sw.parked(), " parked");
     (void)impl_.release();
+    return;
+  }
+  // Write-back stages write back before the endpoints go.
+  if (absl::Status s = impl_->runtime->StopStages(); !s.ok()) {
+    LogError("stopping the stages: ", s.message());
   }
 }
 

@@ -126,10 +126,7 @@ void SSwitch::SendTo(Io* io, const Target& target, std::string resolved_file,
       return;
     case Target::Kind::kStage: {
       if (!target.stage_host.empty() && target.stage_host != name_) {
-        Fail(io, absl::UnimplementedError(
-                     StrCat("stage ", FormatTarget(target),
-                            " is on another host; remote stages are not "
-                            "reachable from this sSwitch")));
+        SendToRemoteStage(io, target);
         return;
       }
       auto it = snap.stages->find(target.stage);
@@ -149,6 +146,37 @@ void SSwitch::SendTo(Io* io, const Target& target, std::string resolved_file,
       return;
     }
   }
+}
+
+// stage://HOST/NAME: HOST is an endpoint of this sSwitch (a storage
+// server), and holds the IO's file: the server's stage sees the file as
+// the server names it.
+void SSwitch::SendToRemoteStage(Io* io, const Target& target) {
+  const Snapshot& snap = *io->snapshot_;
+  auto it = snap.endpoints->find(target.stage_host);
+  if (it == snap.endpoints->end()) {
+    Fail(io,
+         absl::NotFoundError(StrCat("no endpoint named '", target.stage_host,
+                                    "' for ", FormatTarget(target))));
+    return;
+  }
+  FileName name;
+  if (!SplitFileName(io->header.file, &name) ||
+      name.host != target.stage_host) {
+    Fail(io, absl::InvalidArgumentError(
+                 StrCat(FormatTarget(target), " takes IOs of files on ",
+                        target.stage_host, ", not ", io->header.file)));
+    return;
+  }
+  io->target = FormatTarget(target);
+  it->second->SubmitToStage(io, name.path, target.stage);
+}
+
+void Endpoint::SubmitToStage(Io* io, std::string_view, std::string_view stage) {
+  io->Complete(absl::InvalidArgumentError(
+      StrCat("stage ", stage,
+             ": this endpoint is not a storage server and "
+             "has no stages")));
 }
 
 void SSwitch::SendToFile(Io* io, std::string file) {

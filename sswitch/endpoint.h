@@ -35,6 +35,11 @@ class Endpoint {
   // exactly once, possibly before Submit returns.
   // Thread-safe: called from many threads at once.
   virtual void Submit(Io* io, std::string_view path) = 0;
+  // stage://HOST/NAME: performs `io` on `path` through stage `stage` of the
+  // host behind this endpoint (a storage server's). Endpoints without
+  // stages fail it.
+  virtual void SubmitToStage(Io* io, std::string_view path,
+                             std::string_view stage);
 };
 
 class Stage {

@@ -516,6 +516,24 @@ void SSwitch::Route(Io* io) {
   Admit(io);
 }
 
+void SSwitch::RouteToStage(Io* io, const std::string& stage) {
+  io->router_ = this;
+  io->stage_hops_ = 0;
+  if (observer_count_.load(std::memory_order_relaxed) != 0 &&
+      ChangesBytes(*io)) {
+    ObserveChange(io);
+  }
+  RegisterInflight(io);
+  auto it = io->snapshot_->stages->find(stage);
+  if (it == io->snapshot_->stages->end()) {
+    Fail(io, absl::NotFoundError(
+                 StrCat("no stage named '", stage, "' on ", name_)));
+    return;
+  }
+  io->target = StrCat("stage:", stage);
+  EnterStage(io, it->second);
+}
+
 void SSwitch::Admit(Io* io) {
   // The snapshot RegisterInflight pinned, then (a gate released meanwhile)
   // the current one.
@@ -741,6 +759,12 @@ absl::StatusOr<std::shared_ptr<const RuleEntry>> SSwitch::MakeEntry(
                !snap.stages->contains(t.stage)) {
       return absl::NotFoundError(
           StrCat("unknown stage '", t.stage, "' in target ", FormatTarget(t)));
+    } else if (t.kind == Target::Kind::kStage && !t.stage_host.empty() &&
+               t.stage_host != name_ &&
+               !snap.endpoints->contains(t.stage_host)) {
+      return absl::NotFoundError(StrCat("unknown endpoint '", t.stage_host,
+                                        "' in target ", FormatTarget(t),
+                                        " (a storage server of this host)"));
     }
   }
   if (rule.pattern.file.kind == FilePattern::Kind::kRegex) {

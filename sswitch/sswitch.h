@@ -137,6 +137,13 @@ class SSwitch {
   // already.
   void Route(Io* io);
 
+  // Sends `io` straight to stage `stage` (not through the rules): the
+  // stage hands it back to be routed as source stage:STAGE. For IOs a
+  // remote host sent to stage://HOST/STAGE. Completes it NotFound if there
+  // is no such stage.
+  // REQUIRES: as for Route.
+  void RouteToStage(Io* io, const std::string& stage);
+
   // Hands `io` back to the sSwitch as stage `from` would (source
   // "stage:FROM" for the next match), e.g. after the controller let an IO
   // of an <IO, controller> detour go on.
@@ -263,6 +270,7 @@ class SSwitch {
   void SendTo(Io* io, const Target& target, std::string resolved_file,
               uint64_t rule_id);
   void SendToFile(Io* io, std::string file);
+  void SendToRemoteStage(Io* io, const Target& target);
   struct DetourCreate;
   void CreateAtDetour(Io* io, std::shared_ptr<Endpoint> endpoint,
                       std::string path, bool make_file);

@@ -212,6 +212,69 @@ const std::vector<Command>& Commands() {
            [](const Args& a, ControlTarget& t) {
              return Show(t.Records(a.sswitch), a.json);
            }},
+      {.path = "stages", .help = "the host's stages (stage:NAME in rules)"},
+      {.path = "stages ls",
+       .help = "list the stages with their options and counters",
+       .setup = [](CLI::App& c,
+                   Args& a) { JsonFlag(c, a, "print a JSON array"); },
+       .run =
+           [](const Args& a, ControlTarget& t) {
+             proto::Stages req;
+             req.set_action(proto::Stages::LIST);
+             return Show(t.Stages(req), a.json);
+           }},
+      {.path = "stages add",
+       .help = "add a stage: NAME=KIND[:key=value,...]",
+       .setup =
+           [](CLI::App& c, Args& a) {
+             c.add_option("SPEC", a.spec,
+                          "e.g. cacheA=cache:partition_bytes=256M")
+                 ->required();
+           },
+       .run =
+           [](const Args& a, ControlTarget& t) {
+             proto::Stages req;
+             req.set_action(proto::Stages::ADD);
+             req.set_spec(a.spec);
+             return Show(t.Stages(req), false);
+           }},
+      {.path = "stages set",
+       .help = "change a stage's options live (IO to it parks, drains, then "
+               "goes on)",
+       .setup =
+           [](CLI::App& c, Args& a) {
+             c.add_option("NAME", a.name, "the stage")->required();
+             c.add_option("OPTIONS", a.spec, "key=value,...")->required();
+             c.add_option("--timeout-ms", a.timeout_ms,
+                          "give up (and change nothing) if IOs are still "
+                          "inside the stage after this long");
+           },
+       .run =
+           [](const Args& a, ControlTarget& t) {
+             proto::Stages req;
+             req.set_action(proto::Stages::SET);
+             req.mutable_stage()->set_name(a.name);
+             req.set_spec(a.spec);
+             req.set_timeout_ms(a.timeout_ms);
+             return Show(t.Stages(req), false);
+           }},
+      {.path = "stages rm",
+       .help = "remove a stage no rule names (a write-back cache writes "
+               "back first)",
+       .setup =
+           [](CLI::App& c, Args& a) {
+             c.add_option("NAME", a.name, "the stage")->required();
+             c.add_option("--timeout-ms", a.timeout_ms,
+                          "give up if IOs are still inside after this long");
+           },
+       .run =
+           [](const Args& a, ControlTarget& t) {
+             proto::Stages req;
+             req.set_action(proto::Stages::REMOVE);
+             req.mutable_stage()->set_name(a.name);
+             req.set_timeout_ms(a.timeout_ms);
+             return Show(t.Stages(req), false);
+           }},
       {.path = "hosts",
        .help = "the hosts registered at the controller (--controller)",
        .setup = [](CLI::App& c,

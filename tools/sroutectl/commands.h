@@ -25,6 +25,8 @@ struct Args {
   std::string pattern;
   std::string state;  // on|off
   std::string sswitch;
+  std::string name;  // a stage's
+  std::string spec;  // stages add NAME=KIND:..., stages set key=value,...
   uint32_t timeout_ms = 10000;
   bool json = false;
 };

@@ -255,6 +255,10 @@ class ControllerTarget : public ControlTarget {
         "--controller");
   }
 
+  absl::StatusOr<Report> Stages(const proto::Stages&) override {
+    return absl::UnimplementedError("TODO controller stages");
+  }
+
   absl::StatusOr<Report> Hosts() override {
     if (absl::Status s = Connect(); !s.ok()) return s;
     auto hosts = client_->ListHosts();

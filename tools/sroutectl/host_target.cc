@@ -91,6 +91,7 @@ std::string StatsText(const proto::ControlResponse& resp) {
   for (const auto& [name, value] : Gauges(resp)) {
     out += Printf("%s %lld\n", name.c_str(), static_cast<long long>(value));
   }
+  out += StagesText(resp.stages());
   return out;
 }
 
@@ -163,6 +164,7 @@ class HostTarget : public ControlTarget {
                 ", \"parked\": " + std::to_string(resp->parked()) +
                 ", \"gauges\": " + MapJson(Gauges(*resp)) +
                 ", \"unmatched_ops\": " + MapJson(Unmatched(*resp)) +
+                ",\n\"stages\": " + JsonArray(StagesJson(resp->stages())) +
                 ",\n\"rules\": " + RulesJson(*resp) + "}\n"};
   }
 
@@ -237,6 +239,18 @@ class HostTarget : public ControlTarget {
   absl::StatusOr<Report> Hosts() override {
     return absl::InvalidArgumentError(
         "hosts asks the controller: give --controller HOST:PORT");
+  }
+
+  absl::StatusOr<Report> Stages(const proto::Stages& request) override {
+    proto::ControlRequest req;
+    *req.mutable_stages() = request;
+    auto resp = Call(req, absl::Milliseconds(request.timeout_ms() == 0
+                                                 ? 10000
+                                                 : request.timeout_ms()) +
+                              kCallTimeout);
+    if (!resp.ok()) return resp.status();
+    return Report{.text = StagesText(resp->stages()),
+                  .json = JsonArray(StagesJson(resp->stages())) + "\n"};
   }
 
  private:

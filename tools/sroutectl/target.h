@@ -24,6 +24,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "proto/control.pb.h"
 
 namespace sroute::ctl {
 
@@ -33,6 +34,16 @@ struct Report {
   std::string text;
   std::string json;
 };
+
+// Stages as a listing: a table (name, kind, IOs, in flight, parked,
+// options) with each stage's counters beneath, and a JSON array; `sswitch`,
+// if given, is a column of each.
+std::string StagesText(
+    const google::protobuf::RepeatedPtrField<proto::StageStats>& stages,
+    const std::string& sswitch = "");
+std::vector<std::string> StagesJson(
+    const google::protobuf::RepeatedPtrField<proto::StageStats>& stages,
+    const std::string& sswitch = "");
 
 class ControlTarget {
  public:
@@ -65,6 +76,10 @@ class ControlTarget {
   virtual absl::StatusOr<Report> Records(const std::string& sswitch) = 0;
   // The hosts registered at the controller.
   virtual absl::StatusOr<Report> Hosts() = 0;
+  // Acts on the host's stages (list, add, set, remove) and shows them after
+  // (at the controller with --host: that host's; a listing without it:
+  // every host's as of its last statistics report).
+  virtual absl::StatusOr<Report> Stages(const proto::Stages& request) = 0;
 };
 
 // `host`: unix:PATH or HOST:PORT (empty: every call says --host is

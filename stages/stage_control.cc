@@ -1,0 +1,138 @@
+#include "stages/stage_control.h"
+
+#include <algorithm>
+
+#include "stages/stage.h"
+#include "stages/stage_spec.h"
+#include "util/strings.h"
+
+namespace sroute {
+namespace {
+
+constexpr uint32_t kDefaultChangeTimeoutMs = 10000;
+constexpr uint32_t kMaxChangeTimeoutMs = 600000;
+
+HostStage* AsHostStage(Stage* s) { return dynamic_cast<HostStage*>(s); }
+
+void FillStats(const SSwitch::StageInfo& info, proto::StageStats* out) {
+  if (HostStage* hs = AsHostStage(info.stage.get())) {
+    *out->mutable_config() = hs->config();
+    hs->Report(out);
+  }
+  out->mutable_config()->set_name(info.name);
+  out->set_ios(info.ios);
+  out->set_in_flight(info.in_flight);
+  out->set_parked(info.parked);
+}
+
+}  // namespace
+
+absl::Status AddConfiguredStage(SSwitch& sw, const proto::StageConfig& config) {
+  StageEnv env;
+  env.sswitch = &sw;
+  auto stage = StageRegistry::Global().Create(config, env);
+  if (!stage.ok()) return stage.status();
+  if (absl::Status s = sw.AddStage(config.name(), *stage); !s.ok()) {
+    (void)(*stage)->Stop();
+    return s;
+  }
+  return absl::OkStatus();
+}
+
+void AddStageStats(SSwitch& sw, proto::ControlResponse* resp) {
+  for (const SSwitch::StageInfo& info : sw.Stages()) {
+    FillStats(info, resp->add_stages());
+  }
+}
+
+absl::Status HandleStagesRequest(SSwitch& sw, const proto::Stages& req,
+                                 proto::ControlResponse* resp) {
+  const absl::Duration timeout = absl::Milliseconds(
+      req.timeout_ms() == 0 ? kDefaultChangeTimeoutMs
+                            : std::min(req.timeout_ms(), kMaxChangeTimeoutMs));
+  absl::Status status;
+  switch (req.action()) {
+    case proto::Stages::LIST:
+      break;
+    case proto::Stages::ADD: {
+      proto::StageConfig config = req.stage();
+      if (!req.spec().empty()) {
+        auto parsed = ParseStageSpec(req.spec());
+        if (!parsed.ok()) return parsed.status();
+        config = *std::move(parsed);
+      }
+      status = AddConfiguredStage(sw, config);
+      break;
+    }
+    case proto::Stages::SET: {
+      const std::string& name = req.stage().name();
+      status = sw.ChangeStage(
+          name,
+          [&](Stage& stage) -> absl::Status {
+            HostStage* hs = AsHostStage(&stage);
+            if (hs == nullptr) {
+              return absl::FailedPreconditionError(
+                  StrCat("stage '", name, "' was not made from a config"));
+            }
+            proto::StageConfig next = hs->config();
+            if (!req.spec().empty()) {
+              if (absl::Status s = ApplyStageOptions(req.spec(), &next);
+                  !s.ok()) {
+                return absl::InvalidArgumentError(
+                    StrCat("stage ", name, ": ", s.message()));
+              }
+            } else {
+              if (!req.stage().kind().empty() &&
+                  req.stage().kind() != next.kind()) {
+                return absl::InvalidArgumentError(StrCat(
+                    "stage ", name, " is of kind ", next.kind(), ", not ",
+                    req.stage().kind(), "; remove it and add a new one"));
+              }
+              const std::string kind = next.kind();
+              next = req.stage();
+              next.set_kind(kind);
+            }
+            absl::Status s = hs->Reconfigure(next);
+            if (!s.ok()) {
+              return absl::Status(s.code(),
+                                  StrCat("stage ", name, ": ", s.message()));
+            }
+            return absl::OkStatus();
+          },
+          timeout);
+      break;
+    }
+    case proto::Stages::REMOVE: {
+      auto removed = sw.RemoveStage(req.stage().name(), timeout);
+      if (!removed.ok()) return removed.status();
+      if (HostStage* hs = AsHostStage(removed->get())) {
+        if (absl::Status s = hs->Stop(); !s.ok()) {
+          return absl::Status(s.code(),
+                              StrCat("stage ", req.stage().name(),
+                                     " removed; stopping it: ", s.message()));
+        }
+      }
+      break;
+    }
+    default:
+      return absl::InvalidArgumentError("unknown stages action");
+  }
+  if (!status.ok()) return status;
+  AddStageStats(sw, resp);
+  return absl::OkStatus();
+}
+
+absl::Status StopStages(SSwitch& sw) {
+  absl::Status first;
+  for (const SSwitch::StageInfo& info : sw.Stages()) {
+    if (HostStage* hs = AsHostStage(info.stage.get())) {
+      if (absl::Status s = hs->Stop(); !s.ok() && first.ok()) {
+        first = absl::Status(s.code(),
+                             StrCat("stage ", info.name, ": ", s.message()));
+      }
+    }
+  }
+  return first;
+}
+
+}  // namespace sroute

@@ -1,0 +1,34 @@
+// The stages of a host, driven by configs and control requests: making
+// them from the registry, changing and removing them live through the
+// sSwitch's update protocol for stages (SSwitch::ChangeStage, RemoveStage),
+// their stats, and stopping them at shutdown.
+#ifndef SROUTE_STAGES_STAGE_CONTROL_H_
+#define SROUTE_STAGES_STAGE_CONTROL_H_
+
+#include "absl/status/status.h"
+#include "proto/config.pb.h"
+#include "proto/control.pb.h"
+#include "sswitch/sswitch.h"
+
+namespace sroute {
+
+// Makes the stage `config` describes and adds it to `sw`. Errors name the
+// stage and the option.
+absl::Status AddConfiguredStage(SSwitch& sw, const proto::StageConfig& config);
+
+// Serves a Stages control request (list, add, set, remove); the stages'
+// state goes to resp->stages.
+absl::Status HandleStagesRequest(SSwitch& sw, const proto::Stages& request,
+                                 proto::ControlResponse* resp);
+
+// Every stage's config and counters, into resp->stages, by name.
+void AddStageStats(SSwitch& sw, proto::ControlResponse* resp);
+
+// Stops every stage of `sw` (write-back caches write back). The first
+// error, naming its stage.
+// REQUIRES: no IO in flight (the host is idle).
+absl::Status StopStages(SSwitch& sw);
+
+}  // namespace sroute
+
+#endif  // SROUTE_STAGES_STAGE_CONTROL_H_
