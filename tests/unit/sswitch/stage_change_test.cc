@@ -1,0 +1,250 @@
+// Stages changed and removed live (SSwitch::ChangeStage, RemoveStage), and
+// the change observers caches rely on for coherence.
+#include <fcntl.h>
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "sswitch/host.h"
+#include "sswitch/sswitch.h"
+#include "tests/util/holding_endpoint.h"
+
+namespace sroute {
+namespace {
+
+using ::sroute::testing::HoldingEndpoint;
+using ::testing::HasSubstr;
+
+// Passes IOs on and counts them on both paths.
+class PassStage : public Stage {
+ public:
+  void Submit(Io* io, const Forward& forward) override {
+    ++requests;
+    io->AddResponseHook([this](Io&) { ++responses; });
+    forward(io);
+  }
+  std::atomic<int> requests{0}, responses{0};
+};
+
+class StageChangeTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(host_.AddEndpoint("H", held_).ok());
+    ASSERT_TRUE(host_.AddStage("S", stage_).ok());
+    ASSERT_TRUE(host_
+                    .LoadRules("<*, *, //H/s/*> -> <IO, stage:S>\n"
+                               "<stage:S, *, //H/s/*> -> <IO, //H/s/*>")
+                    .ok());
+  }
+
+  // Routes a write of //H/s/NAME; `done` counts its completion.
+  std::unique_ptr<Io> Write(const std::string& name, std::atomic<int>* done) {
+    auto io = std::make_unique<Io>();
+    io->header = {"t", "", Op::kWrite, "//H/s/" + name, 0, 1};
+    io->write_data = std::span<const char>("x", 1);
+    io->set_completion([done](Io& d) {
+      EXPECT_TRUE(d.status.ok()) << d.status;
+      ++*done;
+    });
+    host_.sswitch().Route(io.get());
+    return io;
+  }
+
+  SSwitch::StageInfo Info() {
+    auto stages = host_.sswitch().Stages();
+    EXPECT_EQ(stages.size(), 1u);
+    return stages.empty() ? SSwitch::StageInfo{} : stages[0];
+  }
+
+  Host host_{"h"};
+  std::shared_ptr<HoldingEndpoint> held_ =
+      std::make_shared<HoldingEndpoint>(/*hold=*/true);
+  std::shared_ptr<PassStage> stage_ = std::make_shared<PassStage>();
+};
+
+TEST_F(StageChangeTest, AChangeParksNewIosWaitsForThoseInsideThenLetsThemOn) {
+  std::atomic<int> done{0};
+  auto inside = Write("a", &done);
+  held_->WaitHeld();
+  EXPECT_EQ(Info().in_flight, 1);
+
+  std::atomic<bool> changed{false};
+  int requests_at_change = -1;
+  int64_t inside_at_change = -1;
+  std::thread changer([&] {
+    absl::Status s = host_.sswitch().ChangeStage(
+        "S",
+        [&](Stage&) {
+          requests_at_change = stage_->requests.load();
+          inside_at_change = Info().in_flight;
+          changed = true;
+          return absl::OkStatus();
+        },
+        absl::Seconds(30));
+    EXPECT_TRUE(s.ok()) << s;
+  });
+  // The gate is shut once the change waits: an IO arriving now parks (one
+  // that got in before is held downstream like the first).
+  std::vector<std::unique_ptr<Io>> later;
+  while (Info().parked == 0) later.push_back(Write("b", &done));
+  EXPECT_FALSE(changed.load()) << "the change ran with an IO inside";
+  const int requests_before = stage_->requests.load();
+  held_->set_hold(false);
+  held_->Release();  // the IOs inside complete; the change runs
+  changer.join();
+  EXPECT_TRUE(changed.load());
+  EXPECT_EQ(inside_at_change, 0);
+  EXPECT_EQ(requests_at_change, requests_before)
+      << "a parked IO reached the stage during the change";
+  // The parked IO went on through the stage after the change.
+  EXPECT_EQ(Info().parked, 0u);
+  EXPECT_EQ(stage_->requests.load(), requests_before + 1);
+  EXPECT_EQ(stage_->responses.load(), stage_->requests.load());
+  EXPECT_EQ(Info().in_flight, 0);
+  EXPECT_EQ(done.load(), 1 + static_cast<int>(later.size()));
+}
+
+TEST_F(StageChangeTest, AChangeThatCannotDrainChangesNothingAndReleasesIos) {
+  std::atomic<int> done{0};
+  auto inside = Write("a", &done);
+  held_->WaitHeld();
+  bool ran = false;
+  absl::Status s = host_.sswitch().ChangeStage(
+      "S",
+      [&](Stage&) {
+        ran = true;
+        return absl::OkStatus();
+      },
+      absl::Milliseconds(50));
+  EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
+  EXPECT_THAT(s.message(), HasSubstr("nothing changed"));
+  EXPECT_FALSE(ran);
+  // The gate is open again: a new IO reaches the stage.
+  held_->set_hold(false);
+  auto next = Write("b", &done);
+  EXPECT_EQ(done.load(), 1);
+  held_->Release();
+  EXPECT_EQ(done.load(), 2);
+  EXPECT_EQ(
+      host_.sswitch()
+          .ChangeStage(
+              "nope", [](Stage&) { return absl::OkStatus(); }, absl::Seconds(1))
+          .code(),
+      absl::StatusCode::kNotFound);
+}
+
+TEST_F(StageChangeTest, AStageRulesNameIsNotRemovedAndOneNoneNameIs) {
+  auto removed = host_.sswitch().RemoveStage("S", absl::Seconds(5));
+  ASSERT_FALSE(removed.ok());
+  EXPECT_EQ(removed.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(removed.status().message(),
+              HasSubstr("stage 'S' is in use by rule 1"));
+  // Delete the rule that sends IOs to it.
+  ASSERT_TRUE(host_.sswitch().Delete(1).ok());
+  removed = host_.sswitch().RemoveStage("S", absl::Seconds(5));
+  ASSERT_TRUE(removed.ok()) << removed.status();
+  EXPECT_EQ(removed->get(), stage_.get());
+  EXPECT_TRUE(host_.sswitch().Stages().empty());
+  // Rules may not name it any more.
+  absl::Status s = host_.LoadRules("<*, r, //H/s/*> -> <IO, stage:S>");
+  EXPECT_EQ(s.code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(s.message(), HasSubstr("unknown stage 'S'"));
+  // And it can be added again.
+  EXPECT_TRUE(host_.AddStage("S", std::make_shared<PassStage>()).ok());
+}
+
+TEST_F(StageChangeTest, AfterARemovalIosTakeTheRulesOfNow) {
+  held_->set_hold(false);
+  std::atomic<int> done{0};
+  ASSERT_TRUE(host_.sswitch().Delete(1).ok());
+  auto removed = host_.sswitch().RemoveStage("S", absl::Seconds(5));
+  ASSERT_TRUE(removed.ok()) << removed.status();
+  // With no rule naming it, writes take the default route.
+  auto io = Write("c", &done);
+  EXPECT_EQ(done.load(), 1);
+  EXPECT_EQ(stage_->requests.load(), 0);
+}
+
+TEST(ChangeObserverTest,
+     SeesByteChangingIosBeforeAnEndpointAndBeforeTheCaller) {
+  Host host("h");
+  auto held = std::make_shared<HoldingEndpoint>(/*hold=*/true);
+  ASSERT_TRUE(host.AddEndpoint("H", held).ok());
+  struct Seen {
+    Op op;
+    std::string file;
+    bool done;
+  };
+  std::mutex mu;
+  std::vector<Seen> seen;
+  const uint64_t id =
+      host.sswitch().AddChangeObserver([&](const Io& io, bool done) {
+        std::lock_guard<std::mutex> l(mu);
+        seen.push_back({io.header.op, io.header.file, done});
+      });
+  struct Routed {
+    Io io;
+    bool completed = false;
+    bool observed_done_first = false;
+  };
+  auto route = [&](Op op, const std::string& file, IoArgs args = {}) {
+    auto r = std::make_unique<Routed>();
+    r->io.header = {"t", "", op, file, 0, 1};
+    r->io.args = std::move(args);
+    r->io.set_completion([&, rp = r.get(), file](Io&) {
+      rp->completed = true;
+      std::lock_guard<std::mutex> l(mu);
+      rp->observed_done_first =
+          !seen.empty() && seen.back().done && seen.back().file == file;
+    });
+    host.sswitch().Route(&r->io);
+    return r;
+  };
+  {
+    auto w = route(Op::kWrite, "//H/w");
+    held->WaitHeld();
+    {
+      std::lock_guard<std::mutex> l(mu);
+      ASSERT_EQ(seen.size(), 1u) << "seen before the endpoint has it";
+      EXPECT_FALSE(seen[0].done);
+    }
+    held->set_hold(false);
+    held->Release();
+    EXPECT_TRUE(w->completed);
+    EXPECT_TRUE(w->observed_done_first)
+        << "the caller learned of it before the observer";
+  }
+  route(Op::kRead, "//H/r");
+  route(Op::kGetattr, "//H/r");
+  IoArgs trunc_open;
+  trunc_open.open_flags = O_WRONLY | O_TRUNC;
+  route(Op::kOpen, "//H/o", trunc_open);
+  IoArgs plain_open;
+  plain_open.open_flags = O_RDONLY;
+  route(Op::kOpen, "//H/p", plain_open);
+  route(Op::kTruncate, "//H/t");
+  route(Op::kUnlink, "//H/u");
+  IoArgs size;
+  size.to_set = kSetSize;
+  route(Op::kSetattr, "//H/s", size);
+  IoArgs mode;
+  mode.to_set = kSetMode;
+  route(Op::kSetattr, "//H/m", mode);
+  host.sswitch().RemoveChangeObserver(id);
+  route(Op::kWrite, "//H/after");
+  std::vector<std::string> files;
+  for (const Seen& s : seen) {
+    if (!s.done) files.push_back(s.file);
+  }
+  EXPECT_EQ(files, (std::vector<std::string>{"//H/w", "//H/o", "//H/t", "//H/u",
+                                             "//H/s"}));
+  EXPECT_EQ(seen.size(), 2 * files.size());
+}
+
+}  // namespace
+}  // namespace sroute
