@@ -601,6 +601,57 @@ TEST_F(ServerTest, ServerTakesAConfigFileAndAControlSocketLikeAVolume) {
       << out;
 }
 
+// stage://SERVER/NAME: a volume whose home is a server sends IOs through a
+// stage of that server, which hands them to the server's own rules; both
+// hosts count the hop.
+TEST_F(ServerTest, RemoteStageOnAServerSeesTheIoAndHandsItToTheServersRules) {
+  ServerProcess* s1 = StartServer(
+      "S1", r1_.path(),
+      {"--stage", "sc=delay:delay_us=50", "--rule",
+       "<stage:sc, *, //S1/st/*> -> <IO, //S1/st/*>"});
+  ASSERT_EQ(mkdir((r1_ / "st").c_str(), 0755), 0);
+  volume_ = std::make_unique<MountedVolume>(
+      SROUTE_FUSE_BINARY, mnt_.path(),
+      std::vector<std::string>{
+          "--backing", s1->address(), "--secret-file", secret_,
+          "--kernel-cache", "off", "--control", ctl_ / "sock", "--rule",
+          "<*, *, //home/st/*> -> <IO, stage://home/sc>", "--rule",
+          "<*, *, //home/bad/*> -> <IO, stage://home/nope>"});
+  ASSERT_TRUE(volume_->ok());
+  WriteWholeFile(mnt_ / "st/f", "through the server's stage");
+  EXPECT_EQ(ReadWholeFile(r1_ / "st/f"), "through the server's stage");
+  EXPECT_EQ(ReadWholeFile(mnt_ / "st/f"), "through the server's stage");
+
+  // The volume's rule counted the IOs it sent to the remote stage ...
+  auto [rc, out] = Ctl("--host unix:" + (ctl_ / "sock") + " stats --json");
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("stage://home/sc>\", \"owner\": \"config\", \"ops\": "),
+            std::string::npos)
+      << out;
+  EXPECT_EQ(
+      out.find("stage://home/sc>\", \"owner\": \"config\", \"ops\": 0,"),
+      std::string::npos)
+      << out;
+  // ... the server's stage saw them, and its rule for what the stage hands
+  // back counted them too.
+  const std::string server =
+      "--host " + s1->address() + " --secret-file " + secret_;
+  std::tie(rc, out) = Ctl(server + " stages ls --json");
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("\"name\": \"sc\""), std::string::npos) << out;
+  EXPECT_EQ(out.find("\"ios\": 0,"), std::string::npos) << out;
+  std::tie(rc, out) = Ctl(server + " stats --json");
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("<stage:sc, *, //S1/st/*>"), std::string::npos) << out;
+  EXPECT_EQ(out.find("\"ops\": 0,"), std::string::npos) << out;
+
+  // A stage the server does not have: the IO fails, nothing hangs.
+  ASSERT_EQ(mkdir((r1_ / "bad").c_str(), 0755), 0);
+  const int fd = open((mnt_ / "bad/x").c_str(), O_CREAT | O_WRONLY, 0644);
+  EXPECT_LT(fd, 0);
+  if (fd >= 0) close(fd);
+}
+
 // POSIX parity with the whole volume on a storage server: every scenario of
 // posix_scenarios.h gives the same transcript as on a plain directory.
 class RemoteParityTest : public ::testing::TestWithParam<std::string> {

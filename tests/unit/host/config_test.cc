@@ -235,3 +235,72 @@ TEST(HostRuntimeTest, ErrorsNameThePart) {
 
 }  // namespace
 }  // namespace sroute
+
+namespace sroute {
+namespace {
+
+TEST(HostStagesTest, StagesFromTheFileAndFlagsAreBuiltBeforeTheRules) {
+  TempDir dir, home;
+  WriteWholeFile(dir / "h.conf",
+                 "stage { name: \"slow\" kind: \"delay\" "
+                 "delay { delay_us: 100 } }\n"
+                 "rule: \"<*, w, //home/s> -> <IO, stage:slow>\"\n"
+                 "rule: \"<*, w, //home/t> -> <IO, stage:tap>\"\n");
+  auto c = ParseFlags(HostKind::kFuse,
+                      {"--config", dir / "h.conf", "--backing", home.path(),
+                       "--stage", "tap=delay"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_EQ(c->stage_size(), 2);
+  EXPECT_EQ(c->stage(1).name(), "tap");
+  auto rt = HostRuntime::Build(*c, HostKind::kFuse);
+  ASSERT_TRUE(rt.ok()) << rt.status();
+  auto stages = (*rt)->sswitch().Stages();
+  ASSERT_EQ(stages.size(), 2u);
+  EXPECT_EQ(stages[0].name, "slow");
+  EXPECT_EQ(stages[1].name, "tap");
+  WriteWholeFile(home / "s", "");
+  ASSERT_TRUE(
+      (*rt)->host().Write("t", "//home/s", 0, std::string_view("S")).ok());
+  EXPECT_EQ(ReadWholeFile(home / "s"), "S");
+  EXPECT_EQ((*rt)->sswitch().Stages()[0].ios, 1u);
+  EXPECT_TRUE((*rt)->StopStages().ok());
+}
+
+TEST(HostStagesTest, BadStagesAreRefusedWithTheirName) {
+  TempDir home;
+  auto c = ParseFlags(HostKind::kFuse, {"--backing", home.path(), "--stage",
+                                        "c=cache:block_size=big"});
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find(
+                "stage c: block_size: expected a number"),
+            std::string::npos)
+      << c.status();
+  c = ParseFlags(HostKind::kFuse, {"--backing", home.path(), "--stage",
+                                   "a=delay", "--stage", "a=delay"});
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().message(),
+            "command line: stage a is declared twice");
+
+  proto::HostConfig conf;
+  conf.set_backing(home.path());
+  auto* st = conf.add_stage();
+  st->set_name("w");
+  st->set_kind("warp");
+  auto rt = HostRuntime::Build(conf, HostKind::kFuse);
+  ASSERT_FALSE(rt.ok());
+  EXPECT_NE(rt.status().message().find("stage w: unknown kind 'warp'"),
+            std::string::npos)
+      << rt.status();
+
+  // A rule naming a stage nobody declared: refused with the stage's name.
+  conf.clear_stage();
+  conf.add_rule("<*, r, //home/x> -> <IO, stage:ghost>");
+  rt = HostRuntime::Build(conf, HostKind::kFuse);
+  ASSERT_FALSE(rt.ok());
+  EXPECT_NE(rt.status().message().find("unknown stage 'ghost'"),
+            std::string::npos)
+      << rt.status();
+}
+
+}  // namespace
+}  // namespace sroute
