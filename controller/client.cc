@@ -133,6 +133,32 @@ absl::Status ControllerClient::Drain(const std::string& sswitch,
   return Call(std::move(req), timeout + options_.timeout).status();
 }
 
+absl::StatusOr<proto::StageLists> ControllerClient::StagesAt(
+    const std::string& sswitch, const proto::Stages& request) {
+  proto::ControllerRequest req;
+  req.mutable_stages()->set_sswitch(sswitch);
+  *req.mutable_stages()->mutable_request() = request;
+  const absl::Duration wait = absl::Milliseconds(
+      request.timeout_ms() == 0 ? 10000 : request.timeout_ms());
+  auto r = Call(std::move(req), wait + options_.timeout);
+  if (!r.ok()) return r.status();
+  return r->stages();
+}
+
+absl::StatusOr<std::vector<proto::StageStats>> ControllerClient::Stages(
+    const std::string& sswitch, const proto::Stages& request) {
+  if (sswitch.empty()) {
+    return absl::InvalidArgumentError("Stages: name the host's sSwitch");
+  }
+  auto lists = StagesAt(sswitch, request);
+  if (!lists.ok()) return lists.status();
+  std::vector<proto::StageStats> out;
+  for (const proto::HostStages& h : lists->hosts()) {
+    out.insert(out.end(), h.stages().begin(), h.stages().end());
+  }
+  return out;
+}
+
 StatsSnapshot ControllerClient::Stats() {
   StatsSnapshot snap;
   snap.at = absl::Now();
@@ -168,6 +194,17 @@ StatsSnapshot ControllerClient::Stats() {
       rs.p50_us = a.p50_us();
       rs.p99_us = a.p99_us();
       it->rules.push_back(std::move(rs));
+    }
+  }
+  proto::Stages list;
+  list.set_action(proto::Stages::LIST);
+  if (auto stages = StagesAt("", list); stages.ok()) {
+    for (const proto::HostStages& hs : stages->hosts()) {
+      for (HostStats& h : snap.hosts) {
+        if (h.sswitch == hs.sswitch()) {
+          h.stages.assign(hs.stages().begin(), hs.stages().end());
+        }
+      }
     }
   }
   return snap;

@@ -44,6 +44,8 @@ class ControllerClient : public ControllerApi {
   absl::Status Drain(const std::string& sswitch, const std::string& pattern,
                      absl::Duration timeout) override;
   StatsSnapshot Stats() override;
+  absl::StatusOr<std::vector<proto::StageStats>> Stages(
+      const std::string& sswitch, const proto::Stages& request) override;
   void AddTimer(absl::Duration period, std::function<void()> fn) override;
   absl::Status PutState(const std::string& key,
                         const std::string& value) override;
@@ -55,6 +57,10 @@ class ControllerClient : public ControllerApi {
   absl::StatusOr<proto::RuleList> ListRules(const std::string& sswitch);
   // The latest interval's counters of every rule that saw IO.
   absl::StatusOr<proto::RuleList> IntervalStats();
+  // The stages of `sswitch` after `request`; with no sswitch (a LIST only),
+  // every host's as of its last report.
+  absl::StatusOr<proto::StageLists> StagesAt(const std::string& sswitch,
+                                             const proto::Stages& request);
 
   // Runs `app` until Stop() (or until Start fails: its error).
   absl::Status Run(ControlApp& app);

@@ -55,6 +55,8 @@ struct HostStats {
   int64_t in_flight = 0;
   absl::Duration interval;
   std::vector<RuleStats> rules;  // rules with IO in the interval
+  // Its stages with their counters (totals), as of its last report.
+  std::vector<proto::StageStats> stages;
 };
 
 struct StatsSnapshot {
@@ -121,6 +123,11 @@ class ControllerApi {
                              absl::Duration timeout) = 0;
   // The latest statistics of every host.
   virtual StatsSnapshot Stats() = 0;
+  // Lists, adds, changes (e.g. a cache's partition sizes) or removes a
+  // stage of `sswitch` (proto/control.proto Stages); returns its stages
+  // after. A change parks, drains and goes on at the host.
+  virtual absl::StatusOr<std::vector<proto::StageStats>> Stages(
+      const std::string& sswitch, const proto::Stages& request) = 0;
   // Runs `fn` every `period` on the app's thread.
   virtual void AddTimer(absl::Duration period, std::function<void()> fn) = 0;
   // The app's own durable state.

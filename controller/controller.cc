@@ -199,6 +199,21 @@ absl::Status LocalApi::Drain(const std::string& sswitch,
 
 StatsSnapshot LocalApi::Stats() { return impl_->Stats(); }
 
+absl::StatusOr<std::vector<proto::StageStats>> LocalApi::Stages(
+    const std::string& sswitch, const proto::Stages& request) {
+  proto::Command c;
+  *c.mutable_stages() = request;
+  // The host waits for IOs inside the stage up to the request's timeout.
+  const absl::Duration wait = absl::Milliseconds(
+      request.timeout_ms() == 0 ? 10000 : request.timeout_ms());
+  auto r = impl_->SendCommand(sswitch, std::move(c),
+                              wait + impl_->options.command_timeout);
+  if (!r.ok()) return r.status();
+  if (absl::Status s = ResultStatus(*r); !s.ok()) return s;
+  return std::vector<proto::StageStats>(r->stages().begin(),
+                                        r->stages().end());
+}
+
 void LocalApi::AddTimer(absl::Duration period, std::function<void()> fn) {
   if (runner_ != nullptr) {
     runner_->AddTimer(period, std::move(fn));
@@ -519,6 +534,7 @@ void Controller::Impl::RecordStats(const proto::StatsReport& r) {
   s->version = r.version();
   s->in_flight = r.total_in_flight();
   if (r.interval_ms() > 0) s->interval = absl::Milliseconds(r.interval_ms());
+  s->stages.assign(r.stages().begin(), r.stages().end());
   // Rules of the host's own and of delegates come and go: keep only those
   // active now. Managed rules keep their totals while they exist.
   for (auto it = s->rules.begin(); it != s->rules.end();) {
@@ -699,6 +715,7 @@ StatsSnapshot Controller::Impl::Stats() {
     h.version = s.version;
     h.in_flight = s.in_flight;
     h.interval = s.interval;
+    h.stages = s.stages;
     for (const auto& key : s.active) {
       auto it = s.rules.find(key);
       if (it != s.rules.end()) h.rules.push_back(it->second);

@@ -58,6 +58,7 @@ struct Session {
   // Counters by (cid, host id): totals, and the last interval's growth.
   std::map<std::pair<uint64_t, uint64_t>, RuleStats> rules;
   std::vector<std::pair<uint64_t, uint64_t>> active;  // in the last report
+  std::vector<proto::StageStats> stages;              // in the last report
 };
 
 struct FileTurns {
@@ -111,6 +112,8 @@ class LocalApi : public ControllerApi {
   absl::Status Drain(const std::string& sswitch, const std::string& pattern,
                      absl::Duration timeout) override;
   StatsSnapshot Stats() override;
+  absl::StatusOr<std::vector<proto::StageStats>> Stages(
+      const std::string& sswitch, const proto::Stages& request) override;
   void AddTimer(absl::Duration period, std::function<void()> fn) override;
   absl::Status PutState(const std::string& key,
                         const std::string& value) override;
@@ -153,6 +156,7 @@ struct Controller::Impl {
   void HandleQuiesce(Call& call);
   void HandleDrain(Call& call);
   void HandleGetStats(std::unique_ptr<Call> call);
+  void HandleStages(Call& call);
   void HandleWaitEvents(std::unique_ptr<Call> call);  // in controller.cc
   void HandlePutState(std::unique_ptr<Call> call);
   void HandleGetState(std::unique_ptr<Call> call);

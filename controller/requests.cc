@@ -55,6 +55,8 @@ void Controller::Impl::Handle(std::unique_ptr<Call> call) {
       return HandlePutState(std::move(call));
     case R::kGetState:
       return HandleGetState(std::move(call));
+    case R::kStages:
+      return InBackground(std::move(call), &Impl::HandleStages);
     case R::BODY_NOT_SET:
       break;
   }
@@ -212,6 +214,36 @@ void Controller::Impl::HandleGetStats(std::unique_ptr<Call> call) {
     }
   }
   ReplyWith(*call, std::move(reply));
+}
+
+void Controller::Impl::HandleStages(Call& call) {
+  const proto::StagesAt& at = call.request().controller().stages();
+  proto::ControllerReply reply;
+  if (at.sswitch().empty()) {
+    if (at.request().action() != proto::Stages::LIST) {
+      call.ReplyStatus(absl::InvalidArgumentError(
+          "which host's stage? name its sSwitch (sroutectl --host)"));
+      return;
+    }
+    // Every host's, from its last report.
+    StatsSnapshot snap = Stats();
+    for (const HostStats& h : snap.hosts) {
+      proto::HostStages* hs = reply.mutable_stages()->add_hosts();
+      hs->set_sswitch(h.sswitch);
+      for (const proto::StageStats& st : h.stages) *hs->add_stages() = st;
+    }
+    ReplyWith(call, std::move(reply));
+    return;
+  }
+  auto stages = admin->Stages(at.sswitch(), at.request());
+  if (!stages.ok()) {
+    call.ReplyStatus(stages.status());
+    return;
+  }
+  proto::HostStages* hs = reply.mutable_stages()->add_hosts();
+  hs->set_sswitch(at.sswitch());
+  for (proto::StageStats& st : *stages) *hs->add_stages() = std::move(st);
+  ReplyWith(call, std::move(reply));
 }
 
 void Controller::Impl::HandlePutState(std::unique_ptr<Call> call) {

@@ -8,6 +8,7 @@
 
 #include "rpc/channel.h"
 #include "rules/parser.h"
+#include "stages/stage_control.h"
 #include "sswitch/stats.h"
 #include "util/background.h"
 #include "util/errno_status.h"
@@ -379,6 +380,7 @@ void ControllerAgent::Impl::Abort(uint64_t update) {
 
 void ControllerAgent::Impl::Execute(const proto::Command& c) {
   absl::Status status;
+  proto::ControlResponse stages;  // a Stages command's answer
   switch (c.body_case()) {
     case proto::Command::kPrepare:
       status = Prepare(c.prepare());
@@ -406,6 +408,9 @@ void ControllerAgent::Impl::Execute(const proto::Command& c) {
     case proto::Command::kReconcile:
       status = Reconcile(c.reconcile().rules());
       break;
+    case proto::Command::kStages:
+      status = HandleStagesRequest(*sw, c.stages(), &stages);
+      break;
     case proto::Command::BODY_NOT_SET:
       status = absl::InvalidArgumentError("empty command");
       break;
@@ -417,6 +422,9 @@ void ControllerAgent::Impl::Execute(const proto::Command& c) {
   r->set_code(static_cast<int>(status.code()));
   r->set_message(std::string(status.message()));
   r->set_version(sw->version());
+  for (proto::StageStats& st : *stages.mutable_stages()) {
+    *r->add_stages() = std::move(st);
+  }
   auto reply = channel->CallSync(req, kCallTimeout);
   if (!reply.ok()) Disconnected(reply.status());
 }
@@ -513,6 +521,13 @@ void ControllerAgent::Impl::SendStats() {
   }
   rep->set_version(sw->version());
   rep->set_total_in_flight(sw->in_flight());
+  {
+    proto::ControlResponse stages;
+    AddStageStats(*sw, &stages);
+    for (proto::StageStats& st : *stages.mutable_stages()) {
+      *rep->add_stages() = std::move(st);
+    }
+  }
   std::unordered_map<uint64_t, uint64_t> cids;
   {
     MutexLock cl(&control_mu);

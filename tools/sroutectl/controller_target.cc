@@ -255,8 +255,26 @@ class ControllerTarget : public ControlTarget {
         "--controller");
   }
 
-  absl::StatusOr<Report> Stages(const proto::Stages&) override {
-    return absl::UnimplementedError("TODO controller stages");
+  absl::StatusOr<Report> Stages(const proto::Stages& request) override {
+    if (absl::Status s = Connect(); !s.ok()) return s;
+    std::string sswitch = sswitch_;
+    if (sswitch.empty() && request.action() != proto::Stages::LIST) {
+      auto only = SSwitch();
+      if (!only.ok()) return only.status();
+      sswitch = *only;
+    }
+    auto lists = client_->StagesAt(sswitch, request);
+    if (!lists.ok()) return Classify(lists.status());
+    Report report;
+    std::vector<std::string> json;
+    for (const proto::HostStages& h : lists->hosts()) {
+      report.text += StagesText(h.stages(), h.sswitch());
+      for (std::string& j : StagesJson(h.stages(), h.sswitch())) {
+        json.push_back(std::move(j));
+      }
+    }
+    report.json = JsonArray(json) + "\n";
+    return report;
   }
 
   absl::StatusOr<Report> Hosts() override {
