@@ -369,6 +369,48 @@ TEST_F(SroutectlControllerTest, QuiesceAndDrainThroughTheController) {
   EXPECT_EQ(Ctl("quiesce --host " + kFuse + " '<nonsense' on").first, 1);
 }
 
+TEST_F(SroutectlControllerTest, StagesAddSetRmAndListThroughTheController) {
+  StartCluster();
+  auto [rc, out] = Ctl("stages add --host " + kFuse + " tap=delay:delay_us=10");
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("delay_us=10"), std::string::npos) << out;
+  // A rule through it, and IO: the stage's counters reach the controller
+  // with the host's next report.
+  ASSERT_NE(AddToVolume("<*, w, //home/t/*> -> <IO, stage:tap>"), 0u);
+  std::filesystem::create_directories(home_ / "t");
+  WriteWholeFile(mnt_ / "t/f", "through the tap");
+  EXPECT_EQ(ReadWholeFile(home_ / "t/f"), "through the tap");
+  std::string json;
+  ASSERT_TRUE(Eventually([&] {
+    json = Ctl("stages ls --json").second;
+    const std::string tap = LineWith(json, "\"name\": \"tap\"");
+    return tap.find("\"sswitch\": \"" + kFuse + "\"") != std::string::npos &&
+           JsonNumber(tap, "ios") > 0;
+  })) << json;
+  // set goes to the host now; bad options are the host's clear refusal.
+  std::tie(rc, out) = Ctl("stages set --host " + kFuse + " tap delay_us=20");
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("delay_us=20"), std::string::npos) << out;
+  std::tie(rc, out) = Ctl("stages set --host " + kFuse + " tap warp=9");
+  EXPECT_EQ(rc, 1);
+  EXPECT_NE(out.find("unknown option 'warp'"), std::string::npos) << out;
+  // rm: refused while a rule names it, done once none does.
+  std::tie(rc, out) = Ctl("stages rm --host " + kFuse + " tap");
+  EXPECT_EQ(rc, 1);
+  EXPECT_NE(out.find("in use by rule"), std::string::npos) << out;
+  std::tie(rc, out) = Ctl("stages add --host S2 sc=delay");
+  ASSERT_EQ(rc, 0) << out;
+  // Every host's stages, as of their last reports.
+  EXPECT_TRUE(Eventually([&] {
+    std::tie(rc, out) = Ctl("stages ls");
+    return rc == 0 && Row(out, "S2").find("sc") != std::string::npos;
+  })) << out;
+  EXPECT_NE(Row(out, kFuse).find("tap"), std::string::npos) << out;
+  std::tie(rc, out) = Ctl("stages rm --host S2 sc");
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_EQ(out.find("sc "), std::string::npos) << out;
+}
+
 TEST_F(SroutectlControllerTest, UnreachableControllerExitsTwo) {
   const std::string address = "127.0.0.1:" + std::to_string(ClosedPort());
   for (const char* cmd : {"hosts", "rules ls", "stats --json"}) {
