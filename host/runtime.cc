@@ -6,6 +6,7 @@
 #include "control/control_server.h"
 #include "rpc/handshake.h"
 #include "sswitch/endpoint.h"
+#include "stages/stage.h"
 #include "stages/stage_control.h"
 #include "util/log.h"
 #include "util/strings.h"
@@ -144,6 +145,9 @@ absl::Status HostRuntime::AddEndpoints() {
 }
 
 absl::Status HostRuntime::AddStages() {
+  // Registers the stage kinds and their delegates (shards) before rules
+  // that use them load, with or without stages in the config.
+  (void)StageRegistry::Global();
   for (const proto::StageConfig& st : config_.stage()) {
     if (absl::Status s = AddConfiguredStage(host_.sswitch(), st); !s.ok()) {
       return s;

@@ -1,4 +1,7 @@
-// The built-in stage kinds, registered by StageRegistry::Global().
+// The built-in stage kinds (and the delegates that go with them),
+// registered by StageRegistry::Global().
+#include "sswitch/delegate.h"
+#include "stages/cache/shards_delegate.h"
 #include "stages/delay/delay_stage.h"
 #include "stages/stage.h"
 
@@ -6,6 +9,9 @@ namespace sroute {
 
 void RegisterBuiltinStages(StageRegistry& registry) {
   RegisterDelayStage(registry);
+  // Delegates that belong with stages (they are registered with the stage
+  // kinds, before any host loads rules: HostRuntime::AddStages).
+  RegisterShardsDelegate(DelegateRegistry::Global());
 }
 
 }  // namespace sroute

@@ -9,6 +9,9 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "sswitch/host.h"
+#include "rules/parser.h"
+#include "stages/cache/shards.h"
+#include "stages/cache/shards_delegate.h"
 #include "stages/stage_control.h"
 #include "stages/stage_spec.h"
 #include "tests/util/temp_dir.h"
@@ -241,6 +244,80 @@ TEST_F(StageControlTest, ChangesUnderWritersLoseNothing) {
   }
   EXPECT_EQ(host_.sswitch().in_flight(), 0);
   ASSERT_TRUE(StopStages(host_.sswitch()).ok());
+}
+
+}  // namespace
+}  // namespace sroute
+
+namespace sroute {
+namespace {
+
+TEST(ShardsDelegateTest, SamplesReadBlocksAndEmitsThemWithTheCount) {
+  (void)StageRegistry::Global();  // registers the delegate
+  auto rule = ParseRule(
+      "<*, r, //A/*> -> shards(rate=1, block=4096); <IO, //A/*>");
+  ASSERT_TRUE(rule.ok()) << rule.status();
+  auto d = DelegateRegistry::Global().Create(*rule->delegate, *rule);
+  ASSERT_TRUE(d.ok()) << d.status();
+  IoHeader h{"alice", "", Op::kRead, "//A/f", 4096, 8192};
+  struct NoContext : DelegateContext {
+    absl::StatusOr<std::vector<uint64_t>> Update(
+        std::vector<Rule>, const std::vector<uint64_t>&) override {
+      return absl::UnimplementedError("");
+    }
+    absl::Status Delete(const HeaderPattern&) override {
+      return absl::UnimplementedError("");
+    }
+    absl::Status Quiesce(const HeaderPattern&, bool) override {
+      return absl::UnimplementedError("");
+    }
+    absl::Status Drain(const HeaderPattern&, absl::Duration) override {
+      return absl::UnimplementedError("");
+    }
+    const Rule& rule() const override { return r; }
+    uint64_t rule_id() const override { return 1; }
+    std::shared_ptr<void> SharedState(
+        const std::string&, std::function<std::shared_ptr<void>()>) override {
+      return nullptr;
+    }
+    Rule r;
+  } ctx;
+  Decision dec = (*d)->OnRequest(h, ctx);
+  ASSERT_TRUE(dec.emit.has_value());
+  auto s = ParseShardsSample(*dec.emit);
+  ASSERT_TRUE(s.ok()) << s.status() << ": " << *dec.emit;
+  EXPECT_EQ(s->rate, 1.0);
+  EXPECT_EQ(s->refs, 2u);  // blocks 1 and 2
+  EXPECT_EQ(s->keys, (std::vector<uint64_t>{BlockKey("//A/f", 1),
+                                            BlockKey("//A/f", 2)}));
+  // Writes are not references unless asked for; the count goes on.
+  h.op = Op::kWrite;
+  EXPECT_FALSE((*d)->OnRequest(h, ctx).emit.has_value());
+  h.op = Op::kRead;
+  h.length = 1;
+  s = ParseShardsSample(*(*d)->OnRequest(h, ctx).emit);
+  EXPECT_EQ(s->refs, 3u);
+
+  // At 1 %, about 1 % of blocks are kept.
+  rule = ParseRule("<*, r, //A/*> -> shards(rate=0.01); <IO, //A/*>");
+  d = DelegateRegistry::Global().Create(*rule->delegate, *rule);
+  ASSERT_TRUE(d.ok());
+  size_t kept = 0;
+  for (uint64_t b = 0; b < 100000; ++b) {
+    IoHeader one{"bob", "", Op::kRead, "//A/big", b * 4096, 4096};
+    auto e = (*d)->OnRequest(one, ctx).emit;
+    if (e) kept += ParseShardsSample(*e)->keys.size();
+  }
+  EXPECT_GT(kept, 800u);
+  EXPECT_LT(kept, 1200u);
+
+  for (const char* bad : {"shards(rate=2)", "shards(block=1000)",
+                          "shards(speed=1)", "shards(writes=yes)"}) {
+    rule = ParseRule(std::string("<*, r, //A/*> -> ") + bad + "; <IO, //A/*>");
+    ASSERT_TRUE(rule.ok()) << bad << ": " << rule.status();
+    EXPECT_FALSE(DelegateRegistry::Global().Create(*rule->delegate, *rule).ok())
+        << bad;
+  }
 }
 
 }  // namespace
