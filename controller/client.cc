@@ -227,8 +227,13 @@ absl::Status ControllerClient::PutState(const std::string& key,
 }
 
 absl::StatusOr<std::string> ControllerClient::GetState(const std::string& key) {
+  return GetAppState(options_.name, key);
+}
+
+absl::StatusOr<std::string> ControllerClient::GetAppState(
+    const std::string& app, const std::string& key) {
   proto::ControllerRequest req;
-  req.mutable_get_state()->set_app(options_.name);
+  req.mutable_get_state()->set_app(app);
   req.mutable_get_state()->set_key(key);
   auto r = Call(std::move(req));
   if (!r.ok()) return r.status();

@@ -57,6 +57,10 @@ class ControllerClient : public ControllerApi {
   absl::StatusOr<proto::RuleList> ListRules(const std::string& sswitch);
   // The latest interval's counters of every rule that saw IO.
   absl::StatusOr<proto::RuleList> IntervalStats();
+  // Another app's durable state (e.g. cache_sizing's curves); NotFound if
+  // it has none under `key`.
+  absl::StatusOr<std::string> GetAppState(const std::string& app,
+                                          const std::string& key);
   // The stages of `sswitch` after `request`; with no sswitch (a LIST only),
   // every host's as of its last report.
   absl::StatusOr<proto::StageLists> StagesAt(const std::string& sswitch,

@@ -26,14 +26,13 @@ class Shards : public Delegate {
       if (a.key == "rate") {
         char* end = nullptr;
         rate = std::strtod(a.value.c_str(), &end);
-        if (end == a.value.c_str() || *end != '\0' || !(rate > 0) ||
-            rate > 1) {
+        if (end == a.value.c_str() || *end != '\0' || !(rate > 0) || rate > 1) {
           return absl::InvalidArgumentError(
               StrCat("rate: a number in (0, 1], not '", a.value, "'"));
         }
       } else if (a.key == "block") {
-        auto [p, ec] = std::from_chars(
-            a.value.data(), a.value.data() + a.value.size(), block);
+        auto [p, ec] = std::from_chars(a.value.data(),
+                                       a.value.data() + a.value.size(), block);
         if (ec != std::errc() || p != a.value.data() + a.value.size() ||
             block < 512 || block > (1u << 20) || (block & (block - 1)) != 0) {
           return absl::InvalidArgumentError(StrCat(

@@ -275,6 +275,19 @@ const std::vector<Command>& Commands() {
              req.set_timeout_ms(a.timeout_ms);
              return Show(t.Stages(req), false);
            }},
+      {.path = "cache", .help = "the cache_sizing app (--controller)"},
+      {.path = "cache mrc",
+       .help = "the miss-ratio curves the app built: cache size in bytes "
+               "and miss ratio",
+       .setup =
+           [](CLI::App& c, Args& a) {
+             c.add_option("--tenant", a.name, "only this tenant's curve");
+             JsonFlag(c, a, "print a JSON array of curves");
+           },
+       .run =
+           [](const Args& a, ControlTarget& t) {
+             return Show(t.CacheCurves(a.name), a.json);
+           }},
       {.path = "hosts",
        .help = "the hosts registered at the controller (--controller)",
        .setup = [](CLI::App& c,

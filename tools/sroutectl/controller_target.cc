@@ -13,6 +13,7 @@
 #include "rpc/handshake.h"
 #include "tools/sroutectl/format.h"
 #include "tools/sroutectl/target.h"
+#include "util/strings.h"
 
 namespace sroute::ctl {
 namespace {
@@ -253,6 +254,60 @@ class ControllerTarget : public ControlTarget {
     return absl::InvalidArgumentError(
         "records live on storage servers: give --host HOST:PORT, not "
         "--controller");
+  }
+
+  absl::StatusOr<Report> CacheCurves(const std::string& tenant) override {
+    if (absl::Status s = Connect(); !s.ok()) return s;
+    std::vector<std::string> tenants;
+    if (!tenant.empty()) {
+      tenants.push_back(tenant);
+    } else {
+      auto list = client_->GetAppState("cache_sizing", "tenants");
+      if (absl::IsNotFound(list.status())) {
+        return absl::NotFoundError(
+            "no curves yet: is the controller running --app cache_sizing, "
+            "for one interval at least?");
+      }
+      if (!list.ok()) return Classify(list.status());
+      for (std::string_view t : StrSplit(*list, '\n')) {
+        if (!t.empty()) tenants.emplace_back(t);
+      }
+    }
+    Report report;
+    std::vector<std::string> json;
+    for (const std::string& t : tenants) {
+      auto text = client_->GetAppState("cache_sizing", "mrc/" + t);
+      if (absl::IsNotFound(text.status())) {
+        return absl::NotFoundError("no curve for tenant " + t);
+      }
+      if (!text.ok()) return Classify(text.status());
+      report.text += *text;
+      // "# tenant T references N block B", then "SIZE MISS" lines.
+      std::string references = "0", block = "0";
+      std::vector<std::string> points;
+      for (std::string_view line : StrSplit(*text, '\n')) {
+        if (line.empty()) continue;
+        std::vector<std::string_view> f = StrSplit(line, ' ');
+        if (line[0] == '#') {
+          for (size_t i = 1; i + 1 < f.size(); ++i) {
+            if (f[i] == "references") references = std::string(f[i + 1]);
+            if (f[i] == "block") block = std::string(f[i + 1]);
+          }
+        } else if (f.size() == 2) {
+          points.push_back(JsonArray({std::string(f[0]), std::string(f[1])}));
+        }
+      }
+      json.push_back(ToJson({{"tenant", JsonString(t)},
+                             {"references", references},
+                             {"block", block},
+                             {"points", JsonArray(points)}}));
+    }
+    report.json = "[";
+    for (size_t i = 0; i < json.size(); ++i) {
+      report.json += (i == 0 ? "\n  " : ",\n  ") + json[i];
+    }
+    report.json += json.empty() ? "]\n" : "\n]\n";
+    return report;
   }
 
   absl::StatusOr<Report> Stages(const proto::Stages& request) override {

@@ -241,6 +241,11 @@ class HostTarget : public ControlTarget {
         "hosts asks the controller: give --controller HOST:PORT");
   }
 
+  absl::StatusOr<Report> CacheCurves(const std::string&) override {
+    return absl::InvalidArgumentError(
+        "the curves are the cache_sizing app's: give --controller HOST:PORT");
+  }
+
   absl::StatusOr<Report> Stages(const proto::Stages& request) override {
     proto::ControlRequest req;
     *req.mutable_stages() = request;

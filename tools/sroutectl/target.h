@@ -80,6 +80,9 @@ class ControlTarget {
   // (at the controller with --host: that host's; a listing without it:
   // every host's as of its last statistics report).
   virtual absl::StatusOr<Report> Stages(const proto::Stages& request) = 0;
+  // The miss-ratio curves of the cache_sizing app (of `tenant`, or every
+  // tenant's): size in bytes and miss ratio, a point a line.
+  virtual absl::StatusOr<Report> CacheCurves(const std::string& tenant) = 0;
 };
 
 // `host`: unix:PATH or HOST:PORT (empty: every call says --host is

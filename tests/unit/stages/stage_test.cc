@@ -8,8 +8,8 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "sswitch/host.h"
 #include "rules/parser.h"
+#include "sswitch/host.h"
 #include "stages/cache/shards.h"
 #include "stages/cache/shards_delegate.h"
 #include "stages/stage_control.h"
@@ -254,8 +254,8 @@ namespace {
 
 TEST(ShardsDelegateTest, SamplesReadBlocksAndEmitsThemWithTheCount) {
   (void)StageRegistry::Global();  // registers the delegate
-  auto rule = ParseRule(
-      "<*, r, //A/*> -> shards(rate=1, block=4096); <IO, //A/*>");
+  auto rule =
+      ParseRule("<*, r, //A/*> -> shards(rate=1, block=4096); <IO, //A/*>");
   ASSERT_TRUE(rule.ok()) << rule.status();
   auto d = DelegateRegistry::Global().Create(*rule->delegate, *rule);
   ASSERT_TRUE(d.ok()) << d.status();
