@@ -41,6 +41,7 @@ void Write(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size,
 // receive buffer (SubmitWrite).
 bool ServeRawWrite(Volume& volume, fuse_session* se, const RawRequest& raw);
 void Release(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
+void Flush(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
 void Fsync(fuse_req_t req, fuse_ino_t ino, int datasync, fuse_file_info* fi);
 void Lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
            fuse_file_info* fi);

@@ -1,4 +1,5 @@
-// File ops: open, create, read, write, release, fsync, lseek, fallocate.
+// File ops: open, create, read, write, flush, release, fsync, lseek,
+// fallocate.
 #include <fcntl.h>
 #include <linux/fuse.h>
 #include <unistd.h>
@@ -261,6 +262,19 @@ void Release(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   auto r = NewRequest(req, Op::kUnlink, *hidden);
   r->io.args.caller = Credentials();
   Submit(std::move(r), [](Request& rr) { fuse_reply_err(rr.req, 0); });
+}
+
+// A close: a stage that holds writes (a write-back cache) writes the file's
+// back before close(2) returns. Without such a stage there is nothing to
+// send (writes reach the endpoints before they are acknowledged).
+void Flush(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  if (!VolumeOf(req).sswitch().WantsFlushes()) {
+    fuse_reply_err(req, 0);
+    return;
+  }
+  std::string file;
+  if (!OpenFile::Of(fi)->FileName(req, ino, &file)) return;
+  Submit(NewFileRequest(req, Op::kFlush, std::move(file)), ReplyError);
 }
 
 void Fsync(fuse_req_t req, fuse_ino_t ino, int datasync, fuse_file_info*) {

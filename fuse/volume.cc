@@ -35,11 +35,10 @@ Volume::Volume(SSwitch* sw, VolumeOptions options)
   ops_.create = Create;
   ops_.read = Read;
   ops_.write = Write;
-  // No flush: writes reach the endpoints before they are acknowledged, so a
-  // close has nothing to send. Without the op libfuse answers the first
-  // FLUSH with ENOSYS and the kernel sends no more (it still writes back
-  // mmap'ed pages and reports their errors on close): one round trip less
-  // per close.
+  // Flush (a close) reaches the sSwitch only while a stage holds writes (a
+  // write-back cache): otherwise writes reached the endpoints before they
+  // were acknowledged, and Flush answers at once.
+  ops_.flush = Flush;
   ops_.release = Release;
   ops_.fsync = Fsync;
   ops_.fallocate = Fallocate;

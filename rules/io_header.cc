@@ -24,6 +24,7 @@ OpClass ClassOf(Op op) {
     case Op::kFallocate:
     case Op::kSetxattr:
     case Op::kRemovexattr:
+    case Op::kFlush:
       return kOpClassWrite;
     case Op::kCreate:
     case Op::kMknod:
@@ -94,6 +95,8 @@ std::string_view OpName(Op op) {
       return "rename_from";
     case Op::kRenameTo:
       return "rename_to";
+    case Op::kFlush:
+      return "flush";
   }
   return "?";
 }

@@ -47,8 +47,12 @@ enum class Op : uint8_t {
   kRmdir,
   kRenameFrom,  // rename is 'd' on its source ...
   kRenameTo,    // ... and 'c' on its target.
+  // A close(2) of the file by one of its openers ('w'): stages write back
+  // what they hold of it (a write-back cache); endpoints have nothing to do.
+  // Sent only while a stage asked for it (SSwitch::WantsFlushes).
+  kFlush,
 };
-inline constexpr int kNumOps = static_cast<int>(Op::kRenameTo) + 1;
+inline constexpr int kNumOps = static_cast<int>(Op::kFlush) + 1;
 
 OpClass ClassOf(Op op);
 std::string_view OpName(Op op);

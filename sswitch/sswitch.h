@@ -127,6 +127,13 @@ class SSwitch {
   // outcome (after the hooks of stages it passed). Observers must be quick
   // and may not route IOs; they run on the IO's threads. Thread-safe.
   using ChangeObserver = std::function<void(const Io& io, bool done)>;
+  // Front ends route Op::kFlush at each close only while some stage wants
+  // it (a write-back cache): each call adds `delta` (+1 or -1) to the
+  // count of stages that do.
+  void WantFlushes(int delta) { flush_wanted_.fetch_add(delta); }
+  bool WantsFlushes() const {
+    return flush_wanted_.load(std::memory_order_relaxed) > 0;
+  }
   uint64_t AddChangeObserver(ChangeObserver observer);
   // After it returns, `id`'s observer is not called again.
   void RemoveChangeObserver(uint64_t id);
@@ -394,6 +401,7 @@ class SSwitch {
   std::shared_ptr<const ObserverList> observers_ ABSL_GUARDED_BY(observer_mu_);
   uint64_t next_observer_ ABSL_GUARDED_BY(observer_mu_) = 1;
   std::atomic<int> observer_count_{0};
+  std::atomic<int> flush_wanted_{0};
   uint64_t next_seq_ ABSL_GUARDED_BY(control_mu_) = 1;
   uint64_t next_sub_ ABSL_GUARDED_BY(control_mu_) = 1;
 
