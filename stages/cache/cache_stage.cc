@@ -296,11 +296,12 @@ void CacheStage::DropClean(FileState* fs, uint64_t lo, uint64_t hi,
     }
   } else {
     // A wide range (a whole file): one pass over the cached blocks.
-    for (auto& [name, p] : parts_) {
-      if (p.get() == except) continue;
-      p->blocks->ForEach([&](Block* b) {
+    for (auto& entry : parts_) {
+      Part* part = entry.second.get();
+      if (part == except) continue;
+      part->blocks->ForEach([&](Block* b) {
         if (b->file == fs->id && b->index >= first && b->index <= last) {
-          drop.emplace_back(p.get(), b);
+          drop.emplace_back(part, b);
         }
       });
     }

@@ -14,11 +14,29 @@
 // change makes stale, before and after the change, with a per-file
 // generation that makes a fill that raced with a change drop itself.
 //
+// Write-through writes go on and drop the cached blocks they touch, on
+// their way in and again once done (updating the blocks instead would need
+// the writes to one block applied here in the backend's order, which
+// concurrent writes do not give).
+//
 // Write-back: writes complete once in the cache as dirty blocks, within
 // dirty_limit_bytes (writers wait above it); a flusher thread writes them
-// back (behind the stage, as "stage:NAME") between the watermarks, for
-// fsync and Stop. No close op reaches the sSwitch (the FUSE front end
-// sends none for flush/release), so fsync is what waits for the backend.
+// back (new write IOs routed as if stage NAME handed them back, so rules
+// for "stage:NAME" route them) between the watermarks, for fsync and Stop
+// (details in write_back.cc). No close op reaches the sSwitch (the FUSE
+// front end sends none for flush/release), so fsync is what waits for
+// the backend.
+//
+// Live changes (Reconfigure): budgets grow or shrink in place (shrinking
+// evicts); a new block_size, partition_by or policy starts from empty
+// partitions; leaving write-back, or starting over, writes every dirty
+// block back first (and fails, keeping the old options, if one fails).
+//
+// Limits of this version: the state of a file once seen (about 200 bytes)
+// stays until the stage stops; an fsync of a file written without pause
+// waits until its dirty blocks run out; a write-back write to part of a
+// block not cached goes to the backend (no read-fill); no second tier
+// (tier_dir is refused).
 #ifndef SROUTE_STAGES_CACHE_CACHE_STAGE_H_
 #define SROUTE_STAGES_CACHE_CACHE_STAGE_H_
 

@@ -213,6 +213,45 @@ TEST_F(CacheTest, EvictsWithinThePartitionBudgetAndResizesLive) {
   EXPECT_EQ(Counter("alice.bytes"), 0);
 }
 
+TEST_F(CacheTest, SequentialRunsPastTheCutoffBypass) {
+  const std::string content = Pattern(16 * kBs, 12);
+  WriteWholeFile(dir_ / "f", content);
+  proto::CacheOptions opts;
+  opts.set_sequential_cutoff_bytes(2 * kBs);
+  Start(opts);
+  for (uint64_t b = 0; b < 4; ++b) {
+    EXPECT_EQ(Read("f", b * kBs, kBs), content.substr(b * kBs, kBs));
+  }
+  // Blocks 0, 1 filled; the run then passed 8 KiB: 2, 3 went by.
+  EXPECT_EQ(Counter("alice.misses"), 2);
+  EXPECT_EQ(Counter("bypassed"), 2);
+  EXPECT_EQ(Counter("alice.bytes"), 2 * kBs);
+  // A random read starts a new run: cached again.
+  EXPECT_EQ(Read("f", 10 * kBs, kBs), content.substr(10 * kBs, kBs));
+  EXPECT_EQ(Read("f", 2 * kBs, kBs), content.substr(2 * kBs, kBs));
+  EXPECT_EQ(Counter("alice.bytes"), 4 * kBs);
+  EXPECT_EQ(Read("f", 0, kBs), content.substr(0, kBs));
+  EXPECT_EQ(Counter("alice.hits"), 1);
+}
+
+TEST_F(CacheTest, PartitionsByRule) {
+  WriteWholeFile(dir_ / "f", Pattern(2 * kBs, 13));
+  proto::CacheOptions opts;
+  opts.set_partition_by("rule");
+  Start(opts);
+  uint64_t id = 0;
+  for (const RuleInfo& r : host_.sswitch().ListRules()) {
+    if (FormatRuleInfo(r).find("-> <IO, stage:c>") != std::string::npos) {
+      id = r.id;
+    }
+  }
+  ASSERT_NE(id, 0u);
+  Read("f", 0, kBs, "alice");
+  Read("f", 0, kBs, "bob");  // same rule, same partition
+  EXPECT_EQ(Counter(std::to_string(id) + ".misses"), 1);
+  EXPECT_EQ(Counter(std::to_string(id) + ".hits"), 1);
+}
+
 TEST_F(CacheTest, RejectsBadOptionsNamingThem) {
   auto make = [](proto::CacheOptions o) {
     proto::StageConfig config;
