@@ -203,6 +203,8 @@ class CacheStage : public HostStage {
   // completed here whose done=true has not come yet.
   absl::flat_hash_set<const Io*> flush_ios_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<const Io*> own_ ABSL_GUARDED_BY(mu_);
+  // Writes between the observer's done=false and done=true (write-back).
+  absl::flat_hash_set<const Io*> observed_ ABSL_GUARDED_BY(mu_);
   // Renames between done=false and done=true: the other name's state (the
   // endpoint may rewrite args.second_file on the way).
   absl::flat_hash_map<const Io*, FileState*> renames_ ABSL_GUARDED_BY(mu_);

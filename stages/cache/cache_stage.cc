@@ -113,6 +113,8 @@ CacheStage::~CacheStage() {
   {
     MutexLock l(&mu_);
     stopped = stopped_;
+    // Not stopped (dirty blocks are lost): flushes in flight call back.
+    while (flushes_in_flight_ > 0) flushed_.Wait(&mu_);
   }
   if (!stopped && sswitch_ != nullptr) {
     sswitch_->RemoveChangeObserver(observer_id_);
@@ -476,13 +478,18 @@ void CacheStage::Read(Io* io, const Forward& forward) {
 void CacheStage::OnChange(const Io& io, bool done) {
   MutexLock l(&mu_);
   if (flush_ios_.contains(&io)) return;  // our own write-back
-  if (done && own_.erase(&io) > 0) return;
   const Op op = io.header.op;
+  // Which writes the sSwitch announced: only those can be ours at
+  // done=true (an address seen once may come back as another IO).
+  if (op == Op::kWrite && !done && opts_.write_back) observed_.insert(&io);
+  if (op == Op::kWrite && done) observed_.erase(&io);
+  if (done && own_.erase(&io) > 0) return;
   FileState* files[2] = {FindFile(io.header.file), nullptr};
   if (op == Op::kRenameFrom || op == Op::kRenameTo) {
     if (!done) {
-      FileState* other = FindFile(io.args.second_file);
-      if (other != nullptr) renames_[&io] = other;
+      // Kept even if unknown now: a read of it may start before done=true.
+      FileState* other = GetFile(io.args.second_file);
+      renames_[&io] = other;
       files[1] = other;
     } else if (auto it = renames_.find(&io); it != renames_.end()) {
       files[1] = it->second;

@@ -142,7 +142,8 @@ void CacheStage::WriteBack(Io* io, const Forward& forward) {
   ++fs->gen;  // fills in flight read the backend's older bytes
   fs->dirty_size = std::max(fs->dirty_size, end);
   fs->writer = io->header.source;
-  own_.insert(io);
+  // Its done=true (if the sSwitch announced it) must not undo it.
+  if (observed_.contains(io)) own_.insert(io);
   if (dirty_total_ >= opts_.dirty_high) {
     background_ = true;
     StartFlusher();

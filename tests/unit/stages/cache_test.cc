@@ -529,6 +529,27 @@ TEST_F(CacheTest, WriteBackKeepsOrderWithWritesPastTheCache) {
   EXPECT_EQ(Read("f", 0, 4 * kBs), want);
 }
 
+TEST_F(CacheTest, WriteBackSendsWhatItCannotHoldToTheBackendInOrder) {
+  WriteWholeFile(dir_ / "f", std::string(4 * kBs, '.'));
+  Start(WriteBackOptions());
+  ASSERT_TRUE(Write("f", 0, std::string(kBs, 'A')).ok());  // dirty (alice)
+  EXPECT_EQ(Counter("alice.dirty_bytes"), kBs);
+  // carol: part of a block not cached: to the backend at once.
+  ASSERT_TRUE(Write("f", 2 * kBs + 5, "PP", "carol").ok());
+  EXPECT_EQ(ReadWholeFile(dir_ / "f").substr(2 * kBs + 5, 2), "PP");
+  // carol: into alice's dirty block (another partition): to the backend,
+  // and laid over the dirty block so its flush does not undo it.
+  ASSERT_TRUE(Write("f", 10, "CC", "carol").ok());
+  std::string want = std::string(kBs, 'A') + std::string(3 * kBs, '.');
+  want.replace(10, 2, "CC");
+  want.replace(2 * kBs + 5, 2, "PP");
+  EXPECT_EQ(Read("f", 0, 4 * kBs), want);
+  EXPECT_EQ(Read("f", 0, 4 * kBs, "carol"), want);
+  ASSERT_TRUE(Fsync("f").ok());
+  EXPECT_EQ(ReadWholeFile(dir_ / "f"), want);
+  EXPECT_EQ(Counter("carol.dirty_bytes"), 0);
+}
+
 // 4 writers and 2 readers on one file through the cache: each block holds
 // (index, version, checksum); readers check every block they read is
 // whole and no older than the last version acknowledged before the read.
