@@ -166,13 +166,12 @@ absl::Status ApplyStageOptions(std::string_view options,
     }
     if (f->is_repeated() &&
         f->cpp_type() == pb::FieldDescriptor::CPPTYPE_MESSAGE) {
+      // A new entry from the type's prototype (GetRepeatedMessage(0) of
+      // an empty field fails a CHECK).
       auto entry =
-          std::unique_ptr<pb::Message>(r->GetRepeatedMessage(*m, f, 0).New());
-      if (r->FieldSize(*m, f) == 0) {
-        entry.reset(pb::MessageFactory::generated_factory()
-                        ->GetPrototype(f->message_type())
-                        ->New());
-      }
+          std::unique_ptr<pb::Message>(pb::MessageFactory::generated_factory()
+                                           ->GetPrototype(f->message_type())
+                                           ->New());
       if (absl::Status s = SetNamed(entry.get(), key, value); !s.ok()) {
         return s;
       }
