@@ -16,7 +16,9 @@
 #include "stages/cache/block_cache.h"
 #include "stages/cache/cache_stage.h"
 #include "stages/stage.h"
+#include "stages/stage_spec.h"
 #include "tests/util/temp_dir.h"
+#include "util/mutex.h"
 
 namespace sroute {
 namespace {
@@ -77,6 +79,7 @@ class CacheTest : public ::testing::Test {
     ASSERT_TRUE(delay.ok()) << delay.status();
     delay_ = *delay;
     ASSERT_TRUE(host_.AddStage("d", delay_).ok());
+    if (before_rules_) before_rules_();
     auto s = host_.LoadRules(
         extra + (bob_route ? "<bob, w, //home/*> -> <IO, //home/*>\n" : "") +
         "<stage:c, *, //home/*> -> <IO, //home/*>\n"
@@ -130,6 +133,7 @@ class CacheTest : public ::testing::Test {
   std::shared_ptr<HostStage> stage_;
   std::shared_ptr<HostStage> delay_;
   uint32_t delay_us_ = 0;
+  std::function<void()> before_rules_;  // e.g. more stages
   bool stopped_ = false;
 };
 
@@ -250,6 +254,75 @@ TEST_F(CacheTest, PartitionsByRule) {
   Read("f", 0, kBs, "bob");  // same rule, same partition
   EXPECT_EQ(Counter(std::to_string(id) + ".misses"), 1);
   EXPECT_EQ(Counter(std::to_string(id) + ".hits"), 1);
+}
+
+// Holds reads on their response path (after the backend read them) until
+// released: a fill that races with a write.
+class HoldResponses : public Stage {
+ public:
+  void Submit(Io* io, const Forward& forward) override {
+    io->AddResponseHook([this](Io&) {
+      MutexLock l(&mu_);
+      held_ = true;
+      cv_.SignalAll();
+      while (!released_) cv_.Wait(&mu_);
+    });
+    forward(io);
+  }
+  void WaitHeld() {
+    MutexLock l(&mu_);
+    while (!held_) cv_.Wait(&mu_);
+  }
+  void Release() {
+    MutexLock l(&mu_);
+    released_ = true;
+    cv_.SignalAll();
+  }
+
+ private:
+  Mutex mu_;
+  CondVar cv_;
+  bool held_ ABSL_GUARDED_BY(mu_) = false;
+  bool released_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+TEST_F(CacheTest, AFillThatRacedWithAWriteIsDropped) {
+  WriteWholeFile(dir_ / "f", std::string(kBs, 'o'));
+  auto hold = std::make_shared<HoldResponses>();
+  before_rules_ = [&] { ASSERT_TRUE(host_.AddStage("h", hold).ok()); };
+  Start(proto::CacheOptions(),
+        "<stage:c, r, //home/*> -> <IO, stage:h>\n"
+        "<stage:h, *, //home/*> -> <IO, //home/*>\n");
+  std::string old;
+  std::thread reader([&] { old = Read("f", 0, kBs); });
+  hold->WaitHeld();  // the backend's old bytes are on their way back
+  ASSERT_TRUE(Write("f", 0, std::string(kBs, 'n'), "bob").ok());
+  hold->Release();
+  reader.join();
+  EXPECT_EQ(old, std::string(kBs, 'o'));  // concurrent: either is right
+  EXPECT_EQ(Counter("fills_dropped"), 1);
+  EXPECT_EQ(Counter("alice.bytes"), 0);
+  EXPECT_EQ(Read("f", 0, kBs), std::string(kBs, 'n'));
+  EXPECT_EQ(Counter("alice.misses"), 2);
+  EXPECT_EQ(Read("f", 0, kBs), std::string(kBs, 'n'));
+  EXPECT_EQ(Counter("alice.hits"), 1);
+}
+
+TEST_F(CacheTest, MadeFromAStageSpec) {
+  auto config = ParseStageSpec(
+      "c2=cache:block_size=8K,partition=alice/64K,partition_bytes=0,"
+      "policy=lru,write_mode=write_back,dirty_limit_bytes=32K");
+  ASSERT_TRUE(config.ok()) << config.status();
+  auto stage =
+      StageRegistry::Global().Create(*config, StageEnv{&host_.sswitch()});
+  ASSERT_TRUE(stage.ok()) << stage.status();
+  proto::StageStats stats;
+  (*stage)->Report(&stats);
+  EXPECT_EQ(stats.counters().at("dirty_bytes"), 0);
+  EXPECT_EQ((*stage)->config().cache().block_size(), 8192u);
+  ASSERT_EQ((*stage)->config().cache().partition_size(), 1);
+  EXPECT_EQ((*stage)->config().cache().partition(0).bytes(), 64u << 10);
+  EXPECT_TRUE((*stage)->Stop().ok());
 }
 
 TEST_F(CacheTest, RejectsBadOptionsNamingThem) {
