@@ -21,6 +21,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "stages/cache/block_cache.h"
+#include "stages/cache/tier.h"
 #include "stages/stage.h"
 #include "util/mutex.h"
 
@@ -41,6 +42,8 @@ struct Options {
   uint64_t dirty_low = 0;   // bytes
   uint32_t max_flushes = 16;
   uint64_t sequential_cutoff = 0;
+  std::string tier_dir;  // "": no second tier
+  uint64_t tier_bytes = 0;
 
   uint64_t BudgetOf(const std::string& partition) const {
     auto it = named.find(partition);
@@ -103,7 +106,8 @@ struct FileState {
 
 class CacheStage : public HostStage {
  public:
-  CacheStage(proto::StageConfig config, Options opts, SSwitch* sswitch);
+  CacheStage(proto::StageConfig config, Options opts,
+             std::unique_ptr<Tier> tier, SSwitch* sswitch);
   ~CacheStage() override;
 
   void Submit(Io* io, const Forward& forward) override;
@@ -141,6 +145,10 @@ class CacheStage : public HostStage {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The dirty (or flushing) block of `index` in any partition, or null.
   Block* DirtyBlock(FileState* fs, uint64_t index, Part** part = nullptr)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Takes the blocks of [first, last] missing in `part` back from the
+  // second tier, as far as they are there.
+  void Promote(Part* part, FileState* fs, uint64_t first, uint64_t last)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Makes partitions match opts_ (budgets; all dropped if `reset`).
   void ApplyBudgets(bool reset) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -184,6 +192,8 @@ class CacheStage : public HostStage {
       ABSL_GUARDED_BY(mu_);
   std::vector<FileState*> file_by_id_ ABSL_GUARDED_BY(mu_);
   // Stage-wide counters beyond the partitions' sums.
+  std::unique_ptr<Tier> tier_ ABSL_GUARDED_BY(mu_);  // or null
+  uint64_t tier_hits_ ABSL_GUARDED_BY(mu_) = 0;      // blocks taken back
   uint64_t bypassed_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t fills_dropped_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t evictions_gone_ ABSL_GUARDED_BY(mu_) = 0;  // of dropped parts

@@ -90,16 +90,25 @@ absl::StatusOr<Options> ParseOptions(const proto::CacheOptions& o) {
   if (out.max_flushes == 0 || out.max_flushes > 1024) {
     return Bad(StrCat("max_flushes ", out.max_flushes, " is not in 1..1024"));
   }
-  if (!o.tier_dir().empty() || o.tier_bytes() != 0) {
-    return Bad("tier_dir/tier_bytes (a second tier) is not supported yet");
+  if (o.tier_dir().empty() != (o.tier_bytes() == 0)) {
+    return Bad("tier_dir and tier_bytes go together (a second tier)");
   }
+  if (!o.tier_dir().empty() && o.tier_bytes() < out.block_size) {
+    return Bad(StrCat("tier_bytes ", o.tier_bytes(), " is below block_size ",
+                      out.block_size));
+  }
+  out.tier_dir = o.tier_dir();
+  out.tier_bytes = o.tier_bytes();
   out.sequential_cutoff = o.sequential_cutoff_bytes();
   return out;
 }
 
 CacheStage::CacheStage(proto::StageConfig config, Options opts,
-                       SSwitch* sswitch)
-    : sswitch_(sswitch), config_(std::move(config)), opts_(std::move(opts)) {
+                       std::unique_ptr<Tier> tier, SSwitch* sswitch)
+    : sswitch_(sswitch),
+      config_(std::move(config)),
+      opts_(std::move(opts)),
+      tier_(std::move(tier)) {
   if (sswitch_ != nullptr) {
     observer_id_ = sswitch_->AddChangeObserver(
         [this](const Io& io, bool done) { OnChange(io, done); });
@@ -205,12 +214,16 @@ void CacheStage::ApplyBudgets(bool reset) {
       part->bytes = 0;
       part->dirty_bytes = 0;
       Part* p = part.get();
-      // Evictions run inside Partition::Insert, under mu_.
-      part->blocks->set_on_evict([this, p](Block* b)
-                                     ABSL_NO_THREAD_SAFETY_ANALYSIS {
-                                       p->bytes -= b->len;
-                                       --file_by_id_[b->file]->cached;
-                                     });
+      // Evictions run inside Partition::Insert, under mu_; evicted
+      // blocks are clean, and go to the second tier.
+      part->blocks->set_on_evict(
+          [this, p](Block* b) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+            p->bytes -= b->len;
+            --file_by_id_[b->file]->cached;
+            if (tier_ != nullptr) {
+              tier_->Put(b->file, b->index, b->data(), b->len);
+            }
+          });
     } else {
       part->blocks->SetCapacity(blocks);
     }
@@ -278,10 +291,12 @@ Block* CacheStage::DirtyBlock(FileState* fs, uint64_t index, Part** part) {
 
 void CacheStage::DropClean(FileState* fs, uint64_t lo, uint64_t hi,
                            const Part* except) {
-  if (fs->cached == 0 || lo >= hi) return;
+  if (lo >= hi) return;
   const uint64_t bs = opts_.block_size;
   const uint64_t first = lo / bs;
   uint64_t last = hi == kAll ? kAll : (hi - 1) / bs;
+  if (tier_ != nullptr) tier_->Drop(fs->id, first, last);
+  if (fs->cached == 0) return;
   if (fs->max_block == 0 || first >= fs->max_block) return;
   last = std::min(last, fs->max_block - 1);
   uint64_t total = 0;
@@ -322,6 +337,7 @@ void CacheStage::FixShort(FileState* fs, uint64_t end) {
   const uint64_t bs = opts_.block_size;
   if (end <= (k + 1) * bs) return;  // the write ends in or before it
   fs->short_block = 0;
+  if (tier_ != nullptr) tier_->Drop(fs->id, k, k);
   for (auto& [name, p] : parts_) {
     Block* b = p->blocks->Find(fs->id, k);
     if (b == nullptr) continue;
@@ -358,6 +374,7 @@ void CacheStage::Read(Io* io, const Forward& forward) {
   const bool bypass =
       opts_.sequential_cutoff > 0 && fs->seq_run > opts_.sequential_cutoff;
 
+  if (tier_ != nullptr && !bypass) Promote(part, fs, first, last);
   size_t present = 0;
   bool hit = !bypass;
   uint64_t data_end = end;  // where the file ends, if before `end`
@@ -475,6 +492,23 @@ void CacheStage::Read(Io* io, const Forward& forward) {
   forward(io);
 }
 
+void CacheStage::Promote(Part* part, FileState* fs, uint64_t first,
+                         uint64_t last) {
+  for (uint64_t i = first; i <= last; ++i) {
+    if (!tier_->Contains(fs->id, i) || part->blocks->Find(fs->id, i)) continue;
+    // (Making room may evict blocks of this read: they go to the tier.)
+    Block* b = InsertBlock(part, fs, i);
+    if (b == nullptr) return;
+    const int64_t len = tier_->Take(fs->id, i, b->data());
+    if (len <= 0) {
+      EraseBlock(part, b);
+      continue;
+    }
+    SetLen(part, b, static_cast<uint32_t>(len));
+    ++tier_hits_;
+  }
+}
+
 void CacheStage::OnChange(const Io& io, bool done) {
   MutexLock l(&mu_);
   if (flush_ios_.contains(&io)) return;  // our own write-back
@@ -551,6 +585,11 @@ void CacheStage::Report(proto::StageStats* out) const {
   c["dirty_bytes"] = static_cast<int64_t>(dirty_total_);
   c["dirty_peak_bytes"] = static_cast<int64_t>(dirty_peak_);
   c["bypassed"] = static_cast<int64_t>(bypassed_);
+  if (tier_ != nullptr) {
+    c["tier_hits"] = static_cast<int64_t>(tier_hits_);
+    c["tier_bytes"] = static_cast<int64_t>(tier_->used_bytes());
+    c["tier_evictions"] = static_cast<int64_t>(tier_->evictions());
+  }
   c["fills_dropped"] = static_cast<int64_t>(fills_dropped_);
   c["flushes"] = static_cast<int64_t>(flushes_);
   c["flush_errors"] = static_cast<int64_t>(flush_errors_);
@@ -569,9 +608,26 @@ absl::Status CacheStage::Reconfigure(const proto::StageConfig& next) {
   // over, writes the dirty blocks back first.
   const bool reset = opts->block_size != opts_.block_size ||
                      opts->by != opts_.by || opts->policy != opts_.policy;
+  // A new second tier (or none) starts empty.
+  const bool new_tier = opts->tier_dir != opts_.tier_dir ||
+                        opts->tier_bytes != opts_.tier_bytes ||
+                        opts->block_size != opts_.block_size;
+  std::unique_ptr<Tier> tier;
+  if (new_tier && !opts->tier_dir.empty()) {
+    auto t = Tier::Open(opts->tier_dir, next.name(), opts->tier_bytes,
+                        opts->block_size);
+    if (!t.ok()) return t.status();
+    tier = *std::move(t);
+  }
   if (dirty_total_ > 0 && (reset || !opts->write_back)) {
     absl::Status s = FlushAllAndWait();
     if (!s.ok()) return s;
+  }
+  if (new_tier) {
+    tier_.reset();  // its file first: the new one may have its name
+    tier_ = std::move(tier);
+  } else if (reset && tier_ != nullptr) {
+    tier_->Clear();
   }
   opts_ = *std::move(opts);
   config_ = next;
@@ -603,6 +659,7 @@ absl::Status CacheStage::Stop() {
     p->evictions_before = 0;
     p->bytes = 0;
   }
+  tier_.reset();
   return s;
 }
 
@@ -619,8 +676,15 @@ void RegisterCacheStage(StageRegistry& registry) {
           return absl::InvalidArgumentError(
               "cache: write_mode write_back needs the host's sSwitch");
         }
+        std::unique_ptr<Tier> tier;
+        if (!opts->tier_dir.empty()) {
+          auto t = Tier::Open(opts->tier_dir, config.name(), opts->tier_bytes,
+                              opts->block_size);
+          if (!t.ok()) return t.status();
+          tier = *std::move(t);
+        }
         return std::make_shared<cache_internal::CacheStage>(
-            config, *std::move(opts), env.sswitch);
+            config, *std::move(opts), std::move(tier), env.sswitch);
       });
 }
 

@@ -35,8 +35,12 @@
 // Limits of this version: the state of a file once seen (about 200 bytes)
 // stays until the stage stops; an fsync of a file written without pause
 // waits until its dirty blocks run out; a write-back write to part of a
-// block not cached goes to the backend (no read-fill); no second tier
-// (tier_dir is refused).
+// block not cached goes to the backend (no read-fill).
+//
+// Second tier (tier_dir, tier_bytes; stages/cache/tier.h): clean blocks
+// evicted from DRAM go there, and come back on a read that misses in DRAM
+// (counted as hits, and in tier_hits); coherence drops them with the DRAM
+// blocks.
 #ifndef SROUTE_STAGES_CACHE_CACHE_STAGE_H_
 #define SROUTE_STAGES_CACHE_CACHE_STAGE_H_
 

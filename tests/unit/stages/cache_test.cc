@@ -343,8 +343,11 @@ TEST_F(CacheTest, RejectsBadOptionsNamingThem) {
   o.set_partition_by("uid");
   EXPECT_NE(make(o).message().find("partition_by"), std::string::npos);
   o = {};
-  o.set_tier_dir("/ssd");
-  EXPECT_NE(make(o).message().find("not supported yet"), std::string::npos);
+  o.set_tier_dir("/ssd");  // without tier_bytes
+  EXPECT_NE(make(o).message().find("tier_bytes"), std::string::npos);
+  o.set_tier_bytes(1 << 20);
+  o.set_tier_dir("/no/such/dir");
+  EXPECT_NE(make(o).message().find("tier_dir /no/such/dir"), std::string::npos);
   o = {};
   o.set_write_mode("write_back");  // needs the host's sSwitch
   EXPECT_NE(make(o).message().find("write_back"), std::string::npos);
@@ -621,6 +624,66 @@ TEST_F(CacheTest, WriteBackSendsWhatItCannotHoldToTheBackendInOrder) {
   ASSERT_TRUE(Fsync("f").ok());
   EXPECT_EQ(ReadWholeFile(dir_ / "f"), want);
   EXPECT_EQ(Counter("carol.dirty_bytes"), 0);
+}
+
+TEST_F(CacheTest, SecondTierKeepsEvictedBlocksCoherently) {
+  TempDir ssd;
+  const std::string content = Pattern(32 * kBs, 20);
+  WriteWholeFile(dir_ / "f", content);
+  WriteWholeFile(dir_ / "g", "short");
+  proto::CacheOptions opts;
+  opts.set_partition_bytes(2 * kBs);
+  opts.set_policy("lru");
+  opts.set_tier_dir(ssd.path());
+  opts.set_tier_bytes(8 * kBs);
+  Start(opts);
+  for (uint64_t b = 0; b < 6; ++b) Read("f", b * kBs, kBs);
+  EXPECT_EQ(Counter("alice.misses"), 6);
+  EXPECT_EQ(Counter("alice.evictions"), 4);
+  EXPECT_EQ(Counter("tier_bytes"), 4 * kBs);  // blocks 0..3
+  // Block 0 comes back from the tier: a hit.
+  EXPECT_EQ(Read("f", 0, kBs), content.substr(0, kBs));
+  EXPECT_EQ(Counter("alice.hits"), 1);
+  EXPECT_EQ(Counter("tier_hits"), 1);
+  // bob writes block 1 past the cache: its tier copy goes.
+  ASSERT_TRUE(Write("f", kBs + 1, "BOB", "bob").ok());
+  std::string want = content;
+  want.replace(kBs + 1, 3, "BOB");
+  EXPECT_EQ(Read("f", kBs, kBs), want.substr(kBs, kBs));
+  EXPECT_EQ(Counter("tier_hits"), 1);
+  EXPECT_EQ(Counter("alice.misses"), 7);
+  // A short block (the end of g) in the tier, then g grows past it.
+  Read("g", 0, kBs);
+  for (uint64_t b = 10; b < 12; ++b) Read("f", b * kBs, kBs);  // evicts g
+  ASSERT_TRUE(Write("g", 2 * kBs, "END", "bob").ok());
+  std::string g = "short";
+  g.resize(2 * kBs, '\0');
+  g += "END";
+  EXPECT_EQ(Read("g", 0, 3 * kBs), g);
+  // The tier replaces its oldest blocks when full.
+  for (uint64_t b = 12; b < 32; ++b) Read("f", b * kBs, kBs);
+  EXPECT_GT(Counter("tier_evictions"), 0);
+  EXPECT_LE(Counter("tier_bytes"), 8 * static_cast<int64_t>(kBs));
+  EXPECT_EQ(Read("f", 30 * kBs, 2 * kBs), content.substr(30 * kBs, 2 * kBs));
+  // A truncate drops every tier block of the file.
+  IoArgs args;
+  args.size = 10;
+  ASSERT_TRUE(host_.Call("bob", Op::kTruncate, "//home/f", args).ok());
+  EXPECT_EQ(Read("f", 0, 32 * kBs), content.substr(0, 10));
+  // A new tier size, live: a new (empty) tier file.
+  proto::StageConfig next = stage_->config();
+  next.mutable_cache()->set_tier_bytes(16 * kBs);
+  ASSERT_TRUE(stage_->Reconfigure(next).ok());
+  EXPECT_EQ(Counter("tier_bytes"), 0);
+  int files = 0;
+  for (auto& e : std::filesystem::directory_iterator(ssd.path())) {
+    (void)e;
+    ++files;
+  }
+  EXPECT_EQ(files, 1);
+  ASSERT_TRUE(stage_->Stop().ok());
+  stopped_ = true;
+  EXPECT_TRUE(std::filesystem::is_empty(ssd.path()));
 }
 
 // 4 writers and 2 readers on one file through the cache: each block holds
