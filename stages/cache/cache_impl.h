@@ -90,6 +90,9 @@ struct FileState {
   // 1 + the index of a block cached with fewer than block_size bytes (the
   // file ended there at its fill or write), 0 if none.
   uint64_t short_block = 0;
+  // Close-to-open: the attributes the last open returned (ino, size,
+  // mtime, ctime), 0 for none.
+  uint64_t open_attr[4] = {0, 0, 0, 0};
   // Sequential run detection (sequential_cutoff_bytes).
   uint64_t seq_end = 0;
   uint64_t seq_run = 0;
@@ -121,6 +124,9 @@ class CacheStage : public HostStage {
 
   // --- cache_stage.cc
   void Read(Io* io, const Forward& forward);
+  // Close-to-open: an open that finds the file changed since the last
+  // open (another host wrote it) drops its clean blocks.
+  void Open(Io* io, const Forward& forward);
   void OnChange(const Io& io, bool done);
   FileState* GetFile(const std::string& name)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -195,6 +201,7 @@ class CacheStage : public HostStage {
   std::unique_ptr<Tier> tier_ ABSL_GUARDED_BY(mu_);  // or null
   uint64_t tier_hits_ ABSL_GUARDED_BY(mu_) = 0;      // blocks taken back
   uint64_t bypassed_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t open_drops_ ABSL_GUARDED_BY(mu_) = 0;  // close-to-open drops
   uint64_t fills_dropped_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t evictions_gone_ ABSL_GUARDED_BY(mu_) = 0;  // of dropped parts
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;

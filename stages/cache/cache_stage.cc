@@ -1,6 +1,7 @@
 #include "stages/cache/cache_stage.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cstring>
@@ -155,6 +156,9 @@ void CacheStage::Submit(Io* io, const Forward& forward) {
     }
     case Op::kFsync:
       Fsync(io, forward);
+      return;
+    case Op::kOpen:
+      Open(io, forward);
       return;
     default:
       break;
@@ -509,6 +513,33 @@ void CacheStage::Promote(Part* part, FileState* fs, uint64_t first,
   }
 }
 
+void CacheStage::Open(Io* io, const Forward& forward) {
+  io->AddResponseHook([this](Io& done) {
+    if (!done.status.ok() || !S_ISREG(done.attr.st_mode)) return;
+    const uint64_t attr[4] = {
+        static_cast<uint64_t>(done.attr.st_ino),
+        static_cast<uint64_t>(done.attr.st_size),
+        static_cast<uint64_t>(done.attr.st_mtim.tv_sec) * 1'000'000'000 +
+            static_cast<uint64_t>(done.attr.st_mtim.tv_nsec),
+        static_cast<uint64_t>(done.attr.st_ctim.tv_sec) * 1'000'000'000 +
+            static_cast<uint64_t>(done.attr.st_ctim.tv_nsec)};
+    MutexLock l(&mu_);
+    FileState* fs = GetFile(done.header.file);
+    if (!std::equal(attr, attr + 4, fs->open_attr)) {
+      // Changed since the last open: by another host, or by writes here
+      // (which dropped what they changed already; dropping again is safe).
+      if (fs->open_attr[0] != 0) {
+        ++fs->gen;
+        fs->short_block = 0;
+        DropClean(fs, 0, kAll);
+        ++open_drops_;
+      }
+      std::copy(attr, attr + 4, fs->open_attr);
+    }
+  });
+  forward(io);
+}
+
 void CacheStage::OnChange(const Io& io, bool done) {
   MutexLock l(&mu_);
   if (flush_ios_.contains(&io)) return;  // our own write-back
@@ -585,6 +616,7 @@ void CacheStage::Report(proto::StageStats* out) const {
   c["dirty_bytes"] = static_cast<int64_t>(dirty_total_);
   c["dirty_peak_bytes"] = static_cast<int64_t>(dirty_peak_);
   c["bypassed"] = static_cast<int64_t>(bypassed_);
+  c["open_drops"] = static_cast<int64_t>(open_drops_);
   if (tier_ != nullptr) {
     c["tier_hits"] = static_cast<int64_t>(tier_hits_);
     c["tier_bytes"] = static_cast<int64_t>(tier_->used_bytes());

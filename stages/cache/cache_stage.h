@@ -13,6 +13,9 @@
 // (SSwitch::AddChangeObserver), through it or not, and drops what the
 // change makes stale, before and after the change, with a per-file
 // generation that makes a fill that raced with a change drop itself.
+// Changes it cannot observe (another host's writes) are caught at open
+// (close-to-open): an open whose reply shows other attributes (inode,
+// size, mtime, ctime) than the last open's drops the file's clean blocks.
 //
 // Write-through writes go on and drop the cached blocks they touch, on
 // their way in and again once done (updating the blocks instead would need

@@ -686,6 +686,28 @@ TEST_F(CacheTest, SecondTierKeepsEvictedBlocksCoherently) {
   EXPECT_TRUE(std::filesystem::is_empty(ssd.path()));
 }
 
+TEST_F(CacheTest, CloseToOpenAcrossHosts) {
+  WriteWholeFile(dir_ / "f", "version one");
+  Start(proto::CacheOptions());
+  auto open = [&] {
+    IoArgs args;
+    args.open_flags = O_RDONLY;
+    return host_.Call("alice", Op::kOpen, "//home/f", args).status();
+  };
+  ASSERT_TRUE(open().ok());
+  EXPECT_EQ(Read("f", 0, kBs), "version one");
+  ASSERT_TRUE(open().ok());  // unchanged: the blocks stay
+  EXPECT_EQ(Read("f", 0, kBs), "version one");
+  EXPECT_EQ(Counter("alice.hits"), 1);
+  // Another host changes the file (here: behind every sSwitch). Until
+  // the next open the cache may serve the old bytes; from it, the new.
+  WriteWholeFile(dir_ / "f", "version two, longer");
+  ASSERT_TRUE(open().ok());
+  EXPECT_EQ(Read("f", 0, kBs), "version two, longer");
+  EXPECT_EQ(Counter("open_drops"), 1);
+  EXPECT_EQ(Counter("alice.misses"), 2);
+}
+
 // 4 writers (one, bob, past the cache) and 2 readers on one file through
 // the cache: each block holds (index, version, checksum); readers check
 // every block they read is whole and no older than the last version
