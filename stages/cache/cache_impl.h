@@ -73,10 +73,13 @@ struct Pending {
   uint64_t lo, hi;  // byte range
 };
 
-// A reader or fsync waiting for the file's dirty blocks to be written.
+// An fsync waiting for the file's blocks that were dirty when it came to
+// be written back (not for later writes: no starving under writers).
 struct FsyncWaiter {
   Io* io;
   const Stage::Forward* forward;  // alive while the IO is inside the stage
+  uint64_t seq;  // flushes issued after it (higher seq) carry its bytes
+  absl::flat_hash_set<Block*> blocks;  // still to be written back
 };
 
 struct FileState {
@@ -181,9 +184,6 @@ class CacheStage : public HostStage {
   // Writes every dirty block back and waits; the first error of a file's
   // flush (also reported and cleared there).
   absl::Status FlushAllAndWait() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Completes or forwards the fsyncs of files that became clean.
-  void WakeFsyncs(FileState* fs, std::vector<FsyncWaiter>* out)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void StopFlusher() ABSL_LOCKS_EXCLUDED(mu_);
 
   SSwitch* const sswitch_;
@@ -214,6 +214,7 @@ class CacheStage : public HostStage {
   uint32_t writers_waiting_ ABSL_GUARDED_BY(mu_) = 0;
   uint32_t flushes_in_flight_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t flushes_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t flush_seq_ ABSL_GUARDED_BY(mu_) = 0;  // of the last flush issued
   uint64_t flush_errors_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t writes_waited_ ABSL_GUARDED_BY(mu_) = 0;
   // Flush IOs in flight (the observer ignores them) and write-back writes

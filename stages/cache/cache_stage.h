@@ -36,9 +36,8 @@
 // block back first (and fails, keeping the old options, if one fails).
 //
 // Limits of this version: the state of a file once seen (about 200 bytes)
-// stays until the stage stops; an fsync of a file written without pause
-// waits until its dirty blocks run out; a write-back write to part of a
-// block not cached goes to the backend (no read-fill).
+// stays until the stage stops; a write-back write to part of a block not
+// cached goes to the backend (no read-fill).
 //
 // Second tier (tier_dir, tier_bytes; stages/cache/tier.h): clean blocks
 // evicted from DRAM go there, and come back on a read that misses in DRAM

@@ -37,6 +37,7 @@ struct CacheStage::Flush {
   FileState* fs = nullptr;
   Part* part = nullptr;
   Block* block = nullptr;
+  uint64_t seq = 0;  // flush_seq_ at its issue
 };
 
 void CacheStage::WriteBack(Io* io, const Forward& forward) {
@@ -174,7 +175,9 @@ void CacheStage::Fsync(Io* io, const Forward& forward) {
     forward(io);  // the backend syncs what it holds
     return;
   }
-  fs->fsync_waiters.push_back(FsyncWaiter{io, &forward});
+  FsyncWaiter w{io, &forward, flush_seq_, {}};
+  for (auto& [b, p] : fs->dirty) w.blocks.insert(b);
+  fs->fsync_waiters.push_back(std::move(w));
   ++fs->urgent;
   StartFlusher();
   work_.Signal();
@@ -259,6 +262,17 @@ void CacheStage::StopFlusher() {
 Block* CacheStage::PickFlush(FileState** out_fs, Part** out_part) {
   const bool any = background_ || writers_waiting_ > 0;
   for (FileState* fs : dirty_files_) {
+    // First what fsyncs wait for.
+    for (const FsyncWaiter& w : fs->fsync_waiters) {
+      for (Block* b : w.blocks) {
+        if (b->flushing || Held(*fs, *b)) continue;
+        *out_fs = fs;
+        *out_part = fs->dirty.at(b);
+        return b;
+      }
+    }
+  }
+  for (FileState* fs : dirty_files_) {
     if (!any && !flush_all_ && fs->urgent == 0) continue;
     for (auto& [b, p] : fs->dirty) {
       if (b->flushing || Held(*fs, *b)) continue;
@@ -282,6 +296,7 @@ void CacheStage::RunFlusher() {
       f->fs = fs;
       f->part = part;
       f->block = b;
+      f->seq = ++flush_seq_;
       f->data.assign(b->data(), b->len);
       f->io.header.source = fs->writer;
       f->io.header.stage = config_.name();
@@ -322,6 +337,12 @@ void CacheStage::FlushDone(Flush* f) {
     b->flushing = 0;
     const bool again = b->redirty;
     b->redirty = 0;
+    // A waiter is done with the block if the backend has its bytes of
+    // the waiter's time: the flush left it clean, or was issued after the
+    // waiter came; a failed block is done too (the error tells).
+    for (FsyncWaiter& w : fs->fsync_waiters) {
+      if (!again || f->seq > w.seq || !f->io.status.ok()) w.blocks.erase(b);
+    }
     if (f->io.status.ok()) {
       if (!again) {
         b->dirty = 0;
@@ -339,14 +360,16 @@ void CacheStage::FlushDone(Flush* f) {
       fs->dirty_size = 0;
     }
     if (dirty_total_ <= opts_.dirty_low) background_ = false;
-    if (fs->dirty.empty() && fs->flushing == 0 && !fs->fsync_waiters.empty()) {
-      for (FsyncWaiter& w : fs->fsync_waiters) {
-        absl::Status s = std::move(fs->error);
-        fs->error = absl::OkStatus();
-        wake.emplace_back(w, std::move(s));
-        --fs->urgent;
+    for (auto it = fs->fsync_waiters.begin(); it != fs->fsync_waiters.end();) {
+      if (!it->blocks.empty()) {
+        ++it;
+        continue;
       }
-      fs->fsync_waiters.clear();
+      absl::Status s = std::move(fs->error);
+      fs->error = absl::OkStatus();
+      wake.emplace_back(std::move(*it), std::move(s));
+      --fs->urgent;
+      it = fs->fsync_waiters.erase(it);
     }
     flushed_.SignalAll();
     work_.Signal();

@@ -568,6 +568,36 @@ TEST_F(CacheTest, WriteBackErrorSurfacesOnTheNextFsyncOnce) {
   EXPECT_EQ(stage_->Reconfigure(next).code(), absl::StatusCode::kDataLoss);
 }
 
+TEST_F(CacheTest, FsyncReturnsWhileAnotherWriterKeepsWriting) {
+  WriteWholeFile(dir_ / "f", "");
+  proto::CacheOptions opts = WriteBackOptions();
+  opts.set_max_flushes(1);
+  // Slow flushes (through d): the writer re-dirties faster than they go.
+  delay_us_ = 1000;
+  Start(opts,
+        "<stage:c, w, //home/*> -> <IO, stage:d>\n"
+        "<stage:d, *, //home/*> -> <IO, //home/*>\n");
+  const std::string mine(kBs, 'm');
+  ASSERT_TRUE(Write("f", 0, mine).ok());
+  std::atomic<bool> stop{false};
+  std::thread writer([&] {
+    // Rewrites blocks 1..8 without pause: the file is never clean.
+    for (uint64_t i = 0; !stop.load(); ++i) {
+      ASSERT_TRUE(Write("f", (1 + i % 8) * kBs, Pattern(kBs, i), "w").ok());
+    }
+  });
+  // Let the writer dirty its blocks first.
+  while (Counter("w.dirty_bytes") < 8 * static_cast<int64_t>(kBs)) {
+    std::this_thread::yield();
+  }
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_TRUE(Fsync("f").ok());  // returns: waits only for older bytes
+    EXPECT_EQ(ReadWholeFile(dir_ / "f").substr(0, kBs), mine);
+  }
+  stop.store(true);
+  writer.join();
+}
+
 TEST_F(CacheTest, StopWritesBackEverything) {
   WriteWholeFile(dir_ / "a", "");
   WriteWholeFile(dir_ / "b", "");
