@@ -30,19 +30,34 @@
 // front end sends none for flush/release), so fsync is what waits for
 // the backend.
 //
-// Live changes (Reconfigure): budgets grow or shrink in place (shrinking
-// evicts); a new block_size, partition_by or policy starts from empty
-// partitions; leaving write-back, or starting over, writes every dirty
-// block back first (and fails, keeping the old options, if one fails).
-//
-// Limits of this version: the state of a file once seen (about 200 bytes)
-// stays until the stage stops; a write-back write to part of a block not
-// cached goes to the backend (no read-fill).
+// Reads of a sequential run longer than sequential_cutoff_bytes go on
+// without filling (they would only push out what is read again).
 //
 // Second tier (tier_dir, tier_bytes; stages/cache/tier.h): clean blocks
 // evicted from DRAM go there, and come back on a read that misses in DRAM
 // (counted as hits, and in tier_hits); coherence drops them with the DRAM
 // blocks.
+//
+// Live changes (Reconfigure): budgets grow or shrink in place (shrinking
+// evicts); a new block_size, partition_by or policy starts from empty
+// partitions; leaving write-back, or starting over, writes every dirty
+// block back first (and fails, keeping the old options, if one fails); a
+// new tier_dir or tier_bytes starts a new, empty tier. Stop() writes every
+// dirty block back and returns the first error.
+//
+// Counters (Report): per partition P (a tenant, a rule id, or "all")
+// P.hits, P.misses, P.partial_hits (reads, exactly one each), P.evictions,
+// P.bytes, P.dirty_bytes, P.budget_bytes; stage-wide the sums and
+// dirty_peak_bytes, bypassed, fills_dropped, flushes, flush_errors,
+// writes_waited, open_drops, tier_hits, tier_bytes, tier_evictions.
+//
+// Limits of this version: the state of a file once seen (about 200 bytes)
+// stays until the stage stops; a write-back write to part of a block not
+// cached goes to the backend (no read-fill); the stage must be stopped
+// before its sSwitch goes.
+//
+// Thread safety: thread-safe (one lock per stage, stages/cache/
+// cache_impl.h).
 #ifndef SROUTE_STAGES_CACHE_CACHE_STAGE_H_
 #define SROUTE_STAGES_CACHE_CACHE_STAGE_H_
 
