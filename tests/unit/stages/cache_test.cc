@@ -858,6 +858,7 @@ TEST_F(CacheTest, ConcurrentWritersAndReadersWriteBack) {
   ConcurrentChecksums(host_, dir_.path(), true,
                       [this](const std::string& c) { return Counter(c); });
   EXPECT_GT(Counter("flushes"), 0);
+  EXPECT_LE(Counter("dirty_peak_bytes"), 16 * static_cast<int64_t>(kBs));
 }
 
 }  // namespace
