@@ -217,6 +217,7 @@ class CacheStage : public HostStage {
   uint64_t flush_seq_ ABSL_GUARDED_BY(mu_) = 0;  // of the last flush issued
   uint64_t flush_errors_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t writes_waited_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t read_fills_ ABSL_GUARDED_BY(mu_) = 0;  // edge blocks read first
   // Flush IOs in flight (the observer ignores them) and write-back writes
   // completed here whose done=true has not come yet.
   absl::flat_hash_set<const Io*> flush_ios_ ABSL_GUARDED_BY(mu_);

@@ -626,6 +626,7 @@ void CacheStage::Report(proto::StageStats* out) const {
   c["flushes"] = static_cast<int64_t>(flushes_);
   c["flush_errors"] = static_cast<int64_t>(flush_errors_);
   c["writes_waited"] = static_cast<int64_t>(writes_waited_);
+  c["read_fills"] = static_cast<int64_t>(read_fills_);
 }
 
 absl::Status CacheStage::Reconfigure(const proto::StageConfig& next) {

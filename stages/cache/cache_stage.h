@@ -49,12 +49,11 @@
 // P.hits, P.misses, P.partial_hits (reads, exactly one each), P.evictions,
 // P.bytes, P.dirty_bytes, P.budget_bytes; stage-wide the sums and
 // dirty_peak_bytes, bypassed, fills_dropped, flushes, flush_errors,
-// writes_waited, open_drops, tier_hits, tier_bytes, tier_evictions.
+// writes_waited, read_fills, open_drops, tier_hits, tier_bytes, tier_evictions.
 //
 // Limits of this version: the state of a file once seen (about 200 bytes)
-// stays until the stage stops; a write-back write to part of a block not
-// cached goes to the backend (no read-fill); the stage must be stopped
-// before its sSwitch goes.
+// stays until the stage stops; the stage must be stopped before its
+// sSwitch goes.
 //
 // Thread safety: thread-safe (one lock per stage, stages/cache/
 // cache_impl.h).

@@ -1,11 +1,15 @@
 // Write-back: dirty blocks, the flusher, fsync (CacheStage, cache_impl.h).
 //
 // A write completes in the cache when every block it touches is in the
-// writer's partition already or written whole: a partial write to a block
-// not cached would need the block's old bytes, and rather than read them
-// first (a read child, with its own races) such a write goes on to the
-// backend like a write-through one, ordered against the dirty blocks it
-// overlaps like an external write (below). Dirty blocks are never evicted.
+// writer's partition or written whole. The (at most two) edge blocks it
+// covers in part are read first when not cached (a read IO behind the
+// stage; the writer's thread waits for it), rather than keeping dirty
+// byte ranges per block, which would make every read of such a block
+// merge backend and cache bytes. If that read raced with a change to the
+// file, or a block is dirty in another partition, or no room is left,
+// the write goes on to the backend like a write-through one, ordered
+// against the dirty blocks it overlaps like an external write (below).
+// Dirty blocks are never evicted.
 //
 // Ordering against changes that do not come through the cache (or fall
 // back): the observer sees each before it reaches the backend (done=false).
@@ -68,6 +72,50 @@ void CacheStage::WriteBack(Io* io, const Forward& forward) {
   const uint64_t first = off / bs;
   const uint64_t last = (end - 1) / bs;
   if ((last - first + 1) * 2 > part->blocks->capacity()) return go_on();
+
+  // The edge blocks the write covers in part need their other bytes:
+  // read them first (behind the stage, like flushes), unless a change to
+  // the file raced with the read.
+  const std::vector<uint64_t> edges = first == last
+                                          ? std::vector<uint64_t>{first}
+                                          : std::vector<uint64_t>{first, last};
+  for (uint64_t i : edges) {
+    const uint64_t bstart = i * bs;
+    if ((off <= bstart && end >= bstart + bs) ||
+        part->blocks->Find(fs->id, i) != nullptr ||
+        DirtyBlock(fs, i) != nullptr) {
+      continue;
+    }
+    const uint64_t gen = fs->gen;
+    std::string buf(bs, '\0');
+    Io child;
+    child.header = io->header;
+    child.header.stage = config_.name();
+    child.header.op = Op::kRead;
+    child.header.offset = bstart;
+    child.header.length = bs;
+    child.read_buffer = std::span<char>(buf.data(), buf.size());
+    bool read = false;
+    child.set_completion([this, &read](Io&) {
+      MutexLock cl(&mu_);
+      read = true;
+      flushed_.SignalAll();
+    });
+    l.Unlock();
+    sswitch_->Route(&child);
+    l.Lock();
+    while (!read) flushed_.Wait(&mu_);
+    if (!child.status.ok() || fs->gen != gen || stopped_ ||
+        part->blocks->Find(fs->id, i) != nullptr) {
+      continue;  // the plan below sends the write on if still missing
+    }
+    Block* b = InsertBlock(part, fs, i);
+    if (b == nullptr) continue;
+    const uint64_t got = std::min<uint64_t>(child.bytes, bs);
+    std::memcpy(b->data(), buf.data(), got);
+    SetLen(part, b, static_cast<uint32_t>(got));
+    ++read_fills_;
+  }
 
   // Plan, waiting while the new dirty bytes would pass the limit.
   bool waited = false;
