@@ -1,6 +1,7 @@
 // The built-in stage kinds (and the delegates that go with them),
 // registered by StageRegistry::Global().
 #include "sswitch/delegate.h"
+#include "stages/cache/cache_stage.h"
 #include "stages/cache/shards_delegate.h"
 #include "stages/delay/delay_stage.h"
 #include "stages/stage.h"
@@ -8,6 +9,7 @@
 namespace sroute {
 
 void RegisterBuiltinStages(StageRegistry& registry) {
+  RegisterCacheStage(registry);
   RegisterDelayStage(registry);
   // Delegates that belong with stages (they are registered with the stage
   // kinds, before any host loads rules: HostRuntime::AddStages).

@@ -166,9 +166,12 @@ absl::Status ApplyStageOptions(std::string_view options,
     }
     if (f->is_repeated() &&
         f->cpp_type() == pb::FieldDescriptor::CPPTYPE_MESSAGE) {
-      std::unique_ptr<pb::Message> entry(pb::MessageFactory::generated_factory()
-                                             ->GetPrototype(f->message_type())
-                                             ->New());
+      // A new entry from the type's prototype (GetRepeatedMessage(0) of
+      // an empty field fails a CHECK).
+      auto entry =
+          std::unique_ptr<pb::Message>(pb::MessageFactory::generated_factory()
+                                           ->GetPrototype(f->message_type())
+                                           ->New());
       if (absl::Status s = SetNamed(entry.get(), key, value); !s.ok()) {
         return s;
       }

@@ -13,10 +13,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <set>
 #include <sstream>
 #include <string>
@@ -650,6 +652,60 @@ TEST_F(ServerTest, RemoteStageOnAServerSeesTheIoAndHandsItToTheServersRules) {
   const int fd = open((mnt_ / "bad/x").c_str(), O_CREAT | O_WRONLY, 0644);
   EXPECT_LT(fd, 0);
   if (fd >= 0) close(fd);
+}
+
+// Close-to-open across two volumes through a cache on their server: every
+// write of one volume passes the server's sSwitch, so the server's cache
+// never serves the other volume a stale block. Each trial writes new bytes
+// on volume A and closes, then opens and reads them on volume B.
+TEST_F(ServerTest, CloseToOpenAcrossTwoVolumesThroughAServerSideCache) {
+  ServerProcess* s1 = StartServer(
+      "S1", r1_.path(),
+      {"--stage", "sc=cache:partition_by=none,partition_bytes=4M",
+       "--control", ctl_ / "s1.sock", "--rule",
+       "<*, *, //S1/c2o/*> -> <IO, stage:sc>"});
+  ASSERT_EQ(mkdir((r1_ / "c2o").c_str(), 0755), 0);
+  TempDir mnt_b, ctl_b;
+  auto mount = [&](const std::string& at, const std::string& sock) {
+    return std::make_unique<MountedVolume>(
+        SROUTE_FUSE_BINARY, at,
+        std::vector<std::string>{"--backing", s1->address(), "--secret-file",
+                                 secret_, "--kernel-cache", "off", "--control",
+                                 sock});
+  };
+  auto a = mount(mnt_.path(), ctl_ / "a.sock");
+  auto b = mount(mnt_b.path(), ctl_b / "b.sock");
+  ASSERT_TRUE(a->ok() && b->ok());
+  const std::string on_a = mnt_ / "c2o/f", on_b = mnt_b / "c2o/f";
+  WriteWholeFile(on_a, std::string(16384, 'x'));
+  constexpr int kTrials = 10000;
+  int fresh = 0;
+  std::mt19937_64 rng(11);
+  std::string block(4096, '\0');
+  for (int t = 0; t < kTrials; ++t) {
+    const off_t off = static_cast<off_t>(rng() % 4) * 4096;
+    for (size_t i = 0; i < block.size(); i += 8) {
+      const uint64_t v = rng();
+      std::memcpy(&block[i], &v, 8);
+    }
+    const int w = open(on_a.c_str(), O_WRONLY);
+    ASSERT_GE(w, 0);
+    ASSERT_EQ(pwrite(w, block.data(), block.size(), off), 4096);
+    ASSERT_EQ(close(w), 0);
+    const int r = open(on_b.c_str(), O_RDONLY);
+    ASSERT_GE(r, 0);
+    std::string got(4096, '\0');
+    ASSERT_EQ(pread(r, got.data(), got.size(), off), 4096);
+    close(r);
+    fresh += got == block;
+  }
+  EXPECT_EQ(fresh, kTrials);
+  // The server's cache served reads (it is not bypassed).
+  auto [rc, out] = Ctl("--host unix:" + (ctl_ / "s1.sock") + " stages ls --json");
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_EQ(out.find("\"ios\": 0,"), std::string::npos) << out;
+  b.reset();
+  a.reset();
 }
 
 // POSIX parity with the whole volume on a storage server: every scenario of

@@ -72,6 +72,7 @@ struct Volume {
     std::string kernel_cache = "auto";
     bool remote_backing = false;  // the home is a storage server
     bool remote_fast = false;     // "fast" is a storage server
+    std::vector<std::string> extra;  // more sroute-fuse flags (--stage)
   };
   explicit Volume(const Options& o) {
     fs::create_directories(dir / "home");
@@ -99,12 +100,15 @@ struct Volume {
     }
     WriteWholeFile(dir / "volume.rules", o.rules + "\n");
     socket = dir / "control.sock";
-    volume = std::make_unique<MountedVolume>(
-        SROUTE_FUSE_BINARY, dir / "mnt",
-        std::vector<std::string>{"--backing", backing, "--endpoint",
-                                 "fast=" + fast, "--secret-file", secret,
-                                 "--rules", dir / "volume.rules", "--control",
-                                 socket, "--kernel-cache", o.kernel_cache});
+    std::vector<std::string> args = {"--backing",      backing,
+                                     "--endpoint",     "fast=" + fast,
+                                     "--secret-file",  secret,
+                                     "--rules",        dir / "volume.rules",
+                                     "--control",      socket,
+                                     "--kernel-cache", o.kernel_cache};
+    args.insert(args.end(), o.extra.begin(), o.extra.end());
+    volume = std::make_unique<MountedVolume>(SROUTE_FUSE_BINARY, dir / "mnt",
+                                             std::move(args));
   }
   bool ok() const {
     return volume->ok() && (!home_server || home_server->ok()) &&
@@ -267,6 +271,8 @@ struct RuleKind {
   // Files beneath fast/ that must equal d/a and d/b at the end (replicas).
   const char* replica_a = nullptr;
   const char* replica_b = nullptr;
+  // A stage the rules route through (--stage NAME=KIND:...).
+  const char* stage = nullptr;
 };
 
 const RuleKind kKinds[] = {
@@ -290,6 +296,19 @@ const RuleKind kKinds[] = {
      "<*, r|w, //home/d/a[0:64K]> -> <IO, //fast/a>\n"
      "<*, *, //home/d/b> -> <IO, //fast/b>",
      true},
+    // Waypoints: a cache stage small enough to evict all the time.
+    {"cache_write_through", "<*, *, //home/d/*> -> <IO, stage:c>", false,
+     nullptr, nullptr, "c=cache:partition_bytes=192K"},
+    {"cache_lru", "<*, *, //home/d/*> -> <IO, stage:c>", false, nullptr,
+     nullptr, "c=cache:partition_bytes=192K,policy=lru,block_size=1K"},
+    {"cache_write_back", "<*, *, //home/d/*> -> <IO, stage:c>", false, nullptr,
+     nullptr,
+     "c=cache:partition_bytes=192K,write_mode=write_back,"
+     "dirty_limit_bytes=64K"},
+    {"cache_to_server",
+     "<*, *, //home/d/*> -> <IO, stage:c>\n"
+     "<stage:c, *, //home/d/*> -> <IO, //fast/*>",
+     true, nullptr, nullptr, "c=cache:partition_bytes=192K"},
 };
 
 using KindParam = std::tuple<int, std::string>;  // kind, kernel cache
@@ -303,6 +322,7 @@ TEST_P(ExerciserTest, MatchesTheModel) {
   o.rules = kind.rules;
   o.kernel_cache = cache;
   o.remote_fast = kind.remote_fast;
+  if (kind.stage != nullptr) o.extra = {"--stage", kind.stage};
   Volume v(o);
   ASSERT_TRUE(v.ok());
   ASSERT_EQ(mkdir(v.mnt("d").c_str(), 0755), 0);
@@ -312,6 +332,13 @@ TEST_P(ExerciserTest, MatchesTheModel) {
   eo.shifts_may_be_refused = true;  // FUSE passes no collapse/insert
   const ExerciseResult r = Exercise({v.mnt("d/a"), v.mnt("d/b")}, eo);
   ASSERT_TRUE(r.ok) << r.error;
+  if (kind.stage != nullptr) {
+    // The IOs went through the stage, and it is idle.
+    auto [rc, out] = v.Ctl("stages ls --json");
+    ASSERT_EQ(rc, 0) << out;
+    EXPECT_EQ(out.find("\"ios\": 0,"), std::string::npos) << out;
+    EXPECT_NE(out.find("\"in_flight\": 0,"), std::string::npos) << out;
+  }
   if (kind.replica_a != nullptr) {
     // Scatter: both copies hold exactly the file.
     EXPECT_EQ(ReadAll(v.fast(kind.replica_a)), ReadAll(v.mnt("d/a")));

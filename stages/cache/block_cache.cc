@@ -1,0 +1,201 @@
+#include "stages/cache/block_cache.h"
+
+#include <cstring>
+#include <new>
+
+#include "absl/hash/hash.h"
+
+namespace sroute {
+
+void Partition::List::PushHead(Block* b) {
+  b->prev = nullptr;
+  b->next = head;
+  if (head != nullptr) head->prev = b;
+  head = b;
+  if (tail == nullptr) tail = b;
+  ++size;
+}
+
+void Partition::List::Remove(Block* b) {
+  if (b->prev != nullptr) b->prev->next = b->next;
+  if (b->next != nullptr) b->next->prev = b->prev;
+  if (head == b) head = b->next;
+  if (tail == b) tail = b->prev;
+  b->prev = b->next = nullptr;
+  --size;
+}
+
+size_t Partition::Hash::operator()(const Key& k) const {
+  return absl::HashOf(k.file, k.index);
+}
+
+Partition::Partition(Policy policy, uint64_t capacity_blocks, size_t block_size)
+    : policy_(policy), capacity_(capacity_blocks), block_size_(block_size) {}
+
+Partition::~Partition() {
+  for (Block* b : index_) Free(b);
+}
+
+Block* Partition::Find(uint32_t file, uint64_t index) const {
+  auto it = index_.find(Key{file, index});
+  return it == index_.end() ? nullptr : *it;
+}
+
+Block* Partition::Lookup(uint32_t file, uint64_t index) {
+  Block* b = Find(file, index);
+  if (b == nullptr) return nullptr;
+  if (policy_ == Policy::kLru) {
+    main_.Remove(b);
+    main_.PushHead(b);
+  } else if (b->freq < 3) {
+    ++b->freq;
+  }
+  return b;
+}
+
+size_t Partition::SmallTarget() const {
+  return capacity_ / 10 > 0 ? capacity_ / 10 : 1;
+}
+
+Block* Partition::Insert(uint32_t file, uint64_t index) {
+  if (capacity_ == 0) return nullptr;
+  while (index_.size() >= capacity_) {
+    if (!EvictOne()) return nullptr;
+  }
+  void* mem = ::operator new(sizeof(Block) + block_size_);
+  Block* b = new (mem) Block();
+  std::memset(b->data(), 0, block_size_);
+  b->file = file;
+  b->index = index;
+  index_.insert(b);
+  if (policy_ == Policy::kLru) {
+    main_.PushHead(b);
+    return b;
+  }
+  // A key seen lately (in the ghost queue) goes straight to main.
+  auto g = ghost_.find(GhostKey(file, index));
+  if (g != ghost_.end()) {
+    ghost_.erase(g);
+    b->in_main = 1;
+    main_.PushHead(b);
+  } else {
+    small_.PushHead(b);
+  }
+  return b;
+}
+
+void Partition::Erase(Block* b) {
+  (b->in_main || policy_ == Policy::kLru ? main_ : small_).Remove(b);
+  index_.erase(b);
+  Free(b);
+}
+
+void Partition::Free(Block* b) {
+  b->~Block();
+  ::operator delete(b);
+}
+
+void Partition::Drop(Block* b) {
+  if (on_evict_) on_evict_(b);
+  ++evictions_;
+  index_.erase(b);
+  Free(b);
+}
+
+void Partition::SetCapacity(uint64_t capacity_blocks) {
+  capacity_ = capacity_blocks;
+  while (index_.size() > capacity_) {
+    if (!EvictOne()) break;
+  }
+}
+
+void Partition::ForEach(const std::function<void(Block*)>& fn) const {
+  for (Block* b : index_) fn(b);
+}
+
+bool Partition::EvictOne() {
+  if (index_.empty()) return false;
+  if (policy_ == Policy::kLru) {
+    // Oldest first, passing over blocks that cannot go (dirty, flushing).
+    for (Block* b = main_.tail; b != nullptr; b = b->prev) {
+      if (b->dirty || b->flushing) continue;
+      main_.Remove(b);
+      Drop(b);
+      return true;
+    }
+    return false;
+  }
+  if (small_.size >= SmallTarget()) return EvictSmall();
+  return EvictMain();
+}
+
+bool Partition::EvictSmall() {
+  // Bounded: a block that cannot go moves to main, so each is seen once.
+  while (small_.tail != nullptr) {
+    Block* b = small_.tail;
+    small_.Remove(b);
+    if (b->freq >= 1 || b->dirty || b->flushing) {
+      b->freq = 0;
+      b->in_main = 1;
+      main_.PushHead(b);
+      continue;
+    }
+    AddGhost(GhostKey(b->file, b->index));
+    Drop(b);
+    return true;
+  }
+  return EvictMain();
+}
+
+bool Partition::EvictMain() {
+  // Each pass lowers a counter or passes a pinned block; a full round of
+  // pinned blocks means nothing can go.
+  size_t pinned = 0;
+  while (main_.tail != nullptr && pinned <= main_.size) {
+    Block* b = main_.tail;
+    main_.Remove(b);
+    if (b->dirty || b->flushing) {
+      ++pinned;
+      main_.PushHead(b);
+      continue;
+    }
+    if (b->freq >= 1) {
+      --b->freq;
+      main_.PushHead(b);
+      continue;
+    }
+    Drop(b);
+    return true;
+  }
+  return false;
+}
+
+void Partition::AddGhost(uint64_t key) {
+  const uint64_t seq = ++ghost_seq_;
+  ghost_[key] = seq;
+  ghost_queue_.emplace_back(key, seq);
+  // As many ghost keys as the partition has blocks, the oldest going
+  // first.
+  auto live = [this](const std::pair<uint64_t, uint64_t>& e) {
+    auto it = ghost_.find(e.first);
+    return it != ghost_.end() && it->second == e.second;
+  };
+  while (ghost_.size() > capacity_) {
+    if (live(ghost_queue_.front())) ghost_.erase(ghost_queue_.front().first);
+    ghost_queue_.pop_front();
+  }
+  // Entries of keys that left the ghost early (read again) are skipped;
+  // compacted when they pile up.
+  while (!ghost_queue_.empty() && !live(ghost_queue_.front())) {
+    ghost_queue_.pop_front();
+  }
+  if (ghost_queue_.size() > 2 * ghost_.size() + 16) {
+    std::deque<std::pair<uint64_t, uint64_t>> kept;
+    for (const auto& e : ghost_queue_) {
+      if (live(e)) kept.push_back(e);
+    }
+    ghost_queue_.swap(kept);
+  }
+}
+
+}  // namespace sroute
