@@ -346,11 +346,35 @@ void SSwitch::MakeDetourFile(const std::shared_ptr<DetourCreate>& st) {
 }
 
 std::string SSwitch::ResolveWholeFile(const Snapshot& snap, const IoHeader& h) {
-  return ResolveEntry(snap.table->MatchWhole(h), h.file);
+  return ResolveThroughStages(snap, h, h.op);
 }
 
 std::string SSwitch::HomeOf(const Snapshot& snap, const IoHeader& h) {
-  return ResolveEntry(snap.table->MatchWholeAs(h, Op::kGetattr), h.file);
+  return ResolveThroughStages(snap, h, Op::kGetattr);
+}
+
+// A local stage hands the IO back to be routed as source stage:NAME, so the
+// file a waypoint route reaches is where the rules send that: follow it (a
+// file whose every route passes a cache is still one file, not a file with
+// its bytes elsewhere). A remote stage's server has the file itself.
+std::string SSwitch::ResolveThroughStages(const Snapshot& snap, IoHeader h,
+                                          Op as) {
+  for (int hop = 0; hop < kMaxStageHops; ++hop) {
+    const RuleEntry* e = snap.table->MatchWholeAs(h, as);
+    if (e == nullptr) return h.file;
+    const Detour* io = nullptr;
+    for (const Detour& d : e->rule().detours) {
+      if (d.what == Detour::What::kIo) {
+        io = &d;
+        break;
+      }
+    }
+    if (io == nullptr) return h.file;
+    if (io->target.kind != Target::Kind::kStage) return ResolveEntry(e, h.file);
+    if (!io->target.stage_host.empty()) return h.file;
+    h.stage = io->target.stage;
+  }
+  return "";  // a loop of stages
 }
 
 std::string SSwitch::ResolveEntry(const RuleEntry* e, const std::string& file) {

@@ -289,6 +289,10 @@ class SSwitch {
   static std::string ResolveWholeFile(const Snapshot& snap, const IoHeader& h);
   // Where the file of `h` has its home: ResolveWholeFile for a getattr.
   static std::string HomeOf(const Snapshot& snap, const IoHeader& h);
+  // The file a whole-file IO like `h` (as op `as`) reaches, through the
+  // local stages on its route.
+  static std::string ResolveThroughStages(const Snapshot& snap, IoHeader h,
+                                          Op as);
   // The file rule `e` sends a whole-file IO on `file` to (`file` itself
   // for no rule, "" for a stage or the controller).
   static std::string ResolveEntry(const RuleEntry* e, const std::string& file);

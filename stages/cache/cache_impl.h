@@ -165,6 +165,8 @@ class CacheStage : public HostStage {
   // --- write_back.cc
   void WriteBack(Io* io, const Forward& forward);
   void Fsync(Io* io, const Forward& forward);
+  // Adds the hook that shows the file's size with its dirty bytes.
+  void ShowDirtySize(Io* io);
   // Before a change to fs's bytes in [lo, hi) reaches the backend: waits
   // for flushes in flight there (and, for whole-file changes, writes every
   // dirty block first); a write then holds the dirty blocks it overlaps.
@@ -186,8 +188,14 @@ class CacheStage : public HostStage {
   absl::Status FlushAllAndWait() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void StopFlusher() ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Tells the sSwitch whether closes (Op::kFlush) should reach this
+  // stage: in write-back mode, so close(2) returns once the file's dirty
+  // blocks are written back.
+  void WantFlushes(bool on) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   SSwitch* const sswitch_;
   uint64_t observer_id_ = 0;
+  bool wants_flushes_ ABSL_GUARDED_BY(mu_) = false;
 
   mutable Mutex mu_;
   proto::StageConfig config_ ABSL_GUARDED_BY(mu_);

@@ -114,6 +114,14 @@ CacheStage::CacheStage(proto::StageConfig config, Options opts,
     observer_id_ = sswitch_->AddChangeObserver(
         [this](const Io& io, bool done) { OnChange(io, done); });
   }
+  MutexLock l(&mu_);
+  WantFlushes(opts_.write_back);
+}
+
+void CacheStage::WantFlushes(bool on) {
+  if (sswitch_ == nullptr || on == wants_flushes_) return;
+  wants_flushes_ = on;
+  sswitch_->WantFlushes(on ? 1 : -1);
 }
 
 CacheStage::~CacheStage() {
@@ -123,6 +131,7 @@ CacheStage::~CacheStage() {
   {
     MutexLock l(&mu_);
     stopped = stopped_;
+    if (!stopped) WantFlushes(false);
     // Not stopped (dirty blocks are lost): flushes in flight call back.
     while (flushes_in_flight_ > 0) flushed_.Wait(&mu_);
   }
@@ -155,10 +164,23 @@ void CacheStage::Submit(Io* io, const Forward& forward) {
       break;
     }
     case Op::kFsync:
+    case Op::kFlush:  // a close: write back what this file has dirty
       Fsync(io, forward);
       return;
     case Op::kOpen:
+      ShowDirtySize(io);
       Open(io, forward);
+      return;
+    case Op::kGetattr:
+    case Op::kLookup:
+    case Op::kSetattr:
+    case Op::kCreate:
+      ShowDirtySize(io);
+      break;
+    case Op::kLseek:
+      // Data and holes: the backend's answer is right once it has the
+      // dirty blocks (an fsync's wait, without the backend's sync).
+      Fsync(io, forward);
       return;
     default:
       break;
@@ -393,8 +415,10 @@ void CacheStage::Read(Io* io, const Forward& forward) {
       ++present;
       const uint64_t bstart = i * bs;
       if (hit && b->len < bs && bstart + b->len < end) {
-        // The file ended here at the fill, unless dirty bytes lie beyond.
-        if (fs->dirty_size > bstart + b->len) {
+        // The file ended here at the fill, unless dirty bytes lie beyond,
+        // or a later write or fill made another block the short one (this
+        // one's end is stale: go to the backend, the fill mends it).
+        if (fs->dirty_size > bstart + b->len || fs->short_block != i + 1) {
           hit = false;
           continue;
         }
@@ -485,7 +509,16 @@ void CacheStage::Read(Io* io, const Forward& forward) {
       const uint64_t avail = std::min(bs, off + got - bstart);
       // A block is whole, or ends where a short read says the file ends.
       if (avail < bs && !short_read) break;
-      if (part->blocks->Find(fs->id, i) != nullptr) continue;
+      if (Block* have = part->blocks->Find(fs->id, i); have != nullptr) {
+        // A clean block that ended short holds fewer bytes than the
+        // backend now has: it takes them (same generation, so no change
+        // came in between).
+        if (!have->dirty && !have->flushing && have->len < avail) {
+          std::memcpy(have->data(), buf + (bstart - off), avail);
+          SetLen(part, have, static_cast<uint32_t>(avail));
+        }
+        continue;
+      }
       Block* b = InsertBlock(part, fs, i);
       if (b == nullptr) break;
       std::memcpy(b->data(), buf + (bstart - off), avail);
@@ -511,6 +544,20 @@ void CacheStage::Promote(Part* part, FileState* fs, uint64_t first,
     SetLen(part, b, static_cast<uint32_t>(len));
     ++tier_hits_;
   }
+}
+
+// Write-back: a file's size is the backend's or the end of its furthest
+// dirty byte, whichever is larger (stat after a write sees the write).
+void CacheStage::ShowDirtySize(Io* io) {
+  io->AddResponseHook([this](Io& done) {
+    if (!done.status.ok() || !S_ISREG(done.attr.st_mode)) return;
+    MutexLock l(&mu_);
+    const FileState* fs = FindFile(done.header.file);
+    if (fs != nullptr &&
+        fs->dirty_size > static_cast<uint64_t>(done.attr.st_size)) {
+      done.attr.st_size = static_cast<off_t>(fs->dirty_size);
+    }
+  });
 }
 
 void CacheStage::Open(Io* io, const Forward& forward) {
@@ -664,6 +711,7 @@ absl::Status CacheStage::Reconfigure(const proto::StageConfig& next) {
   }
   opts_ = *std::move(opts);
   config_ = next;
+  WantFlushes(opts_.write_back);
   if (reset) {
     for (auto& [name, fs] : files_) {
       ++fs->gen;
@@ -682,6 +730,7 @@ absl::Status CacheStage::Stop() {
     MutexLock l(&mu_);
     if (dirty_total_ > 0 || flushes_in_flight_ > 0) s = FlushAllAndWait();
     stopped_ = true;
+    WantFlushes(false);
   }
   StopFlusher();
   if (sswitch_ != nullptr) sswitch_->RemoveChangeObserver(observer_id_);

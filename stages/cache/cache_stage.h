@@ -26,9 +26,10 @@
 // dirty_limit_bytes (writers wait above it); a flusher thread writes them
 // back (new write IOs routed as if stage NAME handed them back, so rules
 // for "stage:NAME" route them) between the watermarks, for fsync and Stop
-// (details in write_back.cc). No close op reaches the sSwitch (the FUSE
-// front end sends none for flush/release), so fsync is what waits for
-// the backend.
+// (details in write_back.cc). fsync and close (Op::kFlush, which the
+// front end routes while a write-back stage wants it:
+// SSwitch::WantsFlushes) return once the file's dirty blocks are
+// acknowledged by the route behind.
 //
 // Reads of a sequential run longer than sequential_cutoff_bytes go on
 // without filling (they would only push out what is read again).

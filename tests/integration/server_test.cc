@@ -13,9 +13,9 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstring>
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -607,10 +607,10 @@ TEST_F(ServerTest, ServerTakesAConfigFileAndAControlSocketLikeAVolume) {
 // stage of that server, which hands them to the server's own rules; both
 // hosts count the hop.
 TEST_F(ServerTest, RemoteStageOnAServerSeesTheIoAndHandsItToTheServersRules) {
-  ServerProcess* s1 = StartServer(
-      "S1", r1_.path(),
-      {"--stage", "sc=delay:delay_us=50", "--rule",
-       "<stage:sc, *, //S1/st/*> -> <IO, //S1/st/*>"});
+  ServerProcess* s1 =
+      StartServer("S1", r1_.path(),
+                  {"--stage", "sc=delay:delay_us=50", "--rule",
+                   "<stage:sc, *, //S1/st/*> -> <IO, //S1/st/*>"});
   ASSERT_EQ(mkdir((r1_ / "st").c_str(), 0755), 0);
   volume_ = std::make_unique<MountedVolume>(
       SROUTE_FUSE_BINARY, mnt_.path(),
@@ -630,9 +630,8 @@ TEST_F(ServerTest, RemoteStageOnAServerSeesTheIoAndHandsItToTheServersRules) {
   EXPECT_NE(out.find("stage://home/sc>\", \"owner\": \"config\", \"ops\": "),
             std::string::npos)
       << out;
-  EXPECT_EQ(
-      out.find("stage://home/sc>\", \"owner\": \"config\", \"ops\": 0,"),
-      std::string::npos)
+  EXPECT_EQ(out.find("stage://home/sc>\", \"owner\": \"config\", \"ops\": 0,"),
+            std::string::npos)
       << out;
   // ... the server's stage saw them, and its rule for what the stage hands
   // back counted them too.
@@ -661,9 +660,8 @@ TEST_F(ServerTest, RemoteStageOnAServerSeesTheIoAndHandsItToTheServersRules) {
 TEST_F(ServerTest, CloseToOpenAcrossTwoVolumesThroughAServerSideCache) {
   ServerProcess* s1 = StartServer(
       "S1", r1_.path(),
-      {"--stage", "sc=cache:partition_by=none,partition_bytes=4M",
-       "--control", ctl_ / "s1.sock", "--rule",
-       "<*, *, //S1/c2o/*> -> <IO, stage:sc>"});
+      {"--stage", "sc=cache:partition_by=none,partition_bytes=4M", "--control",
+       ctl_ / "s1.sock", "--rule", "<*, *, //S1/c2o/*> -> <IO, stage:sc>"});
   ASSERT_EQ(mkdir((r1_ / "c2o").c_str(), 0755), 0);
   TempDir mnt_b, ctl_b;
   auto mount = [&](const std::string& at, const std::string& sock) {
@@ -701,7 +699,8 @@ TEST_F(ServerTest, CloseToOpenAcrossTwoVolumesThroughAServerSideCache) {
   }
   EXPECT_EQ(fresh, kTrials);
   // The server's cache served reads (it is not bypassed).
-  auto [rc, out] = Ctl("--host unix:" + (ctl_ / "s1.sock") + " stages ls --json");
+  auto [rc, out] =
+      Ctl("--host unix:" + (ctl_ / "s1.sock") + " stages ls --json");
   ASSERT_EQ(rc, 0) << out;
   EXPECT_EQ(out.find("\"ios\": 0,"), std::string::npos) << out;
   b.reset();

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 
 #include <atomic>
+#include <filesystem>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -13,6 +14,7 @@
 #include "sswitch/host.h"
 #include "sswitch/sswitch.h"
 #include "tests/util/holding_endpoint.h"
+#include "tests/util/temp_dir.h"
 
 namespace sroute {
 namespace {
@@ -244,6 +246,33 @@ TEST(ChangeObserverTest,
   EXPECT_EQ(files, (std::vector<std::string>{"//H/w", "//H/o", "//H/t", "//H/u",
                                              "//H/s"}));
   EXPECT_EQ(seen.size(), 2 * files.size());
+}
+
+}  // namespace
+}  // namespace sroute
+
+namespace sroute {
+namespace {
+
+// A file whose every route passes a stage that hands it back to the file
+// itself is one file: renaming it (with another tenant's rule for the same
+// files in the table) moves it, and loses nothing.
+TEST(StageRouteTest, RenameThroughAWaypointMovesTheFile) {
+  ::sroute::testing::TempDir dir;
+  Host host("h");
+  ASSERT_TRUE(host.AddLocalEndpoint("home", dir.path()).ok());
+  ASSERT_TRUE(host.AddStage("c", std::make_shared<PassStage>()).ok());
+  ASSERT_TRUE(host.LoadRules("<bob, w, //home/*> -> <IO, //home/*>\n"
+                             "<stage:c, *, //home/*> -> <IO, //home/*>\n"
+                             "<*, *, //home/*> -> <IO, stage:c>")
+                  .ok());
+  ::sroute::testing::WriteWholeFile(dir.path() + "/g", "G");
+  IoArgs args;
+  args.second_file = "//home/f";
+  auto r = host.Call("alice", Op::kRenameFrom, "//home/g", args);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(std::filesystem::exists(dir.path() + "/g"));
+  EXPECT_EQ(::sroute::testing::ReadWholeFile(dir.path() + "/f"), "G");
 }
 
 }  // namespace
