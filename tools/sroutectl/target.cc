@@ -46,11 +46,19 @@ std::string StagesText(
     if (!sswitch.empty()) row.insert(row.begin(), sswitch);
     rows.push_back(row);
     if (s.counters().empty()) continue;
-    counters += "stage " + s.config().name() + ":";
+    // A line for the stage's own counters, then one per group ("alice.hits"
+    // is counter "hits" of partition alice).
+    std::map<std::string, std::string> lines;
     for (const auto& [name, value] : Counters(s)) {
-      counters += " " + name + " " + std::to_string(value);
+      const size_t dot = name.rfind('.');
+      const std::string group =
+          dot == std::string::npos ? "" : " " + name.substr(0, dot);
+      lines[group] += " " + name.substr(dot == std::string::npos ? 0 : dot + 1) +
+                      " " + std::to_string(value);
     }
-    counters += "\n";
+    for (const auto& [group, line] : lines) {
+      counters += "stage " + s.config().name() + group + ":" + line + "\n";
+    }
   }
   if (stages.empty()) return "";
   return Table(rows) + counters;
