@@ -210,8 +210,7 @@ absl::StatusOr<std::vector<proto::StageStats>> LocalApi::Stages(
                               wait + impl_->options.command_timeout);
   if (!r.ok()) return r.status();
   if (absl::Status s = ResultStatus(*r); !s.ok()) return s;
-  return std::vector<proto::StageStats>(r->stages().begin(),
-                                        r->stages().end());
+  return std::vector<proto::StageStats>(r->stages().begin(), r->stages().end());
 }
 
 void LocalApi::AddTimer(absl::Duration period, std::function<void()> fn) {

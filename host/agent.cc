@@ -8,8 +8,8 @@
 
 #include "rpc/channel.h"
 #include "rules/parser.h"
-#include "stages/stage_control.h"
 #include "sswitch/stats.h"
+#include "stages/stage_control.h"
 #include "util/background.h"
 #include "util/errno_status.h"
 #include "util/log.h"

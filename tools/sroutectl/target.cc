@@ -53,7 +53,8 @@ std::string StagesText(
       const size_t dot = name.rfind('.');
       const std::string group =
           dot == std::string::npos ? "" : " " + name.substr(0, dot);
-      lines[group] += " " + name.substr(dot == std::string::npos ? 0 : dot + 1) +
+      lines[group] += " " +
+                      name.substr(dot == std::string::npos ? 0 : dot + 1) +
                       " " + std::to_string(value);
     }
     for (const auto& [group, line] : lines) {

@@ -246,9 +246,8 @@ TEST(HostStagesTest, StagesFromTheFileAndFlagsAreBuiltBeforeTheRules) {
                  "delay { delay_us: 100 } }\n"
                  "rule: \"<*, w, //home/s> -> <IO, stage:slow>\"\n"
                  "rule: \"<*, w, //home/t> -> <IO, stage:tap>\"\n");
-  auto c = ParseFlags(HostKind::kFuse,
-                      {"--config", dir / "h.conf", "--backing", home.path(),
-                       "--stage", "tap=delay"});
+  auto c = ParseFlags(HostKind::kFuse, {"--config", dir / "h.conf", "--backing",
+                                        home.path(), "--stage", "tap=delay"});
   ASSERT_TRUE(c.ok()) << c.status();
   ASSERT_EQ(c->stage_size(), 2);
   EXPECT_EQ(c->stage(1).name(), "tap");
@@ -271,15 +270,13 @@ TEST(HostStagesTest, BadStagesAreRefusedWithTheirName) {
   auto c = ParseFlags(HostKind::kFuse, {"--backing", home.path(), "--stage",
                                         "c=cache:block_size=big"});
   ASSERT_FALSE(c.ok());
-  EXPECT_NE(c.status().message().find(
-                "stage c: block_size: expected a number"),
+  EXPECT_NE(c.status().message().find("stage c: block_size: expected a number"),
             std::string::npos)
       << c.status();
   c = ParseFlags(HostKind::kFuse, {"--backing", home.path(), "--stage",
                                    "a=delay", "--stage", "a=delay"});
   ASSERT_FALSE(c.ok());
-  EXPECT_EQ(c.status().message(),
-            "command line: stage a is declared twice");
+  EXPECT_EQ(c.status().message(), "command line: stage a is declared twice");
 
   proto::HostConfig conf;
   conf.set_backing(home.path());
