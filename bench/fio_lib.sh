@@ -1,9 +1,16 @@
 # Shared by bench/fuse_fio.sh and bench/server_fio.sh (sourced).
 
-# fio_workload WORKLOAD: sets rw, bs and jobs for one of the benchmarks'
+# fio_workload WORKLOAD: sets rw, bs, jobs, dist and direct for one of the benchmarks'
 # workload names (a "-cold" suffix is the caller's business).
 fio_workload() {
+  # dist: fio's --random_distribution; direct: fio's --direct (the Zipf
+  # workloads leave it to the mounts to bypass the kernel's page cache, so
+  # that a daemon's own cache, which O_DIRECT turns off in GlusterFS's
+  # io-cache, can act).
+  dist=random direct=1
   case $1 in
+    zipfread4k-1) rw=randread bs=4k jobs=1 dist=zipf:0.99 direct=0 ;;
+    zipfread4k-4) rw=randread bs=4k jobs=4 dist=zipf:0.99 direct=0 ;;
     randread4k-1) rw=randread bs=4k jobs=1 ;;
     randread4k-4) rw=randread bs=4k jobs=4 ;;
     randwrite4k-1) rw=randwrite bs=4k jobs=1 ;;

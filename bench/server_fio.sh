@@ -42,6 +42,17 @@
 #   ROUNDS=1 RUNTIME=3 bench/server_fio.sh    # a quick look
 #   BUILD=build-gl SYSTEMS="sroute-off gluster" WORKLOADS=randread4k-1 bench/server_fio.sh
 #   PERF_WORKLOADS="randread4k-1" bench/server_fio.sh   # also perf record -g
+#   SYSTEMS="sroute-off sroute-cache gluster-iocache" \
+#     WORKLOADS="zipfread4k-1 zipfread4k-4" bench/server_fio.sh   # issue 21
+#
+# Caches (issue 21): "sroute-cache" is sroute-off with a cache stage on the
+# client host holding CACHE of the file (default a tenth of SIZE) that
+# every read and write of the volume passes (write-through);
+# "gluster-iocache" a GlusterFS volume with performance.io-cache on and
+# performance.cache-size CACHE, mounted with direct-io-mode=enable. The
+# Zipf(0.99) read workloads (zipfread4k-1, -4) run with fio --direct=0:
+# both mounts keep the kernel's page cache out (sroute-fuse --kernel-cache
+# off, GlusterFS direct-io-mode), and O_DIRECT would turn io-cache off.
 #
 # Env knobs:
 #   ROUNDS (3), RUNTIME (10 s per timed run), WARMUP (2 s of fio ramp_time),
@@ -79,6 +90,9 @@ case $build in /*) ;; *) build=$top/$build ;; esac
 sroute_fuse=${SROUTE_FUSE:-$build/fuse/sroute-fuse}
 sroute_server=${SROUTE_SERVER:-$build/server/sroute-server}
 vol=${GLUSTER_VOLUME:-gv0}
+# A tenth of SIZE (in MiB) unless CACHE says otherwise.
+size_mib=$(python3 -c "s='$size'.lower(); u={'k':1/1024,'m':1,'g':1024}; print(int(float(s[:-1])*u[s[-1]]) if s[-1] in u else int(s)>>20)")
+cache=${CACHE:-$(( size_mib / 10 ))m}
 perf_workloads=${PERF_WORKLOADS:-}
 
 data=$work/data
@@ -235,7 +249,7 @@ start_gluster() {  # system volume [option value]...
     shift 2
   done
   gluster --mode=script volume start "$v" > /dev/null
-  mount -t glusterfs 127.0.0.1:/"$v" "$m"
+  mount -t glusterfs ${gluster_mount_opts:+-o "$gluster_mount_opts"} 127.0.0.1:/"$v" "$m"
   mnt_of[$sys]=$m
   wait_mounted "$m" "$sys"
   fuse_pid[$sys]=$(ps -eo pid=,args= | awk -v m="$m" '$2 ~ /glusterfs$/ && $NF == m {print $1; exit}')
@@ -263,9 +277,9 @@ need_sroute=0
 need_poll=0
 for sys in $systems; do
   case $sys in
-    sroute-off|sroute-auto) need_sroute=1 ;;
+    sroute-off|sroute-auto|sroute-cache) need_sroute=1 ;;
     sroute-poll) need_poll=1 ;;
-    gluster|gluster-rdio) ;;
+    gluster|gluster-rdio|gluster-iocache) ;;
     *) echo "unknown system $sys" >&2; exit 2 ;;
   esac
 done
@@ -287,6 +301,14 @@ for sys in $systems; do
     sroute-poll) mount_sroute sroute-poll off "$poll_server_addr" --poll-us "$poll_us" ;;
     gluster) start_gluster gluster "$vol" ;;
     gluster-rdio) start_gluster gluster-rdio "${vol}rdio" network.remote-dio enable ;;
+    sroute-cache)
+      mount_sroute sroute-cache off "$server_addr" \
+        --stage "c=cache:partition_bytes=${cache^^}" \
+        --rule '<*, r|w, //home/*> -> <IO, stage:c>' ;;
+    gluster-iocache)
+      gluster_mount_opts=direct-io-mode=enable \
+        start_gluster gluster-iocache "${vol}ioc" performance.io-cache on \
+        performance.cache-size "${cache^^}B" ;;
   esac
 done
 echo "# sroute-server ${server_addr:-none} pid ${server_pid:-none}; polling sroute-server ${poll_server_addr:-none} pid ${poll_server_pid:-none}; client pids: $(for s in $systems; do printf '%s=%s ' "$s" "${fuse_pid[$s]}"; done)" >&2
@@ -326,7 +348,7 @@ run_fio() {  # system workload -> "iops mbps p50_us p99_us cpu_client cpu_server
   c0=$(ticks "$cpid"); s0=$(ticks "$spid"); t0=$(date +%s.%N)
   fio --name="$wl" --filename="${mnt_of[$sys]}/fio.dat" --size="$size" \
     --rw="$rw" --bs="$bs" --numjobs="$jobs" --ioengine=psync --iodepth=1 \
-    --direct=1 --time_based --ramp_time="$warmup" --runtime="$runtime" \
+    --random_distribution="$dist" --direct="$direct" --time_based --ramp_time="$warmup" --runtime="$runtime" \
     --group_reporting --output-format=json > "$work/out.json" 2> "$work/fio.err" \
     || { echo "fio failed on $sys $wl: $(tail -2 "$work/fio.err")" >&2; exit 1; }
   c1=$(ticks "$cpid"); s1=$(ticks "$spid"); t1=$(date +%s.%N)
@@ -387,6 +409,16 @@ for peer in ["gluster", "gluster-rdio"]:
             r = m[3] / g[3]
             v = ("met" if r < 1 else "MISSED") if peer == "gluster" else "(info)"
             print(f'{"p99 lower (us)":22} {wl:15} {s:11} {peer:12} {m[3]:9.1f} {g[3]:9.1f} {r:6.2f}  {v}')
+    for wl in ["zipfread4k-1", "zipfread4k-4"]:
+        g = med.get((wl, "gluster-iocache"))
+        c = med.get((wl, "sroute-cache"))
+        o = med.get((wl, "sroute-off"))
+        if peer == "gluster" and c and o:
+            r = c[0] / o[0]
+            print(f'{"cache IOPS >= 3x":22} {wl:15} {"sroute-cache":11} {"sroute-off":12} {c[0]:9.0f} {o[0]:9.0f} {r:6.2f}  {"met" if r >= 3 else "MISSED"}')
+        if peer == "gluster" and c and g:
+            r = c[0] / g[0]
+            print(f'{"cache IOPS > io-cache":22} {wl:15} {"sroute-cache":11} {"gl-iocache":12} {c[0]:9.0f} {g[0]:9.0f} {r:6.2f}  {"met" if r > 1 else "MISSED"}')
     for wl in ["seqread128k-1", "seqwrite128k-1"]:
         g = med.get((wl, peer))
         for s in ["sroute-off", "sroute-auto", "sroute-poll"]:

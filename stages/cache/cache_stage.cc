@@ -368,7 +368,9 @@ void CacheStage::FixShort(FileState* fs, uint64_t end) {
     Block* b = p->blocks->Find(fs->id, k);
     if (b == nullptr) continue;
     if (b->dirty || b->flushing) {
-      SetLen(p.get(), b, static_cast<uint32_t>(bs));  // a hole: zeros
+      // A write went past its end: the rest of the block is a hole.
+      std::memset(b->data() + b->len, 0, bs - b->len);
+      SetLen(p.get(), b, static_cast<uint32_t>(bs));
     } else {
       EraseBlock(p.get(), b);
     }

@@ -181,6 +181,12 @@ void CacheStage::WriteBack(Io* io, const Forward& forward) {
     const uint64_t bstart = i * bs;
     const uint64_t s = std::max(off, bstart);
     const uint64_t e = std::min(end, bstart + bs);
+    if (b->len < s - bstart) {
+      // The block ended (the file did, when it was read) before this
+      // write: what lies between is a hole, zeros, not the bytes the
+      // block's memory held before.
+      std::memset(b->data() + b->len, 0, (s - bstart) - b->len);
+    }
     std::memcpy(b->data() + (s - bstart), io->write_data.data() + (s - off),
                 e - s);
     MarkDirty(part, fs, b);

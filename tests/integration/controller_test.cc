@@ -23,6 +23,7 @@
 #include "controller/client.h"
 #include "gtest/gtest.h"
 #include "tests/util/mounted_volume.h"
+#include "tests/util/run_as.h"
 #include "tests/util/run_command.h"
 #include "tests/util/server_process.h"
 #include "tests/util/temp_dir.h"
@@ -449,6 +450,90 @@ TEST_F(ControllerTest, IoSentToTheControllerIsOrderedAndWaitsForIt) {
   for (int w = 0; w < 4; ++w) {
     EXPECT_EQ(data.substr(w * 10, 10), std::string(10, 'a' + w));
   }
+}
+
+// The cache_sizing app end to end: it adds the cache stage and each
+// tenant's route (with the shards() delegate), the volume sends it the
+// samples of the tenants' reads, and it sizes their partitions from the
+// curves it builds, which sroutectl prints.
+TEST_F(ControllerTest, CacheSizingSizesTheTenantsPartitionsFromTheirReads) {
+  controller_ = std::make_unique<ServerProcess>(
+      SROUTE_CONTROLLER_BINARY,
+      std::vector<std::string>{
+          "--db", db_ / "db", "--secret-file", secret_, "--listen",
+          "127.0.0.1:0", "--stats-interval-ms", "200", "--app",
+          "cache_sizing:sswitch=" + kFuse +
+              ",stage=cacheA,budget=4M,tenants=alice+bob,rate=1,"
+              "files=//home/data/*,interval=1"});
+  ASSERT_TRUE(controller_->ok());
+  std::filesystem::create_directories(home_ / "data");
+  // bob is uid 65534: the mount point and the tree must let him in.
+  for (const std::string& d : {mnt_.path(), home_.path(), home_ / "data"}) {
+    chmod(d.c_str(), 0755);
+  }
+  // alice's working set is small (256 KiB), bob's large (3 MiB).
+  WriteWholeFile(home_ / "data/a", std::string(256 << 10, 'a'));
+  WriteWholeFile(home_ / "data/b", std::string(3 << 20, 'b'));
+  chmod((home_ / "data/a").c_str(), 0644);
+  chmod((home_ / "data/b").c_str(), 0644);
+  volume_ = std::make_unique<MountedVolume>(
+      SROUTE_FUSE_BINARY, mnt_.path(),
+      std::vector<std::string>{"--backing", home_.path(), "--secret-file",
+                               secret_, "--kernel-cache", "off", "--name",
+                               kFuse, "--controller", controller_->address(),
+                               "--control", ctl_ / "sock", "--tenant",
+                               "alice=uid:0", "--tenant", "bob=uid:65534"});
+  ASSERT_TRUE(volume_->ok());
+  const std::string host = "unix:" + (ctl_ / "sock");
+  // The app's routes arrive with its first round.
+  ASSERT_TRUE(Eventually([&] {
+    const std::string rules = HostRules(host);
+    return rules.find("<alice, r|w, //home/data/*> -> shards(") !=
+               std::string::npos &&
+           rules.find("<bob, r|w, //home/data/*> -> shards(") !=
+               std::string::npos;
+  })) << HostRules(host);
+  auto ctl = [&](const std::string& args) {
+    return RunCommand(std::string(SROUTECTL_BINARY) + " --controller " +
+                      controller_->address() + " --secret-file " + secret_ +
+                      " " + args);
+  };
+  // Both tenants read their files, round after round, until the app has
+  // both curves.
+  std::string curves;
+  const bool built = Eventually([&] {
+    for (int i = 0; i < 3; ++i) {
+      (void)ReadWholeFile(mnt_ / "data/a");
+      (void)testing::RunAs(testing::Nobody(), [&] {
+        return std::to_string(ReadWholeFile(mnt_ / "data/b").size());
+      });
+    }
+    curves = ctl("cache mrc --json").second;
+    return curves.find("\"tenant\": \"alice\"") != std::string::npos &&
+           curves.find("\"tenant\": \"bob\"") != std::string::npos &&
+           curves.find("\"references\": 0") == std::string::npos;
+  });
+  ASSERT_TRUE(built) << curves;
+  // The partitions: sized from the curves, within the budget; alice's
+  // whole working set fits in what she got.
+  std::string stages;
+  ASSERT_TRUE(Eventually([&] {
+    stages = RunCommand(std::string(SROUTECTL_BINARY) + " --host " + host +
+                        " stages ls")
+                 .second;
+    return stages.find("partition=alice/") != std::string::npos;
+  })) << stages;
+  auto budget = [&](const std::string& who) -> uint64_t {
+    const size_t at = stages.find("partition=" + who + "/");
+    return at == std::string::npos
+               ? 0
+               : std::stoull(stages.substr(at + who.size() + 11));
+  };
+  EXPECT_GE(budget("alice"), 256u << 10) << stages;
+  EXPECT_LE(budget("alice") + budget("bob"), 4u << 20) << stages;
+  auto [rc, text] = ctl("cache mrc --tenant bob");
+  EXPECT_EQ(rc, 0) << text;
+  EXPECT_NE(text.find("# tenant bob references "), std::string::npos) << text;
 }
 
 }  // namespace

@@ -669,6 +669,9 @@ TEST_P(CacheCrashTest, AKilledDaemonLosesNothingItPromised) {
     const std::string have =
         data.size() >= (i + 1) * kBlock ? data.substr(i * kBlock, kBlock) : "";
     if (have == block(i, round)) continue;
+    // The write after the last acknowledged one may have landed without
+    // its acknowledgement reaching the writer: newer bytes, not lost ones.
+    if (n + 256 == last_written + 1 && have == block(i, round + 1)) continue;
     if (!c.write_back || n <= last_synced) {
       ADD_FAILURE() << "block " << i << " of acknowledged write " << n
                     << " is not in the backend (last fsync after write "
