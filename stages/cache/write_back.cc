@@ -113,7 +113,13 @@ void CacheStage::WriteBack(Io* io, const Forward& forward) {
     if (b == nullptr) continue;
     const uint64_t got = std::min<uint64_t>(child.bytes, bs);
     std::memcpy(b->data(), buf.data(), got);
-    SetLen(part, b, static_cast<uint32_t>(got));
+    // A short read ends the backend's bytes, not the file's when dirty
+    // bytes lie further on: up to them it is a hole (the block is zeros).
+    uint64_t len = got;
+    if (fs->dirty_size > i * bs + len) {
+      len = std::min<uint64_t>(bs, fs->dirty_size - i * bs);
+    }
+    SetLen(part, b, static_cast<uint32_t>(len));
     ++read_fills_;
   }
 
@@ -130,8 +136,11 @@ void CacheStage::WriteBack(Io* io, const Forward& forward) {
         return go_on();  // dirty in another partition
       }
       if (mine == nullptr && !whole) return go_on();  // old bytes unknown
-      const uint64_t new_len = std::max<uint64_t>(
-          mine != nullptr ? mine->len : 0, std::min(bs, end - bstart));
+      uint64_t new_len = std::max<uint64_t>(mine != nullptr ? mine->len : 0,
+                                            std::min(bs, end - bstart));
+      if (fs->dirty_size > bstart + new_len) {  // as the write below does
+        new_len = std::min<uint64_t>(bs, fs->dirty_size - bstart);
+      }
       grow += new_len - (mine != nullptr && mine->dirty ? mine->len : 0);
     }
     if (grow > opts_.dirty_limit) return go_on();
@@ -190,8 +199,16 @@ void CacheStage::WriteBack(Io* io, const Forward& forward) {
     std::memcpy(b->data() + (s - bstart), io->write_data.data() + (s - off),
                 e - s);
     MarkDirty(part, fs, b);
-    SetLen(part, b,
-           static_cast<uint32_t>(std::max<uint64_t>(b->len, e - bstart)));
+    // The block ends where the write does only if nothing lies further
+    // on: dirty bytes past it (fs->dirty_size is still the old end) make
+    // the rest of the block a hole inside the file, not its end.
+    const uint64_t written = std::max<uint64_t>(b->len, e - bstart);
+    uint64_t new_len = written;
+    if (fs->dirty_size > bstart + new_len) {
+      new_len = std::min<uint64_t>(bs, fs->dirty_size - bstart);
+      std::memset(b->data() + written, 0, new_len - written);
+    }
+    SetLen(part, b, static_cast<uint32_t>(new_len));
     if (b->flushing) b->redirty = 1;
   }
   ++fs->gen;  // fills in flight read the backend's older bytes

@@ -300,6 +300,10 @@ const RuleKind kKinds[] = {
      nullptr, nullptr, "c=cache:partition_bytes=192K"},
     {"cache_lru", "<*, *, //home/d/*> -> <IO, stage:c>", false, nullptr,
      nullptr, "c=cache:partition_bytes=192K,policy=lru,block_size=1K"},
+    {"cache_write_back", "<*, *, //home/d/*> -> <IO, stage:c>", false, nullptr,
+     nullptr,
+     "c=cache:partition_bytes=192K,write_mode=write_back,"
+     "dirty_limit_bytes=64K"},
     {"cache_to_server",
      "<*, *, //home/d/*> -> <IO, stage:c>\n"
      "<stage:c, *, //home/d/*> -> <IO, //fast/*>",
