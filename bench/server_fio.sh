@@ -45,7 +45,8 @@
 #   SYSTEMS="sroute-off sroute-cache gluster-iocache" \
 #     WORKLOADS="zipfread4k-1 zipfread4k-4" bench/server_fio.sh   # issue 21
 #
-# Caches (issue 21): "sroute-cache" is sroute-off with a cache stage on the
+# Caches (issue 21): "sroute-cache" (and "sroute-poll-cache", the same on
+# sroute-poll) is sroute-off with a cache stage on the
 # client host holding CACHE of the file (default a tenth of SIZE) that
 # every read and write of the volume passes (write-through);
 # "gluster-iocache" a GlusterFS volume with performance.io-cache on and
@@ -259,7 +260,7 @@ start_gluster() {  # system volume [option value]...
 server_pid_of() {  # system -> the server daemon's pid
   case $1 in
     gluster*) echo "${brick_pid[$1]}" ;;
-    sroute-poll) echo "$poll_server_pid" ;;
+    sroute-poll|sroute-poll-cache) echo "$poll_server_pid" ;;
     *) echo "$server_pid" ;;
   esac
 }
@@ -268,7 +269,7 @@ server_pid_of() {  # system -> the server daemon's pid
 backing_file() {
   case $1 in
     gluster*) echo "$data/b-$1/fio.dat" ;;
-    sroute-poll) echo "$data/s2/fio.dat" ;;
+    sroute-poll|sroute-poll-cache) echo "$data/s2/fio.dat" ;;
     *) echo "$data/s1/fio.dat" ;;
   esac
 }
@@ -278,7 +279,7 @@ need_poll=0
 for sys in $systems; do
   case $sys in
     sroute-off|sroute-auto|sroute-cache) need_sroute=1 ;;
-    sroute-poll) need_poll=1 ;;
+    sroute-poll|sroute-poll-cache) need_poll=1 ;;
     gluster|gluster-rdio|gluster-iocache) ;;
     *) echo "unknown system $sys" >&2; exit 2 ;;
   esac
@@ -301,6 +302,10 @@ for sys in $systems; do
     sroute-poll) mount_sroute sroute-poll off "$poll_server_addr" --poll-us "$poll_us" ;;
     gluster) start_gluster gluster "$vol" ;;
     gluster-rdio) start_gluster gluster-rdio "${vol}rdio" network.remote-dio enable ;;
+    sroute-poll-cache)
+      mount_sroute sroute-poll-cache off "$poll_server_addr" --poll-us "$poll_us" \
+        --stage "c=cache:partition_bytes=${cache^^}" \
+        --rule '<*, r|w, //home/*> -> <IO, stage:c>' ;;
     sroute-cache)
       mount_sroute sroute-cache off "$server_addr" \
         --stage "c=cache:partition_bytes=${cache^^}" \
@@ -416,6 +421,11 @@ for peer in ["gluster", "gluster-rdio"]:
         if peer == "gluster" and c and o:
             r = c[0] / o[0]
             print(f'{"cache IOPS >= 3x":22} {wl:15} {"sroute-cache":11} {"sroute-off":12} {c[0]:9.0f} {o[0]:9.0f} {r:6.2f}  {"met" if r >= 3 else "MISSED"}')
+        pc = med.get((wl, "sroute-poll-cache"))
+        po = med.get((wl, "sroute-poll"))
+        if peer == "gluster" and pc and po:
+            r = pc[0] / po[0]
+            print(f'{"cache IOPS >= 3x":22} {wl:15} {"s-poll-cache":11} {"sroute-poll":12} {pc[0]:9.0f} {po[0]:9.0f} {r:6.2f}  {"met" if r >= 3 else "MISSED"}')
         if peer == "gluster" and c and g:
             r = c[0] / g[0]
             print(f'{"cache IOPS > io-cache":22} {wl:15} {"sroute-cache":11} {"gl-iocache":12} {c[0]:9.0f} {g[0]:9.0f} {r:6.2f}  {"met" if r > 1 else "MISSED"}')
