@@ -6,6 +6,7 @@
 #
 #   bench/exercise_long.sh                       # every kind, 1M ops each
 #   OPS=100000 KINDS="byte_ranges" bench/exercise_long.sh
+#   KINDS="cache_write_through cache_write_back" bench/exercise_long.sh
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD:-$top/build}
@@ -29,6 +30,7 @@ for kind in $kinds; do
   mkdir -p "$work/home/d" "$work/fast" "$work/mnt"
   fast=$work/fast
   cache=off
+  stage=
   case $kind in
     byte_ranges) rules='<*, r|w, //home/d/a[0:64K]> -> <IO, //fast/a>
 <*, r|w, //home/d/a[128K:192K]> -> <IO, //fast/a.hi>
@@ -45,11 +47,19 @@ for kind in $kinds; do
       server_pid=$!
       for _ in $(seq 100); do grep -q "^listening" "$work/server.out" && break; sleep 0.05; done
       fast=$(sed -n 's/^listening on //p' "$work/server.out") ;;
+    # Waypoints: a cache stage small enough to evict all the time.
+    cache_write_through)
+      rules='<*, *, //home/d/*> -> <IO, stage:c>'
+      stage=c=cache:partition_bytes=192K ;;
+    cache_write_back)
+      rules='<*, *, //home/d/*> -> <IO, stage:c>'
+      stage=c=cache:partition_bytes=192K,write_mode=write_back,dirty_limit_bytes=64K ;;
     *) echo "unknown kind $kind" >&2; exit 2 ;;
   esac
   echo "$rules" > "$work/k.rules"
   "$build/fuse/sroute-fuse" "$work/mnt" -f --backing "$work/home" \
     --endpoint "fast=$fast" --secret-file "$work/secret" \
+    ${stage:+--stage "$stage"} \
     --rules "$work/k.rules" --kernel-cache "$cache" 2> "$work/fuse.log" &
   fuse_pid=$!
   for _ in $(seq 200); do mountpoint -q "$work/mnt" && break; sleep 0.05; done
