@@ -1,7 +1,6 @@
 #include "stages/stage_spec.h"
 
 #include <algorithm>
-#include <charconv>
 #include <limits>
 #include <string>
 #include <vector>
@@ -16,38 +15,12 @@ namespace {
 namespace pb = google::protobuf;
 
 absl::StatusOr<uint64_t> ParseSize(std::string_view key, std::string_view v) {
-  uint64_t unit = 1;
-  if (!v.empty()) {
-    switch (v.back()) {
-      case 'K':
-      case 'k':
-        unit = 1ull << 10;
-        break;
-      case 'M':
-      case 'm':
-        unit = 1ull << 20;
-        break;
-      case 'G':
-      case 'g':
-        unit = 1ull << 30;
-        break;
-      case 'T':
-      case 't':
-        unit = 1ull << 40;
-        break;
-      default:
-        break;
-    }
-    if (unit != 1) v.remove_suffix(1);
-  }
   uint64_t n = 0;
-  auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
-  if (v.empty() || ec != std::errc() || end != v.data() + v.size() ||
-      n > std::numeric_limits<uint64_t>::max() / unit) {
+  if (!ParseByteSize(v, &n)) {
     return absl::InvalidArgumentError(
         StrCat(key, ": expected a number (with K, M, G or T), not '", v, "'"));
   }
-  return n * unit;
+  return n;
 }
 
 // The options message of `config`'s kind (created), or null for a kind

@@ -1,6 +1,8 @@
 #include "util/strings.h"
 
+#include <charconv>
 #include <cstdio>
+#include <limits>
 
 namespace sroute {
 namespace strings_internal {
@@ -25,6 +27,41 @@ std::vector<std::string_view> StrSplit(std::string_view s, char sep) {
     out.push_back(s.substr(start, pos - start));
     start = pos + 1;
   }
+}
+
+bool ParseByteSize(std::string_view s, uint64_t* out) {
+  uint64_t unit = 1;
+  if (!s.empty()) {
+    switch (s.back()) {
+      case 'K':
+      case 'k':
+        unit = uint64_t{1} << 10;
+        break;
+      case 'M':
+      case 'm':
+        unit = uint64_t{1} << 20;
+        break;
+      case 'G':
+      case 'g':
+        unit = uint64_t{1} << 30;
+        break;
+      case 'T':
+      case 't':
+        unit = uint64_t{1} << 40;
+        break;
+      default:
+        break;
+    }
+    if (unit != 1) s.remove_suffix(1);
+  }
+  uint64_t n = 0;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), n);
+  if (s.empty() || ec != std::errc() || end != s.data() + s.size() ||
+      n > std::numeric_limits<uint64_t>::max() / unit) {
+    return false;
+  }
+  *out = n * unit;
+  return true;
 }
 
 }  // namespace sroute

@@ -5,6 +5,7 @@
 
 #include <charconv>
 #include <concepts>
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <string_view>
@@ -49,6 +50,11 @@ void StrAppend(std::string* out, const Args&... args) {
 
 // Splits on every `sep`; "a,,b" gives {"a", "", "b"}, "" gives {""}.
 std::vector<std::string_view> StrSplit(std::string_view s, char sep);
+
+// A byte count: decimal digits, optionally followed by K, M, G or T
+// (powers of 1024, either case), all of `s`. False on anything else or on
+// overflow.
+bool ParseByteSize(std::string_view s, uint64_t* out);
 
 // Transparent hashing so maps keyed by std::string accept string_view lookups.
 struct StringHash {

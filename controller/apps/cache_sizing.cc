@@ -1,7 +1,6 @@
 #include "controller/apps/cache_sizing.h"
 
 #include <algorithm>
-#include <charconv>
 #include <set>
 
 #include "stages/cache/shards_delegate.h"
@@ -12,33 +11,13 @@ namespace sroute {
 namespace {
 
 absl::StatusOr<uint64_t> ParseBytes(std::string_view key, std::string_view v) {
-  uint64_t unit = 1;
-  if (!v.empty()) {
-    switch (v.back()) {
-      case 'K':
-      case 'k':
-        unit = 1ull << 10;
-        break;
-      case 'M':
-      case 'm':
-        unit = 1ull << 20;
-        break;
-      case 'G':
-      case 'g':
-        unit = 1ull << 30;
-        break;
-      default:
-        break;
-    }
-    if (unit != 1) v.remove_suffix(1);
-  }
   uint64_t n = 0;
-  auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
-  if (v.empty() || ec != std::errc() || p != v.data() + v.size()) {
+  if (!ParseByteSize(v, &n)) {
     return absl::InvalidArgumentError(
-        StrCat("cache_sizing: ", key, ": expected a size, not '", v, "'"));
+        StrCat("cache_sizing: ", key,
+               ": expected a size (with K, M, G or T), not '", v, "'"));
   }
-  return n * unit;
+  return n;
 }
 
 }  // namespace
