@@ -32,6 +32,7 @@
 #include "sswitch/host.h"
 #include "stages/stage.h"
 #include "stages/stage_spec.h"
+#include "tests/util/zipf.h"
 
 namespace sroute {
 namespace {
@@ -96,25 +97,7 @@ BENCHMARK(BM_Read4k)->Arg(0)->Arg(1)->ArgName("stage");
 
 // --- Sizing ---
 
-class Zipf {
- public:
-  Zipf(size_t n, double s) : cdf_(n) {
-    double sum = 0;
-    for (size_t i = 0; i < n; ++i) sum += 1.0 / std::pow(i + 1, s);
-    double acc = 0;
-    for (size_t i = 0; i < n; ++i) {
-      acc += 1.0 / std::pow(i + 1, s) / sum;
-      cdf_[i] = acc;
-    }
-  }
-  size_t operator()(std::mt19937_64& rng) {
-    const double u = std::uniform_real_distribution<double>(0, 1)(rng);
-    return std::lower_bound(cdf_.begin(), cdf_.end(), u) - cdf_.begin();
-  }
-
- private:
-  std::vector<double> cdf_;
-};
+using ::sroute::testing::Zipf;
 
 struct Trace {
   std::vector<uint64_t> a, b;  // block numbers

@@ -9,32 +9,14 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/util/zipf.h"
 
 namespace sroute {
 namespace {
 
 using ::testing::HasSubstr;
 
-// Zipf(s) over n items by inverse CDF.
-class Zipf {
- public:
-  Zipf(size_t n, double s) : cdf_(n) {
-    double sum = 0;
-    for (size_t i = 0; i < n; ++i) sum += 1.0 / std::pow(i + 1, s);
-    double acc = 0;
-    for (size_t i = 0; i < n; ++i) {
-      acc += 1.0 / std::pow(i + 1, s) / sum;
-      cdf_[i] = acc;
-    }
-  }
-  size_t operator()(std::mt19937_64& rng) {
-    const double u = std::uniform_real_distribution<double>(0, 1)(rng);
-    return std::lower_bound(cdf_.begin(), cdf_.end(), u) - cdf_.begin();
-  }
-
- private:
-  std::vector<double> cdf_;
-};
+using ::sroute::testing::Zipf;
 
 TEST(CacheSizingArgsTest, ParsesAndRefusesClearly) {
   auto o = ParseCacheSizingArgs(
