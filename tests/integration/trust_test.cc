@@ -533,6 +533,8 @@ struct SqliteCase {
   const char* kernel_cache;
   bool remote;       // the routed directory is on a storage server
   const char* mode;  // journal mode
+  // A cache stage the database's IO passes on its way to fast/ (--stage).
+  const char* stage = nullptr;
 };
 
 class SqliteTest : public ::testing::TestWithParam<SqliteCase> {};
@@ -543,6 +545,12 @@ TEST_P(SqliteTest, TransactionsSurviveAKilledWriter) {
   o.kernel_cache = c.kernel_cache;
   o.remote_fast = c.remote;
   o.rules = "<*, *, //home/db/*> -> <IO, //fast/db/*>";
+  if (c.stage != nullptr) {
+    o.rules =
+        "<*, *, //home/db/*> -> <IO, stage:c>\n"
+        "<stage:c, *, //home/db/*> -> <IO, //fast/db/*>";
+    o.extra = {"--stage", c.stage};
+  }
   Volume v(o);
   ASSERT_TRUE(v.ok());
   ASSERT_EQ(mkdir(v.mnt("db").c_str(), 0755), 0);
@@ -569,12 +577,20 @@ TEST_P(SqliteTest, TransactionsSurviveAKilledWriter) {
 
 INSTANTIATE_TEST_SUITE_P(
     Modes, SqliteTest,
-    ::testing::Values(SqliteCase{"wal_auto", "auto", false, "WAL"},
-                      SqliteCase{"rollback_auto", "auto", false, "DELETE"},
-                      SqliteCase{"wal_cache_off", "off", false, "WAL"},
-                      SqliteCase{"rollback_cache_off", "off", false, "DELETE"},
-                      SqliteCase{"wal_server", "off", true, "WAL"},
-                      SqliteCase{"rollback_server", "auto", true, "DELETE"}),
+    ::testing::Values(
+        SqliteCase{"wal_auto", "auto", false, "WAL"},
+        SqliteCase{"rollback_auto", "auto", false, "DELETE"},
+        SqliteCase{"wal_cache_off", "off", false, "WAL"},
+        SqliteCase{"rollback_cache_off", "off", false, "DELETE"},
+        SqliteCase{"wal_server", "off", true, "WAL"},
+        SqliteCase{"rollback_server", "auto", true, "DELETE"},
+        SqliteCase{"wal_through_cache", "off", false, "WAL",
+                   "c=cache:partition_bytes=256K"},
+        SqliteCase{"rollback_through_cache_to_server", "auto", true, "DELETE",
+                   "c=cache:partition_bytes=256K,policy=lru"},
+        SqliteCase{"wal_through_write_back_cache", "off", false, "WAL",
+                   "c=cache:partition_bytes=256K,"
+                   "write_mode=write_back,dirty_limit_bytes=64K"}),
     [](const auto& info) { return std::string(info.param.name); });
 
 // ---------------------------------------------------------------------------
