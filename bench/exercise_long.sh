@@ -69,6 +69,8 @@ for kind in $kinds; do
     echo "$kind (kernel cache $cache): $(echo "$out" | head -1), $(( $(date +%s) - t0 )) s"
   else
     echo "$kind (kernel cache $cache): $out"
+    cp "$work/fuse.log" "/tmp/sroute-exercise-$kind.log"
+    echo "the volume's log: /tmp/sroute-exercise-$kind.log"
     exit 1
   fi
   if [ "$kind" = scatter ]; then

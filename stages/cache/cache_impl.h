@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -90,9 +91,12 @@ struct FileState {
   uint64_t gen = 0;
   uint64_t cached = 0;     // blocks cached in all partitions
   uint64_t max_block = 0;  // > every index cached since the last full drop
-  // 1 + the index of a block cached with fewer than block_size bytes (the
-  // file ended there at its fill or write), 0 if none.
-  uint64_t short_block = 0;
+  // Indices of blocks cached (in a partition or the tier) with fewer than
+  // block_size bytes: the file ended there at their fill or write. Each
+  // still ends where the file does: FixShort mends every one the file
+  // grows past (one slot was not enough: a second short block took it and
+  // the first kept a stale end). May name blocks no longer cached.
+  std::set<uint64_t> short_blocks;
   // Close-to-open: the attributes the last open returned (ino, size,
   // mtime, ctime), 0 for none.
   uint64_t open_attr[4] = {0, 0, 0, 0};
@@ -147,9 +151,17 @@ class CacheStage : public HostStage {
   void DropClean(FileState* fs, uint64_t lo, uint64_t hi,
                  const Part* except = nullptr)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // After a write that reached `end`: a short block before `end` no longer
-  // marks the end of the file (clean: dropped; dirty: zero-padded).
+  // After a write that reached `end`: the short blocks before `end` no
+  // longer mark the end of the file (clean: dropped; dirty: zero-padded).
   void FixShort(FileState* fs, uint64_t end) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether short block `index` may be taken as the file's end: no short
+  // block after it is cached (forgets those that are not).
+  bool EndsFile(FileState* fs, uint64_t index)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Forgets the short blocks no longer cached anywhere.
+  void PruneShort(FileState* fs) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool Cached(const FileState& fs, uint64_t index) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MarkDirty(Part* part, FileState* fs, Block* b)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The dirty (or flushing) block of `index` in any partition, or null.

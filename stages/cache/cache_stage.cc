@@ -275,9 +275,8 @@ void CacheStage::SetLen(Part* part, Block* b, uint32_t len) {
     dirty_peak_ = std::max(dirty_peak_, dirty_total_);
   }
   b->len = len;
-  if (len < opts_.block_size) {
-    file_by_id_[b->file]->short_block = b->index + 1;
-  }
+  if (len < opts_.block_size)
+    file_by_id_[b->file]->short_blocks.insert(b->index);
 }
 
 void CacheStage::MarkDirty(Part* part, FileState* fs, Block* b) {
@@ -351,30 +350,52 @@ void CacheStage::DropClean(FileState* fs, uint64_t lo, uint64_t hi,
   }
   for (auto [p, b] : drop) {
     if (b->dirty || b->flushing) continue;
-    if (fs->short_block == b->index + 1) fs->short_block = 0;
     EraseBlock(p, b);
   }
   if (hi == kAll && fs->cached == 0) fs->max_block = 0;
 }
 
 void CacheStage::FixShort(FileState* fs, uint64_t end) {
-  if (fs->short_block == 0) return;
-  const uint64_t k = fs->short_block - 1;
   const uint64_t bs = opts_.block_size;
-  if (end <= (k + 1) * bs) return;  // the write ends in or before it
-  fs->short_block = 0;
-  if (tier_ != nullptr) tier_->Drop(fs->id, k, k);
-  for (auto& [name, p] : parts_) {
-    Block* b = p->blocks->Find(fs->id, k);
-    if (b == nullptr) continue;
-    if (b->dirty || b->flushing) {
-      // A write went past its end: the rest of the block is a hole.
-      std::memset(b->data() + b->len, 0, bs - b->len);
-      SetLen(p.get(), b, static_cast<uint32_t>(bs));
-    } else {
-      EraseBlock(p.get(), b);
+  while (!fs->short_blocks.empty()) {
+    const uint64_t k = *fs->short_blocks.begin();
+    if (end <= (k + 1) * bs) return;  // the write ends in or before it
+    fs->short_blocks.erase(fs->short_blocks.begin());
+    if (tier_ != nullptr) tier_->Drop(fs->id, k, k);
+    for (auto& [name, p] : parts_) {
+      Block* b = p->blocks->Find(fs->id, k);
+      if (b == nullptr || b->len == bs) continue;
+      if (b->dirty || b->flushing) {
+        // A write went past its end: the rest of the block is a hole.
+        std::memset(b->data() + b->len, 0, bs - b->len);
+        SetLen(p.get(), b, static_cast<uint32_t>(bs));
+      } else {
+        EraseBlock(p.get(), b);
+      }
     }
   }
+}
+
+bool CacheStage::Cached(const FileState& fs, uint64_t index) const {
+  for (const auto& [name, p] : parts_) {
+    if (p->blocks->Find(fs.id, index) != nullptr) return true;
+  }
+  return tier_ != nullptr && tier_->Contains(fs.id, index);
+}
+
+bool CacheStage::EndsFile(FileState* fs, uint64_t index) {
+  auto it = fs->short_blocks.upper_bound(index);
+  while (it != fs->short_blocks.end()) {
+    if (Cached(*fs, *it)) return false;
+    it = fs->short_blocks.erase(it);
+  }
+  return true;
+}
+
+void CacheStage::PruneShort(FileState* fs) {
+  std::erase_if(fs->short_blocks,
+                [&](uint64_t k)
+                    ABSL_NO_THREAD_SAFETY_ANALYSIS { return !Cached(*fs, k); });
 }
 
 void CacheStage::Read(Io* io, const Forward& forward) {
@@ -420,7 +441,7 @@ void CacheStage::Read(Io* io, const Forward& forward) {
         // The file ended here at the fill, unless dirty bytes lie beyond,
         // or a later write or fill made another block the short one (this
         // one's end is stale: go to the backend, the fill mends it).
-        if (fs->dirty_size > bstart + b->len || fs->short_block != i + 1) {
+        if (fs->dirty_size > bstart + b->len || !EndsFile(fs, i)) {
           hit = false;
           continue;
         }
@@ -549,15 +570,25 @@ void CacheStage::Promote(Part* part, FileState* fs, uint64_t first,
 }
 
 // Write-back: a file's size is the backend's or the end of its furthest
-// dirty byte, whichever is larger (stat after a write sees the write).
+// dirty byte, whichever is larger (stat after a write sees the write). The
+// end is taken at the request too: a flush that lands after the backend
+// answered empties the dirty set (and zeroes dirty_size) before the reply.
 void CacheStage::ShowDirtySize(Io* io) {
-  io->AddResponseHook([this](Io& done) {
+  uint64_t at_request = 0;
+  {
+    MutexLock l(&mu_);
+    if (const FileState* fs = FindFile(io->header.file)) {
+      at_request = fs->dirty_size;
+    }
+  }
+  io->AddResponseHook([this, at_request](Io& done) {
     if (!done.status.ok() || !S_ISREG(done.attr.st_mode)) return;
     MutexLock l(&mu_);
     const FileState* fs = FindFile(done.header.file);
-    if (fs != nullptr &&
-        fs->dirty_size > static_cast<uint64_t>(done.attr.st_size)) {
-      done.attr.st_size = static_cast<off_t>(fs->dirty_size);
+    const uint64_t dirty_end =
+        std::max(at_request, fs != nullptr ? fs->dirty_size : 0);
+    if (dirty_end > static_cast<uint64_t>(done.attr.st_size)) {
+      done.attr.st_size = static_cast<off_t>(dirty_end);
     }
   });
 }
@@ -579,8 +610,8 @@ void CacheStage::Open(Io* io, const Forward& forward) {
       // (which dropped what they changed already; dropping again is safe).
       if (fs->open_attr[0] != 0) {
         ++fs->gen;
-        fs->short_block = 0;
         DropClean(fs, 0, kAll);
+        PruneShort(fs);
         ++open_drops_;
       }
       std::copy(attr, attr + 4, fs->open_attr);
@@ -617,8 +648,8 @@ void CacheStage::OnChange(const Io& io, bool done) {
       if (!done && opts_.write_back && (!fs->dirty.empty() || fs->flushing)) {
         HoldForChange(io, fs, 0, kAll, /*whole_file=*/true);
       }
-      fs->short_block = 0;
       DropClean(fs, 0, kAll);
+      PruneShort(fs);
       continue;
     }
     const uint64_t lo = io.header.offset;
@@ -719,7 +750,7 @@ absl::Status CacheStage::Reconfigure(const proto::StageConfig& next) {
       ++fs->gen;
       fs->cached = 0;
       fs->max_block = 0;
-      fs->short_block = 0;
+      fs->short_blocks.clear();
     }
   }
   ApplyBudgets(reset);

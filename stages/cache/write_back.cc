@@ -294,6 +294,9 @@ void CacheStage::ReleaseChange(const Io& io, FileState* fs) {
       const uint64_t bstart = i * bs;
       const uint64_t s = std::max(off, bstart);
       const uint64_t e = std::min(end, bstart + bs);
+      if (b->len < s - bstart) {  // a hole between its end and the write
+        std::memset(b->data() + b->len, 0, (s - bstart) - b->len);
+      }
       std::memcpy(b->data() + (s - bstart), io.write_data.data() + (s - off),
                   e - s);
       SetLen(p, b,
