@@ -210,6 +210,28 @@ absl::StatusOr<std::vector<proto::StageStats>> LocalApi::Stages(
                               wait + impl_->options.command_timeout);
   if (!r.ok()) return r.status();
   if (absl::Status s = ResultStatus(*r); !s.ok()) return s;
+  // What the host has now is what it gets back when it registers again
+  // (a restarted host would refuse the rules naming these stages).
+  absl::Status kept;
+  if (request.action() == proto::Stages::REMOVE) {
+    kept = impl_->store->DeleteStage(sswitch, request.stage().name());
+  } else if (request.action() != proto::Stages::LIST) {
+    std::string name = request.stage().name();
+    if (request.action() == proto::Stages::ADD && !request.spec().empty()) {
+      name = request.spec().substr(0, request.spec().find('='));
+    }
+    for (const proto::StageStats& st : r->stages()) {
+      if (st.config().name() == name) {
+        kept = impl_->store->PutStage(sswitch, st.config());
+      }
+    }
+  }
+  if (!kept.ok()) {
+    return absl::Status(
+        kept.code(),
+        StrCat("the stage changed on ", sswitch,
+               " but the controller could not keep it: ", kept.message()));
+  }
   return std::vector<proto::StageStats>(r->stages().begin(), r->stages().end());
 }
 
@@ -442,12 +464,14 @@ void Controller::Impl::HandleRegister(RpcServer::Call& call) {
     old_poll->ReplyStatus(absl::FailedPreconditionError("session replaced"));
   }
   for (auto& m : desired) *rr->add_rules() = std::move(m);
+  for (auto& st : store->Stages(name)) *rr->add_stages() = std::move(st);
   for (auto& r : records) *rr->add_records() = std::move(r);
   rr->set_stats_interval_ms(
       static_cast<uint32_t>(absl::ToInt64Milliseconds(options.stats_interval)));
   rr->set_controller_epoch(epoch);
   LogInfo("host ", name, " (", host.role(), ") registered: ", rr->rules_size(),
-          " rules, ", rr->records_size(), " delegate records to restore");
+          " rules, ", rr->stages_size(), " stages, ", rr->records_size(),
+          " delegate records to restore");
   ReplyWith(call, std::move(out));
 }
 

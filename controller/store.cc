@@ -17,6 +17,7 @@ namespace {
 //   "i/CID"                   the sSwitch of a cid
 //   "h/SSWITCH"               a host as it last registered (HostInfo)
 //   "a/APP\0KEY"              control application state
+//   "s/SSWITCH\0NAME"         a stage the controller manages (StageConfig)
 constexpr char kNextCid[] = "k/next-cid";
 constexpr char kVersion[] = "k/version";
 constexpr char kEpoch[] = "k/epoch";
@@ -203,6 +204,46 @@ std::vector<proto::HostInfo> ControllerStore::Hosts() const {
     if (h.ParseFromArray(it->value().data(),
                          static_cast<int>(it->value().size()))) {
       out.push_back(std::move(h));
+    }
+  }
+  return out;
+}
+
+namespace {
+std::string StagePrefix(const std::string& sswitch) {
+  std::string k = "s/" + sswitch;
+  k.push_back('\0');
+  return k;
+}
+}  // namespace
+
+absl::Status ControllerStore::PutStage(const std::string& sswitch,
+                                       const proto::StageConfig& stage) {
+  MutexLock l(&mu_);
+  return FromRocks(db_->Put(Synced(), StagePrefix(sswitch) + stage.name(),
+                            stage.SerializeAsString()),
+                   "storing a stage");
+}
+
+absl::Status ControllerStore::DeleteStage(const std::string& sswitch,
+                                          const std::string& name) {
+  MutexLock l(&mu_);
+  return FromRocks(db_->Delete(Synced(), StagePrefix(sswitch) + name),
+                   "deleting a stage");
+}
+
+std::vector<proto::StageConfig> ControllerStore::Stages(
+    const std::string& sswitch) const {
+  std::vector<proto::StageConfig> out;
+  const std::string prefix = StagePrefix(sswitch);
+  std::unique_ptr<rocksdb::Iterator> it(
+      db_->NewIterator(rocksdb::ReadOptions()));
+  for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix);
+       it->Next()) {
+    proto::StageConfig st;
+    if (st.ParseFromArray(it->value().data(),
+                          static_cast<int>(it->value().size()))) {
+      out.push_back(std::move(st));
     }
   }
   return out;

@@ -57,6 +57,13 @@ class ControllerStore {
   absl::Status PutHost(const proto::HostInfo& host);
   std::vector<proto::HostInfo> Hosts() const;
 
+  // The stages the controller added to (or changed on) an sSwitch, by
+  // name: given back when the host registers, before its rules.
+  absl::Status PutStage(const std::string& sswitch,
+                        const proto::StageConfig& stage);
+  absl::Status DeleteStage(const std::string& sswitch, const std::string& name);
+  std::vector<proto::StageConfig> Stages(const std::string& sswitch) const;
+
   absl::Status PutAppState(const std::string& app, const std::string& key,
                            const std::string& value);
   absl::StatusOr<std::string> GetAppState(const std::string& app,

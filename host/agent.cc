@@ -177,6 +177,15 @@ absl::Status ControllerAgent::Impl::Register(bool fresh,
   auto reply = channel->CallSync(req, timeout);
   if (!reply.ok()) return reply.status();
   const proto::RegisterReply& rr = reply->controller().registered();
+  // The controller's stages first: its rules may name them.
+  for (const proto::StageConfig& st : rr.stages()) {
+    if (absl::Status s = EnsureStage(*sw, st, timeout); !s.ok()) {
+      return absl::Status(s.code(),
+                          StrCat("the controller's stage ", st.name(), " for ",
+                                 options.host.sswitch(),
+                                 " does not install here: ", s.message()));
+    }
+  }
   if (absl::Status s = Reconcile(rr.rules()); !s.ok()) {
     return absl::Status(
         s.code(), StrCat("the controller's rules for ", options.host.sswitch(),

@@ -39,6 +39,40 @@ absl::Status AddConfiguredStage(SSwitch& sw, const proto::StageConfig& config) {
   return absl::OkStatus();
 }
 
+absl::Status EnsureStage(SSwitch& sw, const proto::StageConfig& want,
+                         absl::Duration timeout) {
+  bool present = false;
+  for (const SSwitch::StageInfo& info : sw.Stages()) {
+    if (info.name == want.name()) present = true;
+  }
+  if (!present) return AddConfiguredStage(sw, want);
+  return sw.ChangeStage(
+      want.name(),
+      [&](Stage& stage) -> absl::Status {
+        HostStage* hs = AsHostStage(&stage);
+        if (hs == nullptr) {
+          return absl::FailedPreconditionError(
+              StrCat("stage '", want.name(), "' was not made from a config"));
+        }
+        const proto::StageConfig now = hs->config();
+        if (now.kind() != want.kind()) {
+          return absl::FailedPreconditionError(
+              StrCat("stage ", want.name(), " is of kind ", now.kind(),
+                     " here, not ", want.kind()));
+        }
+        if (now.SerializeAsString() == want.SerializeAsString()) {
+          return absl::OkStatus();
+        }
+        absl::Status s = hs->Reconfigure(want);
+        if (!s.ok()) {
+          return absl::Status(s.code(),
+                              StrCat("stage ", want.name(), ": ", s.message()));
+        }
+        return absl::OkStatus();
+      },
+      timeout);
+}
+
 void AddStageStats(SSwitch& sw, proto::ControlResponse* resp) {
   for (const SSwitch::StageInfo& info : sw.Stages()) {
     FillStats(info, resp->add_stages());

@@ -16,6 +16,12 @@ namespace sroute {
 // stage and the option.
 absl::Status AddConfiguredStage(SSwitch& sw, const proto::StageConfig& config);
 
+// Makes stage `want.name()` be there with `want`'s options: added if
+// missing, reconfigured (through the update protocol) if its options
+// differ. A stage of that name of another kind is an error.
+absl::Status EnsureStage(SSwitch& sw, const proto::StageConfig& want,
+                         absl::Duration timeout);
+
 // Serves a Stages control request (list, add, set, remove); the stages'
 // state goes to resp->stages.
 absl::Status HandleStagesRequest(SSwitch& sw, const proto::Stages& request,

@@ -136,6 +136,16 @@ class SroutectlControllerTest : public ::testing::Test {
             "--root", r2_.path(), "--name", "S2", "--secret-file", secret_,
             "--listen", "127.0.0.1:0", "--controller", controller_->address()});
     ASSERT_TRUE(server_->ok()) << "sroute-server did not start";
+    MountVolume();
+    ASSERT_TRUE(Eventually([&] {
+      const std::string hosts = Ctl("hosts --json").second;
+      return JsonConnected(hosts, kFuse) && JsonConnected(hosts, "S2");
+    }));
+  }
+
+  // The volume kFuse, registered with the controller (again, after a
+  // volume_.reset()).
+  void MountVolume() {
     volume_ = std::make_unique<MountedVolume>(
         SROUTE_FUSE_BINARY, mnt_.path(),
         std::vector<std::string>{"--backing", home_.path(), "--secret-file",
@@ -144,10 +154,6 @@ class SroutectlControllerTest : public ::testing::Test {
                                  "--control", ctl_ / "sock", "--endpoint",
                                  "S2=" + server_->address()});
     ASSERT_TRUE(volume_->ok()) << "sroute-fuse did not mount";
-    ASSERT_TRUE(Eventually([&] {
-      const std::string hosts = Ctl("hosts --json").second;
-      return JsonConnected(hosts, kFuse) && JsonConnected(hosts, "S2");
-    }));
   }
 
   // sroutectl --controller ADDR --secret-file F ARGS: exit code and output.
@@ -409,6 +415,39 @@ TEST_F(SroutectlControllerTest, StagesAddSetRmAndListThroughTheController) {
   std::tie(rc, out) = Ctl("stages rm --host S2 sc");
   EXPECT_EQ(rc, 0) << out;
   EXPECT_EQ(out.find("sc "), std::string::npos) << out;
+}
+
+// A stage added and changed through the controller is kept there: a host
+// that restarts without it gets it back (with the options set live) before
+// the rules that route through it, which would not install otherwise.
+TEST_F(SroutectlControllerTest, ControllerStagesComeBackWhenTheHostRestarts) {
+  StartCluster();
+  auto [rc, out] = Ctl("stages add --host " + kFuse + " cc=cache");
+  ASSERT_EQ(rc, 0) << out;
+  std::tie(rc, out) =
+      Ctl("stages set --host " + kFuse + " cc partition_bytes=2M");
+  ASSERT_EQ(rc, 0) << out;
+  ASSERT_NE(AddToVolume("<*, *, //home/t/*> -> <IO, stage:cc>"), 0u);
+  std::filesystem::create_directories(home_ / "t");
+  WriteWholeFile(mnt_ / "t/f", "cached");
+
+  volume_.reset();  // the host goes; its config has no stage cc
+  MountVolume();
+  ASSERT_TRUE(Eventually(
+      [&] { return JsonConnected(Ctl("hosts --json").second, kFuse); }));
+  const std::string local =
+      std::string(SROUTECTL_BINARY) + " --host unix:" + (ctl_ / "sock") + " ";
+  std::tie(rc, out) = RunCommand(local + "stages ls");
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(Row(out, "cc").find("partition_bytes=2097152"), std::string::npos)
+      << out;
+  std::tie(rc, out) = RunCommand(local + "rules ls");
+  EXPECT_NE(out.find("stage:cc"), std::string::npos) << out;
+  EXPECT_EQ(ReadWholeFile(mnt_ / "t/f"), "cached");
+  EXPECT_EQ(ReadWholeFile(mnt_ / "t/f"), "cached");
+  // The second read was the stage's hit.
+  std::tie(rc, out) = RunCommand(local + "stats --json");
+  EXPECT_GT(JsonNumber(LineWith(out, "\"name\": \"cc\""), "hits"), 0) << out;
 }
 
 TEST_F(SroutectlControllerTest, UnreachableControllerExitsTwo) {

@@ -59,5 +59,36 @@ TEST(ControllerStoreTest, ConcurrentWritersAllLand) {
   }
 }
 
+// Stages per sSwitch: kept by name (a put replaces), listed per sSwitch
+// only (a name that is another's prefix is not mixed in), and still there
+// when the store is opened again.
+TEST(ControllerStoreTest, StagesArePerSSwitchAndDurable) {
+  TempDir dir;
+  auto stage = [](const std::string& name, uint64_t bytes) {
+    proto::StageConfig c;
+    c.set_name(name);
+    c.set_kind("cache");
+    c.mutable_cache()->set_partition_bytes(bytes);
+    return c;
+  };
+  {
+    auto store = ControllerStore::Open(dir.path());
+    ASSERT_TRUE(store.ok()) << store.status();
+    ASSERT_TRUE((*store)->PutStage("a", stage("c1", 1)).ok());
+    ASSERT_TRUE((*store)->PutStage("a", stage("c2", 2)).ok());
+    ASSERT_TRUE((*store)->PutStage("a", stage("c1", 3)).ok());
+    ASSERT_TRUE((*store)->PutStage("ab", stage("c9", 9)).ok());
+    ASSERT_TRUE((*store)->DeleteStage("a", "c2").ok());
+  }
+  auto store = ControllerStore::Open(dir.path());
+  ASSERT_TRUE(store.ok()) << store.status();
+  auto a = (*store)->Stages("a");
+  ASSERT_EQ(a.size(), 1u);
+  EXPECT_EQ(a[0].name(), "c1");
+  EXPECT_EQ(a[0].cache().partition_bytes(), 3u);
+  ASSERT_EQ((*store)->Stages("ab").size(), 1u);
+  EXPECT_TRUE((*store)->Stages("b").empty());
+}
+
 }  // namespace
 }  // namespace sroute
