@@ -1151,7 +1151,10 @@ int64_t SSwitch::in_flight() const { return inflight_->total(); }
 
 size_t SSwitch::parked() const {
   size_t n = 0;
-  for (const auto& g : Load()->quiesced) {
+  // Held for the loop: a range-for keeps no temporary of its range
+  // expression alive but the last, and a Publish() may free the snapshot.
+  const std::shared_ptr<const Snapshot> snapshot = Load();
+  for (const auto& g : snapshot->quiesced) {
     MutexLock l(&g->mu);
     n += g->parked.size();
   }

@@ -701,6 +701,30 @@ TEST_F(SSwitchTest, QuiesceParksIosFromOtherThreads) {
   EXPECT_EQ(ReadWholeFile(a_ / "q"), "late");
 }
 
+// parked() while quiesces come and go: each publishes a snapshot and frees
+// the one before; parked() must hold the one it counts (a range-for over
+// Load()->quiesced did not: a heap use-after-free under ASan, and once a
+// corrupted heap in CI).
+TEST_F(SSwitchTest, ParkedIsSafeWhileQuiescesChange) {
+  auto& sw = host_.sswitch();
+  std::atomic<bool> stop{false};
+  std::thread toggler([&] {
+    for (int i = 0; i < 20000; ++i) {
+      const std::string p = "<*, *, //A/t" + std::to_string(i % 3) + ">";
+      ASSERT_TRUE(sw.Quiesce(P(p), true).ok());
+      ASSERT_TRUE(sw.Quiesce(P(p), false).ok());
+    }
+    stop = true;
+  });
+  size_t calls = 0;
+  while (!stop.load()) {
+    EXPECT_EQ(sw.parked(), 0u);
+    ++calls;
+  }
+  toggler.join();
+  EXPECT_GT(calls, 0u);
+}
+
 TEST_F(SSwitchTest, DrainWaitsForMatchingIosOnly) {
   auto blocking = std::make_shared<BlockingEndpoint>();
   ASSERT_TRUE(host_.AddEndpoint("Slow", blocking).ok());
