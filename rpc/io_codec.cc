@@ -49,6 +49,7 @@ void FromMsg(const proto::StatMsg& m, struct stat* st) {
 // Ops whose reply carries attributes.
 bool HasAttr(Op op) {
   switch (op) {
+    case Op::kOpen:  // what a cache compares for close-to-open
     case Op::kGetattr:
     case Op::kLookup:
     case Op::kSetattr:
@@ -159,6 +160,7 @@ absl::Status DecodeIoReply(const proto::RpcReply& reply,
   }
   const proto::IoReply& r = reply.io();
   io->bytes = r.bytes();
+  io->change_stamp = r.change_stamp();
   if (r.has_attr()) FromMsg(r.attr(), &io->attr);
   switch (io->header.op) {
     case Op::kRead: {

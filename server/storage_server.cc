@@ -2,11 +2,15 @@
 
 #include <sys/stat.h>
 
+#include <array>
+#include <atomic>
 #include <filesystem>
 #include <map>
+#include <random>
 #include <thread>
 #include <tuple>
 
+#include "absl/hash/hash.h"
 #include "control/control_handler.h"
 #include "host/runtime.h"
 #include "rpc/io_codec.h"
@@ -30,6 +34,36 @@ struct ServerIo {
   std::unique_ptr<RpcServer::Call> call;
   Io io;
   std::unique_ptr<char[]> read_data;
+  // Change-stamp slots of the file (and a rename's other name) as the
+  // request named them; -1: none.
+  int32_t slot = -1;
+  int32_t other_slot = -1;
+  bool changes = false;  // bumps its slots again when it ends
+};
+
+// A stamp per file that changes whenever a change to it starts or ends on
+// this server, sent with every open: a cache on another host compares it
+// with the one of its last open (close-to-open) and so sees a change that
+// kept the size and fell in the same timestamp tick. Files share slots by
+// the hash of their name (a change to one changes its slot-mates' stamps
+// too: a needless drop, never a missed change); the random base makes the
+// stamps of an earlier run of the server differ from this one's.
+class ChangeStamps {
+ public:
+  static constexpr int32_t kSlots = 4096;
+  static int32_t SlotOf(std::string_view file) {
+    return static_cast<int32_t>(absl::HashOf(file) % kSlots);
+  }
+  void Bump(int32_t slot) {
+    if (slot >= 0) slots_[slot].fetch_add(1, std::memory_order_acq_rel);
+  }
+  uint64_t Of(int32_t slot) const {
+    return base_ + slots_[slot].load(std::memory_order_acquire);
+  }
+
+ private:
+  const uint64_t base_ = std::random_device()() * 0x9E3779B97F4A7C15ull;
+  std::array<std::atomic<uint64_t>, kSlots> slots_{};
 };
 
 }  // namespace
@@ -40,6 +74,7 @@ struct StorageServer::Impl {
   void FinishIo(ServerIo* sio);
 
   FrameLimits limits;
+  ChangeStamps stamps;
   // Destruction order matters: the RPC server first (no new requests),
   // then background requests, then the host (its network threads last).
   std::unique_ptr<HostRuntime> runtime;
@@ -193,6 +228,17 @@ void StorageServer::Impl::HandleIo(std::unique_ptr<RpcServer::Call> call) {
     }
   }
   const Op op = io.header.op;
+  if (ChangesFileBytes(io)) {
+    s->changes = true;
+    s->slot = ChangeStamps::SlotOf(io.header.file);
+    if (op == Op::kRenameFrom || op == Op::kRenameTo) {
+      s->other_slot = ChangeStamps::SlotOf(io.args.second_file);
+    }
+    stamps.Bump(s->slot);
+    stamps.Bump(s->other_slot);
+  } else if (op == Op::kOpen || op == Op::kCreate) {
+    s->slot = ChangeStamps::SlotOf(io.header.file);
+  }
   if (op == Op::kWrite || op == Op::kSetxattr) {
     io.write_data = std::span<const char>(s->call->payload());
   }
@@ -264,8 +310,16 @@ void StorageServer::Impl::FinishIo(ServerIo* s) {
           absl::IsResourceExhausted(st) ? ENOSPC : EIO);
     }
   }
+  if (s->changes) {
+    stamps.Bump(s->slot);
+    stamps.Bump(s->other_slot);
+  }
   proto::RpcReply reply;
   EncodeIoReply(io, &reply);
+  if (io.status.ok() && s->slot >= 0 &&
+      (io.header.op == Op::kOpen || io.header.op == Op::kCreate)) {
+    reply.mutable_io()->set_change_stamp(stamps.Of(s->slot));
+  }
   s->call->Reply(reply, ReadPayload(io));
 }
 

@@ -1,5 +1,7 @@
 #include "sswitch/io.h"
 
+#include <fcntl.h>
+
 #include "rules/rule_table.h"
 #include "sswitch/sswitch.h"
 
@@ -9,12 +11,32 @@ std::atomic<uint64_t> Io::extra_completions{0};
 
 Io::~Io() = default;
 
+bool ChangesFileBytes(const Io& io) {
+  switch (io.header.op) {
+    case Op::kWrite:
+    case Op::kTruncate:
+    case Op::kFallocate:
+    case Op::kUnlink:
+    case Op::kRenameFrom:
+    case Op::kRenameTo:
+      return true;
+    case Op::kSetattr:
+      return (io.args.to_set & kSetSize) != 0;
+    case Op::kOpen:
+    case Op::kCreate:
+      return (io.args.open_flags & O_TRUNC) != 0;
+    default:
+      return false;
+  }
+}
+
 void Io::AdoptResults(const Io& child) {
   bytes = child.bytes;
   attr = child.attr;
   data = child.data;
   entries = child.entries;
   target = child.target;
+  change_stamp = child.change_stamp;
 }
 
 void Io::AddResponseHook(ResponseHook hook) {

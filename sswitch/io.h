@@ -134,6 +134,10 @@ class Io {
   // The file this IO was last sent to ("//HOST/PATH"), for traces and for
   // delegates on the response path.
   std::string target;
+  // Opens answered by a storage server: a stamp that changes whenever a
+  // change to the file starts or ends there (0: no such stamp). Caches on
+  // other hosts compare it at each open (close-to-open).
+  uint64_t change_stamp = 0;
   // The op's arguments. Last of the public fields: most IOs (reads and
   // writes) use none of them, and the fields every IO touches then share
   // their cache lines as before IoArgs gave each meaning a field of its own
@@ -188,6 +192,11 @@ class Io {
   int inflight_shard_ = -1;
   absl::InlinedVector<std::shared_ptr<DrainWaiter>, 1> drain_waiters_;
 };
+
+// Whether `io` changes a file's bytes or which bytes a name holds (writes,
+// truncates, fallocate, unlink, rename, O_TRUNC opens): what change
+// observers (SSwitch::AddChangeObserver) and change stamps count.
+bool ChangesFileBytes(const Io& io);
 
 }  // namespace sroute
 

@@ -464,31 +464,6 @@ void SSwitch::RemoveChangeObserver(uint64_t id) {
   observers_ = std::move(list);
 }
 
-namespace {
-
-// Whether `io` changes a file's bytes or which bytes a name holds
-// (SSwitch::ChangeObserver).
-bool ChangesBytes(const Io& io) {
-  switch (io.header.op) {
-    case Op::kWrite:
-    case Op::kTruncate:
-    case Op::kFallocate:
-    case Op::kUnlink:
-    case Op::kRenameFrom:
-    case Op::kRenameTo:
-      return true;
-    case Op::kSetattr:
-      return (io.args.to_set & kSetSize) != 0;
-    case Op::kOpen:
-    case Op::kCreate:
-      return (io.args.open_flags & O_TRUNC) != 0;
-    default:
-      return false;
-  }
-}
-
-}  // namespace
-
 void SSwitch::ObserveChange(Io* io) {
   std::shared_ptr<const ObserverList> list;
   {
@@ -507,7 +482,7 @@ void SSwitch::Route(Io* io) {
   io->router_ = this;
   io->stage_hops_ = 0;
   if (observer_count_.load(std::memory_order_relaxed) != 0 &&
-      ChangesBytes(*io)) {
+      ChangesFileBytes(*io)) {
     ObserveChange(io);
   }
   // Register, then load the snapshot: a Drain() that misses this IO in the
@@ -520,7 +495,7 @@ void SSwitch::RouteToStage(Io* io, const std::string& stage) {
   io->router_ = this;
   io->stage_hops_ = 0;
   if (observer_count_.load(std::memory_order_relaxed) != 0 &&
-      ChangesBytes(*io)) {
+      ChangesFileBytes(*io)) {
     ObserveChange(io);
   }
   RegisterInflight(io);

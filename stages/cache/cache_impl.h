@@ -97,9 +97,9 @@ struct FileState {
   // grows past (one slot was not enough: a second short block took it and
   // the first kept a stale end). May name blocks no longer cached.
   std::set<uint64_t> short_blocks;
-  // Close-to-open: the attributes the last open returned (ino, size,
-  // mtime, ctime), 0 for none.
-  uint64_t open_attr[4] = {0, 0, 0, 0};
+  // Close-to-open: what the last open returned (ino, size, mtime, ctime,
+  // the server's change stamp), 0 for none.
+  uint64_t open_attr[5] = {0, 0, 0, 0, 0};
   // Sequential run detection (sequential_cutoff_bytes).
   uint64_t seq_end = 0;
   uint64_t seq_run = 0;

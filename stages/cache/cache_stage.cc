@@ -596,16 +596,17 @@ void CacheStage::ShowDirtySize(Io* io) {
 void CacheStage::Open(Io* io, const Forward& forward) {
   io->AddResponseHook([this](Io& done) {
     if (!done.status.ok() || !S_ISREG(done.attr.st_mode)) return;
-    const uint64_t attr[4] = {
+    const uint64_t attr[5] = {
         static_cast<uint64_t>(done.attr.st_ino),
         static_cast<uint64_t>(done.attr.st_size),
         static_cast<uint64_t>(done.attr.st_mtim.tv_sec) * 1'000'000'000 +
             static_cast<uint64_t>(done.attr.st_mtim.tv_nsec),
         static_cast<uint64_t>(done.attr.st_ctim.tv_sec) * 1'000'000'000 +
-            static_cast<uint64_t>(done.attr.st_ctim.tv_nsec)};
+            static_cast<uint64_t>(done.attr.st_ctim.tv_nsec),
+        done.change_stamp};
     MutexLock l(&mu_);
     FileState* fs = GetFile(done.header.file);
-    if (!std::equal(attr, attr + 4, fs->open_attr)) {
+    if (!std::equal(attr, attr + 5, fs->open_attr)) {
       // Changed since the last open: by another host, or by writes here
       // (which dropped what they changed already; dropping again is safe).
       if (fs->open_attr[0] != 0) {
@@ -614,7 +615,7 @@ void CacheStage::Open(Io* io, const Forward& forward) {
         PruneShort(fs);
         ++open_drops_;
       }
-      std::copy(attr, attr + 4, fs->open_attr);
+      std::copy(attr, attr + 5, fs->open_attr);
     }
   });
   forward(io);

@@ -28,6 +28,8 @@
 #include "gtest/gtest.h"
 #include "rpc/channel.h"
 #include "rpc/io_threads.h"
+#include "rpc/remote_endpoint.h"
+#include "sswitch/host.h"
 #include "tests/integration/posix_scenarios.h"
 #include "tests/util/mounted_volume.h"
 #include "tests/util/process_threads.h"
@@ -703,6 +705,117 @@ TEST_F(ServerTest, CloseToOpenAcrossTwoVolumesThroughAServerSideCache) {
       Ctl("--host unix:" + (ctl_ / "s1.sock") + " stages ls --json");
   ASSERT_EQ(rc, 0) << out;
   EXPECT_EQ(out.find("\"ios\": 0,"), std::string::npos) << out;
+  b.reset();
+  a.reset();
+}
+
+// Opens through a server carry its change stamp: the same while the file
+// is unchanged, another after any change to it (even one that keeps its
+// size), and another again from the next run of the server.
+TEST_F(ServerTest, OpensCarryAChangeStamp) {
+  ServerProcess* s1 = StartServer("S1", r1_.path());
+  WriteWholeFile(r1_ / "f", "abcd");
+  IoThreads threads(1);
+  auto stamp_of_open = [&](ServerProcess* server) -> uint64_t {
+    RemoteEndpoint::Options o;
+    o.address = server->address();
+    o.secret = kSecret;
+    auto ep = RemoteEndpoint::Create(&threads, o);
+    EXPECT_TRUE(ep.ok()) << ep.status();
+    if (!ep.ok()) return 0;
+    Host host("probe");
+    EXPECT_TRUE(host.AddEndpoint("S1", *ep).ok());
+    Io io;
+    io.header = {"t", "", Op::kOpen, "//S1/f", 0, 0};
+    io.args.open_flags = O_RDONLY;
+    std::atomic<bool> done{false};
+    io.set_completion([&](Io&) { done = true; });
+    host.sswitch().Route(&io);
+    while (!done.load())
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    EXPECT_TRUE(io.status.ok()) << io.status;
+    EXPECT_EQ(io.attr.st_size, 4);  // opens carry the file's attributes
+    return io.change_stamp;
+  };
+  const uint64_t first = stamp_of_open(s1);
+  EXPECT_NE(first, 0u);
+  EXPECT_EQ(stamp_of_open(s1), first);
+  {  // A write of the same size, through the server (from a volume).
+    MountedVolume vol(SROUTE_FUSE_BINARY, mnt_.path(),
+                      {"--backing", s1->address(), "--secret-file", secret_,
+                       "--kernel-cache", "off"});
+    ASSERT_TRUE(vol.ok());
+    const int fd = open((mnt_ / "f").c_str(), O_WRONLY);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(pwrite(fd, "wxyz", 4, 0), 4);
+    close(fd);
+  }
+  const uint64_t second = stamp_of_open(s1);
+  EXPECT_NE(second, first);
+  EXPECT_EQ(stamp_of_open(s1), second);
+  // Another run of a server on the same files: other stamps.
+  servers_.clear();
+  ServerProcess* again = StartServer("S1", r1_.path());
+  EXPECT_NE(stamp_of_open(again), second);
+}
+
+// Close-to-open through a cache on the reading volume's own host: volume A
+// writes straight to the server, volume B reads through its cache. Each
+// trial keeps the file's size and is quicker than a timestamp tick, so only
+// the server's change stamp in B's open tells B's cache the file changed.
+TEST_F(ServerTest, CloseToOpenThroughACacheOnTheReadingHost) {
+  ServerProcess* s1 = StartServer("S1", r1_.path(), {});
+  ASSERT_EQ(mkdir((r1_ / "c2o").c_str(), 0755), 0);
+  WriteWholeFile(r1_ / "c2o/f", std::string(16384, 'x'));
+  TempDir mnt_b, ctl_b;
+  auto mount = [&](const std::string& at, const std::string& sock,
+                   std::vector<std::string> extra) {
+    std::vector<std::string> args{
+        "--backing",      s1->address(), "--secret-file", secret_,
+        "--kernel-cache", "off",         "--control",     sock};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return std::make_unique<MountedVolume>(SROUTE_FUSE_BINARY, at, args);
+  };
+  auto a = mount(mnt_.path(), ctl_ / "a.sock", {});
+  auto b = mount(mnt_b.path(), ctl_b / "b.sock",
+                 {"--stage", "bc=cache:partition_by=none,partition_bytes=4M",
+                  "--rule", "<*, *, //home/c2o/*> -> <IO, stage:bc>"});
+  ASSERT_TRUE(a->ok() && b->ok());
+  const std::string on_a = mnt_ / "c2o/f", on_b = mnt_b / "c2o/f";
+  constexpr int kTrials = 2000;
+  int fresh = 0;
+  std::mt19937_64 rng(12);
+  std::string block(4096, '\0');
+  for (int t = 0; t < kTrials; ++t) {
+    const off_t off = static_cast<off_t>(rng() % 4) * 4096;
+    for (size_t i = 0; i < block.size(); i += 8) {
+      const uint64_t v = rng();
+      std::memcpy(&block[i], &v, 8);
+    }
+    // B reads the block first, so its cache holds the old bytes.
+    const int r0 = open(on_b.c_str(), O_RDONLY);
+    ASSERT_GE(r0, 0);
+    std::string old(4096, '\0');
+    ASSERT_EQ(pread(r0, old.data(), old.size(), off), 4096);
+    close(r0);
+    const int w = open(on_a.c_str(), O_WRONLY);
+    ASSERT_GE(w, 0);
+    ASSERT_EQ(pwrite(w, block.data(), block.size(), off), 4096);
+    ASSERT_EQ(close(w), 0);
+    const int r = open(on_b.c_str(), O_RDONLY);
+    ASSERT_GE(r, 0);
+    std::string got(4096, '\0');
+    ASSERT_EQ(pread(r, got.data(), got.size(), off), 4096);
+    close(r);
+    fresh += got == block;
+  }
+  EXPECT_EQ(fresh, kTrials);
+  // B's cache served reads (it is not bypassed), and its opens dropped.
+  auto [rc, out] =
+      Ctl("--host unix:" + (ctl_b / "b.sock") + " stages ls --json");
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_EQ(out.find("\"ios\": 0,"), std::string::npos) << out;
+  EXPECT_EQ(out.find("\"open_drops\": 0,"), std::string::npos) << out;
   b.reset();
   a.reset();
 }

@@ -780,6 +780,47 @@ TEST_F(CacheTest, CloseToOpenAcrossHosts) {
   EXPECT_EQ(Counter("alice.misses"), 2);
 }
 
+// Answers opens as a storage server does, with a change stamp, and with
+// the file's times pinned (a change within one timestamp tick).
+class StampingStage : public Stage {
+ public:
+  void Submit(Io* io, const Forward& forward) override {
+    if (io->header.op == Op::kOpen) {
+      io->AddResponseHook([this](Io& done) {
+        done.attr.st_mtim = {1, 0};
+        done.attr.st_ctim = {1, 0};
+        done.change_stamp = stamp.load();
+      });
+    }
+    forward(io);
+  }
+  std::atomic<uint64_t> stamp{7};
+};
+
+TEST_F(CacheTest, CloseToOpenGoesByTheServersChangeStamp) {
+  WriteWholeFile(dir_ / "f", "version one");
+  auto stamping = std::make_shared<StampingStage>();
+  before_rules_ = [&] { ASSERT_TRUE(host_.AddStage("s", stamping).ok()); };
+  Start(proto::CacheOptions(),
+        "<stage:c, *, //home/*> -> <IO, stage:s>\n"
+        "<stage:s, *, //home/*> -> <IO, //home/*>\n");
+  auto open = [&] {
+    IoArgs args;
+    args.open_flags = O_RDONLY;
+    return host_.Call("alice", Op::kOpen, "//home/f", args).status();
+  };
+  ASSERT_TRUE(open().ok());
+  EXPECT_EQ(Read("f", 0, kBs), "version one");
+  // Changed elsewhere, same size, same times: the stamp alone tells.
+  WriteWholeFile(dir_ / "f", "version two");
+  ASSERT_TRUE(open().ok());
+  EXPECT_EQ(Read("f", 0, kBs), "version one");  // nothing told the cache
+  stamping->stamp = 8;
+  ASSERT_TRUE(open().ok());
+  EXPECT_EQ(Read("f", 0, kBs), "version two");
+  EXPECT_EQ(Counter("open_drops"), 1);
+}
+
 // 4 writers (one, bob, past the cache) and 2 readers on one file through
 // the cache: each block holds (index, version, checksum); readers check
 // every block they read is whole and no older than the last version
