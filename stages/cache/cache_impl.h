@@ -83,9 +83,18 @@ struct FsyncWaiter {
   absl::flat_hash_set<Block*> blocks;  // still to be written back
 };
 
+// What the cache knows of one file. Kept while the file has blocks here
+// (in DRAM or the tier), dirty state or waiters, or a thread holds a
+// pointer to it across a release of the stage's lock (`users`); reclaimed
+// otherwise, once the count of files passes a threshold (Sweep), its id
+// used again.
 struct FileState {
   uint32_t id = 0;
   std::string name;
+  // Threads that hold this pointer with the lock released: a read's fill
+  // hook, a write waiting for an edge block or for room, a change waiting
+  // for flushes, a rename between its done=false and done=true.
+  uint32_t users = 0;
   // Bumped by every change to the file; a fill that saw another
   // generation at its start is dropped.
   uint64_t gen = 0;
@@ -137,6 +146,10 @@ class CacheStage : public HostStage {
   void OnChange(const Io& io, bool done);
   FileState* GetFile(const std::string& name)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Reclaims the states of files the cache holds nothing of, once there
+  // are many. REQUIRES: the calling thread holds no FileState pointer.
+  void MaybeSweep() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool Idle(const FileState& fs) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   FileState* FindFile(const std::string& name)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   Part* GetPart(const Io& io) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -216,7 +229,11 @@ class CacheStage : public HostStage {
       ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, std::unique_ptr<FileState>> files_
       ABSL_GUARDED_BY(mu_);
-  std::vector<FileState*> file_by_id_ ABSL_GUARDED_BY(mu_);
+  std::vector<FileState*> file_by_id_ ABSL_GUARDED_BY(mu_);  // null: free
+  std::vector<uint32_t> free_ids_ ABSL_GUARDED_BY(mu_);
+  size_t sweep_at_ ABSL_GUARDED_BY(mu_) = kMinSweep;
+  uint64_t files_reclaimed_ ABSL_GUARDED_BY(mu_) = 0;
+  static constexpr size_t kMinSweep = 1024;
   // Stage-wide counters beyond the partitions' sums.
   std::unique_ptr<Tier> tier_ ABSL_GUARDED_BY(mu_);  // or null
   uint64_t tier_hits_ ABSL_GUARDED_BY(mu_) = 0;      // blocks taken back

@@ -199,11 +199,40 @@ FileState* CacheStage::GetFile(const std::string& name) {
   auto& slot = files_[name];
   if (slot == nullptr) {
     slot = std::make_unique<FileState>();
-    slot->id = static_cast<uint32_t>(file_by_id_.size());
     slot->name = name;
-    file_by_id_.push_back(slot.get());
+    if (!free_ids_.empty()) {
+      slot->id = free_ids_.back();
+      free_ids_.pop_back();
+      file_by_id_[slot->id] = slot.get();
+    } else {
+      slot->id = static_cast<uint32_t>(file_by_id_.size());
+      file_by_id_.push_back(slot.get());
+    }
   }
   return slot.get();
+}
+
+bool CacheStage::Idle(const FileState& fs) const {
+  return fs.users == 0 && fs.cached == 0 && fs.dirty.empty() &&
+         fs.flushing == 0 && fs.urgent == 0 && fs.pending.empty() &&
+         fs.fsync_waiters.empty() && fs.error.ok() &&
+         (tier_ == nullptr || !tier_->HoldsFile(fs.id));
+}
+
+void CacheStage::MaybeSweep() {
+  if (files_.size() < sweep_at_) return;
+  for (auto it = files_.begin(); it != files_.end();) {
+    FileState& fs = *it->second;
+    if (!Idle(fs)) {
+      ++it;
+      continue;
+    }
+    file_by_id_[fs.id] = nullptr;
+    free_ids_.push_back(fs.id);
+    ++files_reclaimed_;
+    files_.erase(it++);
+  }
+  sweep_at_ = std::max(kMinSweep, 2 * files_.size());
 }
 
 Part* CacheStage::GetPart(const Io& io) {
@@ -408,6 +437,7 @@ void CacheStage::Read(Io* io, const Forward& forward) {
     forward(io);
     return;
   }
+  MaybeSweep();
   FileState* fs = GetFile(io->header.file);
   Part* part = GetPart(*io);
   const uint64_t bs = opts_.block_size;
@@ -498,29 +528,34 @@ void CacheStage::Read(Io* io, const Forward& forward) {
     }
   }
   const uint64_t gen = fs->gen;
+  ++fs->users;  // until the hook has run
   io->AddResponseHook([this, fs, part, gen, bypass, off, len,
                        overlay = std::move(overlay), dirty_size](Io& done) {
-    if (!done.status.ok()) return;
-    const uint64_t end = off + len;
     uint64_t got = std::min<uint64_t>(done.bytes, len);
-    char* buf = done.read_buffer.data();
     const bool short_read = got < len;
-    for (const Overlay& o : overlay) {
-      if (off + got < o.offset) {
-        std::memset(buf + got, 0, o.offset - off - got);
+    bool fill = false;
+    if (done.status.ok()) {
+      const uint64_t end = off + len;
+      char* buf = done.read_buffer.data();
+      for (const Overlay& o : overlay) {
+        if (off + got < o.offset) {
+          std::memset(buf + got, 0, o.offset - off - got);
+        }
+        std::memcpy(buf + (o.offset - off), o.bytes.data(), o.bytes.size());
+        got = std::max(got, o.offset + o.bytes.size() - off);
       }
-      std::memcpy(buf + (o.offset - off), o.bytes.data(), o.bytes.size());
-      got = std::max(got, o.offset + o.bytes.size() - off);
+      if (dirty_size > off + got) {
+        const uint64_t e = std::min(end, dirty_size);
+        std::memset(buf + got, 0, e - off - got);
+        got = e - off;
+      }
+      done.bytes = got;
+      fill = !bypass && overlay.empty() && dirty_size == 0;
     }
-    if (dirty_size > off + got) {
-      const uint64_t e = std::min(end, dirty_size);
-      std::memset(buf + got, 0, e - off - got);
-      got = e - off;
-    }
-    done.bytes = got;
-    if (bypass || !overlay.empty() || dirty_size != 0) return;
     MutexLock l(&mu_);
-    if (stopped_) return;
+    --fs->users;
+    if (!fill || stopped_) return;
+    const char* buf = done.read_buffer.data();
     if (fs->gen != gen) {
       ++fills_dropped_;
       return;
@@ -605,6 +640,7 @@ void CacheStage::Open(Io* io, const Forward& forward) {
             static_cast<uint64_t>(done.attr.st_ctim.tv_nsec),
         done.change_stamp};
     MutexLock l(&mu_);
+    MaybeSweep();
     FileState* fs = GetFile(done.header.file);
     if (!std::equal(attr, attr + 5, fs->open_attr)) {
       // Changed since the last open: by another host, or by writes here
@@ -635,10 +671,15 @@ void CacheStage::OnChange(const Io& io, bool done) {
     if (!done) {
       // Kept even if unknown now: a read of it may start before done=true.
       FileState* other = GetFile(io.args.second_file);
-      renames_[&io] = other;
+      if (FileState*& held = renames_[&io]; held != other) {
+        if (held != nullptr) --held->users;
+        held = other;
+        ++other->users;
+      }
       files[1] = other;
     } else if (auto it = renames_.find(&io); it != renames_.end()) {
       files[1] = it->second;
+      --files[1]->users;
       renames_.erase(it);
     }
   }
@@ -698,6 +739,8 @@ void CacheStage::Report(proto::StageStats* out) const {
   c["dirty_peak_bytes"] = static_cast<int64_t>(dirty_peak_);
   c["bypassed"] = static_cast<int64_t>(bypassed_);
   c["open_drops"] = static_cast<int64_t>(open_drops_);
+  c["files"] = static_cast<int64_t>(files_.size());
+  c["files_reclaimed"] = static_cast<int64_t>(files_reclaimed_);
   if (tier_ != nullptr) {
     c["tier_hits"] = static_cast<int64_t>(tier_hits_);
     c["tier_bytes"] = static_cast<int64_t>(tier_->used_bytes());

@@ -49,6 +49,8 @@ class Tier {
   bool Contains(uint32_t file, uint64_t index) const {
     return index_.contains(Key{file, index});
   }
+  // Whether any block of `file` is here.
+  bool HoldsFile(uint32_t file) const { return per_file_.contains(file); }
   // Drops the file's blocks with index in [first, last].
   void Drop(uint32_t file, uint64_t first, uint64_t last);
   void Clear();

@@ -49,6 +49,7 @@ void CacheStage::WriteBack(Io* io, const Forward& forward) {
   const uint64_t len = io->header.length;
   const uint64_t end = off + len;
   ReleasableMutexLock l(&mu_);
+  MaybeSweep();
   FileState* fs = GetFile(io->header.file);
   // Ours: the observer's hold (done=false) is not needed.
   std::erase_if(fs->pending, [io](const Pending& p) { return p.io == io; });
@@ -101,10 +102,12 @@ void CacheStage::WriteBack(Io* io, const Forward& forward) {
       read = true;
       flushed_.SignalAll();
     });
+    ++fs->users;
     l.Unlock();
     sswitch_->Route(&child);
     l.Lock();
     while (!read) flushed_.Wait(&mu_);
+    --fs->users;
     if (!child.status.ok() || fs->gen != gen || stopped_ ||
         part->blocks->Find(fs->id, i) != nullptr) {
       continue;  // the plan below sends the write on if still missing
@@ -151,7 +154,9 @@ void CacheStage::WriteBack(Io* io, const Forward& forward) {
     StartFlusher();
     work_.Signal();
     ++writers_waiting_;
+    ++fs->users;
     flushed_.Wait(&mu_);
+    --fs->users;
     --writers_waiting_;
     if (stopped_) return go_on();
   }
@@ -256,12 +261,14 @@ void CacheStage::Fsync(Io* io, const Forward& forward) {
 
 void CacheStage::HoldForChange(const Io& io, FileState* fs, uint64_t lo,
                                uint64_t hi, bool whole_file) {
+  ++fs->users;  // while it waits, the lock released
   if (whole_file) {
     ++fs->urgent;
     StartFlusher();
     work_.Signal();
     while (!fs->dirty.empty() || fs->flushing != 0) flushed_.Wait(&mu_);
     --fs->urgent;
+    --fs->users;
     return;
   }
   fs->pending.push_back(Pending{&io, lo, hi});
@@ -274,9 +281,10 @@ void CacheStage::HoldForChange(const Io& io, FileState* fs, uint64_t lo,
         break;
       }
     }
-    if (!busy) return;
+    if (!busy) break;
     flushed_.Wait(&mu_);
   }
+  --fs->users;
 }
 
 void CacheStage::ReleaseChange(const Io& io, FileState* fs) {

@@ -1146,3 +1146,70 @@ TEST_F(CacheTest, StatDuringTheLastFlushSeesTheDirtySize) {
 
 }  // namespace
 }  // namespace sroute
+
+namespace sroute {
+namespace {
+
+// A cache that sees many files keeps state only for those it holds blocks
+// of: the others' states are reclaimed and their ids used again, and every
+// file still reads right (a reused id never shows another file's blocks).
+void ManyFiles(Host& host, const std::string& dir,
+               const std::function<int64_t(const std::string&)>& counter,
+               bool write_back) {
+  constexpr int kFiles = 5000;
+  auto content = [](int i) { return "file " + std::to_string(i) + "\n"; };
+  for (int i = 0; i < kFiles; ++i) {
+    const std::string name = "//home/m" + std::to_string(i);
+    const std::string c = content(i);
+    if (write_back) {
+      WriteWholeFile(dir + "/m" + std::to_string(i), "");
+      auto w = host.Write("alice", name, 0,
+                          std::span<const char>(c.data(), c.size()));
+      ASSERT_TRUE(w.ok()) << w.status();
+      ASSERT_TRUE(host.Call("alice", Op::kFsync, name).ok());
+    } else {
+      WriteWholeFile(dir + "/m" + std::to_string(i), c);
+    }
+    std::string buf(kBs, '\0');
+    auto got = host.Read("alice", name, 0, std::span<char>(buf));
+    ASSERT_TRUE(got.ok()) << got.status();
+    ASSERT_EQ(buf.substr(0, *got), c) << name;
+  }
+  // A 16-block partition: most files' blocks are gone, and their states.
+  EXPECT_LT(counter("files"), 2100);
+  EXPECT_GT(counter("files_reclaimed"), 2900);
+  for (int i = 0; i < kFiles; i += 7) {
+    const std::string name = "//home/m" + std::to_string(i);
+    std::string buf(kBs, '\0');
+    auto got = host.Read("alice", name, 0, std::span<char>(buf));
+    ASSERT_TRUE(got.ok()) << got.status();
+    ASSERT_EQ(buf.substr(0, *got), content(i)) << name;
+  }
+  if (write_back) {
+    for (int i = 0; i < kFiles; i += 7) {
+      ASSERT_EQ(ReadWholeFile(dir + "/m" + std::to_string(i)), content(i));
+    }
+  }
+}
+
+TEST_F(CacheTest, StatesOfFilesWithNothingCachedAreReclaimed) {
+  proto::CacheOptions opts;
+  opts.set_partition_bytes(16 * kBs);
+  Start(opts);
+  ManyFiles(
+      host_, dir_.path(), [&](const std::string& n) { return Counter(n); },
+      false);
+}
+
+TEST_F(CacheTest, StatesOfFilesWithNothingCachedAreReclaimedWriteBack) {
+  proto::CacheOptions opts = WriteBackOptions();
+  opts.set_partition_bytes(16 * kBs);
+  opts.set_dirty_limit_bytes(8 * kBs);
+  Start(opts);
+  ManyFiles(
+      host_, dir_.path(), [&](const std::string& n) { return Counter(n); },
+      true);
+}
+
+}  // namespace
+}  // namespace sroute
