@@ -191,6 +191,9 @@ class Io {
   Io* inflight_next_ = nullptr;
   int inflight_shard_ = -1;
   absl::InlinedVector<std::shared_ptr<DrainWaiter>, 1> drain_waiters_;
+  // SSwitch::RouteToStage: the stage it enters once admitted (a quiesce
+  // parks it first, as any IO).
+  std::string to_stage_;
 };
 
 // Whether `io` changes a file's bytes or which bytes a name holds (writes,

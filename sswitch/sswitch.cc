@@ -498,7 +498,14 @@ void SSwitch::RouteToStage(Io* io, const std::string& stage) {
       ChangesFileBytes(*io)) {
     ObserveChange(io);
   }
+  io->to_stage_ = stage;
   RegisterInflight(io);
+  Admit(io);
+}
+
+void SSwitch::EnterNamedStage(Io* io) {
+  const std::string stage = std::move(io->to_stage_);
+  io->to_stage_.clear();
   auto it = io->snapshot_->stages->find(stage);
   if (it == io->snapshot_->stages->end()) {
     Fail(io, absl::NotFoundError(
@@ -531,6 +538,10 @@ void SSwitch::Admit(Io* io) {
       gate->parked.push_back(io);
       l.Unlock();
       for (auto& w : waiters) SignalDrained(*w);
+      return;
+    }
+    if (!io->to_stage_.empty()) {
+      EnterNamedStage(io);
       return;
     }
     if (io->header.stage.empty()) {

@@ -146,8 +146,9 @@ class SSwitch {
 
   // Sends `io` straight to stage `stage` (not through the rules): the
   // stage hands it back to be routed as source stage:STAGE. For IOs a
-  // remote host sent to stage://HOST/STAGE. Completes it NotFound if there
-  // is no such stage.
+  // remote host sent to stage://HOST/STAGE. A quiesce of its flow parks it
+  // first, as it does any IO. Completes it NotFound if there is no such
+  // stage.
   // REQUIRES: as for Route.
   void RouteToStage(Io* io, const std::string& stage);
 
@@ -368,6 +369,9 @@ class SSwitch {
 
   // Submits `io` to the stage of `entry`, or parks it while the stage
   // changes; a removed stage's IO is routed again.
+  // Enters io->to_stage_ (RouteToStage, once admitted); fails the IO if
+  // the snapshot has no such stage.
+  void EnterNamedStage(Io* io);
   void EnterStage(Io* io, const std::shared_ptr<StageEntry>& entry);
   // Parks IOs reaching `entry` and waits for those inside it; false (gate
   // open again) after `timeout`.

@@ -240,6 +240,39 @@ TEST_F(StageChangeTest,
   EXPECT_EQ(stage_->requests.load(), 0);
 }
 
+// An IO sent straight to a stage (a server's stage:// request) parks at a
+// quiesce of its flow like any IO, and enters the stage once released: an
+// update's drain is not held up by stage traffic that never parks.
+TEST_F(StageChangeTest, AnIoSentToAStageParksAtAQuiesce) {
+  held_->set_hold(false);
+  auto& sw = host_.sswitch();
+  auto pattern = ParsePattern("<*, *, //H/s/q>");
+  ASSERT_TRUE(pattern.ok());
+  ASSERT_TRUE(sw.Quiesce(*pattern, true).ok());
+  std::atomic<int> done{0};
+  Io io;
+  io.header = {"t", "", Op::kWrite, "//H/s/q", 0, 1};
+  io.write_data = std::span<const char>("x", 1);
+  io.set_completion([&](Io& d) {
+    EXPECT_TRUE(d.status.ok()) << d.status;
+    ++done;
+  });
+  sw.RouteToStage(&io, "S");
+  EXPECT_EQ(sw.parked(), 1u);
+  EXPECT_EQ(stage_->requests.load(), 0);
+  EXPECT_TRUE(sw.Drain(*pattern, absl::Milliseconds(100)).ok());
+  ASSERT_TRUE(sw.Quiesce(*pattern, false).ok());
+  EXPECT_EQ(done.load(), 1);
+  EXPECT_EQ(stage_->requests.load(), 1);
+  // A stage that is not there fails the IO, as before.
+  Io missing;
+  missing.header = {"t", "", Op::kRead, "//H/s/q", 0, 1};
+  absl::Status status;
+  missing.set_completion([&](Io& d) { status = d.status; });
+  sw.RouteToStage(&missing, "nope");
+  EXPECT_EQ(status.code(), absl::StatusCode::kNotFound);
+}
+
 TEST(ChangeObserverTest,
      SeesByteChangingIosBeforeAnEndpointAndBeforeTheCaller) {
   Host host("h");
