@@ -46,7 +46,9 @@
 #     WORKLOADS="zipfread4k-1 zipfread4k-4" bench/server_fio.sh   # issue 21
 #
 # Caches (issue 21): "sroute-cache" (and "sroute-poll-cache", the same on
-# sroute-poll) is sroute-off with a cache stage on the
+# sroute-poll; "sroute-uring-cache", the same on "sroute-uring", which is
+# sroute-off with the client on FUSE over io_uring, --io-uring, the kernel's
+# switch turned on for the run) is sroute-off with a cache stage on the
 # client host holding CACHE of the file (default a tenth of SIZE) that
 # every read and write of the volume passes (write-through);
 # "gluster-iocache" a GlusterFS volume with performance.io-cache on and
@@ -151,6 +153,7 @@ cleanup() {
     rm -f "$work/glusterd.pid"
   fi
   [ "$mounted_loop" = 1 ] && umount "$data"
+  [ -z "${uring_was:-}" ] || echo "$uring_was" > /sys/module/fuse/parameters/enable_uring
   return 0
 }
 trap cleanup EXIT
@@ -278,12 +281,22 @@ need_sroute=0
 need_poll=0
 for sys in $systems; do
   case $sys in
-    sroute-off|sroute-auto|sroute-cache) need_sroute=1 ;;
+    sroute-off|sroute-auto|sroute-cache|sroute-uring|sroute-uring-cache) need_sroute=1 ;;
     sroute-poll|sroute-poll-cache) need_poll=1 ;;
     gluster|gluster-rdio|gluster-iocache) ;;
     *) echo "unknown system $sys" >&2; exit 2 ;;
   esac
 done
+# FUSE over io_uring is a system-wide kernel switch, off by default: on for
+# the run, as it was afterwards.
+uring_switch=/sys/module/fuse/parameters/enable_uring
+uring_was=""
+case " $systems " in
+  *sroute-uring*)
+    [ -w "$uring_switch" ] || { echo "no $uring_switch: this kernel has no FUSE over io_uring" >&2; exit 1; }
+    uring_was=$(cat "$uring_switch")
+    echo Y > "$uring_switch" ;;
+esac
 # The servers' files are made anew each session, like GlusterFS's bricks.
 if [ "$need_sroute" = 1 ]; then
   start_sroute_server s1 server.out
@@ -308,6 +321,11 @@ for sys in $systems; do
         --rule '<*, r|w, //home/*> -> <IO, stage:c>' ;;
     sroute-cache)
       mount_sroute sroute-cache off "$server_addr" \
+        --stage "c=cache:partition_bytes=${cache^^}" \
+        --rule '<*, r|w, //home/*> -> <IO, stage:c>' ;;
+    sroute-uring) mount_sroute sroute-uring off "$server_addr" --io-uring ;;
+    sroute-uring-cache)
+      mount_sroute sroute-uring-cache off "$server_addr" --io-uring \
         --stage "c=cache:partition_bytes=${cache^^}" \
         --rule '<*, r|w, //home/*> -> <IO, stage:c>' ;;
     gluster-iocache)
@@ -421,6 +439,11 @@ for peer in ["gluster", "gluster-rdio"]:
         if peer == "gluster" and c and o:
             r = c[0] / o[0]
             print(f'{"cache IOPS >= 3x":22} {wl:15} {"sroute-cache":11} {"sroute-off":12} {c[0]:9.0f} {o[0]:9.0f} {r:6.2f}  {"met" if r >= 3 else "MISSED"}')
+        uc = med.get((wl, "sroute-uring-cache"))
+        uo = med.get((wl, "sroute-uring"))
+        if peer == "gluster" and uc and uo:
+            r = uc[0] / uo[0]
+            print(f'{"cache IOPS >= 3x":22} {wl:15} {"s-uring-cache":11} {"sroute-uring":12} {uc[0]:9.0f} {uo[0]:9.0f} {r:6.2f}  {"met" if r >= 3 else "MISSED"}')
         pc = med.get((wl, "sroute-poll-cache"))
         po = med.get((wl, "sroute-poll"))
         if peer == "gluster" and pc and po:
