@@ -4,6 +4,7 @@
 #include <utility>
 #include <vector>
 
+#include "rpc/io_codec.h"
 #include "rules/parser.h"
 #include "stages/stage_control.h"
 #include "util/strings.h"
@@ -181,6 +182,29 @@ proto::ControlResponse HandleControlRequest(
         f->set_file(file);
         f->set_why(why);
       }
+      break;
+    }
+    case proto::ControlRequest::kTraces: {
+      const uint32_t limit = req.traces().limit() == 0
+                                 ? 256
+                                 : std::min(req.traces().limit(), 4096u);
+      for (const SSwitch::KeptTrace& t :
+           sw.Traces(req.traces().after(), limit)) {
+        proto::TraceRecord* r = resp.add_traces();
+        r->set_seq(t.seq);
+        r->set_source(t.header.source);
+        r->set_op(std::string(OpName(t.header.op)));
+        r->set_file(t.header.file);
+        r->set_offset(t.header.offset);
+        r->set_length(t.header.length);
+        r->set_rule_id(t.rule_id);
+        r->set_start_ns(t.start_ns);
+        r->set_end_ns(t.end_ns);
+        r->set_code(static_cast<int32_t>(t.code));
+        r->set_hops_dropped(t.hops_dropped);
+        for (const TraceHop& h : t.hops) TraceHopToMsg(h, r->add_hops());
+      }
+      resp.set_traces_sampled(sw.traces_sampled());
       break;
     }
     case proto::ControlRequest::REQUEST_NOT_SET:

@@ -4,6 +4,7 @@
 
 #include <cstring>
 
+#include "sswitch/trace.h"
 #include "util/errno_status.h"
 #include "util/strings.h"
 
@@ -110,6 +111,7 @@ void EncodeIoRequest(const Io& io, std::string_view path,
   h->set_offset(io.header.offset);
   h->set_length(io.header.length);
   out->set_path(path.data(), path.size());
+  if (io.trace != nullptr) out->set_trace(true);
   const IoArgs& a = io.args;
   proto::IoArgsMsg* m = out->mutable_args();
   m->set_mode(a.mode);
@@ -154,6 +156,12 @@ void EncodeIoRequest(const Io& io, std::string_view path,
 
 absl::Status DecodeIoReply(const proto::RpcReply& reply,
                            std::span<const char> payload, Io* io) {
+  if (io->trace != nullptr) {
+    // The server's hops, one level deeper than ours.
+    for (const proto::TraceHop& h : reply.io().trace()) {
+      io->trace->Add(TraceHopFromMsg(h, /*extra_depth=*/1));
+    }
+  }
   if (reply.code() != 0) {
     return StatusWithErrno(static_cast<absl::StatusCode>(reply.code()),
                            reply.message(), reply.errno_value());
@@ -226,6 +234,7 @@ absl::Status DecodeIoRequest(const proto::IoRequest& req,
   io->header.offset = h.offset();
   io->header.length = h.length();
   io->header.file = JoinFileName(host, path);
+  if (req.trace()) io->trace = std::make_shared<Trace>();
   const proto::IoArgsMsg& m = req.args();
   IoArgs& a = io->args;
   a.mode = m.mode();
@@ -271,6 +280,11 @@ absl::Status DecodeIoRequest(const proto::IoRequest& req,
 }
 
 void EncodeIoReply(const Io& io, proto::RpcReply* out) {
+  if (io.trace != nullptr) {
+    for (const TraceHop& h : io.trace->Hops()) {
+      TraceHopToMsg(h, out->mutable_io()->add_trace());
+    }
+  }
   if (!io.status.ok()) {
     out->set_code(static_cast<int>(io.status.code()));
     out->set_message(std::string(io.status.message()));
@@ -321,6 +335,30 @@ std::span<const char> ReadPayload(const Io& io) {
   if (!io.status.ok() || io.header.op != Op::kRead) return {};
   return std::span<const char>(
       io.read_buffer.data(), std::min<size_t>(io.bytes, io.read_buffer.size()));
+}
+
+void TraceHopToMsg(const TraceHop& h, proto::TraceHop* m) {
+  m->set_host(h.host);
+  m->set_kind(h.kind);
+  m->set_rule_id(h.rule_id);
+  m->set_next(h.next);
+  m->set_start_ns(h.start_ns);
+  m->set_end_ns(h.end_ns);
+  m->set_depth(h.depth);
+  m->set_copy(h.copy);
+  m->set_code(static_cast<int32_t>(h.code));
+}
+
+TraceHop TraceHopFromMsg(const proto::TraceHop& m, uint32_t extra_depth) {
+  return TraceHop{m.host(),
+                  m.kind(),
+                  m.rule_id(),
+                  m.next(),
+                  m.start_ns(),
+                  m.end_ns(),
+                  m.depth() + extra_depth,
+                  m.copy(),
+                  static_cast<absl::StatusCode>(m.code())};
 }
 
 }  // namespace sroute

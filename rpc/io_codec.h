@@ -13,6 +13,8 @@
 
 namespace sroute {
 
+struct TraceHop;
+
 // --- The sending side.
 
 // The request for `io` on `path` (relative to the peer's root). Write data
@@ -35,6 +37,11 @@ absl::Status DecodeIoRequest(const proto::IoRequest& req,
 // The reply for a completed `io`; the read data to send with it is
 // io.read_buffer's first io.bytes bytes (see ReadPayload).
 void EncodeIoReply(const Io& io, proto::RpcReply* out);
+
+// A trace hop (sswitch/trace.h) on the wire, and back; `extra_depth` is
+// added to the hop's depth.
+void TraceHopToMsg(const TraceHop& hop, proto::TraceHop* out);
+TraceHop TraceHopFromMsg(const proto::TraceHop& m, uint32_t extra_depth = 0);
 std::span<const char> ReadPayload(const Io& io);
 
 }  // namespace sroute

@@ -5,6 +5,8 @@
 
 #include "rpc/io_codec.h"
 #include "rpc/server.h"
+#include "sswitch/trace.h"
+#include "util/clock.h"
 #include "util/errno_status.h"
 #include "util/strings.h"
 
@@ -59,20 +61,29 @@ void RemoteEndpoint::Send(Io* io, std::string_view path,
   const Op op = io->header.op;
   std::span<const char> payload;
   if (op == Op::kWrite || op == Op::kSetxattr) payload = io->write_data;
+  // Traced: the round trip is a hop of its own (the server's hops are
+  // inside it; the difference is the network's and the RPC layer's).
+  const uint64_t start = io->trace != nullptr ? MonotonicNanos() : 0;
   channel_->Call(
       req, payload, timeout_,
-      [this, io](const absl::Status& transport, proto::RpcReply& reply,
-                 std::span<const char> data) {
+      [this, io, start](const absl::Status& transport, proto::RpcReply& reply,
+                        std::span<const char> data) {
+        absl::Status s;
         if (!transport.ok()) {
           const int err = absl::IsDeadlineExceeded(transport) ? ETIMEDOUT : EIO;
-          io->Complete(StatusWithErrno(
+          s = StatusWithErrno(
               transport.code(),
               StrCat("server ", channel_->address(), ": ", transport.message()),
-              err));
-          return;
+              err);
+        } else {
+          s = DecodeIoReply(reply, data, io);
+          if (s.ok() && io->attr.st_ino != 0) io->attr.st_dev ^= dev_salt_;
         }
-        absl::Status s = DecodeIoReply(reply, data, io);
-        if (s.ok() && io->attr.st_ino != 0) io->attr.st_dev ^= dev_salt_;
+        if (io->trace != nullptr) {
+          io->trace->Add(TraceHop{local_name_, "rpc", io->rule_id(),
+                                  channel_->address(), start, MonotonicNanos(),
+                                  0, -1, s.code()});
+        }
         io->Complete(std::move(s));
       });
   --depth;

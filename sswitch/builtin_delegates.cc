@@ -1,5 +1,6 @@
-// The built-in delegates: pick, notify and track_writes.
+// The built-in delegates: pick, notify, track_writes and trace.
 #include <cstdint>
+#include <cstdlib>
 #include <map>
 #include <random>
 #include <thread>
@@ -363,6 +364,44 @@ class TrackWrites : public Delegate {
   const SourcePattern source_;
 };
 
+// trace(P) or trace(sample=P): samples a share P (in [0, 1]; default 1,
+// every IO) of the rule's IOs for tracing: they carry a Trace along their
+// path (sswitch/trace.h).
+class TraceSampler : public Delegate {
+ public:
+  explicit TraceSampler(double share)
+      : threshold_(share >= 1.0 ? UINT64_MAX
+                                : static_cast<uint64_t>(
+                                      share * 18446744073709551616.0)) {}
+
+  static absl::StatusOr<std::unique_ptr<Delegate>> Create(
+      const DelegateSpec& spec, const Rule&) {
+    auto arg = spec.Arg("sample", 0);
+    double share = 1.0;
+    if (arg) {
+      const std::string text(*arg);
+      char* end = nullptr;
+      share = std::strtod(text.c_str(), &end);
+      if (text.empty() || end != text.c_str() + text.size() || !(share >= 0) ||
+          share > 1) {
+        return absl::InvalidArgumentError(
+            StrCat("sample '", *arg, "' is not a share in [0, 1] (e.g. 0.01)"));
+      }
+    }
+    return std::make_unique<TraceSampler>(share);
+  }
+
+  Decision OnRequest(const IoHeader&, DelegateContext&) override {
+    Decision d;
+    d.trace = threshold_ != 0 &&
+              (threshold_ == UINT64_MAX || FastRandom() < threshold_);
+    return d;
+  }
+
+ private:
+  const uint64_t threshold_;  // sampled when a random u64 is below it
+};
+
 }  // namespace
 
 void RegisterBuiltinDelegates(DelegateRegistry& registry) {
@@ -377,6 +416,7 @@ void RegisterBuiltinDelegates(DelegateRegistry& registry) {
         return std::make_unique<Notify>();
       });
   (void)registry.Register("track_writes", &TrackWrites::Create);
+  (void)registry.Register("trace", &TraceSampler::Create);
 }
 
 }  // namespace sroute

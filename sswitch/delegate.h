@@ -30,6 +30,8 @@ struct Decision {
   std::optional<std::string> emit;
   // Not OK: fail the IO with this status.
   absl::Status reject;
+  // Sample the IO for tracing (sswitch/trace.h), if no sSwitch did yet.
+  bool trace = false;
 };
 
 // The restricted control API a delegate gets. Thread-safe.

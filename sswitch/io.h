@@ -24,6 +24,7 @@ class SSwitch;
 class RuleEntry;
 struct Snapshot;
 struct DrainWaiter;
+class Trace;
 
 // How a truncate changes the file's size (IoArgs::truncate_mode).
 enum class TruncateMode : uint8_t {
@@ -143,6 +144,9 @@ class Io {
   // their cache lines as before IoArgs gave each meaning a field of its own
   // (BM_RouteBenchFile, bench/RESULTS.md).
   IoArgs args;
+  // Sampled for tracing (sswitch/trace.h): each hop adds its segment. Null
+  // for the IOs not sampled: all they pay.
+  std::shared_ptr<Trace> trace;
 
   void set_completion(Completion done) { done_ = std::move(done); }
   // Takes the results of `child`, an IO the router sent in this one's place
@@ -176,6 +180,9 @@ class Io {
     // Where the rule sent the IO; kept only for delegates that want the
     // response.
     std::vector<std::string> targets;
+    // This rule's delegate sampled the IO for tracing: its frame's end
+    // ends the trace (the sSwitch keeps it, SSwitch::RecentTraces).
+    bool sampled = false;
   };
 
   Completion done_;
@@ -194,6 +201,8 @@ class Io {
   // SSwitch::RouteToStage: the stage it enters once admitted (a quiesce
   // parks it first, as any IO).
   std::string to_stage_;
+  // Traced IOs: when a quiesce parked it (0: not parked).
+  uint64_t parked_ns_ = 0;
 };
 
 // Whether `io` changes a file's bytes or which bytes a name holds (writes,

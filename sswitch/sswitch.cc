@@ -15,6 +15,7 @@
 #include "sswitch/inflight.h"
 #include "sswitch/snapshot.h"
 #include "sswitch/thread_shard.h"
+#include "util/clock.h"
 #include "util/errno_status.h"
 #include "util/log.h"
 #include "util/strings.h"
@@ -283,6 +284,13 @@ void SSwitch::EnterStage(Io* io, const std::shared_ptr<StageEntry>& entry) {
     }
   }
   e.ios.fetch_add(1, std::memory_order_relaxed);
+  if (io->trace != nullptr) {
+    io->AddResponseHook([this, name = e.name, rule = io->rule_id(),
+                         start = MonotonicNanos()](Io& done) {
+      done.trace->Add(TraceHop{name_, "stage", rule, "stage:" + name, start,
+                               MonotonicNanos(), 0, -1, done.status.code()});
+    });
+  }
   io->AddResponseHook([entry](Io&) {
     if (entry->inside.fetch_sub(1) == 1 && entry->gated.load()) {
       MutexLock l(&entry->mu);
@@ -535,10 +543,18 @@ void SSwitch::Admit(Io* io) {
       absl::InlinedVector<std::shared_ptr<DrainWaiter>, 1> waiters;
       inflight_->Unregister(io, &waiters);
       io->snapshot_.reset();  // Release() pins the snapshot of the moment
+      if (io->trace != nullptr && io->parked_ns_ == 0) {
+        io->parked_ns_ = MonotonicNanos();
+      }
       gate->parked.push_back(io);
       l.Unlock();
       for (auto& w : waiters) SignalDrained(*w);
       return;
+    }
+    if (io->parked_ns_ != 0) {  // traced, and parked until now
+      io->trace->Add(TraceHop{name_, "park", 0, io->header.file, io->parked_ns_,
+                              MonotonicNanos(), 0, -1, absl::StatusCode::kOk});
+      io->parked_ns_ = 0;
     }
     if (!io->to_stage_.empty()) {
       EnterNamedStage(io);
@@ -578,6 +594,12 @@ void SSwitch::RoutePiece(Io* io, const RuleEntry* entry) {
   if (entry == nullptr) {
     unmatched_[ThreadShard()].ops[static_cast<int>(io->header.op)].fetch_add(
         1, std::memory_order_relaxed);
+    if (io->trace != nullptr) {
+      io->AddResponseHook([this, start = MonotonicNanos()](Io& done) {
+        done.trace->Add(TraceHop{name_, "default", 0, done.target, start,
+                                 MonotonicNanos(), 0, -1, done.status.code()});
+      });
+    }
     SendToFile(io, io->header.file);  // default route
     return;
   }
@@ -604,6 +626,10 @@ bool SSwitch::Decide(Io* io, const RuleEntry* entry, Io::Frame* frame,
   if (rule->delegate) {
     Context ctx(this, rule);
     decision = rule->delegate->OnRequest(io->header, ctx);
+    if (decision.trace && io->trace == nullptr) {
+      io->trace = std::make_shared<Trace>();
+      frame->sampled = true;
+    }
   }
   // Side detours: copies of the header, and the delegate's value.
   const Snapshot& snap = *io->snapshot_;
@@ -683,6 +709,7 @@ std::unique_ptr<Io> SSwitch::NewChild(const Io& parent) {
   child->router_ = this;
   child->snapshot_ = parent.snapshot_;
   child->stage_hops_ = parent.stage_hops_;
+  child->trace = parent.trace;
   return child;
 }
 
@@ -693,8 +720,14 @@ void SSwitch::Fail(Io* io, absl::Status status) {
 
 void SSwitch::FinishRuleFrame(Io& io, Io::Frame& frame) {
   const InstalledRule* rule = AsInstalled(frame.rule);
+  const uint64_t now = MonotonicNanos();
   rule->counters.Finish(io.header.op_class(), io.bytes, !io.status.ok(),
-                        MonotonicNanos() - frame.start_ns);
+                        now - frame.start_ns);
+  if (io.trace != nullptr) {
+    io.trace->Add(TraceHop{name_, "rule", rule->id(), io.target, frame.start_ns,
+                           now, 0, -1, io.status.code()});
+    if (frame.sampled) KeepTrace(io, frame, now);
+  }
   if (rule->delegate_response) {
     Context ctx(this, rule);
     rule->delegate->OnResponse(
@@ -705,6 +738,37 @@ void SSwitch::FinishRuleFrame(Io& io, Io::Frame& frame) {
 void SSwitch::Unregister(
     Io* io, absl::InlinedVector<std::shared_ptr<DrainWaiter>, 1>* waiters) {
   inflight_->Unregister(io, waiters);
+}
+
+void SSwitch::KeepTrace(Io& io, const Io::Frame& frame, uint64_t end_ns) {
+  KeptTrace t;
+  t.header = io.header;
+  t.rule_id = frame.rule->id();
+  t.start_ns = frame.start_ns;
+  t.end_ns = end_ns;
+  t.code = io.status.code();
+  t.hops = io.trace->Hops();
+  t.hops_dropped = io.trace->dropped();
+  MutexLock l(&traces_mu_);
+  t.seq = next_trace_seq_++;
+  if (traces_.size() >= kKeptTraces) traces_.pop_front();
+  traces_.push_back(std::move(t));
+}
+
+std::vector<SSwitch::KeptTrace> SSwitch::Traces(uint64_t after,
+                                                size_t limit) const {
+  std::vector<KeptTrace> out;
+  MutexLock l(&traces_mu_);
+  for (const KeptTrace& t : traces_) {
+    if (out.size() >= limit) break;
+    if (t.seq > after) out.push_back(t);
+  }
+  return out;
+}
+
+uint64_t SSwitch::traces_sampled() const {
+  MutexLock l(&traces_mu_);
+  return next_trace_seq_ - 1;
 }
 
 uint64_t SSwitch::unmatched_ops(Op op) const {

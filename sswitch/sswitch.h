@@ -36,6 +36,7 @@
 #include "sswitch/endpoint.h"
 #include "sswitch/io.h"
 #include "sswitch/stats.h"
+#include "sswitch/trace.h"
 #include "util/mutex.h"
 
 namespace re2 {
@@ -248,6 +249,25 @@ class SSwitch {
   // route, by op: with the rules' counters, every routed IO is counted once.
   uint64_t unmatched_ops(Op op) const;
 
+  // The traces of IOs this sSwitch sampled (a rule's trace delegate), kept
+  // when they complete: the whole path of each, hops from other hosts
+  // included. The last kKeptTraces are kept; `seq` numbers them from 1, so
+  // a reader that asks for those after the last it saw finds a gap when it
+  // fell behind.
+  struct KeptTrace {
+    uint64_t seq = 0;
+    IoHeader header;
+    uint64_t rule_id = 0;               // the rule whose delegate sampled it
+    uint64_t start_ns = 0, end_ns = 0;  // monotonic, of this host
+    absl::StatusCode code = absl::StatusCode::kOk;
+    std::vector<TraceHop> hops;
+    uint64_t hops_dropped = 0;
+  };
+  static constexpr size_t kKeptTraces = 4096;
+  // Oldest first, those with seq > `after`, at most `limit`.
+  std::vector<KeptTrace> Traces(uint64_t after, size_t limit) const;
+  uint64_t traces_sampled() const;
+
  private:
   class Context;
   struct Join;
@@ -415,6 +435,11 @@ class SSwitch {
 
   std::unique_ptr<class InflightRegistry> inflight_;
   std::atomic<uint64_t> route_errors_{0};
+  // Kept traces: a ring of kKeptTraces. A leaf lock.
+  void KeepTrace(Io& io, const Io::Frame& frame, uint64_t end_ns);
+  mutable Mutex traces_mu_;
+  std::deque<KeptTrace> traces_ ABSL_GUARDED_BY(traces_mu_);
+  uint64_t next_trace_seq_ ABSL_GUARDED_BY(traces_mu_) = 1;
   RouteObserver route_observer_ ABSL_GUARDED_BY(control_mu_);
   // Counted per thread shard (ThreadShard in sswitch.cc), each on cache
   // lines of its own: every unmatched IO adds one, and a count shared by

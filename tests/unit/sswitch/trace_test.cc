@@ -1,0 +1,190 @@
+// Tracing in the data path (sswitch/trace.h): the trace(P) delegate samples
+// IOs at their first sSwitch, every hop adds its segment, and the sSwitch
+// keeps the sampled IOs' whole paths (SSwitch::Traces).
+#include "sswitch/trace.h"
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <span>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "rules/parser.h"
+#include "sswitch/host.h"
+#include "sswitch/sswitch.h"
+#include "tests/util/holding_endpoint.h"
+#include "tests/util/temp_dir.h"
+
+namespace sroute {
+namespace {
+
+using ::sroute::testing::TempDir;
+using ::sroute::testing::WriteWholeFile;
+using ::testing::HasSubstr;
+
+// Passes IOs on.
+class PassStage : public Stage {
+ public:
+  void Submit(Io* io, const Forward& forward) override { forward(io); }
+};
+
+class TraceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(host_.AddLocalEndpoint("A", dir_.path()).ok());
+    ASSERT_TRUE(host_.AddStage("S", std::make_shared<PassStage>()).ok());
+  }
+  absl::Status Write(const std::string& file, const std::string& data) {
+    return host_
+        .Write("t", file, 0, std::span<const char>(data.data(), data.size()))
+        .status();
+  }
+  std::vector<SSwitch::KeptTrace> Traces() {
+    return host_.sswitch().Traces(0, 100000);
+  }
+
+  TempDir dir_;
+  Host host_{"h"};
+};
+
+// Every hop's segment lies inside the IO's and the hops end in order.
+void ExpectNested(const SSwitch::KeptTrace& t) {
+  uint64_t last_end = 0;
+  for (const TraceHop& h : t.hops) {
+    if (h.depth != 0) continue;  // another host's clock
+    EXPECT_LE(h.start_ns, h.end_ns) << h.kind;
+    EXPECT_GE(h.start_ns, t.start_ns) << h.kind;
+    EXPECT_LE(h.end_ns, t.end_ns) << h.kind;
+    EXPECT_GE(h.end_ns, last_end) << h.kind;
+    last_end = h.end_ns;
+  }
+}
+
+TEST_F(TraceTest, ASampledIoKeepsItsPathThroughAStage) {
+  WriteWholeFile(dir_ / "f", "");
+  ASSERT_TRUE(host_
+                  .LoadRules("<*, w, //A/f> -> trace(); <IO, stage:S>\n"
+                             "<stage:S, w, //A/f> -> <IO, //A/g>\n")
+                  .ok());
+  ASSERT_TRUE(Write("//A/f", "hello").ok());
+  auto traces = Traces();
+  ASSERT_EQ(traces.size(), 1u);
+  const SSwitch::KeptTrace& t = traces[0];
+  EXPECT_EQ(t.seq, 1u);
+  EXPECT_EQ(t.header.file, "//A/f");
+  EXPECT_EQ(t.rule_id, 1u);
+  EXPECT_EQ(t.code, absl::StatusCode::kOk);
+  // Innermost first: the rule after the stage, the stage, the first rule.
+  ASSERT_EQ(t.hops.size(), 3u);
+  EXPECT_EQ(t.hops[0].kind, "rule");
+  EXPECT_EQ(t.hops[0].rule_id, 2u);
+  EXPECT_EQ(t.hops[0].next, "//A/g");
+  EXPECT_EQ(t.hops[1].kind, "stage");
+  EXPECT_EQ(t.hops[1].next, "stage:S");
+  EXPECT_EQ(t.hops[1].rule_id, 1u);
+  EXPECT_EQ(t.hops[2].kind, "rule");
+  EXPECT_EQ(t.hops[2].rule_id, 1u);
+  for (const TraceHop& h : t.hops) EXPECT_EQ(h.host, "h");
+  ExpectNested(t);
+  EXPECT_EQ(host_.sswitch().traces_sampled(), 1u);
+}
+
+TEST_F(TraceTest, ZeroSamplesNothingAndAShareSamplesAboutIt) {
+  WriteWholeFile(dir_ / "none", "");
+  WriteWholeFile(dir_ / "half", "");
+  ASSERT_TRUE(host_
+                  .LoadRules("<*, w, //A/none> -> trace(0); <IO, //A/none>\n"
+                             "<*, w, //A/half> -> trace(sample=0.5); "
+                             "<IO, //A/half>\n")
+                  .ok());
+  for (int i = 0; i < 1000; ++i) ASSERT_TRUE(Write("//A/none", "x").ok());
+  EXPECT_TRUE(Traces().empty());
+  for (int i = 0; i < 2000; ++i) ASSERT_TRUE(Write("//A/half", "x").ok());
+  const size_t n = Traces().size();
+  EXPECT_GT(n, 800u);
+  EXPECT_LT(n, 1200u);
+}
+
+TEST_F(TraceTest, BadSharesAreRefusedClearly) {
+  for (const char* bad :
+       {"trace(2)", "trace(abc)", "trace(1.5)", "trace(sample=0x)"}) {
+    absl::Status s = host_.LoadRules(std::string("<*, w, //A/f> -> ") + bad +
+                                     "; <IO, //A/f>");
+    EXPECT_FALSE(s.ok()) << bad;
+    EXPECT_THAT(std::string(s.message()), HasSubstr("is not a share")) << bad;
+  }
+}
+
+// An IO traced by the host before (as a server gets it, the trace flag in
+// the RPC): a wait at a quiesce, and the default route, are segments.
+TEST_F(TraceTest, AParkAndTheDefaultRouteAreSegments) {
+  WriteWholeFile(dir_ / "p", "");
+  auto& sw = host_.sswitch();
+  auto flow = ParsePattern("<*, *, //A/p>");
+  ASSERT_TRUE(flow.ok());
+  ASSERT_TRUE(sw.Quiesce(*flow, true).ok());
+  Io io;
+  io.header = {"t", "", Op::kWrite, "//A/p", 0, 4};
+  io.write_data = std::span<const char>("late", 4);
+  io.trace = std::make_shared<Trace>();
+  std::atomic<bool> done{false};
+  io.set_completion([&](Io& d) {
+    EXPECT_TRUE(d.status.ok()) << d.status;
+    done = true;
+  });
+  sw.Route(&io);
+  EXPECT_EQ(sw.parked(), 1u);
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ASSERT_TRUE(sw.Quiesce(*flow, false).ok());
+  ASSERT_TRUE(done.load());
+  const std::vector<TraceHop> hops = io.trace->Hops();
+  ASSERT_EQ(hops.size(), 2u);
+  EXPECT_EQ(hops[0].kind, "park");
+  EXPECT_GE(hops[0].end_ns - hops[0].start_ns, 5'000'000u);
+  EXPECT_EQ(hops[1].kind, "default");
+  EXPECT_EQ(hops[1].next, "//A/p");
+  EXPECT_GE(hops[1].start_ns, hops[0].end_ns);
+  // Not sampled here: this host keeps no trace of it.
+  EXPECT_TRUE(Traces().empty());
+}
+
+// A byte-range rule splits an IO: the pieces share its trace.
+TEST_F(TraceTest, PiecesOfASplitIoShareItsTrace) {
+  WriteWholeFile(dir_ / "r", "");
+  ASSERT_TRUE(host_
+                  .LoadRules("<*, w, //A/r> -> trace(); <IO, stage:S>\n"
+                             "<stage:S, w, //A/r[0:4]> -> <IO, //A/r.lo>\n"
+                             "<stage:S, w, //A/r[4:100]> -> <IO, //A/r.hi>\n")
+                  .ok());
+  ASSERT_TRUE(Write("//A/r", "01234567").ok());
+  auto traces = Traces();
+  ASSERT_EQ(traces.size(), 1u);
+  std::vector<std::string> nexts;
+  for (const TraceHop& h : traces[0].hops) nexts.push_back(h.next);
+  EXPECT_THAT(nexts,
+              ::testing::IsSupersetOf({"//A/r.lo", "//A/r.hi", "stage:S"}));
+  ExpectNested(traces[0]);
+}
+
+TEST_F(TraceTest, KeepsTheLastTracesAndNumbersThem) {
+  WriteWholeFile(dir_ / "k", "");
+  ASSERT_TRUE(host_.LoadRules("<*, w, //A/k> -> trace(); <IO, //A/k>\n").ok());
+  const size_t n = SSwitch::kKeptTraces + 10;
+  for (size_t i = 0; i < n; ++i) ASSERT_TRUE(Write("//A/k", "x").ok());
+  auto all = Traces();
+  ASSERT_EQ(all.size(), SSwitch::kKeptTraces);
+  EXPECT_EQ(all.front().seq, 11u);
+  EXPECT_EQ(all.back().seq, n);
+  EXPECT_EQ(host_.sswitch().traces_sampled(), n);
+  auto after = host_.sswitch().Traces(n - 3, 100);
+  ASSERT_EQ(after.size(), 3u);
+  EXPECT_EQ(after[0].seq, n - 2);
+  EXPECT_EQ(host_.sswitch().Traces(0, 5).size(), 5u);
+}
+
+}  // namespace
+}  // namespace sroute
