@@ -709,6 +709,56 @@ TEST_F(ServerTest, CloseToOpenAcrossTwoVolumesThroughAServerSideCache) {
   a.reset();
 }
 
+// A traced IO's whole path: the volume samples it (trace()), sends it to S3,
+// whose own rule forwards it to S1. The volume keeps the path: its rule and
+// rpc hop, S3's hops one level deeper (its rule and its rpc to S1), S1's
+// two deeper.
+TEST_F(ServerTest, ATracedIoShowsEveryHopAcrossServers) {
+  ServerProcess* s1 = StartServer("S1", r1_.path());
+  ServerProcess* s3 =
+      StartServer("S3", r3_.path(),
+                  {"--endpoint", "S1=" + s1->address(), "--rule",
+                   "<*, *, //S3/fwd/*> -> <IO, //S1/fwd/*>"});
+  ASSERT_EQ(mkdir((r1_ / "fwd").c_str(), 0755), 0);
+  ASSERT_EQ(mkdir((r3_ / "fwd").c_str(), 0755), 0);
+  ASSERT_EQ(mkdir((home_ / "fwd").c_str(), 0755), 0);
+  WriteWholeFile(r1_ / "fwd/x", "");
+  Mount({"S1=" + s1->address(), "S3=" + s3->address()},
+        "<*, w, //home/fwd/x> -> trace(); <IO, //S3/fwd/x>\n"
+        "<*, *, //home/fwd/*> -> <IO, //S3/fwd/*>\n");
+  const int fd = open((mnt_ / "fwd/x").c_str(), O_WRONLY);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(pwrite(fd, "traced", 6, 0), 6);
+  close(fd);
+  EXPECT_EQ(ReadWholeFile(r1_ / "fwd/x"), "traced");
+  auto [rc, out] = Ctl("--host unix:" + (ctl_ / "sock") + " traces");
+  ASSERT_EQ(rc, 0) << out;
+  // The write's path, innermost hops first.
+  std::vector<std::string> lines;
+  std::istringstream in(out);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  ASSERT_FALSE(lines.empty()) << out;
+  EXPECT_NE(lines[0].find("write //home/fwd/x [0+6] tenant "),
+            std::string::npos)
+      << out;
+  auto has = [&](const std::string& what) {
+    for (const std::string& l : lines) {
+      if (l.find(what) != std::string::npos) return true;
+    }
+    return false;
+  };
+  EXPECT_TRUE(has("      S1 default -> //S1/fwd/x")) << out;
+  EXPECT_TRUE(has("    S3 rpc -> " + s1->address())) << out;
+  EXPECT_TRUE(has("    S3 rule 1 -> //S1/fwd/x")) << out;
+  EXPECT_TRUE(has("  fuse-test rpc -> " + s3->address())) << out;
+  EXPECT_TRUE(has("  fuse-test rule 1 -> //S3/fwd/x")) << out;
+  // JSON: one object a line, with every hop.
+  std::tie(rc, out) = Ctl("--host unix:" + (ctl_ / "sock") + " traces --json");
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("\"depth\":2"), std::string::npos) << out;
+  EXPECT_NE(out.find("\"kind\":\"rpc\""), std::string::npos) << out;
+}
+
 // Opens through a server carry its change stamp: the same while the file
 // is unchanged, another after any change to it (even one that keeps its
 // size), and another again from the next run of the server.

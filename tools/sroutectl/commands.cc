@@ -200,6 +200,16 @@ const std::vector<Command>& Commands() {
            [](const Args& a, ControlTarget& t) {
              return Show(t.Fences(a.items), /*json=*/false);
            }},
+      {.path = "traces",
+       .help = "the paths of the IOs this host sampled for tracing (rules "
+               "with trace(P)), oldest first, hop by hop",
+       .setup =
+           [](CLI::App& c, Args& a) {
+             c.add_option("--after", a.after, "only those after this seq");
+             JsonFlag(c, a, "print one JSON object a line");
+           },
+       .run = [](const Args& a,
+                 ControlTarget& t) { return Show(t.Traces(a.after), a.json); }},
       {.path = "records",
        .help = "a storage server's delegate-rule records, oldest first",
        .setup =

@@ -28,6 +28,7 @@ struct Args {
   std::string name;  // a stage's
   std::string spec;  // stages add NAME=KIND:..., stages set key=value,...
   uint32_t timeout_ms = 10000;
+  uint64_t after = 0;  // traces --after
   bool json = false;
 };
 

@@ -250,6 +250,12 @@ class ControllerTarget : public ControlTarget {
         "fences are a host's own: give --host, not --controller");
   }
 
+  absl::StatusOr<Report> Traces(uint64_t) override {
+    return absl::InvalidArgumentError(
+        "traces are kept by the host that sampled them: give --host, not "
+        "--controller");
+  }
+
   absl::StatusOr<Report> Records(const std::string&) override {
     return absl::InvalidArgumentError(
         "records live on storage servers: give --host HOST:PORT, not "

@@ -202,6 +202,15 @@ class HostTarget : public ControlTarget {
     return report;
   }
 
+  absl::StatusOr<Report> Traces(uint64_t after) override {
+    proto::ControlRequest req;
+    req.mutable_traces()->set_after(after);
+    req.mutable_traces()->set_limit(4096);
+    auto resp = Call(req);
+    if (!resp.ok()) return resp.status();
+    return TracesReport(*resp);
+  }
+
   absl::StatusOr<Report> Records(const std::string& sswitch) override {
     if (!IsServerAddress(host_)) {
       return absl::InvalidArgumentError(

@@ -1,8 +1,10 @@
 #include "tools/sroutectl/target.h"
 
+#include <cstdio>
 #include <map>
 #include <string>
 
+#include "google/protobuf/util/json_util.h"
 #include "stages/stage_spec.h"
 #include "tools/sroutectl/format.h"
 
@@ -86,6 +88,60 @@ std::vector<std::string> StagesJson(
     out.push_back(ToJson(o));
   }
   return out;
+}
+
+namespace {
+
+// Nanoseconds as microseconds with one decimal.
+std::string Micros(uint64_t ns) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.1f us", static_cast<double>(ns) / 1000);
+  return buf;
+}
+
+std::string CodeName(int32_t code) {
+  return code == 0
+             ? "ok"
+             : absl::StatusCodeToString(static_cast<absl::StatusCode>(code));
+}
+
+}  // namespace
+
+Report TracesReport(const proto::ControlResponse& resp) {
+  Report report;
+  google::protobuf::util::JsonPrintOptions opts;
+  opts.preserve_proto_field_names = true;
+  for (const proto::TraceRecord& t : resp.traces()) {
+    std::string line;
+    (void)google::protobuf::util::MessageToJsonString(t, &line, opts);
+    report.json += line + "\n";
+    report.text += "#" + std::to_string(t.seq()) + " " + t.op() + " " +
+                   t.file() + " [" + std::to_string(t.offset()) + "+" +
+                   std::to_string(t.length()) + "] tenant " + t.source() +
+                   ", rule " + std::to_string(t.rule_id()) + ": " +
+                   Micros(t.end_ns() - t.start_ns()) + ", " +
+                   CodeName(t.code()) + "\n";
+    for (const proto::TraceHop& h : t.hops()) {
+      // "HOST rule N -> NEXT" for a rule's hop, "HOST KIND -> NEXT (rule
+      // N)" for the others.
+      report.text +=
+          std::string(2 + 2 * h.depth(), ' ') + h.host() + " " + h.kind();
+      const std::string rule = std::to_string(h.rule_id());
+      if (h.kind() == "rule") report.text += " " + rule;
+      report.text += " -> " + h.next();
+      if (h.kind() != "rule" && h.rule_id() != 0) {
+        report.text += " (rule " + rule + ")";
+      }
+      report.text += ": " + Micros(h.end_ns() - h.start_ns());
+      if (h.code() != 0) report.text += ", " + CodeName(h.code());
+      report.text += "\n";
+    }
+    if (t.hops_dropped() > 0) {
+      report.text +=
+          "  (" + std::to_string(t.hops_dropped()) + " more hops not kept)\n";
+    }
+  }
+  return report;
 }
 
 }  // namespace sroute::ctl

@@ -45,6 +45,10 @@ std::vector<std::string> StagesJson(
     const google::protobuf::RepeatedPtrField<proto::StageStats>& stages,
     const std::string& sswitch = "");
 
+// Traces as a listing: per IO a line (seq, op, file, range, tenant, rule,
+// total, status) and a line per hop; as JSON, one object a line.
+Report TracesReport(const proto::ControlResponse& resp);
+
 class ControlTarget {
  public:
   virtual ~ControlTarget() = default;
@@ -80,6 +84,10 @@ class ControlTarget {
   // (at the controller with --host: that host's; a listing without it:
   // every host's as of its last statistics report).
   virtual absl::StatusOr<Report> Stages(const proto::Stages& request) = 0;
+  // The paths of the IOs the host sampled for tracing (a rule's trace
+  // delegate), after seq `after`, oldest first: each IO's header and time,
+  // then its hops, deeper ones (another host's) indented.
+  virtual absl::StatusOr<Report> Traces(uint64_t after) = 0;
   // The miss-ratio curves of the cache_sizing app (of `tenant`, or every
   // tenant's): size in bytes and miss ratio, a point a line.
   virtual absl::StatusOr<Report> CacheCurves(const std::string& tenant) = 0;
