@@ -282,6 +282,7 @@ need_poll=0
 for sys in $systems; do
   case $sys in
     sroute-off|sroute-auto|sroute-cache|sroute-uring|sroute-uring-cache) need_sroute=1 ;;
+    sroute-rule|sroute-trace-1|sroute-trace-10|sroute-trace-100) need_sroute=1 ;;
     sroute-poll|sroute-poll-cache) need_poll=1 ;;
     gluster|gluster-rdio|gluster-iocache) ;;
     *) echo "unknown system $sys" >&2; exit 2 ;;
@@ -324,6 +325,15 @@ for sys in $systems; do
         --stage "c=cache:partition_bytes=${cache^^}" \
         --rule '<*, r|w, //home/*> -> <IO, stage:c>' ;;
     sroute-uring) mount_sroute sroute-uring off "$server_addr" --io-uring ;;
+    # Tracing overhead (issue 22): every IO through one rule to its own
+    # file, without and with trace(P).
+    sroute-rule)
+      mount_sroute sroute-rule off "$server_addr" \
+        --rule '<*, r|w, //home/*> -> <IO, //home/*>' ;;
+    sroute-trace-1|sroute-trace-10|sroute-trace-100)
+      share=$(awk -v p="${sys#sroute-trace-}" 'BEGIN { printf "%g", p / 100 }')
+      mount_sroute "$sys" off "$server_addr" \
+        --rule "<*, r|w, //home/*> -> trace($share); <IO, //home/*>" ;;
     sroute-uring-cache)
       mount_sroute sroute-uring-cache off "$server_addr" --io-uring \
         --stage "c=cache:partition_bytes=${cache^^}" \
@@ -452,6 +462,15 @@ for peer in ["gluster", "gluster-rdio"]:
         if peer == "gluster" and c and g:
             r = c[0] / g[0]
             print(f'{"cache IOPS > io-cache":22} {wl:15} {"sroute-cache":11} {"gl-iocache":12} {c[0]:9.0f} {g[0]:9.0f} {r:6.2f}  {"met" if r > 1 else "MISSED"}')
+    for wl in ["randread4k-1", "randread4k-4"]:
+        b = med.get((wl, "sroute-rule"))
+        for s in ["sroute-trace-1", "sroute-trace-10", "sroute-trace-100"]:
+            m = med.get((wl, s))
+            if peer == "gluster" and b and m:
+                limit = 0.95 if s == "sroute-trace-100" else 0.99
+                r = m[0] / b[0]
+                print(f'{"trace IOPS kept":22} {wl:15} {s:11} {"sroute-rule":12} {m[0]:9.0f} {b[0]:9.0f} {r:6.3f}  {"met" if r >= limit else "MISSED"}')
+                print(f'{"trace p99 (us)":22} {wl:15} {s:11} {"sroute-rule":12} {m[3]:9.1f} {b[3]:9.1f} {m[3]/b[3]:6.3f}')
     for wl in ["seqread128k-1", "seqwrite128k-1"]:
         g = med.get((wl, peer))
         for s in ["sroute-off", "sroute-auto", "sroute-poll"]:
