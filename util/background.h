@@ -1,6 +1,7 @@
 // Background: runs slow requests (drains, record listings, updates) on
 // threads of their own, so they never hold a network thread; the destructor
-// waits until all of them finished.
+// waits until all of them finished and their functions (with everything
+// they captured) are destroyed.
 //
 // Thread safety: thread-safe.
 #ifndef SROUTE_UTIL_BACKGROUND_H_
@@ -30,8 +31,14 @@ class Background {
       MutexLock l(&mu_);
       ++running_;
     }
-    std::thread([this, fn = std::move(fn)] {
-      fn();
+    std::thread([this, fn = std::move(fn)]() mutable {
+      {
+        // The job and what it holds (an RPC call, its connection) go
+        // before Wait() may return: the thread's own state is destroyed
+        // only after this lambda, when the owner may be gone.
+        std::function<void()> job = std::move(fn);
+        job();
+      }
       MutexLock l(&mu_);
       if (--running_ == 0) cv_.SignalAll();
     }).detach();
