@@ -264,6 +264,17 @@ std::vector<SSwitch::StageInfo> SSwitch::Stages() const {
   return out;
 }
 
+void SSwitch::RouteByRulesOfNow(Io* io) {
+  // The IO's frames name rules of its old snapshot (the one that sent it
+  // to a stage since removed): that snapshot lives until the IO completes,
+  // in a frame at the bottom of its response path, which unwinds last.
+  Io::Frame keep;
+  keep.hook = [old = std::move(io->snapshot_)](Io&) {};
+  io->frames_.insert(io->frames_.begin(), std::move(keep));
+  io->snapshot_ = Load();
+  Dispatch(io);
+}
+
 void SSwitch::EnterStage(Io* io, const std::shared_ptr<StageEntry>& entry) {
   StageEntry& e = *entry;
   e.inside.fetch_add(1);  // seq_cst: see StageEntry::inside
@@ -278,8 +289,7 @@ void SSwitch::EnterStage(Io* io, const std::shared_ptr<StageEntry>& entry) {
       l.Unlock();
       // Routed by a snapshot older than the stage's removal: the rules of
       // now, which name it no more, route it.
-      io->snapshot_ = Load();
-      Dispatch(io);
+      RouteByRulesOfNow(io);
       return;
     }
   }
@@ -326,8 +336,7 @@ void SSwitch::OpenStageGate(StageEntry& e, bool removed) {
   }
   for (Io* io : parked) {
     if (removed) {
-      io->snapshot_ = Load();
-      Dispatch(io);
+      RouteByRulesOfNow(io);
       continue;
     }
     // The stage is in this IO's snapshot still: it holds the entry.

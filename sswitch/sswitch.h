@@ -393,6 +393,10 @@ class SSwitch {
   // the snapshot has no such stage.
   void EnterNamedStage(Io* io);
   void EnterStage(Io* io, const std::shared_ptr<StageEntry>& entry);
+  // Routes `io`, which reached a stage removed since its snapshot, by the
+  // rules of now; its old snapshot stays until it completes (its frames
+  // name that snapshot's rules).
+  void RouteByRulesOfNow(Io* io);
   // Parks IOs reaching `entry` and waits for those inside it; false (gate
   // open again) after `timeout`.
   bool CloseStageGate(StageEntry& entry, absl::Duration timeout);
