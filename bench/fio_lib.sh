@@ -33,3 +33,21 @@ print(f'{d["iops"]:.0f} {d["bw_bytes"]/1e6:.1f} '
       f'{pct.get("50.000000", 0) / 1000:.1f} {pct.get("99.000000", 0) / 1000:.1f}')
 PY
 }
+
+# FUSE over io_uring is a system-wide kernel switch, off by default.
+# uring_switch_on SYSTEMS: turns it on when a system's name has "uring" in
+# it (exits if the kernel has none) and sets uring_was for
+# restore_uring_switch, which the caller's EXIT trap runs.
+uring_switch=/sys/module/fuse/parameters/enable_uring
+uring_was=""
+uring_switch_on() {
+  case " $1 " in
+    *uring*)
+      [ -w "$uring_switch" ] || { echo "no $uring_switch: this kernel has no FUSE over io_uring" >&2; exit 1; }
+      uring_was=$(cat "$uring_switch")
+      echo Y > "$uring_switch" ;;
+  esac
+}
+restore_uring_switch() {
+  [ -z "$uring_was" ] || echo "$uring_was" > "$uring_switch"
+}

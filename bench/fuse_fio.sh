@@ -119,15 +119,7 @@ mount_system() {
   echo "$sys did not mount" >&2; exit 1
 }
 
-# FUSE over io_uring is a system-wide kernel switch, off by default.
-uring_switch=/sys/module/fuse/parameters/enable_uring
-uring_was=""
-case " $systems " in
-  *-uring*)
-    [ -w "$uring_switch" ] || { echo "no $uring_switch: this kernel has no FUSE over io_uring" >&2; exit 1; }
-    uring_was=$(cat "$uring_switch")
-    echo Y > "$uring_switch" ;;
-esac
+uring_switch_on "$systems"
 
 unmount_system() {
   if [ -n "$daemon_pid" ]; then
@@ -135,9 +127,6 @@ unmount_system() {
     wait "$daemon_pid" 2>/dev/null || true
     daemon_pid=""
   fi
-}
-restore_uring_switch() {
-  [ -z "$uring_was" ] || echo "$uring_was" > "$uring_switch"
 }
 trap 'unmount_system; restore_uring_switch' EXIT
 

@@ -153,7 +153,7 @@ cleanup() {
     rm -f "$work/glusterd.pid"
   fi
   [ "$mounted_loop" = 1 ] && umount "$data"
-  [ -z "${uring_was:-}" ] || echo "$uring_was" > /sys/module/fuse/parameters/enable_uring
+  restore_uring_switch
   return 0
 }
 trap cleanup EXIT
@@ -288,16 +288,7 @@ for sys in $systems; do
     *) echo "unknown system $sys" >&2; exit 2 ;;
   esac
 done
-# FUSE over io_uring is a system-wide kernel switch, off by default: on for
-# the run, as it was afterwards.
-uring_switch=/sys/module/fuse/parameters/enable_uring
-uring_was=""
-case " $systems " in
-  *sroute-uring*)
-    [ -w "$uring_switch" ] || { echo "no $uring_switch: this kernel has no FUSE over io_uring" >&2; exit 1; }
-    uring_was=$(cat "$uring_switch")
-    echo Y > "$uring_switch" ;;
-esac
+uring_switch_on "$systems"  # on for the run, as it was afterwards
 # The servers' files are made anew each session, like GlusterFS's bricks.
 if [ "$need_sroute" = 1 ]; then
   start_sroute_server s1 server.out
