@@ -82,7 +82,7 @@ void RemoteEndpoint::Send(Io* io, std::string_view path,
         if (io->trace != nullptr) {
           io->trace->Add(TraceHop{local_name_, "rpc", io->rule_id(),
                                   channel_->address(), start, MonotonicNanos(),
-                                  0, -1, s.code()});
+                                  0, io->copy(), s.code()});
         }
         io->Complete(std::move(s));
       });

@@ -11,6 +11,7 @@
 
 #include "sswitch/snapshot.h"
 #include "sswitch/sswitch.h"
+#include "util/clock.h"
 #include "util/errno_status.h"
 #include "util/log.h"
 #include "util/mutex.h"
@@ -37,6 +38,9 @@ struct SSwitch::Join {
   bool parent_failed ABSL_GUARDED_BY(mu) = false;
   absl::Status first_error ABSL_GUARDED_BY(mu);
   SSwitch* sw;
+  // Traced: when the fan-out began (its "join" hop names the piece or copy
+  // whose answer completed the parent).
+  uint64_t start_ns = 0;
   // A write-like scatter: the file it writes, fenced if the op fails after
   // some targets applied it (SSwitch::Fence).
   std::string fence_file;
@@ -135,6 +139,16 @@ void SSwitch::Join::ChildDone(size_t index, Io& child) {
   // the file open.
   if (fence) sw->Fence(fence_file, children);
   if (!complete) return;
+  if (parent->trace != nullptr) {
+    // The piece or copy whose answer completed the parent: the last one
+    // for a split or an all-ack scatter, the deciding one otherwise.
+    const int32_t decided = static_cast<int32_t>(
+        finish_with != nullptr ? finish_with->copy() : child.copy());
+    parent->trace->Add(TraceHop{
+        sw->name_, kind == Kind::kSplit ? "split" : "scatter", 0,
+        StrCat(children.size(), kind == Kind::kSplit ? " pieces" : " copies"),
+        start_ns, MonotonicNanos(), 0, decided, error.code()});
+  }
   switch (kind) {
     case Kind::kSplit:
       FinishSplit();
@@ -187,8 +201,10 @@ void SSwitch::Split(Io* io, const RuleTable::Pieces& pieces) {
     if (!io->read_buffer.empty()) {
       child->read_buffer = io->read_buffer.subspan(rel, piece.length);
     }
+    child->copy_ = static_cast<int32_t>(join->children.size());
     join->children.push_back(std::move(child));
   }
+  if (io->trace != nullptr) join->start_ns = MonotonicNanos();
   for (size_t i = 0; i < pieces.size(); ++i) {
     Io* child = join->children[i].get();
     child->set_completion([join, i](Io& c) { join->ChildDone(i, c); });
@@ -240,8 +256,10 @@ void SSwitch::Scatter(Io* io, const RuleEntry* entry,
       join->buffers[i].resize(io->read_buffer.size());
       child->read_buffer = std::span<char>(join->buffers[i]);
     }
+    child->copy_ = static_cast<int32_t>(i);
     join->children.push_back(std::move(child));
   }
+  if (io->trace != nullptr) join->start_ns = MonotonicNanos();
   // Every name before the first send: a child that completes at once may
   // complete the parent (a read takes the first answer), whose issuer may
   // then free it.

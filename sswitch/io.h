@@ -165,6 +165,9 @@ class Io {
   // The id of the last rule that routed the IO (0 for none), e.g. the one
   // that sent it to a stage.
   uint64_t rule_id() const;
+  // The index of this IO among the pieces of a split or the copies of a
+  // scatter it belongs to; -1 for an IO of its own.
+  int32_t copy() const { return copy_; }
 
   static std::atomic<uint64_t> extra_completions;
 
@@ -201,6 +204,8 @@ class Io {
   // SSwitch::RouteToStage: the stage it enters once admitted (a quiesce
   // parks it first, as any IO).
   std::string to_stage_;
+  // A piece of a split or a copy of a scatter: its index (traces' `copy`).
+  int32_t copy_ = -1;
   // Traced IOs: when a quiesce parked it (0: not parked).
   uint64_t parked_ns_ = 0;
 };

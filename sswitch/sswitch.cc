@@ -298,7 +298,8 @@ void SSwitch::EnterStage(Io* io, const std::shared_ptr<StageEntry>& entry) {
     io->AddResponseHook([this, name = e.name, rule = io->rule_id(),
                          start = MonotonicNanos()](Io& done) {
       done.trace->Add(TraceHop{name_, "stage", rule, "stage:" + name, start,
-                               MonotonicNanos(), 0, -1, done.status.code()});
+                               MonotonicNanos(), 0, done.copy(),
+                               done.status.code()});
     });
   }
   io->AddResponseHook([entry](Io&) {
@@ -719,6 +720,7 @@ std::unique_ptr<Io> SSwitch::NewChild(const Io& parent) {
   child->snapshot_ = parent.snapshot_;
   child->stage_hops_ = parent.stage_hops_;
   child->trace = parent.trace;
+  child->copy_ = parent.copy_;
   return child;
 }
 

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <set>
 #include <span>
 #include <string>
 #include <thread>
@@ -167,6 +168,31 @@ TEST_F(TraceTest, PiecesOfASplitIoShareItsTrace) {
   for (const TraceHop& h : traces[0].hops) nexts.push_back(h.next);
   EXPECT_THAT(nexts,
               ::testing::IsSupersetOf({"//A/r.lo", "//A/r.hi", "stage:S"}));
+  ExpectNested(traces[0]);
+}
+
+// A scatter's copies show as copies 0 and 1, and a "scatter" hop names the
+// copy whose answer completed the write (all-ack: the last one).
+TEST_F(TraceTest, ScatterCopiesAreNumberedAndTheDecidingOneMarked) {
+  WriteWholeFile(dir_ / "s", "");
+  WriteWholeFile(dir_ / "s.b", "");
+  ASSERT_TRUE(host_
+                  .LoadRules("<*, w, //A/s> -> trace(); <IO, //A/s>, "
+                             "<IO, //A/s.b>\n")
+                  .ok());
+  ASSERT_TRUE(Write("//A/s", "both").ok());
+  auto traces = Traces();
+  ASSERT_EQ(traces.size(), 1u);
+  std::set<int32_t> copies;
+  const TraceHop* join = nullptr;
+  for (const TraceHop& h : traces[0].hops) {
+    if (h.kind == "scatter") join = &h;
+    if (h.kind == "default" || h.kind == "rule") copies.insert(h.copy);
+  }
+  ASSERT_NE(join, nullptr);
+  EXPECT_EQ(join->next, "2 copies");
+  EXPECT_TRUE(join->copy == 0 || join->copy == 1) << join->copy;
+  EXPECT_TRUE(copies.contains(-1));  // the rule's own hop: the IO itself
   ExpectNested(traces[0]);
 }
 
