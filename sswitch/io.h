@@ -206,6 +206,9 @@ class Io {
   std::string to_stage_;
   // A piece of a split or a copy of a scatter: its index (traces' `copy`).
   int32_t copy_ = -1;
+  // Made by the sSwitch in another IO's place (SSwitch::NewChild): its end
+  // is not the end of what the caller asked.
+  bool child_ = false;
   // Traced IOs: when a quiesce parked it (0: not parked).
   uint64_t parked_ns_ = 0;
 };

@@ -563,7 +563,8 @@ void SSwitch::Admit(Io* io) {
     }
     if (io->parked_ns_ != 0) {  // traced, and parked until now
       io->trace->Add(TraceHop{name_, "park", 0, io->header.file, io->parked_ns_,
-                              MonotonicNanos(), 0, -1, absl::StatusCode::kOk});
+                              MonotonicNanos(), 0, io->copy_,
+                              absl::StatusCode::kOk});
       io->parked_ns_ = 0;
     }
     if (!io->to_stage_.empty()) {
@@ -607,7 +608,8 @@ void SSwitch::RoutePiece(Io* io, const RuleEntry* entry) {
     if (io->trace != nullptr) {
       io->AddResponseHook([this, start = MonotonicNanos()](Io& done) {
         done.trace->Add(TraceHop{name_, "default", 0, done.target, start,
-                                 MonotonicNanos(), 0, -1, done.status.code()});
+                                 MonotonicNanos(), 0, done.copy(),
+                                 done.status.code()});
       });
     }
     SendToFile(io, io->header.file);  // default route
@@ -721,6 +723,7 @@ std::unique_ptr<Io> SSwitch::NewChild(const Io& parent) {
   child->stage_hops_ = parent.stage_hops_;
   child->trace = parent.trace;
   child->copy_ = parent.copy_;
+  child->child_ = true;
   return child;
 }
 
@@ -736,8 +739,22 @@ void SSwitch::FinishRuleFrame(Io& io, Io::Frame& frame) {
                         now - frame.start_ns);
   if (io.trace != nullptr) {
     io.trace->Add(TraceHop{name_, "rule", rule->id(), io.target, frame.start_ns,
-                           now, 0, -1, io.status.code()});
+                           now, 0, io.copy_, io.status.code()});
     if (frame.sampled) KeepTrace(io, frame, now);
+  }
+  const uint64_t slow = slow_ops_.threshold_ns();
+  if (slow != 0 && now - frame.start_ns >= slow && !io.child_ &&
+      std::none_of(io.frames_.begin(), io.frames_.end(),
+                   [](const Io::Frame& f) { return f.rule != nullptr; })) {
+    // The IO's first rule here: its time at this sSwitch.
+    SlowIo s;
+    s.header = io.header;
+    s.rule_id = rule->id();
+    s.start_ns = frame.start_ns;
+    s.end_ns = now;
+    s.code = io.status.code();
+    if (io.trace != nullptr) s.hops = io.trace->Hops();
+    slow_ops_.Add(std::move(s));
   }
   if (rule->delegate_response) {
     Context ctx(this, rule);

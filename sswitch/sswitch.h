@@ -35,6 +35,7 @@
 #include "sswitch/delegate.h"
 #include "sswitch/endpoint.h"
 #include "sswitch/io.h"
+#include "sswitch/slow_ops.h"
 #include "sswitch/stats.h"
 #include "sswitch/trace.h"
 #include "util/mutex.h"
@@ -267,6 +268,10 @@ class SSwitch {
   // Oldest first, those with seq > `after`, at most `limit`.
   std::vector<KeptTrace> Traces(uint64_t after, size_t limit) const;
   uint64_t traces_sampled() const;
+  // The IOs whose time here, from their first rule to their reply, reached
+  // a threshold (sswitch/slow_ops.h). IOs that took no rule are not timed.
+  SlowOpLog& slow_ops() { return slow_ops_; }
+  const SlowOpLog& slow_ops() const { return slow_ops_; }
 
  private:
   class Context;
@@ -441,6 +446,7 @@ class SSwitch {
   std::atomic<uint64_t> route_errors_{0};
   // Kept traces: a ring of kKeptTraces. A leaf lock.
   void KeepTrace(Io& io, const Io::Frame& frame, uint64_t end_ns);
+  SlowOpLog slow_ops_;
   mutable Mutex traces_mu_;
   std::deque<KeptTrace> traces_ ABSL_GUARDED_BY(traces_mu_);
   uint64_t next_trace_seq_ ABSL_GUARDED_BY(traces_mu_) = 1;

@@ -214,3 +214,78 @@ TEST_F(TraceTest, KeepsTheLastTracesAndNumbersThem) {
 
 }  // namespace
 }  // namespace sroute
+
+namespace sroute {
+namespace {
+
+// Holds the IOs of files whose name ends in "slow" for a while.
+class SlowEndpoint : public Endpoint {
+ public:
+  void Submit(Io* io, std::string_view path) override {
+    if (path.ends_with("slow")) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
+    }
+    io->bytes = io->header.length;
+    io->Complete();
+  }
+  int delay_ms = 8;
+};
+
+class SlowOpsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(host_.AddEndpoint("E", endpoint_).ok());
+    ASSERT_TRUE(host_.LoadRules("<*, *, //E/*> -> <IO, //E/*>\n").ok());
+  }
+  void Write(const std::string& file) {
+    ASSERT_TRUE(host_.Write("t", file, 0, std::span<const char>("x", 1)).ok());
+  }
+  Host host_{"h"};
+  std::shared_ptr<SlowEndpoint> endpoint_ = std::make_shared<SlowEndpoint>();
+};
+
+// Ten slow IOs among thousands of fast ones are all caught, whatever the
+// sampling (none here).
+TEST_F(SlowOpsTest, EverySlowIoAmongManyFastOnesIsCaught) {
+  host_.sswitch().slow_ops().set_threshold_ns(5'000'000);
+  for (int i = 0; i < 20000; ++i) {
+    Write(i % 2000 == 7 ? "//E/slow" : "//E/fast");
+  }
+  const SlowOpLog::View v = host_.sswitch().slow_ops().Get(0);
+  EXPECT_EQ(v.total, 10u);
+  ASSERT_EQ(v.recent.size(), 10u);
+  for (const SlowIo& s : v.recent) {
+    EXPECT_EQ(s.header.file, "//E/slow");
+    EXPECT_EQ(s.rule_id, 1u);
+    EXPECT_GE(s.end_ns - s.start_ns, 5'000'000u);
+  }
+  EXPECT_EQ(v.top.size(), 10u);
+  EXPECT_EQ(v.overwritten, 0u);
+}
+
+// The recent ring is bounded; the longest stay in the top list after the
+// ring let them go, and the counters say how many went.
+TEST_F(SlowOpsTest, TheLongestOutliveTheRecentRing) {
+  auto& log = host_.sswitch().slow_ops();
+  log.set_threshold_ns(1);  // every IO
+  endpoint_->delay_ms = 30;
+  Write("//E/slow");
+  for (size_t i = 0; i < SlowOpLog::kRecent + 44; ++i) Write("//E/fast");
+  const SlowOpLog::View v = log.Get(0);
+  EXPECT_EQ(v.total, SlowOpLog::kRecent + 45);
+  EXPECT_EQ(v.recent.size(), SlowOpLog::kRecent);
+  EXPECT_EQ(v.overwritten, 45u);
+  ASSERT_EQ(v.top.size(), SlowOpLog::kTop);
+  EXPECT_EQ(v.top[0].header.file, "//E/slow");  // longest first
+  for (size_t i = 1; i < v.top.size(); ++i) {
+    EXPECT_GE(v.top[i - 1].end_ns - v.top[i - 1].start_ns,
+              v.top[i].end_ns - v.top[i].start_ns);
+  }
+  // 0 turns capture off.
+  log.set_threshold_ns(0);
+  Write("//E/slow");
+  EXPECT_EQ(log.Get(0).total, SlowOpLog::kRecent + 45);
+}
+
+}  // namespace
+}  // namespace sroute
