@@ -12,6 +12,22 @@
 namespace sroute {
 namespace {
 
+// One IO and its path, as a TraceRecord (seq and drops left to the caller).
+void FillRecord(const IoHeader& h, uint64_t rule_id, uint64_t start_ns,
+                uint64_t end_ns, absl::StatusCode code,
+                const std::vector<TraceHop>& hops, proto::TraceRecord* r) {
+  r->set_source(h.source);
+  r->set_op(std::string(OpName(h.op)));
+  r->set_file(h.file);
+  r->set_offset(h.offset);
+  r->set_length(h.length);
+  r->set_rule_id(rule_id);
+  r->set_start_ns(start_ns);
+  r->set_end_ns(end_ns);
+  r->set_code(static_cast<int32_t>(code));
+  for (const TraceHop& hop : hops) TraceHopToMsg(hop, r->add_hops());
+}
+
 void SetStatus(proto::ControlResponse* resp, const absl::Status& s) {
   resp->set_code(static_cast<int32_t>(s.code()));
   resp->set_message(std::string(s.message()));
@@ -191,20 +207,35 @@ proto::ControlResponse HandleControlRequest(
       for (const SSwitch::KeptTrace& t :
            sw.Traces(req.traces().after(), limit)) {
         proto::TraceRecord* r = resp.add_traces();
+        FillRecord(t.header, t.rule_id, t.start_ns, t.end_ns, t.code, t.hops,
+                   r);
         r->set_seq(t.seq);
-        r->set_source(t.header.source);
-        r->set_op(std::string(OpName(t.header.op)));
-        r->set_file(t.header.file);
-        r->set_offset(t.header.offset);
-        r->set_length(t.header.length);
-        r->set_rule_id(t.rule_id);
-        r->set_start_ns(t.start_ns);
-        r->set_end_ns(t.end_ns);
-        r->set_code(static_cast<int32_t>(t.code));
         r->set_hops_dropped(t.hops_dropped);
-        for (const TraceHop& h : t.hops) TraceHopToMsg(h, r->add_hops());
       }
       resp.set_traces_sampled(sw.traces_sampled());
+      break;
+    }
+    case proto::ControlRequest::kSlowOps: {
+      const proto::SlowOps& q = req.slow_ops();
+      SlowOpLog& log = sw.slow_ops();
+      if (q.set_threshold()) log.set_threshold_ns(q.threshold_ns());
+      if (q.clear()) log.Clear();
+      const SlowOpLog::View v = log.Get(q.after());
+      for (const SlowIo& s : v.recent) {
+        proto::TraceRecord* r = resp.add_slow_recent();
+        FillRecord(s.header, s.rule_id, s.start_ns, s.end_ns, s.code, s.hops,
+                   r);
+        r->set_seq(s.seq);
+      }
+      for (const SlowIo& s : v.top) {
+        proto::TraceRecord* r = resp.add_slow_top();
+        FillRecord(s.header, s.rule_id, s.start_ns, s.end_ns, s.code, s.hops,
+                   r);
+        r->set_seq(s.seq);
+      }
+      resp.set_slow_total(v.total);
+      resp.set_slow_overwritten(v.overwritten);
+      resp.set_slow_threshold_ns(v.threshold_ns);
       break;
     }
     case proto::ControlRequest::REQUEST_NOT_SET:

@@ -759,6 +759,40 @@ TEST_F(ServerTest, ATracedIoShowsEveryHopAcrossServers) {
   EXPECT_NE(out.find("\"kind\":\"rpc\""), std::string::npos) << out;
 }
 
+// Slow-op capture on a volume: writes through a delay stage of 20 ms are
+// caught over a 10 ms threshold, fast ones are not, and --threshold-ms 0
+// turns capture off.
+TEST_F(ServerTest, SlowIosAreCaughtWithoutSampling) {
+  ASSERT_EQ(mkdir((home_ / "s").c_str(), 0755), 0);
+  WriteWholeFile(home_ / "s/slow", "");
+  WriteWholeFile(home_ / "s/fast", "");
+  Mount({},
+        "<*, w, //home/s/slow> -> <IO, stage:d>\n"
+        "<*, w, //home/s/fast> -> <IO, //home/s/fast>\n",
+        {"--stage", "d=delay:delay_us=20000"});
+  const std::string ctl = "--host unix:" + (ctl_ / "sock") + " ";
+  auto [rc, out] = Ctl(ctl + "slow --threshold-ms 10");
+  ASSERT_EQ(rc, 0) << out;
+  for (int i = 0; i < 3; ++i) WriteWholeFile(mnt_ / "s/slow", "slow");
+  for (int i = 0; i < 50; ++i) WriteWholeFile(mnt_ / "s/fast", "fast");
+  std::tie(rc, out) = Ctl(ctl + "slow");
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("slow: 3 IOs at or over 10000.0 us"), std::string::npos)
+      << out;
+  EXPECT_NE(out.find("write //home/s/slow [0+4]"), std::string::npos) << out;
+  EXPECT_EQ(out.find("//home/s/fast"), std::string::npos) << out;
+  std::tie(rc, out) = Ctl(ctl + "slow --json");
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("\"slow_total\":\"3\""), std::string::npos) << out;
+  // Off: nothing more is caught.
+  std::tie(rc, out) = Ctl(ctl + "slow --threshold-ms 0 --clear");
+  ASSERT_EQ(rc, 0) << out;
+  WriteWholeFile(mnt_ / "s/slow", "slow");
+  std::tie(rc, out) = Ctl(ctl + "slow");
+  EXPECT_NE(out.find("slow: 3 IOs"), std::string::npos) << out;
+  EXPECT_EQ(out.find("write //home/s/slow"), std::string::npos) << out;
+}
+
 // Opens through a server carry its change stamp: the same while the file
 // is unchanged, another after any change to it (even one that keeps its
 // size), and another again from the next run of the server.

@@ -210,6 +210,20 @@ const std::vector<Command>& Commands() {
            },
        .run = [](const Args& a,
                  ControlTarget& t) { return Show(t.Traces(a.after), a.json); }},
+      {.path = "slow",
+       .help = "the IOs whose time at this host reached the slow threshold "
+               "(default 500 ms): the last 256 and the 32 longest",
+       .setup =
+           [](CLI::App& c, Args& a) {
+             c.add_option("--threshold-ms", a.threshold_ms,
+                          "set the threshold first (0: capture off)");
+             c.add_flag("--clear", a.clear, "forget what was caught first");
+             JsonFlag(c, a, "print one JSON object");
+           },
+       .run =
+           [](const Args& a, ControlTarget& t) {
+             return Show(t.SlowOps(a.threshold_ms, a.clear), a.json);
+           }},
       {.path = "records",
        .help = "a storage server's delegate-rule records, oldest first",
        .setup =

@@ -28,7 +28,9 @@ struct Args {
   std::string name;  // a stage's
   std::string spec;  // stages add NAME=KIND:..., stages set key=value,...
   uint32_t timeout_ms = 10000;
-  uint64_t after = 0;  // traces --after
+  uint64_t after = 0;         // traces --after
+  int64_t threshold_ms = -1;  // slow --threshold-ms
+  bool clear = false;         // slow --clear
   bool json = false;
 };
 

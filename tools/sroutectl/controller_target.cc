@@ -250,6 +250,11 @@ class ControllerTarget : public ControlTarget {
         "fences are a host's own: give --host, not --controller");
   }
 
+  absl::StatusOr<Report> SlowOps(int64_t, bool) override {
+    return absl::InvalidArgumentError(
+        "slow IOs are kept by each host: give --host, not --controller");
+  }
+
   absl::StatusOr<Report> Traces(uint64_t) override {
     return absl::InvalidArgumentError(
         "traces are kept by the host that sampled them: give --host, not "

@@ -202,6 +202,19 @@ class HostTarget : public ControlTarget {
     return report;
   }
 
+  absl::StatusOr<Report> SlowOps(int64_t threshold_ms, bool clear) override {
+    proto::ControlRequest req;
+    proto::SlowOps* q = req.mutable_slow_ops();
+    if (threshold_ms >= 0) {
+      q->set_set_threshold(true);
+      q->set_threshold_ns(static_cast<uint64_t>(threshold_ms) * 1'000'000);
+    }
+    q->set_clear(clear);
+    auto resp = Call(req);
+    if (!resp.ok()) return resp.status();
+    return SlowOpsReport(*resp);
+  }
+
   absl::StatusOr<Report> Traces(uint64_t after) override {
     proto::ControlRequest req;
     req.mutable_traces()->set_after(after);

@@ -107,40 +107,74 @@ std::string CodeName(int32_t code) {
 
 }  // namespace
 
-Report TracesReport(const proto::ControlResponse& resp) {
-  Report report;
+namespace {
+
+// One IO's line and its hops' lines.
+std::string RecordText(const proto::TraceRecord& t) {
+  std::string text = "#" + std::to_string(t.seq()) + " " + t.op() + " " +
+                     t.file() + " [" + std::to_string(t.offset()) + "+" +
+                     std::to_string(t.length()) + "] tenant " + t.source() +
+                     ", rule " + std::to_string(t.rule_id()) + ": " +
+                     Micros(t.end_ns() - t.start_ns()) + ", " +
+                     CodeName(t.code()) + "\n";
+  for (const proto::TraceHop& h : t.hops()) {
+    // "HOST rule N -> NEXT" for a rule's hop, "HOST KIND -> NEXT (rule
+    // N)" for the others.
+    text += std::string(2 + 2 * h.depth(), ' ') + h.host() + " " + h.kind();
+    const std::string rule = std::to_string(h.rule_id());
+    if (h.kind() == "rule") text += " " + rule;
+    text += " -> " + h.next();
+    if (h.kind() != "rule" && h.rule_id() != 0) text += " (rule " + rule + ")";
+    text += ": " + Micros(h.end_ns() - h.start_ns());
+    if (h.code() != 0) text += ", " + CodeName(h.code());
+    text += "\n";
+  }
+  if (t.hops_dropped() > 0) {
+    text += "  (" + std::to_string(t.hops_dropped()) + " more hops not kept)\n";
+  }
+  return text;
+}
+
+std::string RecordJson(const google::protobuf::Message& m) {
   google::protobuf::util::JsonPrintOptions opts;
   opts.preserve_proto_field_names = true;
+  std::string line;
+  (void)google::protobuf::util::MessageToJsonString(m, &line, opts);
+  return line;
+}
+
+}  // namespace
+
+Report TracesReport(const proto::ControlResponse& resp) {
+  Report report;
   for (const proto::TraceRecord& t : resp.traces()) {
-    std::string line;
-    (void)google::protobuf::util::MessageToJsonString(t, &line, opts);
-    report.json += line + "\n";
-    report.text += "#" + std::to_string(t.seq()) + " " + t.op() + " " +
-                   t.file() + " [" + std::to_string(t.offset()) + "+" +
-                   std::to_string(t.length()) + "] tenant " + t.source() +
-                   ", rule " + std::to_string(t.rule_id()) + ": " +
-                   Micros(t.end_ns() - t.start_ns()) + ", " +
-                   CodeName(t.code()) + "\n";
-    for (const proto::TraceHop& h : t.hops()) {
-      // "HOST rule N -> NEXT" for a rule's hop, "HOST KIND -> NEXT (rule
-      // N)" for the others.
-      report.text +=
-          std::string(2 + 2 * h.depth(), ' ') + h.host() + " " + h.kind();
-      const std::string rule = std::to_string(h.rule_id());
-      if (h.kind() == "rule") report.text += " " + rule;
-      report.text += " -> " + h.next();
-      if (h.kind() != "rule" && h.rule_id() != 0) {
-        report.text += " (rule " + rule + ")";
-      }
-      report.text += ": " + Micros(h.end_ns() - h.start_ns());
-      if (h.code() != 0) report.text += ", " + CodeName(h.code());
-      report.text += "\n";
-    }
-    if (t.hops_dropped() > 0) {
-      report.text +=
-          "  (" + std::to_string(t.hops_dropped()) + " more hops not kept)\n";
-    }
+    report.json += RecordJson(t) + "\n";
+    report.text += RecordText(t);
   }
+  return report;
+}
+
+Report SlowOpsReport(const proto::ControlResponse& resp) {
+  Report report;
+  report.text = "slow: " + std::to_string(resp.slow_total()) +
+                " IOs at or over " + Micros(resp.slow_threshold_ns()) + " (" +
+                std::to_string(resp.slow_overwritten()) +
+                " let go by the recent list)\n";
+  report.text += "recent:\n";
+  for (const proto::TraceRecord& t : resp.slow_recent()) {
+    report.text += RecordText(t);
+  }
+  report.text += "longest:\n";
+  for (const proto::TraceRecord& t : resp.slow_top()) {
+    report.text += RecordText(t);
+  }
+  proto::ControlResponse only;
+  *only.mutable_slow_recent() = resp.slow_recent();
+  *only.mutable_slow_top() = resp.slow_top();
+  only.set_slow_total(resp.slow_total());
+  only.set_slow_overwritten(resp.slow_overwritten());
+  only.set_slow_threshold_ns(resp.slow_threshold_ns());
+  report.json = RecordJson(only) + "\n";
   return report;
 }
 

@@ -48,6 +48,9 @@ std::vector<std::string> StagesJson(
 // Traces as a listing: per IO a line (seq, op, file, range, tenant, rule,
 // total, status) and a line per hop; as JSON, one object a line.
 Report TracesReport(const proto::ControlResponse& resp);
+// Slow IOs as a listing: the counts, then the recent and the longest, each
+// as in TracesReport.
+Report SlowOpsReport(const proto::ControlResponse& resp);
 
 class ControlTarget {
  public:
@@ -88,6 +91,10 @@ class ControlTarget {
   // delegate), after seq `after`, oldest first: each IO's header and time,
   // then its hops, deeper ones (another host's) indented.
   virtual absl::StatusOr<Report> Traces(uint64_t after) = 0;
+  // The host's slow-op capture: sets its threshold first if `threshold_ms`
+  // is not negative (0 turns it off), clears it if `clear`; then the
+  // recent slow IOs, the longest, and the counts.
+  virtual absl::StatusOr<Report> SlowOps(int64_t threshold_ms, bool clear) = 0;
   // The miss-ratio curves of the cache_sizing app (of `tenant`, or every
   // tenant's): size in bytes and miss ratio, a point a line.
   virtual absl::StatusOr<Report> CacheCurves(const std::string& tenant) = 0;
