@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "absl/container/inlined_vector.h"
 #include "sswitch/io.h"
@@ -97,6 +98,19 @@ class InflightRegistry {
       std::shared_ptr<const Snapshot> old;  // released after the lock
       MutexLock l(&shard.mu);
       old.swap(shard.pin);
+    }
+  }
+
+  // Marks the IOs no scan saw yet as seen `now`; appends those seen at
+  // least `older_ns` ago (their header's identity and that lower bound of
+  // their age).
+  void Stale(uint64_t now, uint64_t older_ns,
+             std::vector<SSwitch::StaleIo>* out) {
+    for (Shard& shard : shards_) {
+      MutexLock l(&shard.mu);
+      for (Io* io = shard.head; io != nullptr; io = io->inflight_next_) {
+        SSwitch::NoteStale(io, now, older_ns, /*parked=*/false, out);
+      }
     }
   }
 

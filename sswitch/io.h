@@ -209,6 +209,9 @@ class Io {
   // Made by the sSwitch in another IO's place (SSwitch::NewChild): its end
   // is not the end of what the caller asked.
   bool child_ = false;
+  // When a scan for stale IOs (SSwitch::StaleIos) first saw it; guarded by
+  // the lock of the list that holds it (in flight or parked).
+  uint64_t first_seen_ns_ = 0;
   // Traced IOs: when a quiesce parked it (0: not parked).
   uint64_t parked_ns_ = 0;
 };

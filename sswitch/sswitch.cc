@@ -794,6 +794,41 @@ std::vector<SSwitch::KeptTrace> SSwitch::Traces(uint64_t after,
   return out;
 }
 
+void SSwitch::NoteStale(Io* io, uint64_t now, uint64_t older_ns, bool parked,
+                        std::vector<StaleIo>* out) {
+  // Readdir IOs change their file on the way (sswitch/namespace.cc): left
+  // out rather than read while they do.
+  if (io->header.op == Op::kReaddir) return;
+  if (io->first_seen_ns_ == 0) {
+    io->first_seen_ns_ = now;
+    return;
+  }
+  if (now - io->first_seen_ns_ < older_ns) return;
+  StaleIo s;
+  s.source = io->header.source;
+  s.op = io->header.op;
+  s.file = io->header.file;
+  s.offset = io->header.offset;
+  s.length = io->header.length;
+  s.age_ns = now - io->first_seen_ns_;
+  s.parked = parked;
+  out->push_back(std::move(s));
+}
+
+std::vector<SSwitch::StaleIo> SSwitch::StaleIos(absl::Duration older_than) {
+  const uint64_t now = MonotonicNanos();
+  const uint64_t older = static_cast<uint64_t>(
+      std::max<int64_t>(0, absl::ToInt64Nanoseconds(older_than)));
+  std::vector<StaleIo> out;
+  inflight_->Stale(now, older, &out);
+  const std::shared_ptr<const Snapshot> snapshot = Load();
+  for (const auto& g : snapshot->quiesced) {
+    MutexLock l(&g->mu);
+    for (Io* io : g->parked) NoteStale(io, now, older, /*parked=*/true, &out);
+  }
+  return out;
+}
+
 uint64_t SSwitch::traces_sampled() const {
   MutexLock l(&traces_mu_);
   return next_trace_seq_ - 1;

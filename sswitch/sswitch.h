@@ -268,6 +268,20 @@ class SSwitch {
   // Oldest first, those with seq > `after`, at most `limit`.
   std::vector<KeptTrace> Traces(uint64_t after, size_t limit) const;
   uint64_t traces_sampled() const;
+  // IOs still here (in flight or parked at a quiesce) that an earlier call
+  // already saw, at least `older_than` ago: each call marks the IOs it
+  // sees for the first time, so ages are lower bounds, exact to the
+  // interval of the calls (sroute-trace --slow calls it every second). No
+  // cost on the IO path. An IO's header is reported as it was admitted.
+  struct StaleIo {
+    std::string source;
+    Op op = Op::kRead;
+    std::string file;
+    uint64_t offset = 0, length = 0;
+    uint64_t age_ns = 0;  // at least
+    bool parked = false;  // at a quiesce (else in flight past admission)
+  };
+  std::vector<StaleIo> StaleIos(absl::Duration older_than);
   // The IOs whose time here, from their first rule to their reply, reached
   // a threshold (sswitch/slow_ops.h). IOs that took no rule are not timed.
   SlowOpLog& slow_ops() { return slow_ops_; }
@@ -298,6 +312,10 @@ class SSwitch {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(control_mu_);
 
   void Admit(Io* io);
+  // StaleIos' look at one IO. REQUIRES: the lock of its list is held.
+  static void NoteStale(Io* io, uint64_t now, uint64_t older_ns, bool parked,
+                        std::vector<StaleIo>* out);
+  friend class InflightRegistry;
   void Dispatch(Io* io);
   void RoutePiece(Io* io, const RuleEntry* rule);
   void SendTo(Io* io, const Target& target, std::string resolved_file,

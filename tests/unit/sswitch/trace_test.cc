@@ -3,6 +3,7 @@
 // keeps the sampled IOs' whole paths (SSwitch::Traces).
 #include "sswitch/trace.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <memory>
@@ -285,6 +286,60 @@ TEST_F(SlowOpsTest, TheLongestOutliveTheRecentRing) {
   log.set_threshold_ns(0);
   Write("//E/slow");
   EXPECT_EQ(log.Get(0).total, SlowOpLog::kRecent + 45);
+}
+
+}  // namespace
+}  // namespace sroute
+
+namespace sroute {
+namespace {
+
+// IOs stuck in flight or parked at a quiesce show once a scan saw them
+// before; fast IOs never do.
+TEST(StaleIosTest, StuckAndParkedIosShowFromTheSecondLook) {
+  TempDir dir;
+  Host host("h");
+  auto held = std::make_shared<testing::HoldingEndpoint>(/*hold=*/true);
+  ASSERT_TRUE(host.AddEndpoint("H", held).ok());
+  ASSERT_TRUE(host.AddLocalEndpoint("A", dir.path()).ok());
+  WriteWholeFile(dir / "q", "");
+  auto& sw = host.sswitch();
+  // One IO stuck at an endpoint...
+  std::thread stuck([&] {
+    std::string buf(4, '\0');
+    (void)host.Read("alice", "//H/x", 8, std::span<char>(buf));
+  });
+  held->WaitHeld();
+  // ...and one parked at a quiesce.
+  auto flow = ParsePattern("<*, *, //A/q>");
+  ASSERT_TRUE(flow.ok());
+  ASSERT_TRUE(sw.Quiesce(*flow, true).ok());
+  std::thread parked([&] {
+    ASSERT_TRUE(
+        host.Write("bob", "//A/q", 0, std::span<const char>("late", 4)).ok());
+  });
+  while (sw.parked() == 0) std::this_thread::yield();
+  EXPECT_TRUE(sw.StaleIos(absl::ZeroDuration()).empty());  // first look
+  std::this_thread::sleep_for(std::chrono::milliseconds(3));
+  auto stale = sw.StaleIos(absl::Milliseconds(2));
+  ASSERT_EQ(stale.size(), 2u);
+  std::sort(stale.begin(), stale.end(),
+            [](const auto& a, const auto& b) { return a.file < b.file; });
+  EXPECT_EQ(stale[0].file, "//A/q");
+  EXPECT_TRUE(stale[0].parked);
+  EXPECT_EQ(stale[0].source, "bob");
+  EXPECT_EQ(stale[0].op, Op::kWrite);
+  EXPECT_EQ(stale[1].file, "//H/x");
+  EXPECT_FALSE(stale[1].parked);
+  EXPECT_EQ(stale[1].offset, 8u);
+  EXPECT_EQ(stale[1].length, 4u);
+  EXPECT_GE(stale[1].age_ns, 2'000'000u);
+  EXPECT_TRUE(sw.StaleIos(absl::Seconds(10)).empty());  // not that old
+  ASSERT_TRUE(sw.Quiesce(*flow, false).ok());
+  held->Release();
+  stuck.join();
+  parked.join();
+  EXPECT_TRUE(sw.StaleIos(absl::ZeroDuration()).empty());
 }
 
 }  // namespace
