@@ -120,7 +120,15 @@ proto::ControlResponse HandleControlRequest(
       if (status.ok() && rules.empty()) {
         status = absl::InvalidArgumentError("no rules to add");
       }
+      if (status.ok() && add.lease_ms() != 0 && add.owner().empty()) {
+        status = absl::InvalidArgumentError("a lease needs an owner name");
+      }
       if (status.ok()) {
+        // The lease first: a client that dies right after still loses its
+        // rules.
+        if (add.lease_ms() != 0) {
+          (void)sw.HoldLease(add.owner(), absl::Milliseconds(add.lease_ms()));
+        }
         auto ids = sw.Update(std::move(rules), {}, add.owner());
         if (ids.ok()) {
           for (uint64_t id : *ids) resp.add_ids(id);
@@ -233,9 +241,32 @@ proto::ControlResponse HandleControlRequest(
                    r);
         r->set_seq(s.seq);
       }
+      if (q.stale_ms() != 0) {
+        for (const SSwitch::StaleIo& st :
+             sw.StaleIos(absl::Milliseconds(q.stale_ms()))) {
+          proto::StaleIoRecord* r = resp.add_stale();
+          r->set_source(st.source);
+          r->set_op(std::string(OpName(st.op)));
+          r->set_file(st.file);
+          r->set_offset(st.offset);
+          r->set_length(st.length);
+          r->set_age_ns(st.age_ns);
+          r->set_parked(st.parked);
+        }
+      }
       resp.set_slow_total(v.total);
       resp.set_slow_overwritten(v.overwritten);
       resp.set_slow_threshold_ns(v.threshold_ns);
+      break;
+    }
+    case proto::ControlRequest::kLease: {
+      auto n = sw.HoldLease(req.lease().owner(),
+                            absl::Milliseconds(req.lease().ttl_ms()));
+      status = n.status();
+      if (n.ok() && req.lease().ttl_ms() == 0) {
+        changed = *n > 0;
+        resp.set_message(StrCat("deleted ", *n, " rule", *n == 1 ? "" : "s"));
+      }
       break;
     }
     case proto::ControlRequest::REQUEST_NOT_SET:

@@ -156,12 +156,6 @@ void EncodeIoRequest(const Io& io, std::string_view path,
 
 absl::Status DecodeIoReply(const proto::RpcReply& reply,
                            std::span<const char> payload, Io* io) {
-  if (io->trace != nullptr) {
-    // The server's hops, one level deeper than ours.
-    for (const proto::TraceHop& h : reply.io().trace()) {
-      io->trace->Add(TraceHopFromMsg(h, /*extra_depth=*/1));
-    }
-  }
   if (reply.code() != 0) {
     return StatusWithErrno(static_cast<absl::StatusCode>(reply.code()),
                            reply.message(), reply.errno_value());

@@ -80,9 +80,18 @@ void RemoteEndpoint::Send(Io* io, std::string_view path,
           if (s.ok() && io->attr.st_ino != 0) io->attr.st_dev ^= dev_salt_;
         }
         if (io->trace != nullptr) {
-          io->trace->Add(TraceHop{local_name_, "rpc", io->rule_id(),
-                                  channel_->address(), start, MonotonicNanos(),
-                                  0, io->copy(), s.code()});
+          // The server's hops (one level deeper) with the call's own, at
+          // once: a reader finds them just before the call (Trace::AddCall).
+          std::vector<TraceHop> inner;
+          if (transport.ok()) {
+            for (const proto::TraceHop& h : reply.io().trace()) {
+              inner.push_back(TraceHopFromMsg(h, /*extra_depth=*/1));
+            }
+          }
+          io->trace->AddCall(
+              std::move(inner),
+              TraceHop{local_name_, "rpc", io->rule_id(), channel_->address(),
+                       start, MonotonicNanos(), 0, io->copy(), s.code()});
         }
         io->Complete(std::move(s));
       });

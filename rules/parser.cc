@@ -64,10 +64,20 @@ class LineParser {
       if (!IsNameChar(Peek())) {
         return Fail(pos_, "expected a delegate call or a detour '<...>'");
       }
+      const size_t delegate_pos = pos_;
       DelegateSpec d;
       if (!ParseDelegate(&d)) return false;
       rule->delegate = std::move(d);
       SkipWs();
+      if (AtEndOrComment()) {  // a tap: observes, routes nothing
+        if (!IsTapDelegate(rule->delegate->name)) {
+          return Fail(delegate_pos,
+                      StrCat("a rule without detours is a tap, and only "
+                             "trace(...) can be one; '",
+                             rule->delegate->name, "' needs ';' and detours"));
+        }
+        return true;
+      }
       if (!Consume(";")) return Fail(pos_, "expected ';' after the delegate");
       SkipWs();
     }
@@ -739,7 +749,7 @@ std::string FormatRule(const Rule& r) {
       if (!a.key.empty()) StrAppend(&out, a.key, "=");
       out += NeedsQuotes(a.value) ? Quote(a.value) : a.value;
     }
-    out += "); ";
+    out += r.detours.empty() ? ")" : "); ";
   }
   for (size_t i = 0; i < r.detours.size(); ++i) {
     const Detour& d = r.detours[i];

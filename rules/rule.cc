@@ -17,6 +17,8 @@ std::optional<std::string_view> DelegateSpec::Arg(std::string_view key,
   return std::nullopt;
 }
 
+bool IsTapDelegate(std::string_view name) { return name == "trace"; }
+
 bool Rule::MatchesIgnoringRange(const IoHeader& h) const {
   if (!pattern.source.Matches(h)) return false;
   if ((pattern.ops & h.op_class()) == 0) return false;

@@ -104,6 +104,12 @@ struct DelegateSpec {
   bool operator==(const DelegateSpec&) const = default;
 };
 
+// A rule is a tap when it has no detours (`pattern -> trace(P)`): it never
+// routes; every tap an IO matches runs its delegate at the IO's first
+// sSwitch, before the forwarding rules (which then route it as if the tap
+// were not there). Only observing delegates can be taps.
+bool IsTapDelegate(std::string_view name);
+
 struct Rule {
   int32_t priority = 0;  // '@N'; higher first, then insertion order
   HeaderPattern pattern;
@@ -113,6 +119,7 @@ struct Rule {
   // `ack` of them succeeded; 0 means all of them ("ack=all").
   uint32_t ack = 0;
 
+  bool is_tap() const { return detours.empty(); }
   // True when the header matches source, op class and file (ignoring any
   // byte range of the pattern).
   bool MatchesIgnoringRange(const IoHeader& h) const;

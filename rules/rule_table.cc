@@ -77,6 +77,7 @@ class RuleIndex {
     for (const RuleEntryPtr& ptr : entries_) {
       const RuleEntry* e = ptr.get();
       by_id_[e->id()] = e;
+      if (e->rule().is_tap()) continue;  // RuleTable::taps_
       const FilePattern& f = e->rule().pattern.file;
       const SourcePattern& src = e->rule().pattern.source;
       switch (f.kind) {
@@ -274,6 +275,37 @@ class RuleIndex {
 RuleTable::RuleTable() = default;
 RuleTable::~RuleTable() = default;
 
+struct RuleTable::Tap {
+  const RuleEntry* entry;
+  std::shared_ptr<const RE2> regex;  // for a regex file pattern
+};
+
+std::shared_ptr<const std::vector<RuleTable::Tap>> RuleTable::MakeTaps(
+    const std::vector<RuleTable::Tap>& kept,
+    const absl::flat_hash_set<uint64_t>& remove,
+    const std::vector<RuleEntryPtr>& add) {
+  std::vector<RuleTable::Tap> taps;
+  for (const RuleTable::Tap& t : kept) {
+    if (!remove.contains(t.entry->id())) taps.push_back(t);
+  }
+  for (const RuleEntryPtr& e : add) {
+    if (!e->rule().is_tap()) continue;
+    RuleTable::Tap t{e.get(), nullptr};
+    const FilePattern& f = e->rule().pattern.file;
+    if (f.kind == FilePattern::Kind::kRegex) {
+      RE2::Options opts;
+      opts.set_log_errors(false);
+      t.regex = std::make_shared<RE2>(f.text, opts);
+    }
+    taps.push_back(std::move(t));
+  }
+  std::sort(taps.begin(), taps.end(),
+            [](const RuleTable::Tap& a, const RuleTable::Tap& b) {
+              return a.entry->order() < b.entry->order();
+            });
+  return std::make_shared<const std::vector<RuleTable::Tap>>(std::move(taps));
+}
+
 RuleTablePtr RuleTable::Empty() {
   static const RuleTablePtr kEmpty = Build({});
   return kEmpty;
@@ -283,6 +315,7 @@ RuleTablePtr RuleTable::Build(std::vector<RuleEntryPtr> rules,
                               uint64_t version) {
   auto t = std::make_shared<RuleTable>();
   t->size_ = rules.size();
+  t->taps_ = MakeTaps({}, {}, rules);
   t->base_ = std::make_shared<RuleIndex>(std::move(rules));
   t->delta_ = std::make_shared<RuleIndex>(std::vector<RuleEntryPtr>{});
   t->removed_ = std::make_shared<absl::flat_hash_set<uint64_t>>();
@@ -294,6 +327,13 @@ RuleTablePtr RuleTable::Apply(std::vector<RuleEntryPtr> add,
                               const std::vector<uint64_t>& remove,
                               uint64_t version) const {
   absl::flat_hash_set<uint64_t> remove_set(remove.begin(), remove.end());
+  const bool taps_change =
+      std::any_of(add.begin(), add.end(),
+                  [](const RuleEntryPtr& e) { return e->rule().is_tap(); }) ||
+      std::any_of(taps_->begin(), taps_->end(), [&](const Tap& t) {
+        return remove_set.contains(t.entry->id());
+      });
+  auto taps = taps_change ? MakeTaps(*taps_, remove_set, add) : taps_;
   std::vector<RuleEntryPtr> delta;
   delta.reserve(delta_->entries().size() + add.size());
   for (const RuleEntryPtr& e : delta_->entries()) {
@@ -318,6 +358,7 @@ RuleTablePtr RuleTable::Apply(std::vector<RuleEntryPtr> add,
     return Build(std::move(all), version);
   }
   auto t = std::make_shared<RuleTable>();
+  t->taps_ = std::move(taps);
   t->base_ = base_;
   t->delta_ = std::make_shared<RuleIndex>(std::move(delta));
   t->removed_ = std::move(removed);
@@ -486,6 +527,30 @@ void RuleTable::Route(const IoHeader& h, Pieces* out) const {
   } else {
     out->clear();
     out->push_back({h.offset, h.length, MatchWhole(h)});
+  }
+}
+
+void RuleTable::MatchTaps(const IoHeader& h,
+                          absl::InlinedVector<const RuleEntry*, 2>* out) const {
+  for (const Tap& t : *taps_) {
+    const Rule& r = t.entry->rule();
+    if (t.regex != nullptr) {
+      if (!r.pattern.source.Matches(h) || (r.pattern.ops & h.op_class()) == 0 ||
+          !RE2::FullMatch(h.file, *t.regex)) {
+        continue;
+      }
+    } else if (!r.MatchesIgnoringRange(h)) {
+      continue;
+    }
+    if (const auto& range = r.pattern.file.range; range) {
+      // A tap's range selects IOs that touch it; whole-file ops touch all.
+      if (HasByteExtent(h.op) &&
+          !range->Overlaps(h.offset,
+                           h.offset + std::max<uint64_t>(h.length, 1))) {
+        continue;
+      }
+    }
+    out->push_back(t.entry);
   }
 }
 

@@ -128,8 +128,16 @@ class RuleTable {
   // and byte range, in precedence order.
   std::vector<const RuleEntry*> RulesOfFile(const std::string& file) const;
 
+  // Taps (Rule::is_tap) are not matched by the calls above: they are kept
+  // apart, and an sSwitch asks for them once per IO it admits first.
+  bool has_taps() const { return !taps_->empty(); }
+  // The taps matching `h` (source, op class, file, and an overlap of the
+  // tap's byte range with the IO's extent), in precedence order.
+  void MatchTaps(const IoHeader& h,
+                 absl::InlinedVector<const RuleEntry*, 2>* out) const;
+
   const RuleEntry* Find(uint64_t id) const;
-  // Every rule, in precedence order.
+  // Every rule (taps too), in precedence order.
   std::vector<RuleEntryPtr> Rules() const;
   size_t size() const { return size_; }
   uint64_t version() const { return version_; }
@@ -148,6 +156,13 @@ class RuleTable {
   std::shared_ptr<const RuleIndex> delta_;
   // Ids of base rules that are no longer in the table.
   std::shared_ptr<const absl::flat_hash_set<uint64_t>> removed_;
+  // The taps, in precedence order (few: shared by tables until one changes).
+  struct Tap;
+  std::shared_ptr<const std::vector<Tap>> taps_;
+  // `kept` (minus `remove`) and the taps among `add`, in precedence order.
+  static std::shared_ptr<const std::vector<Tap>> MakeTaps(
+      const std::vector<Tap>& kept, const absl::flat_hash_set<uint64_t>& remove,
+      const std::vector<RuleEntryPtr>& add);
   size_t size_ = 0;
   uint64_t version_ = 0;
 };

@@ -142,7 +142,18 @@ SSwitch::SSwitch(std::string name)
     : name_(std::move(name)),
       uid_(next_switch_uid.fetch_add(1)),
       inflight_(std::make_unique<InflightRegistry>()),
-      unmatched_(std::make_unique<UnmatchedShard[]>(kThreadShards)) {
+      unmatched_(std::make_unique<UnmatchedShard[]>(kThreadShards)),
+      leases_(std::make_unique<LeaseKeeper>([this](const std::string& owner) {
+        auto n = DeleteOwned(owner);
+        if (n.ok()) {
+          LogInfo(name_, ": the lease of ", owner, " expired: deleted its ", *n,
+                  " rule(s)");
+        } else {
+          LogWarning(name_, ": the lease of ", owner,
+                     " expired, and deleting its rules failed: ",
+                     n.status().message());
+        }
+      })) {
   auto snap = std::make_shared<Snapshot>();
   snap->version = 0;
   snap->table = RuleTable::Empty();
@@ -506,6 +517,7 @@ void SSwitch::Route(Io* io) {
   // Register, then load the snapshot: a Drain() that misses this IO in the
   // registry published its quiesce first, so this IO will see it.
   RegisterInflight(io);
+  if (io->trace == nullptr && io->snapshot_->table->has_taps()) RunTaps(io);
   Admit(io);
 }
 
@@ -740,7 +752,7 @@ void SSwitch::FinishRuleFrame(Io& io, Io::Frame& frame) {
   if (io.trace != nullptr) {
     io.trace->Add(TraceHop{name_, "rule", rule->id(), io.target, frame.start_ns,
                            now, 0, io.copy_, io.status.code()});
-    if (frame.sampled) KeepTrace(io, frame, now);
+    if (frame.sampled) KeepTrace(io, rule->id(), frame.start_ns, now);
   }
   const uint64_t slow = slow_ops_.threshold_ns();
   if (slow != 0 && now - frame.start_ns >= slow && !io.child_ &&
@@ -768,11 +780,29 @@ void SSwitch::Unregister(
   inflight_->Unregister(io, waiters);
 }
 
-void SSwitch::KeepTrace(Io& io, const Io::Frame& frame, uint64_t end_ns) {
+void SSwitch::RunTaps(Io* io) {
+  absl::InlinedVector<const RuleEntry*, 2> taps;
+  io->snapshot_->table->MatchTaps(io->header, &taps);
+  for (const RuleEntry* entry : taps) {
+    const InstalledRule* tap = AsInstalled(entry);
+    Context ctx(this, tap);
+    if (!tap->delegate->OnRequest(io->header, ctx).trace) continue;
+    io->trace = std::make_shared<Trace>();
+    // The first frame: it finishes last, once every hop here has ended.
+    io->AddResponseHook(
+        [this, id = tap->id(), start = MonotonicNanos()](Io& done) {
+          KeepTrace(done, id, start, MonotonicNanos());
+        });
+    return;
+  }
+}
+
+void SSwitch::KeepTrace(Io& io, uint64_t rule_id, uint64_t start_ns,
+                        uint64_t end_ns) {
   KeptTrace t;
   t.header = io.header;
-  t.rule_id = frame.rule->id();
-  t.start_ns = frame.start_ns;
+  t.rule_id = rule_id;
+  t.start_ns = start_ns;
   t.end_ns = end_ns;
   t.code = io.status.code();
   t.hops = io.trace->Hops();
@@ -1060,6 +1090,35 @@ absl::StatusOr<int> SSwitch::Delete(const HeaderPattern& pattern) {
   auto r = UpdateLocked({}, ids, {""}, nullptr);
   if (!r.ok()) return r.status();
   return static_cast<int>(ids.size());
+}
+
+absl::StatusOr<int> SSwitch::DeleteOwned(const std::string& owner) {
+  MutexLock l(&control_mu_);
+  std::vector<uint64_t> ids;
+  for (const RuleEntryPtr& e : CurrentLocked()->table->Rules()) {
+    if (e->owner() == owner) ids.push_back(e->id());
+  }
+  if (ids.empty()) return 0;
+  auto r = UpdateLocked({}, ids, {""}, nullptr);
+  if (!r.ok()) return r.status();
+  return static_cast<int>(ids.size());
+}
+
+absl::StatusOr<int> SSwitch::HoldLease(const std::string& owner,
+                                       absl::Duration ttl) {
+  if (owner.empty()) {
+    return absl::InvalidArgumentError("a lease needs an owner name");
+  }
+  if (ttl > absl::ZeroDuration()) {
+    leases_->Hold(owner, ttl);
+    return 0;
+  }
+  leases_->Release(owner);
+  return DeleteOwned(owner);
+}
+
+std::vector<std::string> SSwitch::LeaseOwners() const {
+  return leases_->Owners();
 }
 
 absl::Status SSwitch::Quiesce(const HeaderPattern& pattern, bool on) {

@@ -35,6 +35,7 @@
 #include "sswitch/delegate.h"
 #include "sswitch/endpoint.h"
 #include "sswitch/io.h"
+#include "sswitch/leases.h"
 #include "sswitch/slow_ops.h"
 #include "sswitch/stats.h"
 #include "sswitch/trace.h"
@@ -176,6 +177,15 @@ class SSwitch {
   absl::Status Delete(uint64_t id);
   // Deletes every rule whose pattern equals `pattern`; returns how many.
   absl::StatusOr<int> Delete(const HeaderPattern& pattern);
+  // Deletes every rule `owner` installed; returns how many.
+  absl::StatusOr<int> DeleteOwned(const std::string& owner);
+  // Leases (sswitch/leases.h): a client that installs rules for itself
+  // alone (sroute-trace) holds a lease on its owner name and renews it
+  // within `ttl`; if it does not, the owner's rules are deleted. A zero
+  // `ttl` ends the lease and deletes them now (returns how many).
+  // REQUIRES: owner not empty.
+  absl::StatusOr<int> HoldLease(const std::string& owner, absl::Duration ttl);
+  std::vector<std::string> LeaseOwners() const;
   // While on, IOs matching `pattern` are parked (the caller's thread is not
   // blocked); turning it off releases them in arrival order.
   absl::Status Quiesce(const HeaderPattern& pattern, bool on);
@@ -463,7 +473,10 @@ class SSwitch {
   std::unique_ptr<class InflightRegistry> inflight_;
   std::atomic<uint64_t> route_errors_{0};
   // Kept traces: a ring of kKeptTraces. A leaf lock.
-  void KeepTrace(Io& io, const Io::Frame& frame, uint64_t end_ns);
+  void KeepTrace(Io& io, uint64_t rule_id, uint64_t start_ns, uint64_t end_ns);
+  // Runs the taps `io` matches (RuleTable::MatchTaps) until one samples it.
+  // REQUIRES: io->trace is null; its snapshot is pinned.
+  void RunTaps(Io* io);
   SlowOpLog slow_ops_;
   mutable Mutex traces_mu_;
   std::deque<KeptTrace> traces_ ABSL_GUARDED_BY(traces_mu_);
@@ -488,6 +501,9 @@ class SSwitch {
   Mutex shared_state_mu_;
   std::vector<std::pair<std::string, std::shared_ptr<void>>> shared_state_
       ABSL_GUARDED_BY(shared_state_mu_);
+
+  // Last: destroyed first, so that no expiry runs on a dying sSwitch.
+  std::unique_ptr<LeaseKeeper> leases_;
 };
 
 }  // namespace sroute

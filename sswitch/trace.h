@@ -46,6 +46,11 @@ class Trace {
   static constexpr size_t kMaxHops = 64;
 
   void Add(TraceHop hop) ABSL_LOCKS_EXCLUDED(mu_);
+  // Adds the hops another host sent back for a call and then the call's
+  // own hop, with no other hop between them: in Hops(), a hop of kind
+  // "rpc" at depth d owns the run of deeper hops just before it.
+  void AddCall(std::vector<TraceHop> inner, TraceHop call)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // The hops so far, in the order they ended (a hop inside another ends
   // first).
   std::vector<TraceHop> Hops() const ABSL_LOCKS_EXCLUDED(mu_);

@@ -777,5 +777,26 @@ TEST(ParserFields, PrefixMayStartAHiddenName) {
             "13: path component '..' is not allowed");
 }
 
+TEST(ParserTaps, ATraceWithoutDetoursIsATap) {
+  auto r = ParseRule("<bob, r, //h/f> -> trace(0.01)");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->is_tap());
+  ASSERT_TRUE(r->delegate.has_value());
+  EXPECT_EQ(r->delegate->name, "trace");
+  EXPECT_EQ(FormatRule(*r), "<bob, r, //h/f> -> trace(0.01)");
+  ExpectRoundTrip(*r);
+  auto with_comment = ParseRule("<*, *, *> -> trace()  # every IO");
+  ASSERT_TRUE(with_comment.ok()) << with_comment.status();
+  EXPECT_TRUE(with_comment->is_tap());
+}
+
+TEST(ParserTaps, OtherDelegatesNeedDetours) {
+  auto r = ParseRule("<*, w, //h/f> -> track_writes()");
+  ASSERT_FALSE(r.ok());
+  const std::string message(r.status().message());
+  EXPECT_TRUE(message.starts_with("18: ")) << message;  // the delegate
+  EXPECT_THAT(message, HasSubstr("only trace(...) can be one"));
+}
+
 }  // namespace
 }  // namespace sroute

@@ -858,5 +858,48 @@ TEST(RuleTableRandomized, ManySingleRuleInserts) {
   }
 }
 
+// Taps never route: Route() goes by the forwarding rules as if they were
+// not there; MatchTaps finds them by source, op, file and byte range.
+TEST(RuleTable, TapsAreMatchedApartAndNeverRoute) {
+  auto table = RuleTable::Build(
+      {Entry(1, "@9 <*, r, //h/f> -> trace(1)", 1, "tap-f"),
+       Entry(2, "<*, *, //h/f> -> <IO, //s/f>", 2, "fwd"),
+       Entry(3, "<bob, w, re://h/d[0-9]> -> trace(0.5)", 3, "tap-re"),
+       Entry(4, "<*, r, //h/f[4K:8K]> -> trace(1)", 4, "tap-range")},
+      1);
+  EXPECT_TRUE(table->has_taps());
+  EXPECT_EQ(Winner(*table, Io("t", Op::kRead, "//h/f")), "fwd");
+  EXPECT_EQ(Winner(*table, Io("t", Op::kRead, "//h/d1")), "-");
+  auto taps = [&](const IoHeader& h) {
+    absl::InlinedVector<const RuleEntry*, 2> out;
+    table->MatchTaps(h, &out);
+    std::string labels;
+    for (const RuleEntry* e : out) labels += e->owner() + " ";
+    return labels;
+  };
+  EXPECT_EQ(taps(Io("t", Op::kRead, "//h/f", 0, 4096)), "tap-f ");
+  EXPECT_EQ(taps(Io("t", Op::kRead, "//h/f", 4000, 200)), "tap-f tap-range ");
+  EXPECT_EQ(taps(Io("t", Op::kWrite, "//h/f")), "");
+  EXPECT_EQ(taps(Io("bob", Op::kWrite, "//h/d7")), "tap-re ");
+  EXPECT_EQ(taps(Io("ann", Op::kWrite, "//h/d7")), "");
+  EXPECT_EQ(taps(Io("bob", Op::kWrite, "//h/dx")), "");
+  EXPECT_EQ(table->Rules().size(), 4u);  // listed with the others
+
+  // Added and removed like any rule, in the delta as in the base.
+  auto next = table->Apply({Entry(5, "<*, w, //h/f> -> trace(1)", 5, "tap-w")},
+                           {1, 4}, 2);
+  EXPECT_EQ(taps(Io("t", Op::kRead, "//h/f")), "tap-f ");  // the old table
+  absl::InlinedVector<const RuleEntry*, 2> out;
+  next->MatchTaps(Io("t", Op::kWrite, "//h/f"), &out);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0]->owner(), "tap-w");
+  out.clear();
+  next->MatchTaps(Io("t", Op::kRead, "//h/f"), &out);
+  EXPECT_TRUE(out.empty());
+  auto none = next->Apply({}, {3, 5}, 3);
+  EXPECT_FALSE(none->has_taps());
+  EXPECT_EQ(Winner(*none, Io("t", Op::kRead, "//h/f")), "fwd");
+}
+
 }  // namespace
 }  // namespace sroute

@@ -24,6 +24,7 @@
 namespace sroute {
 namespace {
 
+using ::sroute::testing::ReadWholeFile;
 using ::sroute::testing::TempDir;
 using ::sroute::testing::WriteWholeFile;
 using ::testing::HasSubstr;
@@ -109,6 +110,71 @@ TEST_F(TraceTest, ZeroSamplesNothingAndAShareSamplesAboutIt) {
   const size_t n = Traces().size();
   EXPECT_GT(n, 800u);
   EXPECT_LT(n, 1200u);
+}
+
+// A tap samples the IOs it matches and never routes them: the forwarding
+// rule still does, and its hop is in the trace the sSwitch keeps under the
+// tap's id.
+TEST_F(TraceTest, ATapSamplesWithoutChangingTheRoute) {
+  for (const char* name : {"f", "untraced", "other"}) {
+    WriteWholeFile(dir_ / name, "");
+  }
+  ASSERT_TRUE(host_
+                  .LoadRules("<*, w, //A/f> -> <IO, //A/g>\n"
+                             "<*, w, //A/f> -> trace(1)\n"
+                             "<*, w, //A/untraced> -> trace(0)\n")
+                  .ok());
+  uint64_t fwd = 0, tap = 0;
+  for (const RuleInfo& r : host_.sswitch().ListRules()) {
+    if (r.rule.pattern.file.text != "//A/f") continue;
+    (r.rule.is_tap() ? tap : fwd) = r.id;
+  }
+  ASSERT_TRUE(Write("//A/f", "hello").ok());
+  EXPECT_EQ(ReadWholeFile(dir_ / "g"), "hello");  // routed as before
+  ASSERT_TRUE(Write("//A/untraced", "x").ok());
+  ASSERT_TRUE(Write("//A/other", "x").ok());
+  auto traces = Traces();
+  ASSERT_EQ(traces.size(), 1u);
+  EXPECT_EQ(traces[0].rule_id, tap);
+  EXPECT_EQ(traces[0].header.file, "//A/f");
+  ASSERT_EQ(traces[0].hops.size(), 1u);
+  EXPECT_EQ(traces[0].hops[0].kind, "rule");
+  EXPECT_EQ(traces[0].hops[0].rule_id, fwd);
+  EXPECT_EQ(traces[0].hops[0].next, "//A/g");
+  ExpectNested(traces[0]);
+}
+
+// A tap's owner holds a lease: renewed, the rules stay; not renewed, they go
+// (and only that owner's); a zero lease deletes them at once.
+TEST_F(TraceTest, RulesOfAnExpiredLeaseAreDeleted) {
+  auto& sw = host_.sswitch();
+  auto tap = ParseRule("<*, w, //A/f> -> trace(1)");
+  ASSERT_TRUE(tap.ok());
+  ASSERT_TRUE(sw.Insert(*tap, "tool-1").ok());
+  ASSERT_TRUE(sw.Insert(*tap, "tool-2").ok());
+  ASSERT_TRUE(sw.Insert(*tap, "someone").ok());
+  ASSERT_TRUE(sw.HoldLease("tool-1", absl::Milliseconds(300)).ok());
+  ASSERT_TRUE(sw.HoldLease("tool-2", absl::Milliseconds(300)).ok());
+  EXPECT_EQ(sw.LeaseOwners().size(), 2u);
+  auto owners = [&] {
+    std::multiset<std::string> out;
+    for (const RuleInfo& r : sw.ListRules()) out.insert(r.owner);
+    return out;
+  };
+  // tool-2 renews; tool-1 does not.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+  while (std::chrono::steady_clock::now() < until) {
+    ASSERT_TRUE(sw.HoldLease("tool-2", absl::Milliseconds(300)).ok());
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(owners(), (std::multiset<std::string>{"someone", "tool-2"}));
+  EXPECT_EQ(sw.LeaseOwners(), std::vector<std::string>{"tool-2"});
+  auto n = sw.HoldLease("tool-2", absl::ZeroDuration());
+  ASSERT_TRUE(n.ok());
+  EXPECT_EQ(*n, 1);
+  EXPECT_EQ(owners(), (std::multiset<std::string>{"someone"}));
+  EXPECT_TRUE(sw.LeaseOwners().empty());
+  EXPECT_FALSE(sw.HoldLease("", absl::Seconds(1)).ok());
 }
 
 TEST_F(TraceTest, BadSharesAreRefusedClearly) {
