@@ -9,7 +9,7 @@ packages=(
   libprotobuf-dev protobuf-compiler
   librocksdb-dev libre2-dev libabsl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  libspdlog-dev libcli11-dev libssl-dev
+  libspdlog-dev libcli11-dev libssl-dev libncurses-dev
   libsqlite3-dev rsync
 )
 missing=()

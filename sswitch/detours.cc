@@ -142,6 +142,7 @@ void SSwitch::SendTo(Io* io, const Target& target, std::string resolved_file,
         return;
       }
       io->target = StrCat("stage:", target.stage);
+      if (io->trace != nullptr) NoteRuleTarget(io);
       EnterStage(io, it->second);
       return;
     }
@@ -169,6 +170,7 @@ void SSwitch::SendToRemoteStage(Io* io, const Target& target) {
     return;
   }
   io->target = FormatTarget(target);
+  if (io->trace != nullptr) NoteRuleTarget(io);
   it->second->SubmitToStage(io, name.path, target.stage);
 }
 
@@ -177,6 +179,12 @@ void Endpoint::SubmitToStage(Io* io, std::string_view, std::string_view stage) {
       StrCat("stage ", stage,
              ": this endpoint is not a storage server and "
              "has no stages")));
+}
+
+void SSwitch::NoteRuleTarget(Io* io) {
+  if (io->frames_.empty()) return;
+  Io::Frame& f = io->frames_.back();
+  if (f.rule != nullptr && f.targets.empty()) f.targets.push_back(io->target);
 }
 
 void SSwitch::SendToFile(Io* io, std::string file) {

@@ -750,8 +750,11 @@ void SSwitch::FinishRuleFrame(Io& io, Io::Frame& frame) {
   rule->counters.Finish(io.header.op_class(), io.bytes, !io.status.ok(),
                         now - frame.start_ns);
   if (io.trace != nullptr) {
-    io.trace->Add(TraceHop{name_, "rule", rule->id(), io.target, frame.start_ns,
-                           now, 0, io.copy_, io.status.code()});
+    // Where the rule sent it (a stage hands it on elsewhere).
+    io.trace->Add(
+        TraceHop{name_, "rule", rule->id(),
+                 frame.targets.size() == 1 ? frame.targets[0] : io.target,
+                 frame.start_ns, now, 0, io.copy_, io.status.code()});
     if (frame.sampled) KeepTrace(io, rule->id(), frame.start_ns, now);
   }
   const uint64_t slow = slow_ops_.threshold_ns();

@@ -477,6 +477,9 @@ class SSwitch {
   // Runs the taps `io` matches (RuleTable::MatchTaps) until one samples it.
   // REQUIRES: io->trace is null; its snapshot is pinned.
   void RunTaps(Io* io);
+  // For a traced IO sent to a stage: its rule's hop names the stage, not
+  // where the stage sent it on (kept in the rule's frame).
+  void NoteRuleTarget(Io* io);
   SlowOpLog slow_ops_;
   mutable Mutex traces_mu_;
   std::deque<KeptTrace> traces_ ABSL_GUARDED_BY(traces_mu_);

@@ -10,6 +10,7 @@
 #include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -18,7 +19,9 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <random>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <string>
@@ -961,5 +964,264 @@ INSTANTIATE_TEST_SUITE_P(Posix, RemoteParityTest,
                          ::testing::ValuesIn(ScenarioNames()),
                          [](const auto& info) { return info.param; });
 
+// --- sroute-trace ----------------------------------------------------------
+
+// The hops of `sroute-trace --json`, a map of fields per hop line.
+std::vector<std::map<std::string, std::string>> TraceHops(
+    const std::string& json) {
+  std::vector<std::map<std::string, std::string>> hops;
+  static const std::regex kField(
+      "\"([a-z_0-9]+)\": ?(\"(?:[^\"\\\\]|\\\\.)*\"|[^,}{ ]+)");
+  for (const std::string& line : Lines(json)) {
+    if (line.find("\"row\":") == std::string::npos) continue;
+    std::map<std::string, std::string> hop;
+    for (auto it = std::sregex_iterator(line.begin(), line.end(), kField);
+         it != std::sregex_iterator(); ++it) {
+      std::string v = (*it)[2];
+      if (v.size() >= 2 && v.front() == '"') v = v.substr(1, v.size() - 2);
+      hop.emplace((*it)[1], v);
+    }
+    hops.push_back(std::move(hop));
+  }
+  return hops;
+}
+
+// Writes to `path` until stopped, as a tenant's application would.
+class Writer {
+ public:
+  explicit Writer(std::string path) : path_(std::move(path)) {
+    thread_ = std::thread([this] {
+      while (!stop_) {
+        PwriteAll(path_, "traced", 0);
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      }
+    });
+  }
+  ~Writer() {
+    stop_ = true;
+    thread_.join();
+  }
+
+ private:
+  const std::string path_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+class TraceToolTest : public ServerTest {
+ protected:
+  // FUSE -> S1 -> (forwarded) S2, whose writes wait 5 ms in a delay stage.
+  void SetUpPath() {
+    s2_ = StartServer("S2", r2_.path(),
+                      {"--stage", "d=delay:delay_us=5000", "--rule",
+                       "<*, w, //S2/fwd/*> -> <IO, stage:d>"});
+    s1_ = StartServer("S1", r1_.path(),
+                      {"--endpoint", "S2=" + s2_->address(), "--rule",
+                       "<*, *, //S1/fwd/*> -> <IO, //S2/fwd/*>"});
+    for (const TempDir* d : {&r1_, &r2_, &home_}) {
+      ASSERT_EQ(mkdir((*d / "fwd").c_str(), 0755), 0);
+    }
+    WriteWholeFile(r2_ / "fwd/x", "");
+    Mount({"S1=" + s1_->address()},
+          "<*, *, //home/fwd/*> -> <IO, //S1/fwd/*>\n");
+  }
+  std::string Host() { return "--host unix:" + (ctl_ / "sock"); }
+  std::pair<int, std::string> Trace(const std::string& args) {
+    return RunCommand(std::string(SROUTE_TRACE_BINARY) + " " + Host() + " " +
+                      args);
+  }
+  // The rules of the volume that sroute-trace owns.
+  int ToolRules() {
+    auto [rc, out] = Ctl(Host() + " rules ls");
+    EXPECT_EQ(rc, 0) << out;
+    int n = 0;
+    for (const std::string& l : Lines(out)) {
+      if (l.find("owner=sroute-trace:") != std::string::npos) ++n;
+    }
+    return n;
+  }
+
+  ServerProcess* s1_ = nullptr;
+  ServerProcess* s2_ = nullptr;
+};
+
+// Every hop of FUSE -> S1 -> S2 -> stage appears in order with its host,
+// kind and rule; the hops' own times add up to the end-to-end time; the
+// 5 ms stage on S2 is the slowest hop; the tap is gone after the tool.
+TEST_F(TraceToolTest, JsonShowsEveryHopAndTheSlowOne) {
+  SetUpPath();
+  Writer writer(mnt_ / "fwd/x");
+  auto [rc, out] = Trace("--op w --count 20 --json //home/fwd/x");
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("\"ios\": 20"), std::string::npos) << out;
+  const auto hops = TraceHops(out);
+  std::vector<std::string> path;
+  for (const auto& h : hops) {
+    path.push_back(h.at("host") + " " + h.at("kind") + " " + h.at("next"));
+  }
+  const std::vector<std::string> want = {
+      "fuse-test rule //S1/fwd/x", "fuse-test rpc " + s1_->address(),
+      "S1 rule //S2/fwd/x",        "S1 rpc " + s2_->address(),
+      "S2 rule stage:d",           "S2 stage stage:d",
+      "S2 default //S2/fwd/x"};
+  EXPECT_EQ(path, want) << out;
+  ASSERT_EQ(hops.size(), want.size()) << out;
+  EXPECT_EQ(hops[0].at("rule"), "1");  // the volume's forwarding rule
+  EXPECT_EQ(hops[2].at("rule"), "1");  // S1's
+  EXPECT_EQ(hops[4].at("depth"), "2");
+  // Own times: each non-negative by construction; together the
+  // end-to-end time, less what no hop covers (the volume's own work
+  // before its first rule and after its reply): within 10 %.
+  static const std::regex kTotal(
+      "\"total\": \\{\"samples\": 20,[^}]*\"avg_ns\": ([0-9]+)");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(out, m, kTotal)) << out;
+  const double total = std::stod(m[1]);
+  double own = 0;
+  std::string slowest;
+  for (const auto& h : hops) {
+    own += std::stod(h.at("own_avg_ns"));
+    if (h.at("slowest") == "true") slowest = h.at("host") + " " + h.at("kind");
+  }
+  EXPECT_LE(own, total * 1.01) << out;
+  EXPECT_GE(own, total * 0.9) << out;
+  EXPECT_EQ(slowest, "S2 stage") << out;
+  EXPECT_GE(total, 5e6) << out;
+  EXPECT_EQ(ToolRules(), 0);
+}
+
+// The table: a row per hop, the slowest marked; after SIGINT the tool
+// still prints it and removes its tap.
+TEST_F(TraceToolTest, TextTableAndSigint) {
+  SetUpPath();
+  Writer writer(mnt_ / "fwd/x");
+  const std::string out_file = ctl_ / "trace.out";
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const int fd = open(out_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(fd, 1);
+    dup2(fd, 2);
+    execl(SROUTE_TRACE_BINARY, SROUTE_TRACE_BINARY, "--host",
+          ("unix:" + (ctl_ / "sock")).c_str(), "--op", "w", "--interval-ms",
+          "100", "//home/fwd/x", nullptr);
+    _exit(127);
+  }
+  while (ToolRules() == 0)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  kill(pid, SIGINT);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  const std::string out = ReadWholeFile(out_file);
+  ASSERT_TRUE(WIFEXITED(status)) << out;
+  EXPECT_EQ(WEXITSTATUS(status), 0) << out;
+  EXPECT_EQ(ToolRules(), 0) << out;
+  EXPECT_NE(out.find("path from unix:"), std::string::npos) << out;
+  EXPECT_NE(out.find("rule 1: <*, *, //home/fwd/*> -> <IO, //S1/fwd/*>"),
+            std::string::npos)
+      << out;
+  std::string slow_line;
+  for (const std::string& l : Lines(out)) {
+    if (l.find("<- slowest") != std::string::npos) slow_line = l;
+  }
+  EXPECT_NE(slow_line.find("S2"), std::string::npos) << out;
+  EXPECT_NE(slow_line.find("stage"), std::string::npos) << out;
+  for (const std::string host : {"fuse-test", "S1", "S2"}) {
+    EXPECT_NE(out.find("  " + host + " "), std::string::npos) << out;
+  }
+}
+
+// Killed, the tool cannot remove its tap: the volume does when its lease
+// runs out.
+TEST_F(TraceToolTest, ATapOfAKilledToolGoesWithItsLease) {
+  SetUpPath();
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const int null = open("/dev/null", O_WRONLY);
+    dup2(null, 1);
+    dup2(null, 2);
+    execl(SROUTE_TRACE_BINARY, SROUTE_TRACE_BINARY, "--host",
+          ("unix:" + (ctl_ / "sock")).c_str(), "--lease-ms", "500",
+          "--interval-ms", "100", "//home/fwd/x", nullptr);
+    _exit(127);
+  }
+  while (ToolRules() == 0)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  std::this_thread::sleep_for(std::chrono::milliseconds(700));  // renewed
+  EXPECT_EQ(ToolRules(), 1);
+  kill(pid, SIGKILL);
+  waitpid(pid, nullptr, 0);
+  const auto until =
+      std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (ToolRules() != 0 && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(ToolRules(), 0);
+}
+
+// Sampling at 0: the tap stays silent; no trace is kept.
+TEST_F(TraceToolTest, RateZeroKeepsNoTrace) {
+  SetUpPath();
+  Writer writer(mnt_ / "fwd/x");
+  auto [rc, out] = Trace("--rate 0 --duration 1 --json //home/fwd/x");
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("\"ios\": 0"), std::string::npos) << out;
+  std::tie(rc, out) = Ctl(Host() + " traces");
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_EQ(out.find("//home/fwd/x"), std::string::npos) << out;
+}
+
+// --live draws the table full-screen in a terminal.
+TEST_F(TraceToolTest, LiveDrawsTheHopsInATerminal) {
+  SetUpPath();
+  Writer writer(mnt_ / "fwd/x");
+  const std::string cmd =
+      std::string("TERM=xterm COLUMNS=200 LINES=40 script -qfec '") +
+      SROUTE_TRACE_BINARY + " " + Host() +
+      " --live --interval-ms 200 --duration 2 //home/fwd/x' /dev/null";
+  auto [rc, out] = RunCommand(cmd);
+  ASSERT_EQ(rc, 0) << out;
+  for (const char* want :
+       {"HOST", "fuse-test", "S1", "S2", "stage:d", "q: quit"}) {
+    EXPECT_NE(out.find(want), std::string::npos) << want << "\n" << out;
+  }
+  EXPECT_EQ(ToolRules(), 0);
+}
+
+// Bad input is refused clearly, and nothing is installed.
+TEST_F(TraceToolTest, BadInputIsRefused) {
+  SetUpPath();
+  auto [rc, out] = Trace("/tmp/not-in-a-volume");
+  EXPECT_EQ(rc, 1);
+  EXPECT_NE(out.find("nor a path inside a mounted sroute volume"),
+            std::string::npos)
+      << out;
+  std::tie(rc, out) = Trace("--rate 2 //home/fwd/x");
+  EXPECT_EQ(rc, 1);
+  EXPECT_NE(out.find("--rate must be in [0, 1]"), std::string::npos) << out;
+  std::tie(rc, out) = Trace("--probe //home/fwd/x");
+  EXPECT_EQ(rc, 1);
+  EXPECT_NE(out.find("--probe reads the file"), std::string::npos) << out;
+  std::tie(rc, out) = RunCommand(std::string(SROUTE_TRACE_BINARY) +
+                                 " --host unix:/nonexistent //home/fwd/x");
+  EXPECT_EQ(rc, 2) << out;
+  EXPECT_EQ(ToolRules(), 0);
+}
+
+// --probe reads a quiet file through the mount, so its path is traced.
+TEST_F(TraceToolTest, ProbesTraceAQuietPath) {
+  SetUpPath();
+  WriteWholeFile(r2_ / "fwd/x", std::string(64 * 1024, 'p'));
+  auto [rc, out] = Trace("--probe --count 5 --json " + (mnt_ / "fwd/x"));
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("\"ios\": 5"), std::string::npos) << out;
+  EXPECT_NE(out.find("\"path\": \"<*, *, //home/fwd/x>\""), std::string::npos)
+      << out;
+  bool read_at_s2 = false;
+  for (const auto& h : TraceHops(out)) {
+    if (h.at("host") == "S2" && h.at("next") == "//S2/fwd/x") read_at_s2 = true;
+  }
+  EXPECT_TRUE(read_at_s2) << out;
+}
 }  // namespace
 }  // namespace sroute

@@ -95,6 +95,68 @@ std::string StatsText(const proto::ControlResponse& resp) {
   return out;
 }
 
+// One request to the storage server at `host`.
+absl::StatusOr<proto::RpcReply> CallServer(const std::string& host,
+                                           const std::string& secret_file,
+                                           proto::RpcRequest& req,
+                                           absl::Duration timeout) {
+  if (secret_file.empty()) {
+    return absl::InvalidArgumentError(
+        "a storage server needs the cluster secret: give --secret-file "
+        "FILE");
+  }
+  auto secret = LoadSecretFile(secret_file);
+  if (!secret.ok()) return secret.status();
+  IoThreads threads(1);
+  RpcChannel::Options o;
+  o.address = host;
+  o.secret = *secret;
+  o.name = "sroutectl";
+  o.role = "sroutectl";
+  o.connections = 1;
+  auto channel = RpcChannel::Create(&threads, o);
+  if (!channel.ok()) return channel.status();
+  return (*channel)->CallSync(req, timeout);
+}
+
+}  // namespace
+
+absl::StatusOr<proto::ControlResponse> CallHost(
+    const std::string& host, const std::string& secret_file,
+    const proto::ControlRequest& req, absl::Duration timeout) {
+  if (host.empty()) {
+    return absl::InvalidArgumentError(
+        "this command needs --host unix:PATH or HOST:PORT");
+  }
+  absl::StatusOr<proto::ControlResponse> r;
+  if (IsServerAddress(host)) {
+    proto::RpcRequest rpc;
+    *rpc.mutable_control() = req;
+    rpc.mutable_control()->set_protocol_version(kControlProtocolVersion);
+    auto reply = CallServer(host, secret_file, rpc, timeout);
+    if (!reply.ok()) return reply.status();
+    r = std::move(*reply->mutable_control());
+  } else {
+    if (host.rfind("unix:", 0) != 0 || host.size() == 5) {
+      return absl::InvalidArgumentError(
+          "--host wants unix:PATH or HOST:PORT, got '" + host + "'");
+    }
+    auto client = ControlClient::Connect(host.substr(5));
+    if (!client.ok()) return NotReached(client.status());
+    r = (*client)->Call(req, timeout);
+    if (!r.ok()) return Refused(r.status());
+  }
+  if (r->code() != 0) {
+    const auto code = static_cast<absl::StatusCode>(r->code());
+    return Refused(absl::Status(code, r->message().empty()
+                                          ? absl::StatusCodeToString(code)
+                                          : r->message()));
+  }
+  return r;
+}
+
+namespace {
+
 class HostTarget : public ControlTarget {
  public:
   HostTarget(std::string host, std::string secret_file)
@@ -236,7 +298,7 @@ class HostTarget : public ControlTarget {
       req.mutable_list_records()->set_sswitch(sswitch);
       req.mutable_list_records()->set_after(after);
       req.mutable_list_records()->set_limit(sswitch.empty() ? 0 : 10000);
-      auto reply = CallServer(req, kCallTimeout);
+      auto reply = CallServer(host_, secret_file_, req, kCallTimeout);
       if (!reply.ok()) return reply.status();
       for (auto& r : *reply->mutable_records()->mutable_records()) {
         after = r.seq();
@@ -281,61 +343,9 @@ class HostTarget : public ControlTarget {
   }
 
  private:
-  // One request to the storage server at host_.
-  absl::StatusOr<proto::RpcReply> CallServer(proto::RpcRequest& req,
-                                             absl::Duration timeout) {
-    if (secret_file_.empty()) {
-      return absl::InvalidArgumentError(
-          "a storage server needs the cluster secret: give --secret-file "
-          "FILE");
-    }
-    auto secret = LoadSecretFile(secret_file_);
-    if (!secret.ok()) return secret.status();
-    IoThreads threads(1);
-    RpcChannel::Options o;
-    o.address = host_;
-    o.secret = *secret;
-    o.name = "sroutectl";
-    o.role = "sroutectl";
-    o.connections = 1;
-    auto channel = RpcChannel::Create(&threads, o);
-    if (!channel.ok()) return channel.status();
-    return (*channel)->CallSync(req, timeout);
-  }
-
-  // One control request to host_; a response with an error code is
-  // returned as that error.
   absl::StatusOr<proto::ControlResponse> Call(
       const proto::ControlRequest& req, absl::Duration timeout = kCallTimeout) {
-    if (host_.empty()) {
-      return absl::InvalidArgumentError(
-          "this command needs --host unix:PATH or HOST:PORT");
-    }
-    absl::StatusOr<proto::ControlResponse> r;
-    if (IsServerAddress(host_)) {
-      proto::RpcRequest rpc;
-      *rpc.mutable_control() = req;
-      rpc.mutable_control()->set_protocol_version(kControlProtocolVersion);
-      auto reply = CallServer(rpc, timeout);
-      if (!reply.ok()) return reply.status();
-      r = std::move(*reply->mutable_control());
-    } else {
-      if (host_.rfind("unix:", 0) != 0 || host_.size() == 5) {
-        return absl::InvalidArgumentError(
-            "--host wants unix:PATH or HOST:PORT, got '" + host_ + "'");
-      }
-      auto client = ControlClient::Connect(host_.substr(5));
-      if (!client.ok()) return NotReached(client.status());
-      r = (*client)->Call(req, timeout);
-      if (!r.ok()) return Refused(r.status());
-    }
-    if (r->code() != 0) {
-      const auto code = static_cast<absl::StatusCode>(r->code());
-      return Refused(absl::Status(code, r->message().empty()
-                                            ? absl::StatusCodeToString(code)
-                                            : r->message()));
-    }
-    return r;
+    return CallHost(host_, secret_file_, req, timeout);
   }
 
   const std::string host_;

@@ -100,6 +100,13 @@ class ControlTarget {
   virtual absl::StatusOr<Report> CacheCurves(const std::string& tenant) = 0;
 };
 
+// One control request to the host at `host` (unix:PATH or HOST:PORT, with
+// `secret_file` for a storage server); a response with an error code comes
+// back as that error (coded as ControlTarget's calls are).
+absl::StatusOr<proto::ControlResponse> CallHost(
+    const std::string& host, const std::string& secret_file,
+    const proto::ControlRequest& req, absl::Duration timeout);
+
 // `host`: unix:PATH or HOST:PORT (empty: every call says --host is
 // needed); `secret_file` for a storage server.
 std::unique_ptr<ControlTarget> MakeHostTarget(std::string host,

@@ -91,6 +91,7 @@ TEST_F(TraceTest, ASampledIoKeepsItsPathThroughAStage) {
   EXPECT_EQ(t.hops[1].rule_id, 1u);
   EXPECT_EQ(t.hops[2].kind, "rule");
   EXPECT_EQ(t.hops[2].rule_id, 1u);
+  EXPECT_EQ(t.hops[2].next, "stage:S");  // where the rule sent it
   for (const TraceHop& h : t.hops) EXPECT_EQ(h.host, "h");
   ExpectNested(t);
   EXPECT_EQ(host_.sswitch().traces_sampled(), 1u);

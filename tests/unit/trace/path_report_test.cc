@@ -1,0 +1,119 @@
+// PathReport (tools/trace/path_report.h): a trace's hops become a tree, one
+// row per hop of the path, with own times that add up to the whole.
+#include "tools/trace/path_report.h"
+
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace sroute::trace {
+namespace {
+
+using ::testing::HasSubstr;
+
+proto::TraceHop Hop(std::string host, std::string kind, std::string next,
+                    uint64_t start_us, uint64_t end_us, uint32_t depth = 0,
+                    int copy = -1, uint64_t rule = 1) {
+  proto::TraceHop h;
+  h.set_host(host);
+  h.set_kind(kind);
+  h.set_next(next);
+  h.set_start_ns(start_us * 1000);
+  h.set_end_ns(end_us * 1000);
+  h.set_depth(depth);
+  h.set_copy(copy);
+  h.set_rule_id(rule);
+  return h;
+}
+
+// The volume's rule (0..100 us) holds an rpc (10..90) to S1, whose own
+// clock is far off: S1's rule (1000..1050) holds a default route
+// (1010..1040).
+proto::TraceRecord Forwarded() {
+  proto::TraceRecord r;
+  r.set_start_ns(0);
+  r.set_end_ns(100'000);
+  // As Trace::Hops gives them: in the order they ended, the server's just
+  // before the call.
+  *r.add_hops() = Hop("S1", "default", "//S1/x", 1010, 1040, 1, -1, 0);
+  *r.add_hops() = Hop("S1", "rule", "//S1/x", 1000, 1050, 1);
+  *r.add_hops() = Hop("vol", "rpc", "10.0.0.1:7400", 10, 90);
+  *r.add_hops() = Hop("vol", "rule", "//S1/x", 0, 100);
+  return r;
+}
+
+TEST(PathReportTest, HopsBecomeRowsInPathOrderWithOwnTimes) {
+  PathReport report;
+  report.Add(Forwarded());
+  report.Add(Forwarded());
+  ASSERT_EQ(report.rows().size(), 4u);
+  EXPECT_EQ(report.ios(), 2u);
+  std::vector<std::string> path;
+  for (const HopRow& r : report.rows()) {
+    path.push_back(r.host + " " + r.kind + " " + std::to_string(r.level));
+  }
+  EXPECT_THAT(path, ::testing::ElementsAre("vol rule 0", "vol rpc 1",
+                                           "S1 rule 2", "S1 default 3"));
+  const auto& rows = report.rows();
+  EXPECT_EQ(rows[0].time.mean(), 100'000);
+  EXPECT_EQ(rows[0].own.mean(), 20'000);  // less the rpc
+  EXPECT_EQ(rows[1].own.mean(), 30'000);  // 80 less S1's 50: the link
+  EXPECT_EQ(rows[2].own.mean(), 20'000);
+  EXPECT_EQ(rows[3].own.mean(), 30'000);  // the device
+  EXPECT_EQ(rows[0].time.count(), 2u);
+  double own = 0;
+  for (const HopRow& r : rows) own += r.own.mean();
+  EXPECT_EQ(own, report.total().mean());
+  EXPECT_EQ(report.Slowest(), 1);  // the first of the two 30 us hops
+  const std::string text = report.Text("title");
+  EXPECT_THAT(text, HasSubstr("<- slowest"));
+  EXPECT_THAT(text, HasSubstr("10.0.0.1:7400"));
+  const std::string json = report.Json("<*, *, //h/x>");
+  EXPECT_THAT(json, HasSubstr("\"ios\": 2"));
+  EXPECT_THAT(json, HasSubstr("\"log2_ns_histogram\": {\"16\": 2}"));  // 100 us
+  EXPECT_THAT(json, HasSubstr("\"slowest\": true"));
+}
+
+// Two scatter copies to two servers: each copy's server hops belong to its
+// own call, and the copy that set the scatter's end is counted.
+TEST(PathReportTest, ScatterCopiesKeepTheirServersApart) {
+  proto::TraceRecord r;
+  r.set_start_ns(0);
+  r.set_end_ns(200'000);
+  *r.add_hops() = Hop("A", "rule", "//A/x", 500, 520, 1);
+  *r.add_hops() = Hop("vol", "rpc", "a:1", 10, 50, 0, 0);
+  *r.add_hops() = Hop("B", "rule", "//B/x", 700, 800, 1);
+  *r.add_hops() = Hop("vol", "rpc", "b:1", 12, 180, 0, 1);
+  *r.add_hops() = Hop("vol", "scatter", "2 copies", 5, 190, 0, 1, 0);
+  *r.add_hops() = Hop("vol", "rule", "//A/x", 0, 195);
+  PathReport report;
+  report.Add(r);
+  std::vector<std::string> path;
+  for (const HopRow& row : report.rows()) {
+    path.push_back(row.host + " " + row.kind + " " + row.next + " " +
+                   std::to_string(row.level) + " " +
+                   std::to_string(row.deciding));
+  }
+  EXPECT_THAT(path, ::testing::ElementsAre(
+                        "vol rule //A/x 0 0", "vol scatter 2 copies 1 0",
+                        "vol rpc a:1 2 0", "A rule //A/x 3 0",
+                        "vol rpc b:1 2 1", "B rule //B/x 3 0"));
+  EXPECT_EQ(report.rows()[4].own.mean(), 68'000);  // 168 less B's 100
+}
+
+TEST(DurationsTest, QuantilesAndStdev) {
+  Durations d;
+  for (uint64_t i = 1; i <= 100; ++i) d.Add(i * 1000);
+  EXPECT_EQ(d.count(), 100u);
+  EXPECT_EQ(d.min(), 1000u);
+  EXPECT_EQ(d.max(), 100'000u);
+  EXPECT_EQ(d.last(), 100'000u);
+  EXPECT_NEAR(d.Quantile(0.5), 50'000, 1000);
+  EXPECT_NEAR(d.Quantile(0.99), 99'000, 1000);
+  EXPECT_NEAR(d.stdev(), 28'866, 10);
+}
+
+}  // namespace
+}  // namespace sroute::trace

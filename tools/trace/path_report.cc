@@ -1,0 +1,402 @@
+#include "tools/trace/path_report.h"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+
+#include "tools/sroutectl/format.h"
+
+namespace sroute::trace {
+namespace {
+
+using ctl::JsonString;
+using ctl::Printf;
+using Hops = google::protobuf::RepeatedPtrField<proto::TraceHop>;
+
+constexpr size_t kSeriesKept = 20000;
+
+// A hop in one trace's tree.
+struct Node {
+  int hop;
+  std::vector<int> children;  // node indices, by start
+  uint64_t own_ns = 0;
+};
+
+uint64_t Span(const proto::TraceHop& h) {
+  return h.end_ns() > h.start_ns() ? h.end_ns() - h.start_ns() : 0;
+}
+
+// Builds the nodes of hops[lo, hi) at `depth` (one host's clock) into
+// *nodes; returns the top ones by start. An rpc hop's children are the
+// deeper hops just before it (Trace::AddCall).
+std::vector<int> Build(const Hops& hops, int lo, int hi, uint32_t depth,
+                       std::vector<Node>* nodes) {
+  std::vector<int> local;  // node indices
+  for (int i = lo; i < hi; ++i) {
+    if (hops[i].depth() != depth) continue;
+    const int n = static_cast<int>(nodes->size());
+    nodes->push_back(Node{i, {}, 0});
+    local.push_back(n);
+    const proto::TraceHop& h = hops[i];
+    uint64_t inner_span = 0;
+    if (h.kind() == "rpc") {
+      int run = i;
+      while (run > lo && hops[run - 1].depth() > depth) --run;
+      std::vector<int> inner = Build(hops, run, i, depth + 1, nodes);
+      uint64_t first = UINT64_MAX, last = 0;
+      for (int c : inner) {
+        first = std::min(first, hops[(*nodes)[c].hop].start_ns());
+        last = std::max(last, hops[(*nodes)[c].hop].end_ns());
+      }
+      if (!inner.empty() && last > first) inner_span = last - first;
+      (*nodes)[n].children = std::move(inner);
+    }
+    (*nodes)[n].own_ns = Span(h) > inner_span ? Span(h) - inner_span : 0;
+  }
+  // Nesting on this clock: outer hops first (earlier start, later end, and
+  // of equal times the one that ended later in the list).
+  std::sort(local.begin(), local.end(), [&](int a, int b) {
+    const proto::TraceHop& x = hops[(*nodes)[a].hop];
+    const proto::TraceHop& y = hops[(*nodes)[b].hop];
+    if (x.start_ns() != y.start_ns()) return x.start_ns() < y.start_ns();
+    if (x.end_ns() != y.end_ns()) return x.end_ns() > y.end_ns();
+    return (*nodes)[a].hop > (*nodes)[b].hop;
+  });
+  std::vector<int> top, stack;
+  for (int n : local) {
+    const proto::TraceHop& h = hops[(*nodes)[n].hop];
+    while (!stack.empty()) {
+      const proto::TraceHop& s = hops[(*nodes)[stack.back()].hop];
+      if (s.start_ns() <= h.start_ns() && h.end_ns() <= s.end_ns()) break;
+      stack.pop_back();
+    }
+    if (stack.empty()) {
+      top.push_back(n);
+    } else {
+      (*nodes)[stack.back()].children.push_back(n);
+    }
+    stack.push_back(n);
+  }
+  // A local parent's own time: less the union of its local children.
+  for (int n : local) {
+    Node& node = (*nodes)[n];
+    const proto::TraceHop& h = hops[node.hop];
+    if (h.kind() == "rpc" || node.children.empty()) continue;
+    uint64_t covered = 0, reach = 0;
+    for (int c : node.children) {  // by start (sorted above)
+      const proto::TraceHop& ch = hops[(*nodes)[c].hop];
+      const uint64_t from = std::max(ch.start_ns(), reach);
+      if (ch.end_ns() > from) covered += ch.end_ns() - from;
+      reach = std::max(reach, ch.end_ns());
+    }
+    node.own_ns = Span(h) > covered ? Span(h) - covered : 0;
+  }
+  return top;
+}
+
+std::string Micros(double ns) { return Printf("%.1f", ns / 1000.0); }
+
+}  // namespace
+
+void Durations::Add(uint64_t ns) {
+  if (count_ == 0 || ns < min_) min_ = ns;
+  max_ = std::max(max_, ns);
+  last_ = ns;
+  ++count_;
+  sum_ += static_cast<double>(ns);
+  sum_squares_ += static_cast<double>(ns) * static_cast<double>(ns);
+  ++hist_[ns == 0 ? 0 : 63 - __builtin_clzll(ns)];
+  if (kept_.size() < kKept) {
+    kept_.push_back(ns);
+  } else {
+    // Reservoir sampling: every duration is kept with the same chance.
+    rng_ ^= rng_ << 13;
+    rng_ ^= rng_ >> 7;
+    rng_ ^= rng_ << 17;
+    const uint64_t slot = rng_ % count_;
+    if (slot < kKept) kept_[slot] = ns;
+  }
+}
+
+double Durations::stdev() const {
+  if (count_ < 2) return 0;
+  const double m = mean();
+  return std::sqrt(std::max(0.0, sum_squares_ / count_ - m * m));
+}
+
+uint64_t Durations::Quantile(double q) const {
+  if (kept_.empty()) return 0;
+  std::vector<uint64_t> sorted = kept_;
+  const size_t i = std::min(sorted.size() - 1,
+                            static_cast<size_t>(q * (sorted.size() - 1) + 0.5));
+  std::nth_element(sorted.begin(), sorted.begin() + i, sorted.end());
+  return sorted[i];
+}
+
+int PathReport::RowFor(int parent, const proto::TraceHop& hop, int level) {
+  Key key{parent,        hop.depth(), hop.host(), hop.kind(),
+          hop.rule_id(), hop.next(),  hop.copy()};
+  auto [it, added] = index_.try_emplace(key, static_cast<int>(rows_.size()));
+  if (added) {
+    HopRow row;
+    row.depth = hop.depth();
+    row.host = hop.host();
+    row.kind = hop.kind();
+    row.rule_id = hop.rule_id();
+    row.next = hop.next();
+    row.copy = hop.copy();
+    row.level = level;
+    row.parent = parent;
+    rows_.push_back(std::move(row));
+  }
+  return it->second;
+}
+
+void PathReport::Add(const proto::TraceRecord& record) {
+  const uint64_t total = record.end_ns() > record.start_ns()
+                             ? record.end_ns() - record.start_ns()
+                             : 0;
+  total_.Add(total);
+  if (record.code() != 0) ++errors_;
+  if (first_end_ns_ == 0) first_end_ns_ = record.end_ns();
+  const Hops& hops = record.hops();
+  std::vector<Node> nodes;
+  nodes.reserve(hops.size());
+  const std::vector<int> top = Build(hops, 0, hops.size(), /*depth=*/0, &nodes);
+  // Children by start, as the tree is shown.
+  auto by_start = [&](std::vector<int> v) {
+    std::stable_sort(v.begin(), v.end(), [&](int a, int b) {
+      return hops[nodes[a].hop].start_ns() < hops[nodes[b].hop].start_ns();
+    });
+    return v;
+  };
+  std::function<void(const std::vector<int>&, int, int, const proto::TraceHop*)>
+      walk = [&](const std::vector<int>& level_nodes, int parent_row, int level,
+                 const proto::TraceHop* parent_hop) {
+        for (int n : by_start(level_nodes)) {
+          const proto::TraceHop& h = hops[nodes[n].hop];
+          const int r = RowFor(parent_row, h, level);
+          HopRow& row = rows_[r];
+          row.time.Add(Span(h));
+          row.own.Add(nodes[n].own_ns);
+          if (h.code() != 0) ++row.errors;
+          if (parent_hop != nullptr &&
+              (parent_hop->kind() == "split" ||
+               parent_hop->kind() == "scatter") &&
+              h.copy() == parent_hop->copy()) {
+            ++row.deciding;
+          }
+          if (row.series.size() >= kSeriesKept) {
+            row.series.erase(row.series.begin(),
+                             row.series.begin() + kSeriesKept / 2);
+          }
+          row.series.emplace_back(record.end_ns(), Span(h));
+          walk(nodes[n].children, r, level + 1, &h);
+        }
+      };
+  walk(top, -1, 0, nullptr);
+}
+
+int PathReport::Slowest() const {
+  int best = -1;
+  for (size_t i = 0; i < rows_.size(); ++i) {
+    if (best < 0 || rows_[i].own.mean() > rows_[best].own.mean()) {
+      best = static_cast<int>(i);
+    }
+  }
+  return best;
+}
+
+namespace {
+
+// Row indices in path order: each after its parent, in order of creation.
+std::vector<int> PathOrder(const std::vector<HopRow>& rows) {
+  std::vector<std::vector<int>> children(rows.size() + 1);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    children[rows[i].parent + 1].push_back(static_cast<int>(i));
+  }
+  std::vector<int> order;
+  std::function<void(int)> visit = [&](int parent) {
+    for (int c : children[parent + 1]) {
+      order.push_back(c);
+      visit(c);
+    }
+  };
+  visit(-1);
+  return order;
+}
+
+std::string XmlEscape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    switch (c) {
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '&':
+        out += "&amp;";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
+}
+
+std::string KindText(const HopRow& r) {
+  std::string kind = r.kind;
+  if (r.copy >= 0) kind += Printf("#%d", r.copy);
+  return kind;
+}
+
+}  // namespace
+
+std::string PathReport::Text(const std::string& title) const {
+  std::vector<std::vector<std::string>> table;
+  table.push_back({"HOST", "HOP", "RULE", "NEXT", "SAMPLES", "ERR%", "LAST",
+                   "AVG", "MIN", "MAX", "STDEV", "P50", "P99", "OWN", "SHARE",
+                   ""});
+  const double total = total_.mean();
+  const int slowest = Slowest();
+  auto add = [&](const std::string& host, const std::string& hop,
+                 const std::string& rule, const std::string& next,
+                 const Durations& t, uint64_t errors, const std::string& own,
+                 const std::string& share, const std::string& note) {
+    table.push_back(
+        {host, hop, rule, next, std::to_string(t.count()),
+         Printf("%.1f", t.count() ? 100.0 * errors / t.count() : 0.0),
+         Micros(t.last()), Micros(t.mean()), Micros(t.min()), Micros(t.max()),
+         Micros(t.stdev()), Micros(t.Quantile(0.5)), Micros(t.Quantile(0.99)),
+         own, share, note});
+  };
+  add("", "IO", "", "(end to end)", total_, errors_, "", "100%", "");
+  for (int i : PathOrder(rows_)) {
+    const HopRow& r = rows_[i];
+    std::string note;
+    if (r.deciding != 0 && r.time.count() != 0) {
+      note = Printf("set the end %.0f%%", 100.0 * r.deciding / r.time.count());
+    }
+    if (i == slowest) note += note.empty() ? "<- slowest" : ", <- slowest";
+    add(std::string(2 * (r.level + 1), ' ') + r.host, KindText(r),
+        r.rule_id ? std::to_string(r.rule_id) : "-", r.next, r.time, r.errors,
+        Micros(r.own.mean()),
+        Printf("%.0f%%", total > 0 ? 100.0 * r.own.mean() / total : 0.0), note);
+  }
+  return (title.empty() ? "" : title + "\n") + ctl::Table(table) +
+         "(times in microseconds; OWN: the hop's time less the hops inside "
+         "it; SHARE: OWN of the end-to-end time)\n";
+}
+
+std::string PathReport::Json(const std::string& path) const {
+  auto stats = [](const Durations& t) {
+    ctl::JsonObject o{{"samples", std::to_string(t.count())},
+                      {"last_ns", std::to_string(t.last())},
+                      {"avg_ns", Printf("%.0f", t.mean())},
+                      {"min_ns", std::to_string(t.min())},
+                      {"max_ns", std::to_string(t.max())},
+                      {"stdev_ns", Printf("%.0f", t.stdev())},
+                      {"p50_ns", std::to_string(t.Quantile(0.5))},
+                      {"p99_ns", std::to_string(t.Quantile(0.99))}};
+    ctl::JsonObject hist;
+    for (size_t b = 0; b < t.log2_histogram().size(); ++b) {
+      if (t.log2_histogram()[b] != 0) {
+        hist.emplace_back(std::to_string(b),
+                          std::to_string(t.log2_histogram()[b]));
+      }
+    }
+    o.emplace_back("log2_ns_histogram", ctl::ToJson(hist));
+    return o;
+  };
+  const int slowest = Slowest();
+  const double total = total_.mean();
+  std::vector<ctl::JsonObject> hops;
+  for (int i : PathOrder(rows_)) {
+    const HopRow& r = rows_[i];
+    ctl::JsonObject o{
+        {"row", std::to_string(i)},
+        {"parent", std::to_string(r.parent)},
+        {"level", std::to_string(r.level)},
+        {"depth", std::to_string(r.depth)},
+        {"host", JsonString(r.host)},
+        {"kind", JsonString(r.kind)},
+        {"rule", std::to_string(r.rule_id)},
+        {"next", JsonString(r.next)},
+        {"copy", std::to_string(r.copy)},
+        {"errors", std::to_string(r.errors)},
+        {"deciding", std::to_string(r.deciding)},
+        {"own_avg_ns", Printf("%.0f", r.own.mean())},
+        {"share", Printf("%.4f", total > 0 ? r.own.mean() / total : 0.0)},
+        {"slowest", i == slowest ? "true" : "false"}};
+    for (auto& kv : stats(r.time)) o.push_back(std::move(kv));
+    hops.push_back(std::move(o));
+  }
+  ctl::JsonObject top{{"path", JsonString(path)},
+                      {"ios", std::to_string(ios())},
+                      {"errors", std::to_string(errors_)},
+                      {"total", ctl::ToJson(stats(total_))}};
+  std::string out = ctl::ToJson(top);
+  out.pop_back();  // the closing brace: the hops follow
+  return out + ", \"hops\": " + ctl::JsonLines(hops) + "}\n";
+}
+
+std::string PathReport::Svg(const std::string& title) const {
+  constexpr int kWidth = 900, kHeight = 480, kLeft = 70, kRight = 260,
+                kTop = 40, kBottom = 40;
+  static const char* kColors[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728",
+                                  "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+                                  "#bcbd22", "#17becf"};
+  uint64_t x_min = UINT64_MAX, x_max = 0, y_max = 1;
+  for (const HopRow& r : rows_) {
+    for (const auto& [x, y] : r.series) {
+      x_min = std::min(x_min, x);
+      x_max = std::max(x_max, x);
+      y_max = std::max(y_max, y);
+    }
+  }
+  if (x_min == UINT64_MAX) x_min = x_max = 0;
+  const double xs =
+      x_max > x_min ? double(kWidth - kLeft - kRight) / double(x_max - x_min)
+                    : 0;
+  const double ys = double(kHeight - kTop - kBottom) / double(y_max);
+  std::string out = Printf(
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
+      "font-family=\"monospace\" font-size=\"11\">\n"
+      "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n",
+      kWidth, kHeight);
+  out += Printf("<text x=\"%d\" y=\"20\">%s</text>\n", kLeft,
+                XmlEscape(title).c_str());
+  out += Printf(
+      "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"black\"/>\n"
+      "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"black\"/>\n",
+      kLeft, kHeight - kBottom, kWidth - kRight, kHeight - kBottom, kLeft, kTop,
+      kLeft, kHeight - kBottom);
+  out += Printf("<text x=\"5\" y=\"%d\">%s us</text>\n", kTop,
+                Micros(static_cast<double>(y_max)).c_str());
+  out += Printf("<text x=\"%d\" y=\"%d\">time (%.1f s)</text>\n", kLeft,
+                kHeight - 10, (x_max - x_min) / 1e9);
+  int color = 0, legend = 0;
+  for (int i : PathOrder(rows_)) {
+    const HopRow& r = rows_[i];
+    if (r.series.empty()) continue;
+    const char* c = kColors[color++ % 10];
+    std::string points;
+    for (const auto& [x, y] : r.series) {
+      points += Printf("%.1f,%.1f ", kLeft + (x - x_min) * xs,
+                       kHeight - kBottom - y * ys);
+    }
+    out += Printf(
+        "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"1\" "
+        "points=\"%s\"/>\n",
+        c, points.c_str());
+    out += Printf("<text x=\"%d\" y=\"%d\" fill=\"%s\">%s</text>\n",
+                  kWidth - kRight + 8, kTop + 14 * legend++, c,
+                  XmlEscape(r.host + " " + KindText(r) + " " + r.next).c_str());
+  }
+  out += "</svg>\n";
+  return out;
+}
+
+}  // namespace sroute::trace
