@@ -105,12 +105,34 @@ absl::StatusOr<UpdateOutcome> ControllerClient::Update(const UpdateSpec& spec) {
   u->set_owner(spec.owner.empty() ? options_.name : spec.owner);
   u->set_timeout_ms(
       static_cast<uint32_t>(absl::ToInt64Milliseconds(spec.timeout)));
+  u->set_lease_ms(static_cast<uint32_t>(absl::ToInt64Milliseconds(spec.lease)));
   auto r = Call(std::move(req), spec.timeout * 3 + absl::Seconds(10));
   if (!r.ok()) return r.status();
   UpdateOutcome out;
   out.version = r->update().version();
   out.cids.assign(r->update().cids().begin(), r->update().cids().end());
   return out;
+}
+
+absl::StatusOr<uint64_t> ControllerClient::RenewLease(const std::string& owner,
+                                                      absl::Duration ttl) {
+  proto::ControllerRequest req;
+  req.mutable_renew_lease()->set_owner(owner);
+  req.mutable_renew_lease()->set_ttl_ms(
+      static_cast<uint32_t>(absl::ToInt64Milliseconds(ttl)));
+  auto r = Call(std::move(req));
+  if (!r.ok()) return r.status();
+  return r->update().version();
+}
+
+absl::StatusOr<proto::ControlResponse> ControllerClient::ControlAt(
+    const std::string& sswitch, const proto::ControlRequest& request) {
+  proto::ControllerRequest req;
+  req.mutable_control_at()->set_sswitch(sswitch);
+  *req.mutable_control_at()->mutable_request() = request;
+  auto r = Call(std::move(req));
+  if (!r.ok()) return r.status();
+  return std::move(*r->mutable_control());
 }
 
 absl::Status ControllerClient::Quiesce(const std::string& sswitch,

@@ -66,6 +66,17 @@ class ControllerClient : public ControllerApi {
   absl::StatusOr<proto::StageLists> StagesAt(const std::string& sswitch,
                                              const proto::Stages& request);
 
+  // Renews the lease of `owner` (UpdateSpec::lease) for `ttl`; a zero ttl
+  // ends it and removes the owner's rules now (returns the version of that
+  // update, 0 if there were none). NotFound if it holds no lease (it ran
+  // out: its rules are gone).
+  absl::StatusOr<uint64_t> RenewLease(const std::string& owner,
+                                      absl::Duration ttl);
+  // A read-only control request (traces, slow_ops, stats) answered by the
+  // host of `sswitch`.
+  absl::StatusOr<proto::ControlResponse> ControlAt(
+      const std::string& sswitch, const proto::ControlRequest& request);
+
   // Runs `app` until Stop() (or until Start fails: its error).
   absl::Status Run(ControlApp& app);
   void Stop();

@@ -100,6 +100,10 @@ struct UpdateSpec {
   std::vector<std::string> flows;  // more patterns to park
   std::string owner;               // default: the app's name
   absl::Duration timeout = absl::Seconds(10);
+  // If not zero: the owner's rules are held under a lease of this length,
+  // renewed with RenewLease (controller/client.h); when it runs out the
+  // controller removes them (a tool that died cannot).
+  absl::Duration lease = absl::ZeroDuration();
 };
 
 struct UpdateOutcome {

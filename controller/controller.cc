@@ -838,6 +838,22 @@ absl::StatusOr<std::unique_ptr<Controller>> Controller::Start(
       std::make_unique<IoThreads>(std::max(1, impl->options.io_threads));
   impl->background = std::make_unique<Background>();
   impl->admin = std::make_unique<LocalApi>(impl.get(), "api", nullptr);
+  impl->leases =
+      std::make_unique<LeaseKeeper>([p = impl.get()](const std::string& owner) {
+        auto v = p->EndLease(owner);
+        if (v.ok()) {
+          LogInfo("the lease of ", owner, " ran out: its rules are removed",
+                  *v != 0 ? StrCat(" (version ", *v, ")") : std::string());
+        } else {
+          // Tried again (a host may be back by then).
+          LogWarning("the lease of ", owner,
+                     " ran out; removing its rules failed, trying again in "
+                     "5 s: ",
+                     v.status().message());
+          p->HoldLease(owner, absl::Seconds(5));
+        }
+      });
+  impl->RestoreLeases();
   for (const std::string& spec : impl->options.apps) {
     std::string name;
     auto app = ControlAppRegistry::Global().Create(spec, &name);
@@ -872,7 +888,8 @@ absl::StatusOr<std::unique_ptr<Controller>> Controller::Start(
 Controller::Controller(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 Controller::~Controller() {
-  impl_->apps.clear();  // their calls into the controller end first
+  impl_->leases.reset();  // no lease runs out on a controller going away
+  impl_->apps.clear();    // their calls into the controller end first
   impl_->rpc.reset();
   {
     MutexLock l(&impl_->mu);

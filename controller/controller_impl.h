@@ -29,6 +29,7 @@
 #include "rpc/channel.h"
 #include "rpc/io_threads.h"
 #include "rpc/server.h"
+#include "sswitch/leases.h"
 #include "sswitch/stats.h"
 #include "util/background.h"
 #include "util/mutex.h"
@@ -157,6 +158,18 @@ struct Controller::Impl {
   void HandleDrain(Call& call);
   void HandleGetStats(std::unique_ptr<Call> call);
   void HandleStages(Call& call);
+  void HandleRenewLease(Call& call);
+  void HandleControlAt(Call& call);
+
+  // --- Leases (leases.cc): rules of a tool that must not outlive it.
+  // Holds `owner`'s lease for `ttl` and keeps it in the store, so that a
+  // restarted controller still ends it.
+  void HoldLease(const std::string& owner, absl::Duration ttl);
+  // Ends the lease and removes every rule of `owner` in one update; returns
+  // its version (0: there was nothing to remove).
+  absl::StatusOr<uint64_t> EndLease(const std::string& owner);
+  // The leases the store holds, held again for their length (at start).
+  void RestoreLeases();
   void HandleWaitEvents(std::unique_ptr<Call> call);  // in controller.cc
   void HandlePutState(std::unique_ptr<Call> call);
   void HandleGetState(std::unique_ptr<Call> call);
@@ -275,6 +288,11 @@ struct Controller::Impl {
       ABSL_GUARDED_BY(channels_mu);
 
   std::unique_ptr<LocalApi> admin;
+  // Rule owners under leases. Destroyed before the rest (~Controller).
+  std::unique_ptr<LeaseKeeper> leases;
+  // Guards lease_ttls. A leaf.
+  Mutex leases_mu;
+  std::map<std::string, absl::Duration> lease_ttls ABSL_GUARDED_BY(leases_mu);
   std::vector<std::unique_ptr<AppRunner>> apps;
   std::thread sweeper;
   std::unique_ptr<RpcServer> rpc;  // last: no request before all is set up

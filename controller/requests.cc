@@ -57,6 +57,10 @@ void Controller::Impl::Handle(std::unique_ptr<Call> call) {
       return HandleGetState(std::move(call));
     case R::kStages:
       return InBackground(std::move(call), &Impl::HandleStages);
+    case R::kRenewLease:
+      return InBackground(std::move(call), &Impl::HandleRenewLease);
+    case R::kControlAt:
+      return InBackground(std::move(call), &Impl::HandleControlAt);
     case R::BODY_NOT_SET:
       break;
   }
@@ -167,6 +171,7 @@ void Controller::Impl::HandleUpdate(Call& call) {
   }
   spec.flows.assign(u.flows().begin(), u.flows().end());
   if (u.timeout_ms() > 0) spec.timeout = absl::Milliseconds(u.timeout_ms());
+  spec.lease = absl::Milliseconds(u.lease_ms());
   auto r = Update(spec, u.owner().empty() ? call.peer_name() : u.owner());
   if (!r.ok()) {
     call.ReplyStatus(r.status());

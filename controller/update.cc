@@ -14,6 +14,9 @@ absl::StatusOr<UpdateOutcome> Controller::Impl::Update(
     const UpdateSpec& spec, const std::string& owner) {
   // One update at a time, from its checks to its last commit.
   MutexLock serial(&update_mu);
+  // The lease first: if its owner dies during the update, what the update
+  // installed still goes when the lease runs out.
+  if (spec.lease > absl::ZeroDuration()) HoldLease(owner, spec.lease);
   // Check everything before any host hears of it.
   absl::StatusOr<UpdatePlan> plan = PlanUpdate(spec, owner);
   if (!plan.ok()) return plan.status();

@@ -6,6 +6,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "control/control_handler.h"
 #include "rpc/channel.h"
 #include "rules/parser.h"
 #include "sswitch/stats.h"
@@ -389,7 +390,8 @@ void ControllerAgent::Impl::Abort(uint64_t update) {
 
 void ControllerAgent::Impl::Execute(const proto::Command& c) {
   absl::Status status;
-  proto::ControlResponse stages;  // a Stages command's answer
+  proto::ControlResponse stages;   // a Stages command's answer
+  proto::ControlResponse control;  // a control command's answer
   switch (c.body_case()) {
     case proto::Command::kPrepare:
       status = Prepare(c.prepare());
@@ -420,6 +422,21 @@ void ControllerAgent::Impl::Execute(const proto::Command& c) {
     case proto::Command::kStages:
       status = HandleStagesRequest(*sw, c.stages(), &stages);
       break;
+    case proto::Command::kControl: {
+      // Read-only: the controller's rules change by updates alone.
+      const auto what = c.control().request_case();
+      if (what != proto::ControlRequest::kTraces &&
+          what != proto::ControlRequest::kSlowOps &&
+          what != proto::ControlRequest::kStats) {
+        status = absl::InvalidArgumentError(
+            "through the controller a host answers traces, slow_ops and "
+            "stats requests only");
+        break;
+      }
+      bool changed = false;
+      control = HandleControlRequest(*sw, c.control(), nullptr, &changed);
+      break;
+    }
     case proto::Command::BODY_NOT_SET:
       status = absl::InvalidArgumentError("empty command");
       break;
@@ -433,6 +450,9 @@ void ControllerAgent::Impl::Execute(const proto::Command& c) {
   r->set_version(sw->version());
   for (proto::StageStats& st : *stages.mutable_stages()) {
     *r->add_stages() = std::move(st);
+  }
+  if (c.body_case() == proto::Command::kControl && status.ok()) {
+    *r->mutable_control() = std::move(control);
   }
   auto reply = channel->CallSync(req, kCallTimeout);
   if (!reply.ok()) Disconnected(reply.status());

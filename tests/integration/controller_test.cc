@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -83,13 +84,16 @@ class ControllerTest : public ::testing::Test {
     ASSERT_TRUE(controller_->ok()) << "sroute-controller did not start";
   }
   ServerProcess* StartServer(const std::string& name, const std::string& root,
-                             int port = 0) {
-    auto s = std::make_unique<ServerProcess>(
-        SROUTE_SERVER_BINARY,
-        std::vector<std::string>{"--root", root, "--name", name,
-                                 "--secret-file", secret_, "--listen",
-                                 "127.0.0.1:" + std::to_string(port),
-                                 "--controller", controller_->address()});
+                             int port = 0,
+                             const std::vector<std::string>& extra = {}) {
+    std::vector<std::string> args = {
+        "--root",        root,
+        "--name",        name,
+        "--secret-file", secret_,
+        "--listen",      "127.0.0.1:" + std::to_string(port),
+        "--controller",  controller_->address()};
+    args.insert(args.end(), extra.begin(), extra.end());
+    auto s = std::make_unique<ServerProcess>(SROUTE_SERVER_BINARY, args);
     EXPECT_TRUE(s->ok()) << "sroute-server " << name << " did not start";
     servers_[name] = std::move(s);
     return servers_[name].get();
@@ -536,5 +540,137 @@ TEST_F(ControllerTest, CacheSizingSizesTheTenantsPartitionsFromTheirReads) {
   EXPECT_NE(text.find("# tenant bob references "), std::string::npos) << text;
 }
 
+// --- sroute-trace through the controller ------------------------------------
+
+class TraceThroughControllerTest : public ControllerTest {
+ protected:
+  // FUSE -> S1 -> S2, whose writes wait 5 ms in a delay stage; the rules
+  // are the controller's.
+  void SetUpPath() {
+    StartController();
+    ServerProcess* s2 =
+        StartServer("S2", r2_.path(), 0, {"--stage", "d=delay:delay_us=5000"});
+    ServerProcess* s1 =
+        StartServer("S1", r1_.path(), 0, {"--endpoint", "S2=" + s2->address()});
+    for (const TempDir* d : {&r1_, &r2_, &home_}) {
+      ASSERT_EQ(mkdir((*d / "fwd").c_str(), 0755), 0);
+    }
+    WriteWholeFile(r2_ / "fwd/x", "");
+    Mount({"S1=" + s1->address()});
+    for (const char* h : {kFuse.c_str(), "S1", "S2"}) {
+      ASSERT_TRUE(Eventually([&] { return Connected(h); })) << h;
+    }
+    UpdateSpec spec;
+    spec.changes = {{kFuse, {"<*, *, //home/fwd/*> -> <IO, //S1/fwd/*>"}, {}},
+                    {"S1", {"<*, *, //S1/fwd/*> -> <IO, //S2/fwd/*>"}, {}},
+                    {"S2", {"<*, w, //S2/fwd/*> -> <IO, stage:d>"}, {}}};
+    auto r = Client().Update(spec);
+    ASSERT_TRUE(r.ok()) << r.status();
+    cids_ = r->cids;
+    writer_ = std::thread([this] {
+      while (!stop_) {
+        PwriteAll(mnt_ / "fwd/x", "traced", 0);
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      }
+    });
+  }
+  void TearDown() override {
+    stop_ = true;
+    if (writer_.joinable()) writer_.join();
+    ControllerTest::TearDown();
+  }
+  std::string Tool() {
+    return std::string(SROUTE_TRACE_BINARY) + " --controller " +
+           controller_->address() + " --secret-file " + secret_;
+  }
+  // The rules sroute-trace owns, at the controller and on the hosts.
+  int ToolRules() {
+    int n = 0;
+    for (const std::string& h : {kFuse, std::string("S1"), std::string("S2")}) {
+      auto rules = Client().Rules(h);
+      if (!rules.ok()) continue;
+      for (const proto::ManagedRule& m : *rules) {
+        if (m.owner().rfind("sroute-trace:", 0) == 0) ++n;
+      }
+    }
+    for (const std::string& host :
+         {"unix:" + (ctl_ / "sock"), servers_["S1"]->address(),
+          servers_["S2"]->address()}) {
+      for (const std::string& line : Lines(HostRules(host))) {
+        if (line.find("owner=sroute-trace:") != std::string::npos) ++n;
+      }
+    }
+    return n;
+  }
+  static std::vector<std::string> Lines(const std::string& text) {
+    std::vector<std::string> out;
+    std::istringstream in(text);
+    for (std::string l; std::getline(in, l);) out.push_back(l);
+    return out;
+  }
+
+  std::vector<uint64_t> cids_;
+  std::atomic<bool> stop_{false};
+  std::thread writer_;
+};
+
+// The tool finds the path across the three hosts from the rules, taps each
+// in one update, and shows every hop with the controller's rule ids; its
+// taps are gone from the controller and every host afterwards.
+TEST_F(TraceThroughControllerTest, FollowsThePathAcrossHosts) {
+  SetUpPath();
+  auto [rc, out] = RunCommand(Tool() + " --op w --count 10 //home/fwd/x");
+  ASSERT_EQ(rc, 0) << out;
+  // The path, host by host, from the rules.
+  for (const std::string& want :
+       {"  fuse-test //home/fwd/x\n    rule " + std::to_string(cids_[0]),
+        "  S1 //S1/fwd/x\n    rule " + std::to_string(cids_[1]),
+        "  S2 //S2/fwd/x\n    rule " + std::to_string(cids_[2])}) {
+    EXPECT_NE(out.find(want), std::string::npos) << want << "\n" << out;
+  }
+  // The table: each hop with its host and the controller's rule id.
+  auto row = [&](const std::string& host, const std::string& kind) {
+    for (const std::string& l : Lines(out)) {
+      std::istringstream in(l);
+      std::string h, k, rule;
+      in >> h >> k >> rule;
+      if (h == host && k == kind) return rule;
+    }
+    return std::string("(none)");
+  };
+  EXPECT_EQ(row("fuse-test", "rule"), std::to_string(cids_[0])) << out;
+  EXPECT_EQ(row("S1", "rule"), std::to_string(cids_[1])) << out;
+  EXPECT_EQ(row("S2", "rule"), std::to_string(cids_[2])) << out;
+  EXPECT_EQ(row("S2", "stage"), std::to_string(cids_[2])) << out;
+  std::string slowest;
+  for (const std::string& l : Lines(out)) {
+    if (l.find("<- slowest") != std::string::npos) slowest = l;
+  }
+  EXPECT_NE(slowest.find("S2"), std::string::npos) << out;
+  EXPECT_NE(slowest.find("stage"), std::string::npos) << out;
+  EXPECT_EQ(ToolRules(), 0);
+}
+
+// Killed, the tool cannot remove its taps: the controller does, from every
+// host, when the lease runs out.
+TEST_F(TraceThroughControllerTest, TapsOfAKilledToolGoWithItsLease) {
+  SetUpPath();
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const int null = open("/dev/null", O_WRONLY);
+    dup2(null, 1);
+    dup2(null, 2);
+    const std::string cmd =
+        Tool() + " --lease-ms 1000 --interval-ms 200 //home/fwd/x";
+    execl("/bin/sh", "sh", "-c", ("exec " + cmd).c_str(), nullptr);
+    _exit(127);
+  }
+  ASSERT_TRUE(Eventually([&] { return ToolRules() == 6; })) << ToolRules();
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // renewed
+  EXPECT_EQ(ToolRules(), 6);
+  kill(pid, SIGKILL);
+  waitpid(pid, nullptr, 0);
+  EXPECT_TRUE(Eventually([&] { return ToolRules() == 0; })) << ToolRules();
+}
 }  // namespace
 }  // namespace sroute

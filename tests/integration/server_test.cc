@@ -1116,7 +1116,7 @@ TEST_F(TraceToolTest, TextTableAndSigint) {
   ASSERT_TRUE(WIFEXITED(status)) << out;
   EXPECT_EQ(WEXITSTATUS(status), 0) << out;
   EXPECT_EQ(ToolRules(), 0) << out;
-  EXPECT_NE(out.find("path from unix:"), std::string::npos) << out;
+  EXPECT_NE(out.find("path:\n  //home/fwd/x\n"), std::string::npos) << out;
   EXPECT_NE(out.find("rule 1: <*, *, //home/fwd/*> -> <IO, //S1/fwd/*>"),
             std::string::npos)
       << out;

@@ -39,6 +39,7 @@
 #include "tools/sroutectl/format.h"
 #include "tools/sroutectl/target.h"
 #include "tools/trace/path_report.h"
+#include "tools/trace/tap_target.h"
 
 namespace sroute::trace {
 namespace {
@@ -48,6 +49,7 @@ std::atomic<bool> g_stop{false};
 void OnSignal(int) { g_stop.store(true); }
 
 struct Options {
+  std::string controller;
   std::string host;
   std::string secret_file;
   std::string tenant = "*";
@@ -224,29 +226,6 @@ class LiveScreen {
   bool QuitPressed() { return getch() == 'q'; }
 };
 
-// The rules of the host that may route IOs of the tap's file, as the path
-// starts ("path:" lines before the samples come).
-std::string RulesOnPath(const proto::ControlResponse& listing,
-                        const HeaderPattern& tap) {
-  std::string out;
-  for (const proto::RuleRecord& r : listing.rules()) {
-    auto rule = ParseRule(r.text());
-    if (!rule.ok() || rule->is_tap()) continue;
-    const FilePattern& f = rule->pattern.file;
-    const FilePattern& want = tap.file;
-    bool may = f.kind == FilePattern::Kind::kAny ||
-               want.kind != FilePattern::Kind::kExact ||
-               (f.kind == FilePattern::Kind::kExact && f.text == want.text) ||
-               (f.kind == FilePattern::Kind::kPrefix &&
-                want.text.rfind(f.text, 0) == 0) ||
-               f.kind == FilePattern::Kind::kRegex;
-    if (may && (rule->pattern.ops & tap.ops) != 0) {
-      out += "  rule " + std::to_string(r.id()) + ": " + r.text() + "\n";
-    }
-  }
-  return out.empty() ? "  (no rule: the default route)\n" : out;
-}
-
 int RunSlow(const Options& o) {
   uint64_t after = 0;
   const auto until = std::chrono::steady_clock::now() +
@@ -312,41 +291,45 @@ int Run(const Options& o) {
         "--probe reads the file: give PATH as a path inside a mounted sroute "
         "volume"));
   }
-  auto tap_pattern = ParsePattern(*pattern);
-  if (o.probe && (tap_pattern->ops & kOpClassRead) == 0) {
+  auto tap = ParsePattern(*pattern);
+  if (o.probe && (tap->ops & kOpClassRead) == 0) {
     return Fail(
         absl::InvalidArgumentError("--probe sends reads: trace --op r or *"));
   }
-  const std::string rule =
-      *pattern + " -> trace(" + ctl::Printf("%g", o.rate) + ")";
+  // The tap's fields, as rule text: "<SOURCE, OPS, FILE>" (only FILE, a
+  // quoted regex, may hold ", ").
+  const std::string text = FormatPattern(*tap);
+  const size_t a = text.find(", "), b = text.find(", ", a + 2);
+  const std::string tenant = text.substr(1, a - 1);
+  const std::string ops = text.substr(a + 2, b - a - 2);
+  const std::string file = text.substr(b + 2, text.size() - b - 3);
+
+  std::unique_ptr<TapTarget> target =
+      o.controller.empty()
+          ? MakeHostTaps(o.host, o.secret_file)
+          : MakeControllerTaps(o.controller, o.secret_file, o.host);
+  auto path = target->FindPath(tenant, ops, file);
+  if (!path.ok()) return Fail(path.status());
   const std::string owner = OwnerName();
-
-  // Where the path starts.
-  proto::ControlRequest list;
-  list.mutable_list_rules();
-  auto listing = ctl::CallHost(o.host, o.secret_file, list, kCallTimeout);
-  if (!listing.ok()) return Fail(listing.status());
-
-  proto::ControlRequest add;
-  add.mutable_add_rules()->add_text(rule);
-  add.mutable_add_rules()->set_owner(owner);
-  add.mutable_add_rules()->set_lease_ms(o.lease_ms);
-  auto added = ctl::CallHost(o.host, o.secret_file, add, kCallTimeout);
-  if (!added.ok()) return Fail(added.status());
-  const uint64_t tap_id = added->ids(0);
-  auto remove_tap = [&] {
-    proto::ControlRequest end;
-    end.mutable_lease()->set_owner(owner);
-    end.mutable_lease()->set_ttl_ms(0);
-    return ctl::CallHost(o.host, o.secret_file, end, kCallTimeout).status();
-  };
-
-  const std::string title = "sroute-trace " + *pattern + " at " + o.host +
-                            " (tap rule " + std::to_string(tap_id) +
-                            ", sampling " + ctl::Printf("%g", o.rate) + ")";
+  if (absl::Status s = target->Install(*path, tenant, ops, o.rate, owner,
+                                       absl::Milliseconds(o.lease_ms));
+      !s.ok()) {
+    (void)target->Remove();
+    return Fail(s);
+  }
+  const std::string title = "sroute-trace " + *pattern + " via " +
+                            target->Describe() + ", sampling " +
+                            ctl::Printf("%g", o.rate);
   if (!o.json && !o.live) {
-    std::printf("%s\npath from %s:\n%s", title.c_str(), o.host.c_str(),
-                RulesOnPath(*listing, *tap_pattern).c_str());
+    std::printf("%s\npath:\n", title.c_str());
+    for (const PathStep& step : *path) {
+      std::printf("  %s%s\n",
+                  step.sswitch.empty() ? "" : (step.sswitch + " ").c_str(),
+                  step.file.c_str());
+      for (const std::string& r : step.rules)
+        std::printf("    %s\n", r.c_str());
+      if (step.rules.empty()) std::printf("    (no rule: the default route)\n");
+    }
     std::fflush(stdout);
   }
 
@@ -354,7 +337,7 @@ int Run(const Options& o) {
   if (o.probe) {
     prober = std::make_unique<Prober>(local, 100);
     if (absl::Status s = prober->Start(); !s.ok()) {
-      (void)remove_tap();
+      (void)target->Remove();
       return Fail(s);
     }
   }
@@ -362,52 +345,28 @@ int Run(const Options& o) {
   if (o.live) screen = std::make_unique<LiveScreen>();
 
   PathReport report;
-  uint64_t after = 0, missed = 0;
-  // Traces sampled before the tap existed are not ours: start after them.
-  {
-    proto::ControlRequest q;
-    q.mutable_traces()->set_after(UINT64_MAX - 1);
-    auto r = ctl::CallHost(o.host, o.secret_file, q, kCallTimeout);
-    if (r.ok()) after = r->traces_sampled();
-  }
+  uint64_t missed = 0;
   const auto start = std::chrono::steady_clock::now();
   absl::Status error;
   for (;;) {
-    const bool last_round =
+    const bool done =
         g_stop || (o.count != 0 && report.ios() >= o.count) ||
         (o.duration_s > 0 && std::chrono::steady_clock::now() - start >=
                                  std::chrono::milliseconds(static_cast<int64_t>(
                                      o.duration_s * 1000)));
-    if (last_round) break;
+    if (done) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(
         o.count != 0 ? std::min<uint32_t>(o.interval_ms, 100) : o.interval_ms));
-    proto::ControlRequest renew;
-    renew.mutable_lease()->set_owner(owner);
-    renew.mutable_lease()->set_ttl_ms(o.lease_ms);
-    if (auto r = ctl::CallHost(o.host, o.secret_file, renew, kCallTimeout);
-        !r.ok()) {
-      error = r.status();
+    if (error = target->Renew(); !error.ok()) break;
+    auto traces = target->Collect(&missed);
+    if (!traces.ok()) {
+      error = traces.status();
       break;
     }
-    for (;;) {  // every trace kept since the last look
-      proto::ControlRequest q;
-      q.mutable_traces()->set_after(after);
-      q.mutable_traces()->set_limit(4096);
-      auto r = ctl::CallHost(o.host, o.secret_file, q, kCallTimeout);
-      if (!r.ok()) {
-        error = r.status();
-        break;
-      }
-      for (const proto::TraceRecord& t : r->traces()) {
-        if (t.seq() > after + 1) missed += t.seq() - after - 1;
-        after = t.seq();
-        if (t.rule_id() != tap_id) continue;
-        if (o.count != 0 && report.ios() >= o.count) continue;
-        report.Add(t);
-      }
-      if (r->traces_size() < 4096) break;
+    for (const proto::TraceRecord& t : *traces) {
+      if (o.count != 0 && report.ios() >= o.count) break;
+      report.Add(t);
     }
-    if (!error.ok()) break;
     if (screen) {
       screen->Draw(report.Text(title));
       if (screen->QuitPressed()) break;
@@ -415,7 +374,7 @@ int Run(const Options& o) {
   }
   screen.reset();
   prober.reset();
-  const absl::Status removed = remove_tap();
+  const absl::Status removed = target->Remove();
   if (!error.ok()) return Fail(error);
   if (o.json) {
     std::fputs(report.Json(*pattern).c_str(), stdout);
@@ -423,8 +382,8 @@ int Run(const Options& o) {
     std::fputs(report.Text(o.live ? title : "").c_str(), stdout);
     if (missed != 0) {
       std::printf(
-          "(%llu traces were overwritten on the host before they "
-          "were read: raise the interval's pace or lower --rate)\n",
+          "(%llu traces were overwritten on a host before they were read: "
+          "lower --interval-ms or --rate)\n",
           static_cast<unsigned long long>(missed));
     }
   }
@@ -447,10 +406,13 @@ int main(int argc, char** argv) {
   CLI::App app{"sroute-trace: where on its path an IO spends its time"};
   app.add_option("--host", o.host,
                  "the host whose IOs to trace: unix:PATH (a FUSE host's "
-                 "control socket) or HOST:PORT (a storage server)")
-      ->required();
+                 "control socket) or HOST:PORT (a storage server); with "
+                 "--controller, the sSwitch where the path starts (default: "
+                 "every FUSE host)");
+  app.add_option("--controller", o.controller,
+                 "trace the whole path through the controller at HOST:PORT");
   app.add_option("--secret-file", o.secret_file,
-                 "the cluster secret, for a storage server");
+                 "the cluster secret, for a storage server or the controller");
   app.add_option("--tenant", o.tenant, "only this tenant's IOs (default *)");
   app.add_option("--op", o.op, "r, w or * (default *); any op class list");
   app.add_option("--rate", o.rate,
