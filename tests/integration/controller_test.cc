@@ -623,7 +623,8 @@ TEST_F(TraceThroughControllerTest, FollowsThePathAcrossHosts) {
   ASSERT_EQ(rc, 0) << out;
   // The path, host by host, from the rules.
   for (const std::string& want :
-       {"  fuse-test //home/fwd/x\n    rule " + std::to_string(cids_[0]),
+       {"  fuse-test //home/fwd/x  (tapped)\n    rule " +
+            std::to_string(cids_[0]),
         "  S1 //S1/fwd/x\n    rule " + std::to_string(cids_[1]),
         "  S2 //S2/fwd/x\n    rule " + std::to_string(cids_[2])}) {
     EXPECT_NE(out.find(want), std::string::npos) << want << "\n" << out;
@@ -665,9 +666,10 @@ TEST_F(TraceThroughControllerTest, TapsOfAKilledToolGoWithItsLease) {
     execl("/bin/sh", "sh", "-c", ("exec " + cmd).c_str(), nullptr);
     _exit(127);
   }
-  ASSERT_TRUE(Eventually([&] { return ToolRules() == 6; })) << ToolRules();
+  // The tap at the controller and on the volume, where the path starts.
+  ASSERT_TRUE(Eventually([&] { return ToolRules() == 2; })) << ToolRules();
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // renewed
-  EXPECT_EQ(ToolRules(), 6);
+  EXPECT_EQ(ToolRules(), 2);
   kill(pid, SIGKILL);
   waitpid(pid, nullptr, 0);
   EXPECT_TRUE(Eventually([&] { return ToolRules() == 0; })) << ToolRules();

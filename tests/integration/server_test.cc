@@ -34,6 +34,7 @@
 #include "rpc/remote_endpoint.h"
 #include "sswitch/host.h"
 #include "tests/integration/posix_scenarios.h"
+#include "tests/util/delay_proxy.h"
 #include "tests/util/mounted_volume.h"
 #include "tests/util/process_threads.h"
 #include "tests/util/run_command.h"
@@ -43,6 +44,7 @@
 namespace sroute {
 namespace {
 
+using ::sroute::testing::DelayProxy;
 using ::sroute::testing::MountedVolume;
 using ::sroute::testing::ReadWholeFile;
 using ::sroute::testing::RunCommand;
@@ -1116,7 +1118,8 @@ TEST_F(TraceToolTest, TextTableAndSigint) {
   ASSERT_TRUE(WIFEXITED(status)) << out;
   EXPECT_EQ(WEXITSTATUS(status), 0) << out;
   EXPECT_EQ(ToolRules(), 0) << out;
-  EXPECT_NE(out.find("path:\n  //home/fwd/x\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("path:\n  //home/fwd/x  (tapped)\n"), std::string::npos)
+      << out;
   EXPECT_NE(out.find("rule 1: <*, *, //home/fwd/*> -> <IO, //S1/fwd/*>"),
             std::string::npos)
       << out;
@@ -1222,6 +1225,47 @@ TEST_F(TraceToolTest, ProbesTraceAQuietPath) {
     if (h.at("host") == "S2" && h.at("next") == "//S2/fwd/x") read_at_s2 = true;
   }
   EXPECT_TRUE(read_at_s2) << out;
+}
+
+// A 5 ms delay on the link to the server (a relay that holds every byte
+// to the server; `tc netem` is not available everywhere) raises the rpc
+// hop's own time by 5 ms and leaves the server's segments as they were.
+TEST_F(TraceToolTest, ADelayedLinkRaisesOnlyTheNetworkSegment) {
+  ServerProcess* s1 = StartServer("S1", r1_.path());
+  DelayProxy slow_link(s1->port(), std::chrono::milliseconds(5));
+  ASSERT_EQ(mkdir((r1_ / "d").c_str(), 0755), 0);
+  for (const char* dir : {"fast", "slow"}) {
+    ASSERT_EQ(mkdir((home_ / dir).c_str(), 0755), 0);
+  }
+  WriteWholeFile(r1_ / "d/fast", "");
+  WriteWholeFile(r1_ / "d/slow", "");
+  Mount({"S1=" + s1->address(), "P=" + slow_link.address()},
+        "<*, *, //home/fast/*> -> <IO, //S1/d/*>\n"
+        "<*, *, //home/slow/*> -> <IO, //P/d/*>\n");
+  // Own times (avg ns) of the rpc hop and the server's rule hop.
+  auto segments = [&](const std::string& name) {
+    Writer writer(mnt_ / (name + "/" + name));
+    auto [rc, out] =
+        Trace("--op w --count 40 --json //home/" + name + "/" + name);
+    EXPECT_EQ(rc, 0) << out;
+    std::pair<double, double> own{-1, -1};
+    for (const auto& h : TraceHops(out)) {
+      if (h.at("kind") == "rpc") own.first = std::stod(h.at("own_avg_ns"));
+      if (h.at("host") == "S1") own.second = std::stod(h.at("own_avg_ns"));
+    }
+    EXPECT_GE(own.first, 0) << out;
+    EXPECT_GE(own.second, 0) << out;
+    return own;
+  };
+  const auto [fast_rpc, fast_server] = segments("fast");
+  const auto [slow_rpc, slow_server] = segments("slow");
+  // 5 ms more on the link, within 1 ms under / 3 ms over (scheduling of
+  // the relay's threads on a busy machine adds, never removes).
+  EXPECT_GE(slow_rpc - fast_rpc, 4e6) << fast_rpc << " " << slow_rpc;
+  EXPECT_LE(slow_rpc - fast_rpc, 8e6) << fast_rpc << " " << slow_rpc;
+  // The server's own time does not move by anything like it.
+  EXPECT_LT(std::abs(slow_server - fast_server), 1e6)
+      << fast_server << " " << slow_server;
 }
 }  // namespace
 }  // namespace sroute

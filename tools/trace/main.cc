@@ -323,9 +323,9 @@ int Run(const Options& o) {
   if (!o.json && !o.live) {
     std::printf("%s\npath:\n", title.c_str());
     for (const PathStep& step : *path) {
-      std::printf("  %s%s\n",
+      std::printf("  %s%s%s\n",
                   step.sswitch.empty() ? "" : (step.sswitch + " ").c_str(),
-                  step.file.c_str());
+                  step.file.c_str(), step.entry ? "  (tapped)" : "");
       for (const std::string& r : step.rules)
         std::printf("    %s\n", r.c_str());
       if (step.rules.empty()) std::printf("    (no rule: the default route)\n");

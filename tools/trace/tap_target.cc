@@ -65,7 +65,7 @@ class HostTaps : public TapTarget {
     list.mutable_list_rules();
     auto listing = Call(list);
     if (!listing.ok()) return listing.status();
-    PathStep step{"", file, {}};
+    PathStep step{"", file, {}, true};
     for (const proto::RuleRecord& r : listing->rules()) {
       auto rule = ParseRule(r.text());
       if (!rule.ok() || rule->is_tap() || (rule->pattern.ops & Ops(ops)) == 0 ||
@@ -163,15 +163,20 @@ class ControllerTaps : public TapTarget {
       }
     }
     std::deque<std::pair<std::string, std::string>> todo;  // sSwitch, file
+    std::set<std::string> entries;
     if (!start_.empty()) {
       if (!by_name.contains(start_)) {
         return absl::NotFoundError(
             StrCat("no sSwitch named '", start_, "' at the controller"));
       }
       todo.emplace_back(start_, file);
+      entries.insert(start_);
     } else {
       for (const auto& [name, info] : by_name) {
-        if (info.role() == "fuse") todo.emplace_back(name, file);
+        if (info.role() == "fuse") {
+          todo.emplace_back(name, file);
+          entries.insert(name);
+        }
       }
       if (todo.empty()) {
         return absl::NotFoundError(
@@ -187,7 +192,7 @@ class ControllerTaps : public TapTarget {
       if (!seen.insert({sswitch, f}).second) continue;
       auto rules = client_->Rules(sswitch);
       if (!rules.ok()) return Classify(rules.status());
-      PathStep step{sswitch, f, {}};
+      PathStep step{sswitch, f, {}, entries.contains(sswitch) && f == file};
       const proto::HostInfo& info = by_name[sswitch];
       for (const proto::ManagedRule& m : *rules) {
         auto rule = ParseRule(m.text());
@@ -232,7 +237,9 @@ class ControllerTaps : public TapTarget {
     UpdateSpec spec;
     spec.owner = owner;
     spec.lease = lease;
+    for (const PathStep& step : path) on_path_.insert(step.sswitch);
     for (const PathStep& step : path) {
+      if (!step.entry) continue;
       spec.changes.push_back(RuleChanges{
           step.sswitch, {TapText(tenant, ops, step.file, rate)}, {}});
       // Traces kept before the taps are not theirs.
@@ -270,7 +277,7 @@ class ControllerTaps : public TapTarget {
         // Rule ids as the controller's cids, hop by hop (hosts on the path).
         t.set_rule_id(Cid(sswitch, t.rule_id()));
         for (proto::TraceHop& h : *t.mutable_hops()) {
-          if (h.rule_id() == 0 || !after_.contains(h.host())) continue;
+          if (h.rule_id() == 0 || !on_path_.contains(h.host())) continue;
           if (absl::Status s = LearnIds(h.host()); !s.ok()) return s;
           h.set_rule_id(Cid(h.host(), h.rule_id()));
         }
@@ -349,7 +356,8 @@ class ControllerTaps : public TapTarget {
   std::unique_ptr<ControllerClient> client_;
   std::string owner_;
   absl::Duration lease_;
-  std::map<std::string, uint64_t> after_;  // by sSwitch
+  std::map<std::string, uint64_t> after_;  // by tapped sSwitch
+  std::set<std::string> on_path_;
   std::map<std::string, Ids> ids_;
 };
 

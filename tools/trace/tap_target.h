@@ -3,6 +3,10 @@
 // through the controller (ControllerTaps: path found by following the
 // rules across hosts, taps installed in one consistent update).
 //
+// The taps go where the path starts: a sampled IO carries its trace along,
+// so every sSwitch after records its hops without a tap of its own (a tap
+// there would sample again IOs the first one let go, and skew the rate).
+//
 // Either way the taps are owned by one owner name under a lease: Renew()
 // within the lease keeps them; Remove() deletes them; if the tool dies the
 // host or the controller deletes them when the lease runs out.
@@ -31,6 +35,7 @@ struct PathStep {
   std::string sswitch;             // empty for the host of HostTaps
   std::string file;                // the file pattern's text there
   std::vector<std::string> rules;  // the rules that may route it there
+  bool entry = false;              // where the path starts: tapped
 };
 
 class TapTarget {
@@ -41,8 +46,9 @@ class TapTarget {
   virtual absl::StatusOr<std::vector<PathStep>> FindPath(
       const std::string& tenant, const std::string& ops,
       const std::string& file) = 0;
-  // Installs a tap `<tenant, ops, FILE_THERE> -> trace(rate)` on every step
-  // of the path, owned by `owner` under `lease`.
+  // Installs a tap `<tenant, ops, FILE_THERE> -> trace(rate)` on every
+  // entry step of the path (one consistent update through the controller),
+  // owned by `owner` under `lease`.
   virtual absl::Status Install(const std::vector<PathStep>& path,
                                const std::string& tenant,
                                const std::string& ops, double rate,

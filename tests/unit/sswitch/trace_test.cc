@@ -312,13 +312,17 @@ class SlowOpsTest : public ::testing::Test {
   std::shared_ptr<SlowEndpoint> endpoint_ = std::make_shared<SlowEndpoint>();
 };
 
-// Ten slow IOs among thousands of fast ones are all caught, whatever the
-// sampling (none here).
-TEST_F(SlowOpsTest, EverySlowIoAmongManyFastOnesIsCaught) {
+// Ten slow IOs among a million fast ones are all caught, whatever the
+// sampling (1/1024 here: the sampled ones never push them out).
+TEST_F(SlowOpsTest, EverySlowIoAmongAMillionIsCaught) {
+  ASSERT_TRUE(host_.LoadRules("<*, w, //E/*> -> trace(0.0009765625)\n").ok());
   host_.sswitch().slow_ops().set_threshold_ns(5'000'000);
-  for (int i = 0; i < 20000; ++i) {
-    Write(i % 2000 == 7 ? "//E/slow" : "//E/fast");
+  for (int i = 0; i < 1'000'000; ++i) {
+    Write(i % 100'000 == 7 ? "//E/slow" : "//E/fast");
   }
+  const uint64_t sampled = host_.sswitch().traces_sampled();
+  EXPECT_GT(sampled, 800u);  // 977 expected
+  EXPECT_LT(sampled, 1200u);
   const SlowOpLog::View v = host_.sswitch().slow_ops().Get(0);
   EXPECT_EQ(v.total, 10u);
   ASSERT_EQ(v.recent.size(), 10u);
