@@ -283,6 +283,7 @@ for sys in $systems; do
   case $sys in
     sroute-off|sroute-auto|sroute-cache|sroute-uring|sroute-uring-cache) need_sroute=1 ;;
     sroute-rule|sroute-trace-1|sroute-trace-10|sroute-trace-100) need_sroute=1 ;;
+    sroute-tap-1|sroute-tap-10|sroute-tap-100) need_sroute=1 ;;
     sroute-poll|sroute-poll-cache) need_poll=1 ;;
     gluster|gluster-rdio|gluster-iocache) ;;
     *) echo "unknown system $sys" >&2; exit 2 ;;
@@ -325,6 +326,13 @@ for sys in $systems; do
       share=$(awk -v p="${sys#sroute-trace-}" 'BEGIN { printf "%g", p / 100 }')
       mount_sroute "$sys" off "$server_addr" \
         --rule "<*, r|w, //home/*> -> trace($share); <IO, //home/*>" ;;
+    # The same with a tap, as sroute-trace installs: the rule as it was,
+    # and `pattern -> trace(P)` beside it.
+    sroute-tap-1|sroute-tap-10|sroute-tap-100)
+      share=$(awk -v p="${sys#sroute-tap-}" 'BEGIN { printf "%g", p / 100 }')
+      mount_sroute "$sys" off "$server_addr" \
+        --rule '<*, r|w, //home/*> -> <IO, //home/*>' \
+        --rule "<*, r|w, //home/*> -> trace($share)" ;;
     sroute-uring-cache)
       mount_sroute sroute-uring-cache off "$server_addr" --io-uring \
         --stage "c=cache:partition_bytes=${cache^^}" \
@@ -455,10 +463,11 @@ for peer in ["gluster", "gluster-rdio"]:
             print(f'{"cache IOPS > io-cache":22} {wl:15} {"sroute-cache":11} {"gl-iocache":12} {c[0]:9.0f} {g[0]:9.0f} {r:6.2f}  {"met" if r > 1 else "MISSED"}')
     for wl in ["randread4k-1", "randread4k-4"]:
         b = med.get((wl, "sroute-rule"))
-        for s in ["sroute-trace-1", "sroute-trace-10", "sroute-trace-100"]:
+        for s in ["sroute-trace-1", "sroute-trace-10", "sroute-trace-100",
+                  "sroute-tap-1", "sroute-tap-10", "sroute-tap-100"]:
             m = med.get((wl, s))
             if peer == "gluster" and b and m:
-                limit = 0.95 if s == "sroute-trace-100" else 0.99
+                limit = 0.95 if s.endswith("-100") else 0.99
                 r = m[0] / b[0]
                 print(f'{"trace IOPS kept":22} {wl:15} {s:11} {"sroute-rule":12} {m[0]:9.0f} {b[0]:9.0f} {r:6.3f}  {"met" if r >= limit else "MISSED"}')
                 print(f'{"trace p99 (us)":22} {wl:15} {s:11} {"sroute-rule":12} {m[3]:9.1f} {b[3]:9.1f} {m[3]/b[3]:6.3f}')

@@ -7,6 +7,9 @@
 //                      hit and miss.
 // BM_RouteNullEndpoint full SSwitch::Route of a 4 KiB read to an endpoint
 //                      that completes at once (with 0 or 1000 rules).
+// BM_RouteTap         the same through a matching rule, with no tap, a tap
+//                      sampling nothing, and one tracing every IO (with
+//                      the heap a traced IO holds).
 // BM_RouteBenchFile   4 KiB reads and writes of bench/fuse_fio.sh's file
 //                      through its 1000 rules, with and without a match.
 // BM_RouteUnderUpdates 2 routing threads while a third thread keeps
@@ -16,6 +19,7 @@
 #include <benchmark/benchmark.h>
 
 #include <atomic>
+#include <bit>
 #include <random>
 #include <thread>
 
@@ -165,6 +169,55 @@ void BM_RouteNullEndpoint(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations());
 }
 BENCHMARK(BM_RouteNullEndpoint)->Arg(0)->Arg(1000);
+
+// An IO through a matching rule with a tap that samples none (0), every
+// one (1), or no tap at all (-1): the tap's cost on the IO path and, as the
+// counters trace_bytes and trace_hops, what a traced IO's trace holds at
+// its completion.
+void BM_RouteTap(benchmark::State& state) {
+  const int64_t mode = state.range(0);
+  auto sw = MakeSwitch(1000, "<*, r, //A/data/*> -> <IO, //B/data/*>");
+  if (mode >= 0) {
+    (void)sw->Insert(
+        *ParseRule(StrCat("<*, r, //A/data/*> -> trace(", mode, ")")));
+  }
+  IoHeader h{"tenant1", "", Op::kRead, "//A/data/file.bin", 0, 4096};
+  std::vector<char> buf(4096);
+  // The kept-trace ring full first, so that what it keeps is freed as fast
+  // as it is kept.
+  for (size_t i = 0; i < SSwitch::kKeptTraces + 100; ++i) {
+    RouteOne(*sw, h, buf.data());
+  }
+  for (auto _ : state) RouteOne(*sw, h, buf.data());
+  state.SetItemsProcessed(state.iterations());
+  // What a traced IO holds at its completion: the Trace (made with
+  // make_shared: its control block too), its hops' vector and the hops'
+  // strings that do not fit in place.
+  double bytes = 0, hops = 0;
+  {
+    Io io;
+    io.header = h;
+    io.read_buffer = std::span<char>(buf.data(), 4096);
+    io.set_completion([&](Io& done) {
+      if (done.trace == nullptr) return;
+      const std::vector<TraceHop> kept = done.trace->Hops();
+      hops = static_cast<double>(kept.size());
+      bytes =
+          sizeof(Trace) + 2 * sizeof(long) +
+          static_cast<double>(std::bit_ceil(kept.size()) * sizeof(TraceHop));
+      for (const TraceHop& hop : kept) {
+        for (const std::string* str : {&hop.host, &hop.kind, &hop.next}) {
+          if (str->size() > 15) bytes += static_cast<double>(str->size() + 1);
+        }
+      }
+    });
+    sw->Route(&io);
+  }
+  state.counters["trace_bytes"] = bytes;
+  state.counters["trace_hops"] = hops;
+  state.counters["hop_bytes"] = sizeof(TraceHop);
+}
+BENCHMARK(BM_RouteTap)->Arg(-1)->Arg(0)->Arg(1)->ArgName("tap");
 
 // Matching through a matching rule (endpoint routing) as well.
 void BM_RouteNullEndpointMatched(benchmark::State& state) {

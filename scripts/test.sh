@@ -28,23 +28,23 @@ if [ "$quick" = 0 ]; then
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     ctest --test-dir build-asan --output-on-failure -j"$jobs" --timeout 900
 
-  # The concurrent parts under ThreadSanitizer: the sSwitch and endpoints,
-  # the RPC layer, and the FUSE daemon and storage server (a race there
+  # The concurrent parts under ThreadSanitizer: the sSwitch, stages and
+  # endpoints, the RPC layer, and the FUSE daemon and storage server (a race there
   # kills the process and fails the mount, server and trust tests; the
   # exerciser runs shorter there: the normal and ASan passes run 20000
   # operations per rule kind).
   echo "== build (TSan): concurrent components"
   cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DSROUTE_WERROR=ON -DSROUTE_SANITIZE=thread -DSROUTE_BUILD_BENCH=OFF >/dev/null
-  ninja -C build-tsan -j"$jobs" sswitch_test rpc_test fuse_unit_test fuse_test \
-    server_test controller_unit_test host_unit_test controller_test trust_test \
-    sroute-fuse \
-    sroute-server sroute-controller sroutectl
+  ninja -C build-tsan -j"$jobs" sswitch_test stages_test util_test rpc_test \
+    fuse_unit_test fuse_test server_test controller_unit_test host_unit_test \
+    controller_test trust_test sroute-fuse sroute-server sroute-controller \
+    sroutectl sroute-trace
   echo "== tests under TSan"
   TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/tests/tsan.supp" \
   SROUTE_EXERCISE_OPS=3000 \
     ctest --test-dir build-tsan \
-    -L 'sswitch_test|rpc_test|fuse_unit_test|fuse_test|server_test|controller_unit_test|host_unit_test|controller_test|trust_test' \
+    -L 'sswitch_test|stages_test|util_test|rpc_test|fuse_unit_test|fuse_test|server_test|controller_unit_test|host_unit_test|controller_test|trust_test' \
     --output-on-failure -j"$jobs" --timeout 900
 fi
 echo "== all tests passed"

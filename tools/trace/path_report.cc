@@ -134,15 +134,17 @@ uint64_t Durations::Quantile(double q) const {
 }
 
 int PathReport::RowFor(int parent, const proto::TraceHop& hop, int level) {
-  Key key{parent,        hop.depth(), hop.host(), hop.kind(),
-          hop.rule_id(), hop.next(),  hop.copy()};
+  // An rpc hop's rule is its parent's (when it has one): one row for it.
+  const uint64_t rule = hop.kind() == "rpc" ? 0 : hop.rule_id();
+  Key key{parent, hop.depth(), hop.host(), hop.kind(),
+          rule,   hop.next(),  hop.copy()};
   auto [it, added] = index_.try_emplace(key, static_cast<int>(rows_.size()));
   if (added) {
     HopRow row;
     row.depth = hop.depth();
     row.host = hop.host();
     row.kind = hop.kind();
-    row.rule_id = hop.rule_id();
+    row.rule_id = rule;
     row.next = hop.next();
     row.copy = hop.copy();
     row.level = level;
@@ -195,6 +197,12 @@ void PathReport::Add(const proto::TraceRecord& record) {
         }
       };
   walk(top, -1, 0, nullptr);
+}
+
+double PathReport::Share(const HopRow& r) const {
+  const double total = total_.mean() * static_cast<double>(total_.count());
+  return total > 0 ? r.own.mean() * static_cast<double>(r.own.count()) / total
+                   : 0.0;
 }
 
 int PathReport::Slowest() const {
@@ -259,7 +267,6 @@ std::string PathReport::Text(const std::string& title) const {
   table.push_back({"HOST", "HOP", "RULE", "NEXT", "SAMPLES", "ERR%", "LAST",
                    "AVG", "MIN", "MAX", "STDEV", "P50", "P99", "OWN", "SHARE",
                    ""});
-  const double total = total_.mean();
   const int slowest = Slowest();
   auto add = [&](const std::string& host, const std::string& hop,
                  const std::string& rule, const std::string& next,
@@ -282,12 +289,11 @@ std::string PathReport::Text(const std::string& title) const {
     if (i == slowest) note += note.empty() ? "<- slowest" : ", <- slowest";
     add(std::string(2 * (r.level + 1), ' ') + r.host, KindText(r),
         r.rule_id ? std::to_string(r.rule_id) : "-", r.next, r.time, r.errors,
-        Micros(r.own.mean()),
-        Printf("%.0f%%", total > 0 ? 100.0 * r.own.mean() / total : 0.0), note);
+        Micros(r.own.mean()), Printf("%.0f%%", 100.0 * Share(r)), note);
   }
   return (title.empty() ? "" : title + "\n") + ctl::Table(table) +
          "(times in microseconds; OWN: the hop's time less the hops inside "
-         "it; SHARE: OWN of the end-to-end time)\n";
+         "it; SHARE: OWN over all samples, of the end-to-end time)\n";
 }
 
 std::string PathReport::Json(const std::string& path) const {
@@ -311,25 +317,23 @@ std::string PathReport::Json(const std::string& path) const {
     return o;
   };
   const int slowest = Slowest();
-  const double total = total_.mean();
   std::vector<ctl::JsonObject> hops;
   for (int i : PathOrder(rows_)) {
     const HopRow& r = rows_[i];
-    ctl::JsonObject o{
-        {"row", std::to_string(i)},
-        {"parent", std::to_string(r.parent)},
-        {"level", std::to_string(r.level)},
-        {"depth", std::to_string(r.depth)},
-        {"host", JsonString(r.host)},
-        {"kind", JsonString(r.kind)},
-        {"rule", std::to_string(r.rule_id)},
-        {"next", JsonString(r.next)},
-        {"copy", std::to_string(r.copy)},
-        {"errors", std::to_string(r.errors)},
-        {"deciding", std::to_string(r.deciding)},
-        {"own_avg_ns", Printf("%.0f", r.own.mean())},
-        {"share", Printf("%.4f", total > 0 ? r.own.mean() / total : 0.0)},
-        {"slowest", i == slowest ? "true" : "false"}};
+    ctl::JsonObject o{{"row", std::to_string(i)},
+                      {"parent", std::to_string(r.parent)},
+                      {"level", std::to_string(r.level)},
+                      {"depth", std::to_string(r.depth)},
+                      {"host", JsonString(r.host)},
+                      {"kind", JsonString(r.kind)},
+                      {"rule", std::to_string(r.rule_id)},
+                      {"next", JsonString(r.next)},
+                      {"copy", std::to_string(r.copy)},
+                      {"errors", std::to_string(r.errors)},
+                      {"deciding", std::to_string(r.deciding)},
+                      {"own_avg_ns", Printf("%.0f", r.own.mean())},
+                      {"share", Printf("%.4f", Share(r))},
+                      {"slowest", i == slowest ? "true" : "false"}};
     for (auto& kv : stats(r.time)) o.push_back(std::move(kv));
     hops.push_back(std::move(o));
   }

@@ -86,6 +86,10 @@ class PathReport {
   const std::vector<HopRow>& rows() const { return rows_; }
   // The row with the largest mean own time; -1 if there is none.
   int Slowest() const;
+  // The row's share of the time of every sampled IO: its own time summed
+  // over its samples, over the end-to-end times summed (so rows that only
+  // some IOs pass, reads' or writes', weigh what they took).
+  double Share(const HopRow& row) const;
 
   // The table (mtr's columns), a row per hop, widths fitted; `title` first.
   std::string Text(const std::string& title) const;

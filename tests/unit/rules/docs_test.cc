@@ -27,7 +27,7 @@ TEST(DocsTest, ReadmeRuleTourParses) {
     ADD_FAILURE() << "README rule tour line " << e.line << ":" << e.column
                   << ": " << e.reason;
   }
-  EXPECT_EQ(parsed.rules.size(), 11u);
+  EXPECT_EQ(parsed.rules.size(), 12u);
 }
 
 TEST(DocsTest, ExampleRuleFilesParse) {

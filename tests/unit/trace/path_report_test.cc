@@ -67,6 +67,7 @@ TEST(PathReportTest, HopsBecomeRowsInPathOrderWithOwnTimes) {
   for (const HopRow& r : rows) own += r.own.mean();
   EXPECT_EQ(own, report.total().mean());
   EXPECT_EQ(report.Slowest(), 1);  // the first of the two 30 us hops
+  EXPECT_DOUBLE_EQ(report.Share(rows[1]), 0.3);
   const std::string text = report.Text("title");
   EXPECT_THAT(text, HasSubstr("<- slowest"));
   EXPECT_THAT(text, HasSubstr("10.0.0.1:7400"));
