@@ -313,10 +313,13 @@ class SlowOpsTest : public ::testing::Test {
 };
 
 // Ten slow IOs among a million fast ones are all caught, whatever the
-// sampling (1/1024 here: the sampled ones never push them out).
+// sampling (1/1024 here: the sampled ones never push them out). A fast IO
+// the machine stalled past the threshold (sanitizers, a loaded CI) may be
+// caught too; every slow one must be, and each catch is counted.
 TEST_F(SlowOpsTest, EverySlowIoAmongAMillionIsCaught) {
   ASSERT_TRUE(host_.LoadRules("<*, w, //E/*> -> trace(0.0009765625)\n").ok());
-  host_.sswitch().slow_ops().set_threshold_ns(5'000'000);
+  endpoint_->delay_ms = 40;
+  host_.sswitch().slow_ops().set_threshold_ns(20'000'000);
   for (int i = 0; i < 1'000'000; ++i) {
     Write(i % 100'000 == 7 ? "//E/slow" : "//E/fast");
   }
@@ -324,14 +327,16 @@ TEST_F(SlowOpsTest, EverySlowIoAmongAMillionIsCaught) {
   EXPECT_GT(sampled, 800u);  // 977 expected
   EXPECT_LT(sampled, 1200u);
   const SlowOpLog::View v = host_.sswitch().slow_ops().Get(0);
-  EXPECT_EQ(v.total, 10u);
-  ASSERT_EQ(v.recent.size(), 10u);
+  ASSERT_LT(v.total, SlowOpLog::kRecent);  // all still in the recent ring
+  EXPECT_EQ(v.recent.size(), v.total);
+  size_t slow = 0;
   for (const SlowIo& s : v.recent) {
-    EXPECT_EQ(s.header.file, "//E/slow");
+    if (s.header.file != "//E/slow") continue;
+    ++slow;
     EXPECT_EQ(s.rule_id, 1u);
-    EXPECT_GE(s.end_ns - s.start_ns, 5'000'000u);
+    EXPECT_GE(s.end_ns - s.start_ns, 20'000'000u);
   }
-  EXPECT_EQ(v.top.size(), 10u);
+  EXPECT_EQ(slow, 10u);
   EXPECT_EQ(v.overwritten, 0u);
 }
 
