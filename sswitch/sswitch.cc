@@ -794,21 +794,21 @@ void SSwitch::RunTaps(Io* io) {
     // The first frame: it finishes last, once every hop here has ended.
     io->AddResponseHook(
         [this, id = tap->id(), start = MonotonicNanos()](Io& done) {
-          KeepTrace(done, id, start, MonotonicNanos());
+          KeepTrace(done, id, start, MonotonicNanos(), /*last=*/true);
         });
     return;
   }
 }
 
 void SSwitch::KeepTrace(Io& io, uint64_t rule_id, uint64_t start_ns,
-                        uint64_t end_ns) {
+                        uint64_t end_ns, bool last) {
   KeptTrace t;
   t.header = io.header;
   t.rule_id = rule_id;
   t.start_ns = start_ns;
   t.end_ns = end_ns;
   t.code = io.status.code();
-  t.hops = io.trace->Hops();
+  t.hops = last ? io.trace->TakeHops() : io.trace->Hops();
   t.hops_dropped = io.trace->dropped();
   MutexLock l(&traces_mu_);
   t.seq = next_trace_seq_++;

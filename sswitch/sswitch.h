@@ -473,7 +473,9 @@ class SSwitch {
   std::unique_ptr<class InflightRegistry> inflight_;
   std::atomic<uint64_t> route_errors_{0};
   // Kept traces: a ring of kKeptTraces. A leaf lock.
-  void KeepTrace(Io& io, uint64_t rule_id, uint64_t start_ns, uint64_t end_ns);
+  // `last`: nothing reads the trace after (its hops are moved, not copied).
+  void KeepTrace(Io& io, uint64_t rule_id, uint64_t start_ns, uint64_t end_ns,
+                 bool last = false);
   // Runs the taps `io` matches (RuleTable::MatchTaps) until one samples it.
   // REQUIRES: io->trace is null; its snapshot is pinned.
   void RunTaps(Io* io);

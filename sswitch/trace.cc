@@ -32,6 +32,11 @@ std::vector<TraceHop> Trace::Hops() const {
   return hops_;
 }
 
+std::vector<TraceHop> Trace::TakeHops() {
+  MutexLock l(&mu_);
+  return std::move(hops_);
+}
+
 uint64_t Trace::dropped() const {
   MutexLock l(&mu_);
   return dropped_;

@@ -55,6 +55,8 @@ class Trace {
   // first).
   std::vector<TraceHop> Hops() const ABSL_LOCKS_EXCLUDED(mu_);
   uint64_t dropped() const ABSL_LOCKS_EXCLUDED(mu_);
+  // The hops, moved out: for the last reader, once no hop can be added.
+  std::vector<TraceHop> TakeHops() ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   mutable Mutex mu_;

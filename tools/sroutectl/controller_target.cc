@@ -355,33 +355,16 @@ class ControllerTarget : public ControlTarget {
   }
 
  private:
-  // The error of a failed controller call as a target reports it: not
-  // reached only for the RPC channel's own errors (no connection,
-  // connection lost, no reply in time), which name the controller's
-  // address; the controller's answers never do.
   absl::Status Classify(const absl::Status& s) const {
-    const bool unreachable =
-        (absl::IsUnavailable(s) || absl::IsDeadlineExceeded(s) ||
-         absl::IsCancelled(s)) &&
-        s.message().find(address_) != absl::string_view::npos;
-    return unreachable ? NotReached(s) : Refused(s);
+    return ClassifyControllerError(s, address_);
   }
 
   // Connects to the controller, once.
   absl::Status Connect() {
     if (client_ != nullptr) return absl::OkStatus();
-    if (secret_file_.empty()) {
-      return absl::InvalidArgumentError(
-          "the controller needs the cluster secret: give --secret-file FILE");
-    }
-    auto secret = LoadSecretFile(secret_file_);
-    if (!secret.ok()) return Refused(secret.status());
-    ControllerClient::Options o;
-    o.address = address_;
-    o.secret = *std::move(secret);
-    o.name = "sroutectl";  // the owner of the rules it installs by default
-    auto c = ControllerClient::Connect(std::move(o));
-    if (!c.ok()) return Classify(c.status());
+    // The owner of the rules it installs by default.
+    auto c = ConnectController(address_, secret_file_, "sroutectl");
+    if (!c.ok()) return c.status();
     client_ = *std::move(c);
     return absl::OkStatus();
   }
@@ -423,6 +406,37 @@ class ControllerTarget : public ControlTarget {
 };
 
 }  // namespace
+
+absl::Status ClassifyControllerError(const absl::Status& s,
+                                     const std::string& address) {
+  if (s.ok()) return s;
+  // Not reached only for the RPC channel's own errors (no connection,
+  // connection lost, no reply in time), which name the controller's
+  // address; the controller's answers never do.
+  const bool unreachable =
+      (absl::IsUnavailable(s) || absl::IsDeadlineExceeded(s) ||
+       absl::IsCancelled(s)) &&
+      s.message().find(address) != absl::string_view::npos;
+  return unreachable ? NotReached(s) : Refused(s);
+}
+
+absl::StatusOr<std::unique_ptr<ControllerClient>> ConnectController(
+    const std::string& address, const std::string& secret_file,
+    const std::string& name) {
+  if (secret_file.empty()) {
+    return absl::InvalidArgumentError(
+        "the controller needs the cluster secret: give --secret-file FILE");
+  }
+  auto secret = LoadSecretFile(secret_file);
+  if (!secret.ok()) return Refused(secret.status());
+  ControllerClient::Options o;
+  o.address = address;
+  o.secret = *std::move(secret);
+  o.name = name;
+  auto c = ControllerClient::Connect(std::move(o));
+  if (!c.ok()) return ClassifyControllerError(c.status(), address);
+  return c;
+}
 
 std::unique_ptr<ControlTarget> MakeControllerTarget(std::string address,
                                                     std::string secret_file,

@@ -24,6 +24,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "controller/client.h"
 #include "proto/control.pb.h"
 
 namespace sroute::ctl {
@@ -115,6 +116,16 @@ std::unique_ptr<ControlTarget> MakeHostTarget(std::string host,
 std::unique_ptr<ControlTarget> MakeControllerTarget(std::string address,
                                                     std::string secret_file,
                                                     std::string sswitch);
+
+// A failed controller call's error as targets report it (kUnavailable only
+// when the controller at `address` was not reached).
+absl::Status ClassifyControllerError(const absl::Status& s,
+                                     const std::string& address);
+// A client of the controller at `address` (the secret read from
+// `secret_file`; `name` owns what it installs), errors classified so.
+absl::StatusOr<std::unique_ptr<ControllerClient>> ConnectController(
+    const std::string& address, const std::string& secret_file,
+    const std::string& name);
 
 // `s` (not ok) as a target reports a host or controller it did not reach.
 absl::Status NotReached(const absl::Status& s);

@@ -328,28 +328,13 @@ class ControllerTaps : public TapTarget {
 
   absl::Status Connect() {
     if (client_ != nullptr) return absl::OkStatus();
-    if (secret_file_.empty()) {
-      return absl::InvalidArgumentError(
-          "the controller needs the cluster secret: give --secret-file FILE");
-    }
-    auto secret = LoadSecretFile(secret_file_);
-    if (!secret.ok()) return secret.status();
-    ControllerClient::Options o;
-    o.address = address_;
-    o.secret = *std::move(secret);
-    o.name = "sroute-trace";
-    auto c = ControllerClient::Connect(std::move(o));
-    if (!c.ok()) return Classify(c.status());
+    auto c = ctl::ConnectController(address_, secret_file_, "sroute-trace");
+    if (!c.ok()) return c.status();
     client_ = *std::move(c);
     return absl::OkStatus();
   }
-  // The controller unreachable is kUnavailable; what it refused is not.
   absl::Status Classify(const absl::Status& s) const {
-    if (s.ok()) return s;
-    const bool unreachable =
-        (absl::IsUnavailable(s) || absl::IsDeadlineExceeded(s)) &&
-        s.message().find(address_) != absl::string_view::npos;
-    return unreachable ? ctl::NotReached(s) : ctl::Refused(s);
+    return ctl::ClassifyControllerError(s, address_);
   }
 
   const std::string address_, secret_file_, start_;
