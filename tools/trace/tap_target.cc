@@ -264,7 +264,8 @@ class ControllerTaps : public TapTarget {
   absl::StatusOr<std::vector<proto::TraceRecord>> Collect(
       uint64_t* missed) override {
     std::vector<proto::TraceRecord> mine;
-    for (auto& [sswitch, after] : after_) {
+    for (auto& [tapped, after] : after_) {
+      const std::string& sswitch = tapped;  // a lambda may not take a binding
       auto all = ReadTraces(
           [&](const proto::ControlRequest& q) {
             return client_->ControlAt(sswitch, q);
