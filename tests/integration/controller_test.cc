@@ -36,7 +36,9 @@ using ::sroute::testing::MountedVolume;
 using ::sroute::testing::ReadWholeFile;
 using ::sroute::testing::RunCommand;
 using ::sroute::testing::ServerProcess;
+using ::sroute::testing::StartCommand;
 using ::sroute::testing::TempDir;
+using ::sroute::testing::WaitCommand;
 using ::sroute::testing::WriteSecretFile;
 using ::sroute::testing::WriteWholeFile;
 
@@ -656,22 +658,14 @@ TEST_F(TraceThroughControllerTest, FollowsThePathAcrossHosts) {
 // host, when the lease runs out.
 TEST_F(TraceThroughControllerTest, TapsOfAKilledToolGoWithItsLease) {
   SetUpPath();
-  const pid_t pid = fork();
-  if (pid == 0) {
-    const int null = open("/dev/null", O_WRONLY);
-    dup2(null, 1);
-    dup2(null, 2);
-    const std::string cmd =
-        Tool() + " --lease-ms 1000 --interval-ms 200 //home/fwd/x";
-    execl("/bin/sh", "sh", "-c", ("exec " + cmd).c_str(), nullptr);
-    _exit(127);
-  }
+  const pid_t pid =
+      StartCommand(Tool() + " --lease-ms 1000 --interval-ms 200 //home/fwd/x");
   // The tap at the controller and on the volume, where the path starts.
   ASSERT_TRUE(Eventually([&] { return ToolRules() == 2; })) << ToolRules();
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // renewed
   EXPECT_EQ(ToolRules(), 2);
   kill(pid, SIGKILL);
-  waitpid(pid, nullptr, 0);
+  WaitCommand(pid);
   EXPECT_TRUE(Eventually([&] { return ToolRules() == 0; })) << ToolRules();
 }
 }  // namespace

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sqlite3.h>
 #include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -37,6 +38,7 @@
 #include "tests/util/delay_proxy.h"
 #include "tests/util/mounted_volume.h"
 #include "tests/util/process_threads.h"
+#include "tests/util/run_as.h"
 #include "tests/util/run_command.h"
 #include "tests/util/server_process.h"
 #include "tests/util/temp_dir.h"
@@ -46,10 +48,14 @@ namespace {
 
 using ::sroute::testing::DelayProxy;
 using ::sroute::testing::MountedVolume;
+using ::sroute::testing::Nobody;
 using ::sroute::testing::ReadWholeFile;
+using ::sroute::testing::RunAs;
 using ::sroute::testing::RunCommand;
 using ::sroute::testing::ServerProcess;
+using ::sroute::testing::StartCommand;
 using ::sroute::testing::TempDir;
+using ::sroute::testing::WaitCommand;
 using ::sroute::testing::WriteSecretFile;
 using ::sroute::testing::WriteWholeFile;
 
@@ -1057,6 +1063,11 @@ class TraceToolTest : public ServerTest {
     return RunCommand(std::string(SROUTE_TRACE_BINARY) + " " + Host() + " " +
                       args);
   }
+  // The tool in the background (its output in `out_file`); its pid.
+  pid_t StartTrace(const std::string& args, const std::string& out_file = "") {
+    return StartCommand(
+        std::string(SROUTE_TRACE_BINARY) + " " + Host() + " " + args, out_file);
+  }
   // The rules of the volume that sroute-trace owns.
   int ToolRules() {
     auto [rc, out] = Ctl(Host() + " rules ls");
@@ -1124,25 +1135,15 @@ TEST_F(TraceToolTest, TextTableAndSigint) {
   SetUpPath();
   Writer writer(mnt_ / "fwd/x");
   const std::string out_file = ctl_ / "trace.out";
-  const pid_t pid = fork();
-  if (pid == 0) {
-    const int fd = open(out_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    dup2(fd, 1);
-    dup2(fd, 2);
-    execl(SROUTE_TRACE_BINARY, SROUTE_TRACE_BINARY, "--host",
-          ("unix:" + (ctl_ / "sock")).c_str(), "--op", "w", "--interval-ms",
-          "100", "//home/fwd/x", nullptr);
-    _exit(127);
-  }
+  const pid_t pid =
+      StartTrace("--op w --interval-ms 100 //home/fwd/x", out_file);
   while (ToolRules() == 0)
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   kill(pid, SIGINT);
-  int status = 0;
-  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  const int rc = WaitCommand(pid);
   const std::string out = ReadWholeFile(out_file);
-  ASSERT_TRUE(WIFEXITED(status)) << out;
-  EXPECT_EQ(WEXITSTATUS(status), 0) << out;
+  EXPECT_EQ(rc, 0) << out;
   EXPECT_EQ(ToolRules(), 0) << out;
   EXPECT_NE(out.find("path:\n  //home/fwd/x  (tapped)\n"), std::string::npos)
       << out;
@@ -1164,22 +1165,13 @@ TEST_F(TraceToolTest, TextTableAndSigint) {
 // runs out.
 TEST_F(TraceToolTest, ATapOfAKilledToolGoesWithItsLease) {
   SetUpPath();
-  const pid_t pid = fork();
-  if (pid == 0) {
-    const int null = open("/dev/null", O_WRONLY);
-    dup2(null, 1);
-    dup2(null, 2);
-    execl(SROUTE_TRACE_BINARY, SROUTE_TRACE_BINARY, "--host",
-          ("unix:" + (ctl_ / "sock")).c_str(), "--lease-ms", "500",
-          "--interval-ms", "100", "//home/fwd/x", nullptr);
-    _exit(127);
-  }
+  const pid_t pid = StartTrace("--lease-ms 500 --interval-ms 100 //home/fwd/x");
   while (ToolRules() == 0)
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   std::this_thread::sleep_for(std::chrono::milliseconds(700));  // renewed
   EXPECT_EQ(ToolRules(), 1);
   kill(pid, SIGKILL);
-  waitpid(pid, nullptr, 0);
+  WaitCommand(pid);
   const auto until =
       std::chrono::steady_clock::now() + std::chrono::seconds(10);
   while (ToolRules() != 0 && std::chrono::steady_clock::now() < until) {
@@ -1251,6 +1243,181 @@ TEST_F(TraceToolTest, ProbesTraceAQuietPath) {
     if (h.at("host") == "S2" && h.at("next") == "//S2/fwd/x") read_at_s2 = true;
   }
   EXPECT_TRUE(read_at_s2) << out;
+}
+
+// Writes to `path` as `user` (in a child process) until `stop_file`
+// exists or a minute has passed; the child's last error, if any.
+class WriterAs {
+ public:
+  WriterAs(const testing::User& user, std::string path, std::string stop_file)
+      : stop_file_(std::move(stop_file)) {
+    thread_ = std::thread([this, user, path = std::move(path)] {
+      result_ = RunAs(user, [&] {
+        std::string error;
+        const auto until =
+            std::chrono::steady_clock::now() + std::chrono::minutes(1);
+        while (access(stop_file_.c_str(), F_OK) != 0 &&
+               std::chrono::steady_clock::now() < until) {
+          const int fd = open(path.c_str(), O_WRONLY | O_CREAT, 0644);
+          if (fd < 0 || pwrite(fd, "user", 4, 0) != 4) {
+            error = path + ": " + strerror(errno);
+          }
+          if (fd >= 0) close(fd);
+          std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        }
+        return error;
+      });
+    });
+  }
+  // Stops the writer; what it reported.
+  std::string Stop() {
+    WriteWholeFile(stop_file_, "");
+    if (thread_.joinable()) thread_.join();
+    return result_;
+  }
+  ~WriterAs() { Stop(); }
+
+ private:
+  const std::string stop_file_;
+  std::string result_;
+  std::thread thread_;
+};
+
+// As users are: the tenant traced is an ordinary user (uid:65534) writing
+// beside root; only its IOs are sampled, and a rule added while the tool
+// runs neither drops the tap nor is hidden from it.
+TEST_F(TraceToolTest, AUsersWritesAreTracedWhileTheRulesChange) {
+  // The user reaches the roots and the stop file's directory.
+  for (const TempDir* d : {&home_, &r1_, &r2_, &r3_}) {
+    chmod(d->path().c_str(), 0755);
+  }
+  SetUpPath();
+  for (const TempDir* d : {&home_, &r1_, &r2_}) {
+    ASSERT_EQ(chmod((*d / "fwd").c_str(), 01777), 0);
+  }
+  ASSERT_EQ(mkdir((home_ / "direct").c_str(), 01777), 0);
+  ASSERT_EQ(chmod((home_ / "direct").c_str(), 01777), 0);
+  ASSERT_EQ(chmod((r2_ / "fwd/x").c_str(), 0666), 0);
+  Writer root_writer(mnt_ / "fwd/x");
+  // Root's writes are not the tenant's: nothing sampled, and said so.
+  auto [rc, out] =
+      Trace("--tenant uid:65534 --op w --duration 1 --json //home/fwd/x");
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("\"ios\": 0"), std::string::npos) << out;
+  EXPECT_NE(out.find("no IO matching <uid:65534, w, //home/fwd/x> was "
+                     "sampled"),
+            std::string::npos)
+      << out;
+
+  WriterAs user(testing::Nobody(), mnt_ / "fwd/x", r3_ / "stop");
+  const std::string out_file = ctl_ / "trace.json";
+  const pid_t pid = StartTrace(
+      "--tenant uid:65534 --op w --interval-ms 100 --duration 4 --json "
+      "//home/fwd/x",
+      out_file);
+  while (ToolRules() == 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  std::tie(rc, out) = Ctl(Host() +
+                          " rules add '@10 <*, w, //home/fwd/x> -> <IO, "
+                          "//home/direct/x>'");
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_EQ(WaitCommand(pid), 0);
+  out = ReadWholeFile(out_file);
+  EXPECT_EQ(user.Stop(), "");
+  std::set<std::string> first_hops;
+  for (const auto& h : TraceHops(out)) {
+    if (h.at("host") == "fuse-test" && h.at("kind") == "rule") {
+      first_hops.insert(h.at("next"));
+    }
+  }
+  EXPECT_EQ(first_hops,
+            (std::set<std::string>{"//S1/fwd/x", "//home/direct/x"}))
+      << out;
+  EXPECT_FALSE(ReadWholeFile(home_ / "direct/x").empty());  // routed there
+  EXPECT_EQ(ToolRules(), 0);
+  std::tie(rc, out) = Ctl(Host() + " rules ls");
+  EXPECT_NE(out.find("//home/direct/x"), std::string::npos) << out;
+}
+
+// SQLite, run by an ordinary user, on a file whose writes are traced
+// through S1 to S2's stage: the database stays whole, the trace has its
+// path.
+TEST_F(TraceToolTest, SqliteOnATracedFile) {
+  // The user reaches the roots and the stop file's directory.
+  for (const TempDir* d : {&home_, &r1_, &r2_, &r3_}) {
+    chmod(d->path().c_str(), 0755);
+  }
+  SetUpPath();
+  for (const TempDir* d : {&home_, &r1_, &r2_}) {
+    ASSERT_EQ(chmod((*d / "fwd").c_str(), 01777), 0);
+  }
+  const std::string db_path = mnt_ / "fwd/app.db";
+  const std::string stop_file = r3_ / "stop";
+  std::string app_result;
+  std::thread app([&] {
+    app_result = RunAs(testing::Nobody(), [&]() -> std::string {
+      sqlite3* db = nullptr;
+      if (sqlite3_open(db_path.c_str(), &db) != SQLITE_OK) {
+        return "open: " + std::string(sqlite3_errmsg(db));
+      }
+      auto exec = [&](const std::string& sql) -> std::string {
+        char* err = nullptr;
+        if (sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err) ==
+            SQLITE_OK) {
+          return "";
+        }
+        std::string e = sql + ": " + (err != nullptr ? err : "?");
+        sqlite3_free(err);
+        return e;
+      };
+      std::string e = exec("CREATE TABLE t(k INTEGER PRIMARY KEY, v TEXT)");
+      int rows = 0;
+      const auto until =
+          std::chrono::steady_clock::now() + std::chrono::minutes(1);
+      while (e.empty() && access(stop_file.c_str(), F_OK) != 0 &&
+             std::chrono::steady_clock::now() < until) {
+        e = exec(
+            "BEGIN; INSERT INTO t(v) VALUES (hex(randomblob(64))); "
+            "INSERT INTO t(v) VALUES ('b'); COMMIT;");
+        rows += 2;
+      }
+      std::string check;
+      sqlite3_stmt* st = nullptr;
+      if (e.empty() &&
+          sqlite3_prepare_v2(db, "SELECT count(*) FROM t", -1, &st, nullptr) ==
+              SQLITE_OK &&
+          sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int(st, 0) != rows) {
+        e = "rows: " + std::to_string(sqlite3_column_int(st, 0)) + " of " +
+            std::to_string(rows);
+      }
+      sqlite3_finalize(st);
+      if (e.empty() &&
+          sqlite3_prepare_v2(db, "PRAGMA integrity_check", -1, &st, nullptr) ==
+              SQLITE_OK &&
+          sqlite3_step(st) == SQLITE_ROW) {
+        check = reinterpret_cast<const char*>(sqlite3_column_text(st, 0));
+        if (check != "ok") e = "integrity_check: " + check;
+      }
+      sqlite3_finalize(st);
+      sqlite3_close(db);
+      return e.empty() ? "ok " + std::to_string(rows) : e;
+    });
+  });
+  auto [rc, out] = Trace(
+      "--tenant uid:65534 --op w --count 10 --duration 30 --json "
+      "//home/fwd/app.db");
+  WriteWholeFile(stop_file, "");
+  app.join();
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_EQ(app_result.rfind("ok ", 0), 0u) << app_result;
+  EXPECT_NE(out.find("\"ios\": 10"), std::string::npos) << out;
+  std::vector<std::string> path;
+  for (const auto& h : TraceHops(out))
+    path.push_back(h.at("host") + " " + h.at("kind"));
+  EXPECT_NE(std::find(path.begin(), path.end(), "S2 stage"), path.end()) << out;
+  EXPECT_EQ(ToolRules(), 0);
 }
 
 // A 5 ms delay on the link to the server (a relay that holds every byte

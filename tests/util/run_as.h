@@ -37,7 +37,13 @@ inline std::string RunAs(const User& user,
   if (pipe(p) != 0) return "<child failed: pipe>";
   const pid_t pid = fork();
   if (pid == 0) {
-    close(p[0]);
+    // The child keeps only stdin, stdout, stderr and its pipe: a pipe that
+    // another thread of the test had open at the fork (popen's) must not
+    // stay open here, or its reader would wait for its end as long as fn
+    // runs. fn opens what it uses.
+    if (p[1] != 3) dup2(p[1], 3);
+    p[1] = 3;
+    close_range(4, ~0U, 0);
     std::string out;
     if (setgroups(user.groups.size(), user.groups.data()) != 0 ||
         setresgid(user.gid, user.gid, user.gid) != 0 ||

@@ -5,7 +5,7 @@
 // own time and its share of the end-to-end time, the slowest hop marked.
 //
 //   sroute-trace --host unix:/run/vol.sock [--tenant T] [--op r|w|*]
-//                [--rate R] [--count N | --duration S] [--live] [--json]
+//                [--rate R] [--count N] [--duration S] [--live] [--json]
 //                [--plot FILE.svg] [--probe] PATH|PATTERN
 //   sroute-trace --host unix:/run/vol.sock --slow [--threshold-ms N]
 //
@@ -348,6 +348,7 @@ int Run(const Options& o) {
   uint64_t missed = 0;
   const auto start = std::chrono::steady_clock::now();
   absl::Status error;
+  bool told_quiet = false;
   for (;;) {
     const bool done =
         g_stop || (o.count != 0 && report.ios() >= o.count) ||
@@ -366,6 +367,15 @@ int Run(const Options& o) {
     for (const proto::TraceRecord& t : *traces) {
       if (o.count != 0 && report.ios() >= o.count) break;
       report.Add(t);
+    }
+    // Said once, on stderr: a tool waiting for traffic that never comes
+    // must not look hung.
+    if (!told_quiet && report.ios() == 0 && !screen &&
+        std::chrono::steady_clock::now() - start >= std::chrono::seconds(5)) {
+      told_quiet = true;
+      std::fprintf(stderr,
+                   "sroute-trace: no IO sampled in 5 s; waiting (is there "
+                   "traffic on the path? try --probe)\n");
     }
     if (screen) {
       screen->Draw(report.Text(title));
@@ -395,6 +405,18 @@ int Run(const Options& o) {
     }
   }
   if (!removed.ok()) return Fail(removed);
+  // A quiet path is not an error, but a table without rows must not pass
+  // for a fast one.
+  if (report.ios() == 0) {
+    std::fprintf(stderr,
+                 "sroute-trace: no IO matching %s was sampled%s; is there "
+                 "traffic on the path (try --probe)?\n",
+                 pattern->c_str(), o.rate == 0 ? " (--rate 0)" : "");
+  } else if (o.count != 0 && report.ios() < o.count) {
+    std::fprintf(stderr, "sroute-trace: %llu of the %llu IOs asked for\n",
+                 static_cast<unsigned long long>(report.ios()),
+                 static_cast<unsigned long long>(o.count));
+  }
   return 0;
 }
 
@@ -417,9 +439,10 @@ int main(int argc, char** argv) {
   app.add_option("--op", o.op, "r, w or * (default *); any op class list");
   app.add_option("--rate", o.rate,
                  "share of the IOs sampled, 0..1 (default 1)");
-  auto* count = app.add_option("--count", o.count, "stop after N sampled IOs");
-  app.add_option("--duration", o.duration_s, "stop after S seconds")
-      ->excludes(count);
+  app.add_option("--count", o.count,
+                 "stop after N sampled IOs (with --duration: whichever comes "
+                 "first)");
+  app.add_option("--duration", o.duration_s, "stop after S seconds");
   app.add_option("--interval-ms", o.interval_ms,
                  "how often to collect and redraw (default 1000)")
       ->check(CLI::Range(10, 60000));
