@@ -39,6 +39,10 @@ absl::Status AppendFrame(const google::protobuf::MessageLite& message,
 struct Frame {
   std::string_view header;
   std::span<const char> payload;
+  // When the read that completed this frame returned (util/clock.h
+  // MonotonicNanos; 0 if not known): a frame handled later than that waited
+  // behind the frames read with it.
+  uint64_t received_ns = 0;
 };
 
 class FrameDecoder {

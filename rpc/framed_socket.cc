@@ -7,6 +7,7 @@
 #include <boost/asio/write.hpp>
 #include <cerrno>
 
+#include "util/clock.h"
 #include "util/errno_status.h"
 #include "util/mutex.h"
 #include "util/strings.h"
@@ -50,6 +51,7 @@ void FramedSocket::ReadMore() {
               return;
             }
             self->decoder_.Commit(n);
+            const uint64_t received_ns = MonotonicNanos();
             if (self->traffic_) {
               self->traffic_->in.fetch_add(n, std::memory_order_relaxed);
             }
@@ -65,6 +67,7 @@ void FramedSocket::ReadMore() {
                 break;
               }
               if (!got) break;
+              frame.received_ns = received_ns;
               if (!self->on_frame_(frame)) break;
             }
             self->Uncork();

@@ -194,6 +194,7 @@ class ServerConnection : public std::enable_shared_from_this<ServerConnection> {
           return !socket_->closed();
         }
         call->payload_.assign(f.payload.data(), f.payload.size());
+        call->received_ns_ = f.received_ns;
         server_->Dispatch(std::move(call));
         return !socket_->closed();
       }

@@ -52,6 +52,8 @@ class RpcServer {
     proto::RpcRequest& request() { return request_; }
     // The request's payload (e.g. write data), owned by the call.
     std::string& payload() { return payload_; }
+    // When the request was read off the network (util/clock.h).
+    uint64_t received_ns() const { return received_ns_; }
     // The peer's name and role from its handshake.
     const std::string& peer_name() const;
     const std::string& peer_role() const;
@@ -68,6 +70,7 @@ class RpcServer {
     std::shared_ptr<rpc_internal::ServerConnection> conn_;
     proto::RpcRequest request_;
     std::string payload_;
+    uint64_t received_ns_ = 0;
     bool replied_ = false;
   };
 

@@ -200,6 +200,7 @@ void StorageServer::Impl::HandleIo(std::unique_ptr<RpcServer::Call> call) {
     return;
   }
   Io& io = s->io;
+  io.arrived_ns = s->call->received_ns();
   if (!io.records.empty()) {
     // Records come only with writes, and must be rules: refuse anything else
     // before the IO runs, so nothing lands that could not be recorded.

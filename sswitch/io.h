@@ -147,6 +147,12 @@ class Io {
   // Sampled for tracing (sswitch/trace.h): each hop adds its segment. Null
   // for the IOs not sampled: all they pay.
   std::shared_ptr<Trace> trace;
+  // When the request that brought this IO was read off the network
+  // (util/clock.h); 0 if it came over none. A traced IO shows the time
+  // from then until it is routed as its "queue" hop: the server's backlog
+  // (and its decoding of the request), apart from the network before it
+  // and the device after it.
+  uint64_t arrived_ns = 0;
 
   void set_completion(Completion done) { done_ = std::move(done); }
   // Takes the results of `child`, an IO the router sent in this one's place

@@ -518,7 +518,14 @@ void SSwitch::Route(Io* io) {
   // registry published its quiesce first, so this IO will see it.
   RegisterInflight(io);
   if (io->trace == nullptr && io->snapshot_->table->has_taps()) RunTaps(io);
+  if (io->trace != nullptr && io->arrived_ns != 0) AddQueueHop(io);
   Admit(io);
+}
+
+void SSwitch::AddQueueHop(Io* io) {
+  io->trace->Add(TraceHop{name_, "queue", 0, "", io->arrived_ns,
+                          MonotonicNanos(), 0, io->copy_,
+                          absl::StatusCode::kOk});
 }
 
 void SSwitch::RouteToStage(Io* io, const std::string& stage) {
@@ -530,6 +537,7 @@ void SSwitch::RouteToStage(Io* io, const std::string& stage) {
   }
   io->to_stage_ = stage;
   RegisterInflight(io);
+  if (io->trace != nullptr && io->arrived_ns != 0) AddQueueHop(io);
   Admit(io);
 }
 

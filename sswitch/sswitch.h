@@ -479,6 +479,9 @@ class SSwitch {
   // Runs the taps `io` matches (RuleTable::MatchTaps) until one samples it.
   // REQUIRES: io->trace is null; its snapshot is pinned.
   void RunTaps(Io* io);
+  // The traced IO's wait from its request's arrival (Io::arrived_ns) to
+  // now, as a "queue" hop. REQUIRES: io->trace is not null.
+  void AddQueueHop(Io* io);
   // For a traced IO sent to a stage: its rule's hop names the stage, not
   // where the stage sent it on (kept in the rule's frame).
   void NoteRuleTarget(Io* io);

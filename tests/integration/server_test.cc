@@ -20,6 +20,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <map>
 #include <random>
 #include <set>
@@ -1097,16 +1098,20 @@ TEST_F(TraceToolTest, JsonShowsEveryHopAndTheSlowOne) {
   for (const auto& h : hops) {
     path.push_back(h.at("host") + " " + h.at("kind") + " " + h.at("next"));
   }
-  const std::vector<std::string> want = {
-      "fuse-test rule //S1/fwd/x", "fuse-test rpc " + s1_->address(),
-      "S1 rule //S2/fwd/x",        "S1 rpc " + s2_->address(),
-      "S2 rule stage:d",           "S2 stage stage:d",
-      "S2 default //S2/fwd/x"};
+  const std::vector<std::string> want = {"fuse-test rule //S1/fwd/x",
+                                         "fuse-test rpc " + s1_->address(),
+                                         "S1 queue ",
+                                         "S1 rule //S2/fwd/x",
+                                         "S1 rpc " + s2_->address(),
+                                         "S2 queue ",
+                                         "S2 rule stage:d",
+                                         "S2 stage stage:d",
+                                         "S2 default //S2/fwd/x"};
   EXPECT_EQ(path, want) << out;
   ASSERT_EQ(hops.size(), want.size()) << out;
   EXPECT_EQ(hops[0].at("rule"), "1");  // the volume's forwarding rule
-  EXPECT_EQ(hops[2].at("rule"), "1");  // S1's
-  EXPECT_EQ(hops[4].at("depth"), "2");
+  EXPECT_EQ(hops[3].at("rule"), "1");  // S1's
+  EXPECT_EQ(hops[6].at("depth"), "2");
   // Own times: each non-negative by construction; together the
   // end-to-end time, less what no hop covers (the volume's own work
   // before its first rule and after its reply): within 10 %.
@@ -1418,6 +1423,92 @@ TEST_F(TraceToolTest, SqliteOnATracedFile) {
     path.push_back(h.at("host") + " " + h.at("kind"));
   EXPECT_NE(std::find(path.begin(), path.end(), "S2 stage"), path.end()) << out;
   EXPECT_EQ(ToolRules(), 0);
+}
+
+// Keeps `depth` 4 KiB reads of `file` in flight from a host of the test
+// process (one thread a read), as tenants that saturate a server would.
+class ReadLoad {
+ public:
+  ReadLoad(SSwitch* sswitch, std::string file, uint64_t file_size, int depth) {
+    for (int i = 0; i < depth; ++i) {
+      threads_.emplace_back([this, sswitch, file, file_size, i] {
+        std::vector<char> buf(4096);
+        std::mt19937_64 rng(i);
+        while (!stop_) {
+          Io io;
+          io.header = {
+              "load", "", Op::kRead, file, rng() % (file_size / 4096) * 4096,
+              4096};
+          io.read_buffer = std::span<char>(buf.data(), buf.size());
+          std::promise<void> done;
+          io.set_completion([&](Io&) { done.set_value(); });
+          sswitch->Route(&io);
+          done.get_future().wait();
+          if (!io.status.ok()) ++errors_;
+        }
+      });
+    }
+  }
+  ~ReadLoad() {
+    stop_ = true;
+    for (std::thread& t : threads_) t.join();
+  }
+  uint64_t errors() const { return errors_; }
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::atomic<uint64_t> errors_{0};
+  std::vector<std::thread> threads_;
+};
+
+// A server with one io thread, read by one tenant and then by 64 at once:
+// the reads the sampled one waits behind show as the server's queue
+// segment, not as the device's (the read itself costs what it did) and
+// not as the network's.
+TEST_F(TraceToolTest, ASaturatedServerRaisesItsQueueNotTheDevice) {
+  ServerProcess* s1 = StartServer("S1", r1_.path(), {"--io-threads", "1"});
+  ASSERT_EQ(mkdir((r1_ / "d").c_str(), 0755), 0);
+  constexpr uint64_t kSize = 1 << 20;
+  WriteWholeFile(r1_ / "d/big", std::string(kSize, 'b'));
+  IoThreads threads(1);
+  RemoteEndpoint::Options o;
+  o.address = s1->address();
+  o.secret = kSecret;
+  auto ep = RemoteEndpoint::Create(&threads, o);
+  ASSERT_TRUE(ep.ok()) << ep.status();
+  sroute::Host host("load");
+  ASSERT_TRUE(host.AddEndpoint("S1", *ep).ok());
+  // Own times (avg ns) of S1's queue and of its read of the file.
+  auto segments = [&](int depth) {
+    ReadLoad load(&host.sswitch(), "//S1/d/big", kSize, depth);
+    auto [rc, out] = RunCommand(std::string(SROUTE_TRACE_BINARY) + " --host " +
+                                s1->address() + " --secret-file " + secret_ +
+                                " --rate 0.1 --count 300 --duration 30 "
+                                "--interval-ms 100 --json //S1/d/big");
+    EXPECT_EQ(rc, 0) << out;
+    EXPECT_NE(out.find("\"ios\": 300"), std::string::npos) << out;
+    EXPECT_EQ(load.errors(), 0u);
+    std::pair<double, double> own{-1, -1};
+    for (const auto& h : TraceHops(out)) {
+      if (h.at("kind") == "queue") own.first = std::stod(h.at("own_avg_ns"));
+      if (h.at("kind") == "default") own.second = std::stod(h.at("own_avg_ns"));
+    }
+    EXPECT_GE(own.first, 0) << out;
+    EXPECT_GE(own.second, 0) << out;
+    return own;
+  };
+  const auto [idle_queue, idle_device] = segments(1);
+  const auto [busy_queue, busy_device] = segments(64);
+  // The queue grows by far more than the device: a read waits behind the
+  // reads that arrived with it (tens of them), while each read's own
+  // time moves by a share of one (two cores shared by all three
+  // processes).
+  EXPECT_GT(busy_queue - idle_queue,
+            4 * std::max(0.0, busy_device - idle_device))
+      << "queue " << idle_queue << " -> " << busy_queue << ", device "
+      << idle_device << " -> " << busy_device;
+  EXPECT_GT(busy_queue, 3 * idle_queue)
+      << "queue " << idle_queue << " -> " << busy_queue;
 }
 
 // A 5 ms delay on the link to the server (a relay that holds every byte

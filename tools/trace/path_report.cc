@@ -288,8 +288,9 @@ std::string PathReport::Text(const std::string& title) const {
     }
     if (i == slowest) note += note.empty() ? "<- slowest" : ", <- slowest";
     add(std::string(2 * (r.level + 1), ' ') + r.host, KindText(r),
-        r.rule_id ? std::to_string(r.rule_id) : "-", r.next, r.time, r.errors,
-        Micros(r.own.mean()), Printf("%.0f%%", 100.0 * Share(r)), note);
+        r.rule_id ? std::to_string(r.rule_id) : "-",
+        r.next.empty() ? "-" : r.next, r.time, r.errors, Micros(r.own.mean()),
+        Printf("%.0f%%", 100.0 * Share(r)), note);
   }
   return (title.empty() ? "" : title + "\n") + ctl::Table(table) +
          "(times in microseconds; OWN: the hop's time less the hops inside "

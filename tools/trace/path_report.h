@@ -7,9 +7,10 @@
 // host a hop inside another (by time: one clock) is its child; the hops a
 // server sent back for a call (depth d + 1, just before the call's "rpc"
 // hop at depth d, Trace::AddCall) are the call's children. A hop's own
-// time is its time less its children's span: for an rpc hop, the network,
-// the RPC layers and the server's queue; for a rule hop to a local file,
-// the device. Times of different hosts are never compared: a span is taken
+// time is its time less its children's span: for an rpc hop, the network
+// and the RPC layers (the server's wait between reading the request and
+// routing it is its own "queue" hop); for a rule hop to a local file, the
+// device. Times of different hosts are never compared: a span is taken
 // on one host's clock.
 //
 // Thread safety: not thread-safe.
@@ -57,7 +58,7 @@ struct HopRow {
   // Where: the hop's key.
   uint32_t depth = 0;  // 0: the sampling host; servers deeper
   std::string host;
-  std::string kind;  // rule, default, stage, rpc, park, split, scatter
+  std::string kind;  // rule, default, stage, rpc, queue, park, split, scatter
   uint64_t rule_id = 0;
   std::string next;
   int32_t copy = -1;

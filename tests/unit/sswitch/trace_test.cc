@@ -20,6 +20,7 @@
 #include "sswitch/sswitch.h"
 #include "tests/util/holding_endpoint.h"
 #include "tests/util/temp_dir.h"
+#include "util/clock.h"
 
 namespace sroute {
 namespace {
@@ -219,6 +220,34 @@ TEST_F(TraceTest, AParkAndTheDefaultRouteAreSegments) {
   EXPECT_GE(hops[1].start_ns, hops[0].end_ns);
   // Not sampled here: this host keeps no trace of it.
   EXPECT_TRUE(Traces().empty());
+}
+
+// An IO that came over an RPC: its wait from the request's arrival until
+// it is routed is its "queue" hop, before the others; an IO that came over
+// none has no such hop.
+TEST_F(TraceTest, AWaitSinceArrivalIsTheQueueHop) {
+  WriteWholeFile(dir_ / "q", "");
+  for (const bool over_rpc : {true, false}) {
+    Io io;
+    io.header = {"t", "", Op::kWrite, "//A/q", 0, 4};
+    io.write_data = std::span<const char>("data", 4);
+    io.trace = std::make_shared<Trace>();
+    const uint64_t arrived = MonotonicNanos() - 3'000'000;
+    if (over_rpc) io.arrived_ns = arrived;
+    std::atomic<bool> done{false};
+    io.set_completion([&](Io&) { done = true; });
+    host_.sswitch().Route(&io);
+    ASSERT_TRUE(done.load());
+    const std::vector<TraceHop> hops = io.trace->Hops();
+    ASSERT_EQ(hops.size(), over_rpc ? 2u : 1u);
+    EXPECT_EQ(hops.back().kind, "default");
+    if (!over_rpc) continue;
+    EXPECT_EQ(hops[0].kind, "queue");
+    EXPECT_EQ(hops[0].host, "h");
+    EXPECT_EQ(hops[0].start_ns, arrived);
+    EXPECT_GE(hops[0].end_ns - hops[0].start_ns, 3'000'000u);
+    EXPECT_LE(hops[0].end_ns, hops[1].start_ns);
+  }
 }
 
 // A byte-range rule splits an IO: the pieces share its trace.
