@@ -14,6 +14,7 @@
 #include "rpc/framed_socket.h"
 #include "rpc/handshake.h"
 #include "rpc/server.h"
+#include "util/clock.h"
 #include "util/errno_status.h"
 #include "util/log.h"
 #include "util/mutex.h"
@@ -64,7 +65,7 @@ class ClientConnection : public std::enable_shared_from_this<ClientConnection> {
   }
 
   void Call(uint64_t id, std::string_view frame, absl::Duration timeout,
-            RpcChannel::Callback done) {
+            RpcChannel::Callback done, uint64_t* sent_ns) {
     ReleasableMutexLock l(&mu_);
     if (closed_) {
       l.Unlock();
@@ -91,7 +92,7 @@ class ClientConnection : public std::enable_shared_from_this<ClientConnection> {
     pending_.emplace(id,
                      Pending{std::move(done), absl::Now() + timeout, timeout});
     if (state_ != State::kReady) {
-      queued_.emplace_back(id, std::string(frame));
+      queued_.push_back(Queued{id, std::string(frame), sent_ns});
       const uint64_t attempt = attempt_;
       l.Unlock();
       if (start) {
@@ -307,16 +308,20 @@ class ClientConnection : public std::enable_shared_from_this<ClientConnection> {
     }
     fs->set_limits(shared_->options.limits);
     timer_.cancel();
-    std::vector<std::pair<uint64_t, std::string>> queued;
+    std::vector<Queued> queued;
     std::string out;
     {
       MutexLock l(&mu_);
       state_ = State::kReady;
       backoff_ = shared_->options.min_backoff;
       queued.swap(queued_);
-      // Calls that timed out while we connected are not sent at all.
-      for (auto& [id, frame] : queued) {
-        if (pending_.contains(id)) out += frame;
+      // Calls that timed out while we connected are not sent at all (nor
+      // is their sent_ns written: their caller may be gone).
+      const uint64_t now = MonotonicNanos();
+      for (Queued& q : queued) {
+        if (!pending_.contains(q.id)) continue;
+        out += q.frame;
+        if (q.sent_ns != nullptr) *q.sent_ns = now;
       }
     }
     if (!out.empty()) fs->Send(out);
@@ -388,7 +393,13 @@ class ClientConnection : public std::enable_shared_from_this<ClientConnection> {
   std::shared_ptr<FramedSocket> socket_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint64_t, Pending> pending_ ABSL_GUARDED_BY(mu_);
   // Frames of calls made before the connection was ready.
-  std::vector<std::pair<uint64_t, std::string>> queued_ ABSL_GUARDED_BY(mu_);
+  // Calls made while connecting, sent once the handshake is done.
+  struct Queued {
+    uint64_t id;
+    std::string frame;
+    uint64_t* sent_ns;  // RpcChannel::Call's
+  };
+  std::vector<Queued> queued_ ABSL_GUARDED_BY(mu_);
   absl::Time next_attempt_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   absl::Duration backoff_ ABSL_GUARDED_BY(mu_);
   absl::Status last_error_ ABSL_GUARDED_BY(mu_);
@@ -493,7 +504,8 @@ RpcChannel::~RpcChannel() {
 }
 
 void RpcChannel::Call(proto::RpcRequest& request, std::span<const char> payload,
-                      absl::Duration timeout, Callback done) {
+                      absl::Duration timeout, Callback done,
+                      uint64_t* sent_ns) {
   request.set_id(impl_->next_id.fetch_add(1, std::memory_order_relaxed));
   if (timeout > absl::ZeroDuration()) {
     request.set_deadline_ms(static_cast<uint32_t>(
@@ -508,7 +520,7 @@ void RpcChannel::Call(proto::RpcRequest& request, std::span<const char> payload,
     done(s, empty, {});
     return;
   }
-  impl_->Pick()->Call(request.id(), frame, timeout, std::move(done));
+  impl_->Pick()->Call(request.id(), frame, timeout, std::move(done), sent_ns);
   if (frame.capacity() > (1u << 20)) std::string().swap(frame);
   impl_->StartSweeping();
 }
@@ -562,14 +574,16 @@ absl::Status RpcChannel::Connect(absl::Duration timeout) {
         !s.ok()) {
       return s;
     }
-    impl_->conns[i]->Call(ping.id(), frame, timeout,
-                          [r](const absl::Status& s, proto::RpcReply& reply,
-                              std::span<const char>) {
-                            MutexLock l(&r->mu);
-                            r->status = s.ok() ? ReplyStatus(reply) : s;
-                            r->done = true;
-                            r->cv.SignalAll();
-                          });
+    impl_->conns[i]->Call(
+        ping.id(), frame, timeout,
+        [r](const absl::Status& s, proto::RpcReply& reply,
+            std::span<const char>) {
+          MutexLock l(&r->mu);
+          r->status = s.ok() ? ReplyStatus(reply) : s;
+          r->done = true;
+          r->cv.SignalAll();
+        },
+        nullptr);
     impl_->StartSweeping();
     MutexLock l(&r->mu);
     while (!r->done) r->cv.Wait(&r->mu);

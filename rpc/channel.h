@@ -58,9 +58,11 @@ class RpcChannel {
   RpcChannel& operator=(const RpcChannel&) = delete;
 
   // Sends `request` (its id is set here) with `payload`, which is copied
-  // before Call returns. `done` runs exactly once.
+  // before Call returns. `done` runs exactly once. A call that waits for a
+  // connection writes the time it was sent (util/clock.h) to `*sent_ns`,
+  // if given, before `done` runs; a call sent at once leaves it alone.
   void Call(proto::RpcRequest& request, std::span<const char> payload,
-            absl::Duration timeout, Callback done);
+            absl::Duration timeout, Callback done, uint64_t* sent_ns = nullptr);
 
   // Waits for the reply. A reply whose code is not OK becomes the error;
   // `payload`, if given, receives the reply's payload.

@@ -62,12 +62,20 @@ void RemoteEndpoint::Send(Io* io, std::string_view path,
   std::span<const char> payload;
   if (op == Op::kWrite || op == Op::kSetxattr) payload = io->write_data;
   // Traced: the round trip is a hop of its own (the server's hops are
-  // inside it; the difference is the network's and the RPC layer's).
-  const uint64_t start = io->trace != nullptr ? MonotonicNanos() : 0;
+  // inside it; the difference is the network's and the RPC layer's), and a
+  // wait for a connection first is a "connect" hop inside it.
+  uint64_t start = 0;
+  std::unique_ptr<uint64_t> sent_ns;
+  if (io->trace != nullptr) {
+    start = MonotonicNanos();
+    sent_ns = std::make_unique<uint64_t>(0);
+  }
+  uint64_t* sent_at = sent_ns.get();
   channel_->Call(
       req, payload, timeout_,
-      [this, io, start](const absl::Status& transport, proto::RpcReply& reply,
-                        std::span<const char> data) {
+      [this, io, start, sent_ns = std::move(sent_ns)](
+          const absl::Status& transport, proto::RpcReply& reply,
+          std::span<const char> data) {
         absl::Status s;
         if (!transport.ok()) {
           const int err = absl::IsDeadlineExceeded(transport) ? ETIMEDOUT : EIO;
@@ -80,6 +88,11 @@ void RemoteEndpoint::Send(Io* io, std::string_view path,
           if (s.ok() && io->attr.st_ino != 0) io->attr.st_dev ^= dev_salt_;
         }
         if (io->trace != nullptr) {
+          if (*sent_ns != 0) {
+            io->trace->Add(TraceHop{local_name_, "connect", io->rule_id(),
+                                    channel_->address(), start, *sent_ns, 0,
+                                    io->copy(), absl::StatusCode::kOk});
+          }
           // The server's hops (one level deeper) with the call's own, at
           // once: a reader finds them just before the call (Trace::AddCall).
           std::vector<TraceHop> inner;
@@ -94,7 +107,8 @@ void RemoteEndpoint::Send(Io* io, std::string_view path,
                        start, MonotonicNanos(), 0, io->copy(), s.code()});
         }
         io->Complete(std::move(s));
-      });
+      },
+      sent_at);
   --depth;
 }
 

@@ -35,6 +35,7 @@
 #include "rpc/io_threads.h"
 #include "rpc/remote_endpoint.h"
 #include "sswitch/host.h"
+#include "sswitch/trace.h"
 #include "tests/integration/posix_scenarios.h"
 #include "tests/util/delay_proxy.h"
 #include "tests/util/mounted_volume.h"
@@ -1423,6 +1424,52 @@ TEST_F(TraceToolTest, SqliteOnATracedFile) {
     path.push_back(h.at("host") + " " + h.at("kind"));
   EXPECT_NE(std::find(path.begin(), path.end(), "S2 stage"), path.end()) << out;
   EXPECT_EQ(ToolRules(), 0);
+}
+
+// The first IO to a server waits for the connection (its handshake crosses
+// a link that holds every byte 5 ms): a traced IO shows that wait as a
+// "connect" hop of its own, inside the rpc; the next IO, on the
+// connection made, has none.
+TEST_F(ServerTest, AWaitForAConnectionIsItsOwnHop) {
+  ServerProcess* s1 = StartServer("S1", r1_.path());
+  DelayProxy slow_link(s1->port(), std::chrono::milliseconds(5));
+  WriteWholeFile(r1_ / "f", "abcd");
+  IoThreads threads(1);
+  RemoteEndpoint::Options o;
+  o.address = slow_link.address();
+  o.secret = kSecret;
+  auto ep = RemoteEndpoint::Create(&threads, o);
+  ASSERT_TRUE(ep.ok()) << ep.status();
+  sroute::Host host("probe");
+  ASSERT_TRUE(host.AddEndpoint("S1", *ep).ok());
+  auto traced_read = [&] {
+    Io io;
+    char buf[4];
+    io.header = {"t", "", Op::kRead, "//S1/f", 0, 4};
+    io.read_buffer = std::span<char>(buf, 4);
+    io.trace = std::make_shared<Trace>();
+    std::promise<void> done;
+    io.set_completion([&](Io&) { done.set_value(); });
+    host.sswitch().Route(&io);
+    done.get_future().wait();
+    EXPECT_TRUE(io.status.ok()) << io.status;
+    return io.trace->Hops();
+  };
+  const std::vector<TraceHop> first = traced_read();
+  std::map<std::string, const TraceHop*> by_kind;
+  for (const TraceHop& h : first) {
+    if (h.depth == 0) by_kind[h.kind] = &h;
+  }
+  ASSERT_TRUE(by_kind.contains("connect"));
+  ASSERT_TRUE(by_kind.contains("rpc"));
+  const TraceHop& connect = *by_kind["connect"];
+  const TraceHop& rpc = *by_kind["rpc"];
+  EXPECT_EQ(connect.next, slow_link.address());
+  EXPECT_EQ(connect.start_ns, rpc.start_ns);
+  EXPECT_LE(connect.end_ns, rpc.end_ns);
+  // The handshake's two round trips over the slow link, at least.
+  EXPECT_GE(connect.end_ns - connect.start_ns, 15'000'000u);
+  for (const TraceHop& h : traced_read()) EXPECT_NE(h.kind, "connect");
 }
 
 // Keeps `depth` 4 KiB reads of `file` in flight from a host of the test

@@ -77,19 +77,23 @@ std::vector<int> Build(const Hops& hops, int lo, int hi, uint32_t depth,
     }
     stack.push_back(n);
   }
-  // A local parent's own time: less the union of its local children.
+  // A local parent's own time: less the union of its local children (an
+  // rpc's: its wait for a connection), and for an rpc, less the server's
+  // span taken above too.
   for (int n : local) {
     Node& node = (*nodes)[n];
     const proto::TraceHop& h = hops[node.hop];
-    if (h.kind() == "rpc" || node.children.empty()) continue;
     uint64_t covered = 0, reach = 0;
-    for (int c : node.children) {  // by start (sorted above)
+    for (int c : node.children) {  // the local ones by start (sorted above)
       const proto::TraceHop& ch = hops[(*nodes)[c].hop];
+      if (ch.depth() != depth) continue;  // a server's, on its clock
       const uint64_t from = std::max(ch.start_ns(), reach);
       if (ch.end_ns() > from) covered += ch.end_ns() - from;
       reach = std::max(reach, ch.end_ns());
     }
-    node.own_ns = Span(h) > covered ? Span(h) - covered : 0;
+    if (covered == 0) continue;
+    const uint64_t base = h.kind() == "rpc" ? node.own_ns : Span(h);
+    node.own_ns = base > covered ? base - covered : 0;
   }
   return top;
 }

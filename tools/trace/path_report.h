@@ -58,7 +58,8 @@ struct HopRow {
   // Where: the hop's key.
   uint32_t depth = 0;  // 0: the sampling host; servers deeper
   std::string host;
-  std::string kind;  // rule, default, stage, rpc, queue, park, split, scatter
+  // rule, default, stage, rpc, connect, queue, park, split, scatter
+  std::string kind;
   uint64_t rule_id = 0;
   std::string next;
   int32_t copy = -1;

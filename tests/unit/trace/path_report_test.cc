@@ -77,6 +77,37 @@ TEST(PathReportTest, HopsBecomeRowsInPathOrderWithOwnTimes) {
   EXPECT_THAT(json, HasSubstr("\"slowest\": true"));
 }
 
+// The rpc waited 20 us for a connection (10..30) before it was sent; S1
+// queued it 5 us: those are their own rows, and the link keeps the rest.
+TEST(PathReportTest, AConnectionWaitAndAServersQueueAreTheirOwn) {
+  proto::TraceRecord r;
+  r.set_start_ns(0);
+  r.set_end_ns(100'000);
+  *r.add_hops() = Hop("vol", "connect", "10.0.0.1:7400", 10, 30);
+  *r.add_hops() = Hop("S1", "queue", "", 995, 1000, 1, -1, 0);
+  *r.add_hops() = Hop("S1", "default", "//S1/x", 1010, 1040, 1, -1, 0);
+  *r.add_hops() = Hop("S1", "rule", "//S1/x", 1000, 1050, 1);
+  *r.add_hops() = Hop("vol", "rpc", "10.0.0.1:7400", 10, 90);
+  *r.add_hops() = Hop("vol", "rule", "//S1/x", 0, 100);
+  PathReport report;
+  report.Add(r);
+  std::vector<std::string> path;
+  std::vector<double> own;
+  for (const HopRow& row : report.rows()) {
+    path.push_back(row.host + " " + row.kind + " " + std::to_string(row.level));
+    own.push_back(row.own.mean());
+  }
+  EXPECT_THAT(
+      path, ::testing::ElementsAre("vol rule 0", "vol rpc 1", "vol connect 2",
+                                   "S1 queue 2", "S1 rule 2", "S1 default 3"));
+  // rpc: 80 less S1's 55 (queue to reply) less the 20 of the connect.
+  EXPECT_THAT(own, ::testing::ElementsAre(20'000, 5'000, 20'000, 5'000, 20'000,
+                                          30'000));
+  double sum = 0;
+  for (double o : own) sum += o;
+  EXPECT_EQ(sum, report.total().mean());
+}
+
 // Two scatter copies to two servers: each copy's server hops belong to its
 // own call, and the copy that set the scatter's end is counted.
 TEST(PathReportTest, ScatterCopiesKeepTheirServersApart) {
