@@ -252,6 +252,7 @@ proto::ControlResponse HandleControlRequest(
           r->set_length(st.length);
           r->set_age_ns(st.age_ns);
           r->set_parked(st.parked);
+          r->set_waiting_at(st.waiting_at);
         }
       }
       resp.set_slow_total(v.total);

@@ -45,6 +45,7 @@ class RemoteEndpoint : public Endpoint {
 
   RpcChannel& channel() { return *channel_; }
   const std::string& address() const { return channel_->address(); }
+  std::string Describe() const override { return address(); }
 
  private:
   RemoteEndpoint(std::unique_ptr<RpcChannel> channel, absl::Duration timeout,

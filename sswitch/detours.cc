@@ -171,7 +171,8 @@ void SSwitch::SendToRemoteStage(Io* io, const Target& target) {
   }
   io->target = FormatTarget(target);
   if (io->trace != nullptr) NoteRuleTarget(io);
-  it->second->SubmitToStage(io, name.path, target.stage);
+  io->NoteWaitingAt(it->second.where);
+  it->second.endpoint->SubmitToStage(io, name.path, target.stage);
 }
 
 void Endpoint::SubmitToStage(Io* io, std::string_view, std::string_view stage) {
@@ -228,17 +229,20 @@ void SSwitch::SendToFile(Io* io, std::string file) {
   const OpClass cls = io->header.op_class();
   if (io->target != io->header.file) {
     if (cls == kOpClassCreate) {
-      CreateAtDetour(io, it->second, std::string(name.path), false);
+      io->NoteWaitingAt(it->second.where);
+      CreateAtDetour(io, it->second.endpoint, std::string(name.path), false);
       return;
     }
     if (cls == kOpClassWrite) {
       // Routing a write to a file includes making it (scatter replicas,
       // byte ranges, write detours): the op then acts on every target.
-      CreateAtDetour(io, it->second, std::string(name.path), true);
+      io->NoteWaitingAt(it->second.where);
+      CreateAtDetour(io, it->second.endpoint, std::string(name.path), true);
       return;
     }
   }
-  it->second->Submit(io, name.path);
+  io->NoteWaitingAt(it->second.where);
+  it->second.endpoint->Submit(io, name.path);
 }
 
 // A create sent somewhere other than its own name: the parent directories

@@ -40,6 +40,9 @@ class Endpoint {
   // stages fail it.
   virtual void SubmitToStage(Io* io, std::string_view path,
                              std::string_view stage);
+  // Where the endpoint's bytes are, for people: a directory, a server's
+  // address ("" if nothing useful).
+  virtual std::string Describe() const { return ""; }
 };
 
 class Stage {

@@ -220,6 +220,16 @@ class Io {
   uint64_t first_seen_ns_ = 0;
   // Traced IOs: when a quiesce parked it (0: not parked).
   uint64_t parked_ns_ = 0;
+  // Where the IO (or a piece or copy of it, made in its place) was last
+  // handed: an endpoint or a stage, an interned name (util/interned.h).
+  // Written by the routing threads, read by SSwitch::StaleIos while the IO
+  // is registered in flight; a child points at its parent's, which
+  // outlives it.
+  std::atomic<const std::string*> where_{nullptr};
+  std::atomic<const std::string*>* waiting_at_ = &where_;
+  void NoteWaitingAt(const std::string* where) {
+    waiting_at_->store(where, std::memory_order_release);
+  }
 };
 
 // Whether `io` changes a file's bytes or which bytes a name holds (writes,

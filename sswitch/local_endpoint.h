@@ -53,6 +53,7 @@ class LocalEndpoint : public Endpoint {
   void Submit(Io* io, std::string_view path) override;
 
   const std::string& root() const;
+  std::string Describe() const override { return root(); }
   // Data-IO file descriptors open now (cached, or in use by an IO).
   size_t open_files() const;
 

@@ -50,6 +50,8 @@ inline const InstalledRule* AsInstalled(const RuleEntry* e) {
 // the gate that parks IOs while the stage changes (SSwitch::ChangeStage).
 struct StageEntry {
   std::string name;
+  // "stage:NAME", interned (util/interned.h): where an IO inside waits.
+  const std::string* where = nullptr;
   std::shared_ptr<Stage> stage;
   Stage::Forward forward;
   std::atomic<uint64_t> ios{0};
@@ -66,8 +68,14 @@ struct StageEntry {
   CondVar idle;  // signalled when `inside` reaches 0 while gated
 };
 
-using EndpointMap = absl::flat_hash_map<std::string, std::shared_ptr<Endpoint>,
-                                        StringHash, StringEq>;
+struct EndpointEntry {
+  std::shared_ptr<Endpoint> endpoint;
+  // "endpoint NAME (DESCRIBE)", interned (util/interned.h): where an IO
+  // sent there waits (SSwitch::StaleIos).
+  const std::string* where = nullptr;
+};
+using EndpointMap =
+    absl::flat_hash_map<std::string, EndpointEntry, StringHash, StringEq>;
 using StageMap = absl::flat_hash_map<std::string, std::shared_ptr<StageEntry>,
                                      StringHash, StringEq>;
 

@@ -17,6 +17,7 @@
 #include "sswitch/thread_shard.h"
 #include "util/clock.h"
 #include "util/errno_status.h"
+#include "util/interned.h"
 #include "util/log.h"
 #include "util/strings.h"
 
@@ -224,7 +225,11 @@ absl::Status SSwitch::AddEndpoint(const std::string& name,
     return absl::AlreadyExistsError(StrCat("endpoint '", name, "' exists"));
   }
   auto endpoints = std::make_shared<EndpointMap>(*snap->endpoints);
-  (*endpoints)[name] = std::move(endpoint);
+  const std::string description = endpoint->Describe();
+  (*endpoints)[name] = EndpointEntry{
+      std::move(endpoint),
+      InternName(StrCat("endpoint ", name,
+                        description.empty() ? "" : " (" + description + ")"))};
   snap->endpoints = std::move(endpoints);
   snap->version = CurrentLocked()->version + 1;
   Publish(std::move(snap));
@@ -243,6 +248,7 @@ absl::Status SSwitch::AddStage(const std::string& name,
   }
   auto entry = std::make_shared<StageEntry>();
   entry->name = name;
+  entry->where = InternName(StrCat("stage:", name));
   entry->stage = std::move(stage);
   entry->forward = [this, name](Io* io) {
     io->header.stage = name;
@@ -305,6 +311,7 @@ void SSwitch::EnterStage(Io* io, const std::shared_ptr<StageEntry>& entry) {
     }
   }
   e.ios.fetch_add(1, std::memory_order_relaxed);
+  io->NoteWaitingAt(e.where);
   if (io->trace != nullptr) {
     io->AddResponseHook([this, name = e.name, rule = io->rule_id(),
                          start = MonotonicNanos()](Io& done) {
@@ -744,6 +751,7 @@ std::unique_ptr<Io> SSwitch::NewChild(const Io& parent) {
   child->trace = parent.trace;
   child->copy_ = parent.copy_;
   child->child_ = true;
+  child->waiting_at_ = parent.waiting_at_;
   return child;
 }
 
@@ -853,6 +861,10 @@ void SSwitch::NoteStale(Io* io, uint64_t now, uint64_t older_ns, bool parked,
   s.length = io->header.length;
   s.age_ns = now - io->first_seen_ns_;
   s.parked = parked;
+  if (const std::string* where =
+          io->waiting_at_->load(std::memory_order_acquire)) {
+    s.waiting_at = *where;
+  }
   out->push_back(std::move(s));
 }
 

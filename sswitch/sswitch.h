@@ -290,6 +290,8 @@ class SSwitch {
     uint64_t offset = 0, length = 0;
     uint64_t age_ns = 0;  // at least
     bool parked = false;  // at a quiesce (else in flight past admission)
+    // The endpoint or stage it was last handed to ("" if none yet).
+    std::string waiting_at;
   };
   std::vector<StaleIo> StaleIos(absl::Duration older_than);
   // The IOs whose time here, from their first rule to their reply, reached

@@ -201,7 +201,8 @@ void SSwitch::SubmitDirect(Io* io, const std::string& file) {
     }
     io->args.second_file = std::string(other.path);
   }
-  it->second->Submit(io, name.path);
+  io->NoteWaitingAt(it->second.where);
+  it->second.endpoint->Submit(io, name.path);
 }
 
 void SSwitch::SendOwn(const Io& like, Op op, const std::string& file,

@@ -1558,6 +1558,35 @@ TEST_F(TraceToolTest, ASaturatedServerRaisesItsQueueNotTheDevice) {
       << "queue " << idle_queue << " -> " << busy_queue;
 }
 
+// --slow: the writes held 5 ms in S2's stage are slow IOs over a 1 ms
+// threshold; a write to a stopped server is still in flight, and the tool
+// says where it waits.
+TEST_F(TraceToolTest, SlowShowsSlowIosAndWhereAStuckOneWaits) {
+  SetUpPath();
+  auto [rc, out] = Trace("--slow --threshold-ms 1");
+  ASSERT_EQ(rc, 0) << out;
+  for (int i = 0; i < 5; ++i) PwriteAll(mnt_ / "fwd/x", "slow", 0);
+  std::tie(rc, out) = Trace("--slow");
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("write //home/fwd/x"), std::string::npos) << out;
+  const int fd = open((mnt_ / "fwd/x").c_str(), O_WRONLY);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(kill(s1_->pid(), SIGSTOP), 0);
+  std::thread stuck([&] { EXPECT_EQ(pwrite(fd, "stuck", 5, 0), 5); });
+  std::tie(rc, out) = Trace(
+      "--slow --threshold-ms 50 --duration 1 "
+      "--interval-ms 200");
+  kill(s1_->pid(), SIGCONT);
+  stuck.join();
+  close(fd);
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(
+      out.find("still in flight at endpoint S1 (" + s1_->address() + "): "),
+      std::string::npos)
+      << out;
+  EXPECT_NE(out.find("write //home/fwd/x [0, +5)"), std::string::npos) << out;
+}
+
 // A 5 ms delay on the link to the server (a relay that holds every byte
 // to the server; `tc netem` is not available everywhere) raises the rpc
 // hop's own time by 5 ms and leaves the server's segments as they were.

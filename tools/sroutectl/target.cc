@@ -174,6 +174,7 @@ Report SlowOpsReport(const proto::ControlResponse& resp) {
   only.set_slow_total(resp.slow_total());
   only.set_slow_overwritten(resp.slow_overwritten());
   only.set_slow_threshold_ns(resp.slow_threshold_ns());
+  *only.mutable_stale() = resp.stale();
   report.json = RecordJson(only) + "\n";
   return report;
 }

@@ -251,10 +251,13 @@ int RunSlow(const Options& o) {
     ctl::Report report = ctl::SlowOpsReport(*resp);
     std::string stale;
     for (const proto::StaleIoRecord& s : resp->stale()) {
+      const std::string state = s.parked() ? "parked at a quiesce"
+                                : s.waiting_at().empty()
+                                    ? "in flight (routing)"
+                                    : "in flight at " + s.waiting_at();
       stale += ctl::Printf(
           "still %s: %s %s %s [%llu, +%llu) for at least %.1f ms\n",
-          s.parked() ? "parked" : "in flight", s.source().c_str(),
-          s.op().c_str(), s.file().c_str(),
+          state.c_str(), s.source().c_str(), s.op().c_str(), s.file().c_str(),
           static_cast<unsigned long long>(s.offset()),
           static_cast<unsigned long long>(s.length()), s.age_ns() / 1e6);
     }

@@ -399,22 +399,58 @@ TEST_F(SlowOpsTest, TheLongestOutliveTheRecentRing) {
 namespace sroute {
 namespace {
 
+// Keeps the IOs it is given until Release() forwards them.
+class HoldingStage : public Stage {
+ public:
+  void Submit(Io* io, const Forward& forward) override {
+    MutexLock l(&mu_);
+    held_.emplace_back(io, &forward);
+  }
+  size_t held() {
+    MutexLock l(&mu_);
+    return held_.size();
+  }
+  void Release() {
+    std::vector<std::pair<Io*, const Forward*>> held;
+    {
+      MutexLock l(&mu_);
+      held.swap(held_);
+    }
+    for (auto& [io, forward] : held) (*forward)(io);
+  }
+
+ private:
+  Mutex mu_;
+  std::vector<std::pair<Io*, const Forward*>> held_ ABSL_GUARDED_BY(mu_);
+};
+
 // IOs stuck in flight or parked at a quiesce show once a scan saw them
-// before; fast IOs never do.
+// before, with where they wait; fast IOs never do.
 TEST(StaleIosTest, StuckAndParkedIosShowFromTheSecondLook) {
   TempDir dir;
   Host host("h");
   auto held = std::make_shared<testing::HoldingEndpoint>(/*hold=*/true);
   ASSERT_TRUE(host.AddEndpoint("H", held).ok());
   ASSERT_TRUE(host.AddLocalEndpoint("A", dir.path()).ok());
+  auto stage = std::make_shared<HoldingStage>();
+  ASSERT_TRUE(host.AddStage("S", stage).ok());
   WriteWholeFile(dir / "q", "");
+  WriteWholeFile(dir / "s", "");
   auto& sw = host.sswitch();
-  // One IO stuck at an endpoint...
+  auto rule = ParseRule("<*, *, //A/s> -> <IO, stage:S>");
+  ASSERT_TRUE(rule.ok());
+  ASSERT_TRUE(sw.Insert(*rule).ok());
+  // One IO stuck at an endpoint, one in a stage...
   std::thread stuck([&] {
     std::string buf(4, '\0');
     (void)host.Read("alice", "//H/x", 8, std::span<char>(buf));
   });
   held->WaitHeld();
+  std::thread staged([&] {
+    std::string buf(4, '\0');
+    (void)host.Read("carol", "//A/s", 0, std::span<char>(buf));
+  });
+  while (stage->held() == 0) std::this_thread::yield();
   // ...and one parked at a quiesce.
   auto flow = ParsePattern("<*, *, //A/q>");
   ASSERT_TRUE(flow.ok());
@@ -427,19 +463,27 @@ TEST(StaleIosTest, StuckAndParkedIosShowFromTheSecondLook) {
   EXPECT_TRUE(sw.StaleIos(absl::ZeroDuration()).empty());  // first look
   std::this_thread::sleep_for(std::chrono::milliseconds(3));
   auto stale = sw.StaleIos(absl::Milliseconds(2));
-  ASSERT_EQ(stale.size(), 2u);
+  ASSERT_EQ(stale.size(), 3u);
   std::sort(stale.begin(), stale.end(),
             [](const auto& a, const auto& b) { return a.file < b.file; });
   EXPECT_EQ(stale[0].file, "//A/q");
   EXPECT_TRUE(stale[0].parked);
   EXPECT_EQ(stale[0].source, "bob");
   EXPECT_EQ(stale[0].op, Op::kWrite);
-  EXPECT_EQ(stale[1].file, "//H/x");
+  EXPECT_EQ(stale[0].waiting_at, "");  // parked before any hop
+  EXPECT_EQ(stale[1].file, "//A/s");
   EXPECT_FALSE(stale[1].parked);
-  EXPECT_EQ(stale[1].offset, 8u);
-  EXPECT_EQ(stale[1].length, 4u);
-  EXPECT_GE(stale[1].age_ns, 2'000'000u);
+  EXPECT_EQ(stale[1].waiting_at, "stage:S");
+  EXPECT_EQ(stale[2].file, "//H/x");
+  EXPECT_FALSE(stale[2].parked);
+  EXPECT_EQ(stale[2].offset, 8u);
+  EXPECT_EQ(stale[2].length, 4u);
+  EXPECT_GE(stale[2].age_ns, 2'000'000u);
+  EXPECT_EQ(stale[2].waiting_at, "endpoint H");
   EXPECT_TRUE(sw.StaleIos(absl::Seconds(10)).empty());  // not that old
+  // Let the staged IO go on to its file.
+  stage->Release();
+  staged.join();
   ASSERT_TRUE(sw.Quiesce(*flow, false).ok());
   held->Release();
   stuck.join();
