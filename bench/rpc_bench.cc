@@ -1,6 +1,8 @@
 // BM_RpcRoundTrip/W: 4 KiB reads from a real StorageServer on loopback
 // (its sSwitch and a local directory endpoint) over one connection, with W
-// requests outstanding (W = 1: one at a time, the round-trip latency).
+// requests outstanding (W = 1: one at a time, the round-trip latency);
+// traced:1 has every request traced (the server keeps its hops and sends
+// them back: sroute-trace at 100 %).
 #include <benchmark/benchmark.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -62,6 +64,7 @@ void BM_RpcRoundTrip(benchmark::State& state) {
   io->mutable_header()->set_length(4096);
   io->mutable_header()->set_source("bench");
   io->set_path("data");
+  io->set_trace(state.range(1) != 0);
   uint64_t i = 0;
   for (auto _ : state) {
     slots.acquire();
@@ -80,7 +83,10 @@ void BM_RpcRoundTrip(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations());
   state.counters["errors"] = static_cast<double>(errors.load());
 }
-BENCHMARK(BM_RpcRoundTrip)->Arg(1)->Arg(64)->UseRealTime();
+BENCHMARK(BM_RpcRoundTrip)
+    ->ArgsProduct({{1, 64}, {0, 1}})
+    ->ArgNames({"window", "traced"})
+    ->UseRealTime();
 
 }  // namespace
 }  // namespace sroute
