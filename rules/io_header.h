@@ -67,6 +67,12 @@ struct FileName {
 bool SplitFileName(std::string_view full, FileName* out);
 std::string JoinFileName(std::string_view host, std::string_view path);
 
+// Ops whose IOs carry a byte extent and so are matched against ranged rules.
+// Every other op matches only rules without a byte range.
+inline bool HasByteExtent(Op op) {
+  return op == Op::kRead || op == Op::kWrite || op == Op::kFallocate;
+}
+
 struct IoHeader {
   // The tenant that issued the IO. Never changed by delegates or stages.
   std::string source;

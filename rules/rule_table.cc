@@ -7,6 +7,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "re2/re2.h"
 #include "re2/set.h"
+#include "rules/pattern_matcher.h"
 #include "util/strings.h"
 
 namespace sroute {
@@ -277,7 +278,7 @@ RuleTable::~RuleTable() = default;
 
 struct RuleTable::Tap {
   const RuleEntry* entry;
-  std::shared_ptr<const RE2> regex;  // for a regex file pattern
+  PatternMatcher matcher;  // the tap's pattern, range included
 };
 
 std::shared_ptr<const std::vector<RuleTable::Tap>> RuleTable::MakeTaps(
@@ -290,14 +291,11 @@ std::shared_ptr<const std::vector<RuleTable::Tap>> RuleTable::MakeTaps(
   }
   for (const RuleEntryPtr& e : add) {
     if (!e->rule().is_tap()) continue;
-    RuleTable::Tap t{e.get(), nullptr};
-    const FilePattern& f = e->rule().pattern.file;
-    if (f.kind == FilePattern::Kind::kRegex) {
-      RE2::Options opts;
-      opts.set_log_errors(false);
-      t.regex = std::make_shared<RE2>(f.text, opts);
-    }
-    taps.push_back(std::move(t));
+    // A bad regex was refused when the rule was parsed; a matcher that
+    // still fails to build leaves the tap out (it samples nothing).
+    auto matcher = PatternMatcher::Create(e->rule().pattern);
+    if (!matcher.ok()) continue;
+    taps.push_back(RuleTable::Tap{e.get(), *std::move(matcher)});
   }
   std::sort(taps.begin(), taps.end(),
             [](const RuleTable::Tap& a, const RuleTable::Tap& b) {
@@ -532,25 +530,9 @@ void RuleTable::Route(const IoHeader& h, Pieces* out) const {
 
 void RuleTable::MatchTaps(const IoHeader& h,
                           absl::InlinedVector<const RuleEntry*, 2>* out) const {
+  // A tap's range selects IOs that touch it; whole-file ops touch all.
   for (const Tap& t : *taps_) {
-    const Rule& r = t.entry->rule();
-    if (t.regex != nullptr) {
-      if (!r.pattern.source.Matches(h) || (r.pattern.ops & h.op_class()) == 0 ||
-          !RE2::FullMatch(h.file, *t.regex)) {
-        continue;
-      }
-    } else if (!r.MatchesIgnoringRange(h)) {
-      continue;
-    }
-    if (const auto& range = r.pattern.file.range; range) {
-      // A tap's range selects IOs that touch it; whole-file ops touch all.
-      if (HasByteExtent(h.op) &&
-          !range->Overlaps(h.offset,
-                           h.offset + std::max<uint64_t>(h.length, 1))) {
-        continue;
-      }
-    }
-    out->push_back(t.entry);
+    if (t.matcher.Matches(h)) out->push_back(t.entry);
   }
 }
 

@@ -73,12 +73,6 @@ class RuleEntry {
 
 using RuleEntryPtr = std::shared_ptr<const RuleEntry>;
 
-// Ops whose IOs carry a byte extent and so are matched against ranged rules.
-// Every other op matches only rules without a byte range.
-inline bool HasByteExtent(Op op) {
-  return op == Op::kRead || op == Op::kWrite || op == Op::kFallocate;
-}
-
 class RuleIndex;
 struct BucketRef;  // rule_table.cc
 

@@ -30,6 +30,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "rules/pattern_matcher.h"
 #include "rules/rule.h"
 #include "rules/rule_table.h"
 #include "sswitch/delegate.h"
@@ -41,10 +42,6 @@
 #include "sswitch/trace.h"
 #include "util/mutex.h"
 
-namespace re2 {
-class RE2;
-}  // namespace re2
-
 namespace sroute {
 
 struct FilePlace;   // whole_file.cc
@@ -52,21 +49,6 @@ struct StageEntry;  // snapshot.h
 
 // The version stamped on the snapshot an IO was routed with.
 uint64_t SnapshotVersion(const Snapshot& snapshot);
-
-// A compiled header pattern, for Quiesce, Drain and Delete.
-class PatternMatcher {
- public:
-  // Fails on a bad regex.
-  static absl::StatusOr<PatternMatcher> Create(const HeaderPattern& pattern);
-  // Source, op class and file; a ranged pattern matches IOs with a byte
-  // extent only where they overlap the range (and every other op).
-  bool Matches(const IoHeader& h) const;
-  const HeaderPattern& pattern() const { return pattern_; }
-
- private:
-  HeaderPattern pattern_;
-  std::shared_ptr<const re2::RE2> regex_;
-};
 
 struct RuleInfo {
   uint64_t id = 0;
