@@ -275,7 +275,8 @@ absl::Status DecodeIoRequest(const proto::IoRequest& req,
 
 void EncodeIoReply(const Io& io, proto::RpcReply* out) {
   if (io.trace != nullptr) {
-    for (const TraceHop& h : io.trace->Hops()) {
+    // The reply is the trace's last reader here: its hops are moved out.
+    for (const TraceHop& h : io.trace->TakeHops()) {
       TraceHopToMsg(h, out->mutable_io()->add_trace());
     }
   }

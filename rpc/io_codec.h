@@ -35,7 +35,8 @@ absl::Status DecodeIoReply(const proto::RpcReply& reply,
 absl::Status DecodeIoRequest(const proto::IoRequest& req,
                              const std::string& host, Io* io);
 // The reply for a completed `io`; the read data to send with it is
-// io.read_buffer's first io.bytes bytes (see ReadPayload).
+// io.read_buffer's first io.bytes bytes (see ReadPayload). Takes the hops
+// of its trace: nothing reads them after.
 void EncodeIoReply(const Io& io, proto::RpcReply* out);
 
 // A trace hop (sswitch/trace.h) on the wire, and back; `extra_depth` is
