@@ -1060,6 +1060,17 @@ class TraceToolTest : public ServerTest {
     Mount({"S1=" + s1_->address()},
           "<*, *, //home/fwd/*> -> <IO, //S1/fwd/*>\n");
   }
+  // The same path, open to other users: they reach every root (r3_ holds
+  // the tests' stop files) and may create files in fwd/ everywhere.
+  void SetUpPathForUsers() {
+    for (const TempDir* d : {&home_, &r1_, &r2_, &r3_}) {
+      chmod(d->path().c_str(), 0755);
+    }
+    SetUpPath();
+    for (const TempDir* d : {&home_, &r1_, &r2_}) {
+      ASSERT_EQ(chmod((*d / "fwd").c_str(), 01777), 0);
+    }
+  }
   std::string Host() { return "--host unix:" + (ctl_ / "sock"); }
   std::pair<int, std::string> Trace(const std::string& args) {
     return RunCommand(std::string(SROUTE_TRACE_BINARY) + " " + Host() + " " +
@@ -1293,14 +1304,7 @@ class WriterAs {
 // beside root; only its IOs are sampled, and a rule added while the tool
 // runs neither drops the tap nor is hidden from it.
 TEST_F(TraceToolTest, AUsersWritesAreTracedWhileTheRulesChange) {
-  // The user reaches the roots and the stop file's directory.
-  for (const TempDir* d : {&home_, &r1_, &r2_, &r3_}) {
-    chmod(d->path().c_str(), 0755);
-  }
-  SetUpPath();
-  for (const TempDir* d : {&home_, &r1_, &r2_}) {
-    ASSERT_EQ(chmod((*d / "fwd").c_str(), 01777), 0);
-  }
+  SetUpPathForUsers();
   ASSERT_EQ(mkdir((home_ / "direct").c_str(), 01777), 0);
   ASSERT_EQ(chmod((home_ / "direct").c_str(), 01777), 0);
   ASSERT_EQ(chmod((r2_ / "fwd/x").c_str(), 0666), 0);
@@ -1351,14 +1355,7 @@ TEST_F(TraceToolTest, AUsersWritesAreTracedWhileTheRulesChange) {
 // through S1 to S2's stage: the database stays whole, the trace has its
 // path.
 TEST_F(TraceToolTest, SqliteOnATracedFile) {
-  // The user reaches the roots and the stop file's directory.
-  for (const TempDir* d : {&home_, &r1_, &r2_, &r3_}) {
-    chmod(d->path().c_str(), 0755);
-  }
-  SetUpPath();
-  for (const TempDir* d : {&home_, &r1_, &r2_}) {
-    ASSERT_EQ(chmod((*d / "fwd").c_str(), 01777), 0);
-  }
+  SetUpPathForUsers();
   const std::string db_path = mnt_ / "fwd/app.db";
   const std::string stop_file = r3_ / "stop";
   std::string app_result;
