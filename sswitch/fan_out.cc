@@ -13,6 +13,7 @@
 #include "sswitch/sswitch.h"
 #include "util/clock.h"
 #include "util/errno_status.h"
+#include "util/interned.h"
 #include "util/log.h"
 #include "util/mutex.h"
 #include "util/strings.h"
@@ -257,8 +258,13 @@ void SSwitch::Scatter(Io* io, const RuleEntry* entry,
       child->read_buffer = std::span<char>(join->buffers[i]);
     }
     child->copy_ = static_cast<int32_t>(i);
+    // A copy may outlive the parent (the first read answer, a quorum's
+    // ack complete it): it says where it waits in a slot of its own.
+    child->waiting_at_ = &child->where_;
     join->children.push_back(std::move(child));
   }
+  static const std::string* const kCopies = InternName("its scatter copies");
+  io->NoteWaitingAt(kCopies);
   if (io->trace != nullptr) join->start_ns = MonotonicNanos();
   // Every name before the first send: a child that completes at once may
   // complete the parent (a read takes the first answer), whose issuer may

@@ -220,11 +220,12 @@ class Io {
   uint64_t first_seen_ns_ = 0;
   // Traced IOs: when a quiesce parked it (0: not parked).
   uint64_t parked_ns_ = 0;
-  // Where the IO (or a piece or copy of it, made in its place) was last
-  // handed: an endpoint or a stage, an interned name (util/interned.h).
-  // Written by the routing threads, read by SSwitch::StaleIos while the IO
-  // is registered in flight; a child points at its parent's, which
-  // outlives it.
+  // Where the IO (or a child made in its place) was last handed: an
+  // endpoint or a stage, an interned name (util/interned.h). Written by the
+  // routing threads, read by SSwitch::StaleIos while the IO is registered
+  // in flight. A child (SSwitch::NewChild) writes its parent's slot, which
+  // outlives it, but for scatter copies, which may not: they keep their
+  // own, and the parent says it waits for its copies.
   std::atomic<const std::string*> where_{nullptr};
   std::atomic<const std::string*>* waiting_at_ = &where_;
   void NoteWaitingAt(const std::string* where) {

@@ -49,8 +49,6 @@ std::atomic<uint64_t> next_switch_uid{1};
 
 uint64_t SnapshotVersion(const Snapshot& snapshot) { return snapshot.version; }
 
-// --- PatternMatcher ---
-
 std::string FormatRuleInfo(const RuleInfo& info) {
   std::string out = StrCat(info.id, ": ", FormatRule(info.rule));
   if (!info.owner.empty()) StrAppend(&out, "  # owner=", info.owner);
