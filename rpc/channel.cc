@@ -392,7 +392,6 @@ class ClientConnection : public std::enable_shared_from_this<ClientConnection> {
   State state_ ABSL_GUARDED_BY(mu_) = State::kIdle;
   std::shared_ptr<FramedSocket> socket_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint64_t, Pending> pending_ ABSL_GUARDED_BY(mu_);
-  // Frames of calls made before the connection was ready.
   // Calls made while connecting, sent once the handshake is done.
   struct Queued {
     uint64_t id;

@@ -28,19 +28,10 @@ bool PatternMatcher::Matches(const IoHeader& h) const {
   if (!pattern_.source.Matches(h)) return false;
   if ((pattern_.ops & h.op_class()) == 0) return false;
   const FilePattern& f = pattern_.file;
-  switch (f.kind) {
-    case FilePattern::Kind::kAny:
-      break;
-    case FilePattern::Kind::kExact:
-      if (h.file != f.text) return false;
-      break;
-    case FilePattern::Kind::kPrefix:
-      if (!h.file.starts_with(f.text)) return false;
-      break;
-    case FilePattern::Kind::kRegex:
-      if (!RE2::FullMatch(h.file, *regex_)) return false;
-      break;
-  }
+  const bool named = f.kind == FilePattern::Kind::kRegex
+                         ? RE2::FullMatch(h.file, *regex_)
+                         : f.MatchesName(h.file);
+  if (!named) return false;
   if (f.range && HasByteExtent(h.op)) {
     return f.range->Overlaps(h.offset, std::max(h.end(), h.offset + 1));
   }

@@ -20,18 +20,20 @@ std::optional<std::string_view> DelegateSpec::Arg(std::string_view key,
 bool IsTapDelegate(std::string_view name) { return name == "trace"; }
 
 bool Rule::MatchesIgnoringRange(const IoHeader& h) const {
-  if (!pattern.source.Matches(h)) return false;
-  if ((pattern.ops & h.op_class()) == 0) return false;
-  const FilePattern& f = pattern.file;
-  switch (f.kind) {
-    case FilePattern::Kind::kAny:
+  return pattern.source.Matches(h) && (pattern.ops & h.op_class()) != 0 &&
+         pattern.file.MatchesName(h.file);
+}
+
+bool FilePattern::MatchesName(std::string_view file) const {
+  switch (kind) {
+    case Kind::kAny:
       return true;
-    case FilePattern::Kind::kExact:
-      return h.file == f.text;
-    case FilePattern::Kind::kPrefix:
-      return h.file.starts_with(f.text);
-    case FilePattern::Kind::kRegex:
-      return false;  // needs the compiled RE2; RuleTable matches regexes
+    case Kind::kExact:
+      return file == text;
+    case Kind::kPrefix:
+      return file.starts_with(text);
+    case Kind::kRegex:
+      return false;  // needs the compiled RE2
   }
   return false;
 }

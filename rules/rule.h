@@ -53,6 +53,10 @@ struct FilePattern {
   Kind kind = Kind::kAny;
   std::string text;
   std::optional<ByteRange> range;
+  // Whether `file` ("//HOST/PATH") is one this pattern names, range aside.
+  // False for kRegex: that takes the compiled RE2 (RuleTable,
+  // PatternMatcher).
+  bool MatchesName(std::string_view file) const;
   bool operator==(const FilePattern&) const = default;
 };
 

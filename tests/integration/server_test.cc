@@ -1021,6 +1021,18 @@ std::vector<std::map<std::string, std::string>> TraceHops(
   return hops;
 }
 
+// The own time (avg ns) of the hop row of `host` and `kind` in
+// `sroute-trace --json` output; -1 if there is none.
+double OwnAvgNs(const std::string& json, const std::string& host,
+                const std::string& kind) {
+  for (const auto& h : TraceHops(json)) {
+    if (h.at("host") == host && h.at("kind") == kind) {
+      return std::stod(h.at("own_avg_ns"));
+    }
+  }
+  return -1;
+}
+
 // Writes to `path` until stopped, as a tenant's application would.
 class Writer {
  public:
@@ -1533,11 +1545,8 @@ TEST_F(TraceToolTest, ASaturatedServerRaisesItsQueueNotTheDevice) {
     EXPECT_EQ(rc, 0) << out;
     EXPECT_NE(out.find("\"ios\": 300"), std::string::npos) << out;
     EXPECT_EQ(load.errors(), 0u);
-    std::pair<double, double> own{-1, -1};
-    for (const auto& h : TraceHops(out)) {
-      if (h.at("kind") == "queue") own.first = std::stod(h.at("own_avg_ns"));
-      if (h.at("kind") == "default") own.second = std::stod(h.at("own_avg_ns"));
-    }
+    const std::pair<double, double> own{OwnAvgNs(out, "S1", "queue"),
+                                        OwnAvgNs(out, "S1", "default")};
     EXPECT_GE(own.first, 0) << out;
     EXPECT_GE(own.second, 0) << out;
     return own;
@@ -1600,17 +1609,14 @@ TEST_F(TraceToolTest, ADelayedLinkRaisesOnlyTheNetworkSegment) {
   Mount({"S1=" + s1->address(), "P=" + slow_link.address()},
         "<*, *, //home/fast/*> -> <IO, //S1/d/*>\n"
         "<*, *, //home/slow/*> -> <IO, //P/d/*>\n");
-  // Own times (avg ns) of the rpc hop and the server's rule hop.
+  // Own times (avg ns) of the rpc hop and the server's write to its file.
   auto segments = [&](const std::string& name) {
     Writer writer(mnt_ / (name + "/" + name));
     auto [rc, out] =
         Trace("--op w --count 40 --json //home/" + name + "/" + name);
     EXPECT_EQ(rc, 0) << out;
-    std::pair<double, double> own{-1, -1};
-    for (const auto& h : TraceHops(out)) {
-      if (h.at("kind") == "rpc") own.first = std::stod(h.at("own_avg_ns"));
-      if (h.at("host") == "S1") own.second = std::stod(h.at("own_avg_ns"));
-    }
+    const std::pair<double, double> own{OwnAvgNs(out, "fuse-test", "rpc"),
+                                        OwnAvgNs(out, "S1", "default")};
     EXPECT_GE(own.first, 0) << out;
     EXPECT_GE(own.second, 0) << out;
     return own;

@@ -77,18 +77,14 @@ TEST(PathReportTest, HopsBecomeRowsInPathOrderWithOwnTimes) {
   EXPECT_THAT(json, HasSubstr("\"slowest\": true"));
 }
 
-// The rpc waited 20 us for a connection (10..30) before it was sent; S1
-// queued it 5 us: those are their own rows, and the link keeps the rest.
+// Forwarded()'s path, where the rpc waited 20 us for a connection (10..30)
+// before it was sent and S1 queued it 5 us: those are their own rows, and
+// the link keeps the rest.
 TEST(PathReportTest, AConnectionWaitAndAServersQueueAreTheirOwn) {
   proto::TraceRecord r;
-  r.set_start_ns(0);
-  r.set_end_ns(100'000);
   *r.add_hops() = Hop("vol", "connect", "10.0.0.1:7400", 10, 30);
   *r.add_hops() = Hop("S1", "queue", "", 995, 1000, 1, -1, 0);
-  *r.add_hops() = Hop("S1", "default", "//S1/x", 1010, 1040, 1, -1, 0);
-  *r.add_hops() = Hop("S1", "rule", "//S1/x", 1000, 1050, 1);
-  *r.add_hops() = Hop("vol", "rpc", "10.0.0.1:7400", 10, 90);
-  *r.add_hops() = Hop("vol", "rule", "//S1/x", 0, 100);
+  r.MergeFrom(Forwarded());  // its hops after these, its times
   PathReport report;
   report.Add(r);
   std::vector<std::string> path;
