@@ -491,5 +491,31 @@ TEST(StaleIosTest, StuckAndParkedIosShowFromTheSecondLook) {
   EXPECT_TRUE(sw.StaleIos(absl::ZeroDuration()).empty());
 }
 
+// A scatter write whose copy to a stuck endpoint holds it: the IO waits for
+// its copies (each copy keeps its own place: one may outlive the IO).
+TEST(StaleIosTest, AScatterWaitsForItsCopies) {
+  TempDir dir;
+  Host host("h");
+  auto held = std::make_shared<testing::HoldingEndpoint>(/*hold=*/true);
+  ASSERT_TRUE(host.AddEndpoint("H", held).ok());
+  ASSERT_TRUE(host.AddLocalEndpoint("A", dir.path()).ok());
+  WriteWholeFile(dir / "m", "");
+  ASSERT_TRUE(
+      host.LoadRules("<*, w, //A/m> -> <IO, //A/m>, <IO, //H/m>\n").ok());
+  auto& sw = host.sswitch();
+  std::thread writer([&] {
+    EXPECT_TRUE(
+        host.Write("dan", "//A/m", 0, std::span<const char>("both", 4)).ok());
+  });
+  held->WaitHeld();
+  EXPECT_TRUE(sw.StaleIos(absl::ZeroDuration()).empty());  // first look
+  auto stale = sw.StaleIos(absl::ZeroDuration());
+  ASSERT_EQ(stale.size(), 1u);
+  EXPECT_EQ(stale[0].file, "//A/m");
+  EXPECT_EQ(stale[0].waiting_at, "its scatter copies");
+  held->Release();
+  writer.join();
+}
+
 }  // namespace
 }  // namespace sroute
