@@ -10,6 +10,7 @@
 #ifndef SROUTE_STAGES_CACHE_CACHE_IMPL_H_
 #define SROUTE_STAGES_CACHE_CACHE_IMPL_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <set>
@@ -265,6 +266,8 @@ class CacheStage : public HostStage {
   // endpoint may rewrite args.second_file on the way).
   absl::flat_hash_map<const Io*, FileState*> renames_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<FileState*> dirty_files_ ABSL_GUARDED_BY(mu_);
+  // dirty_files_.size(), for a look without the lock (ShowDirtySize).
+  std::atomic<size_t> dirty_file_count_{0};
   CondVar work_;     // the flusher has something to do
   CondVar flushed_;  // a flush ended (space, clean files)
   bool flusher_stop_ ABSL_GUARDED_BY(mu_) = false;

@@ -316,6 +316,7 @@ void CacheStage::MarkDirty(Part* part, FileState* fs, Block* b) {
   dirty_peak_ = std::max(dirty_peak_, dirty_total_);
   fs->dirty.emplace(b, part);
   dirty_files_.insert(fs);
+  dirty_file_count_.store(dirty_files_.size(), std::memory_order_release);
 }
 
 void CacheStage::EraseBlock(Part* part, Block* b) {
@@ -325,7 +326,10 @@ void CacheStage::EraseBlock(Part* part, Block* b) {
     part->dirty_bytes -= b->len;
     dirty_total_ -= b->len;
     fs->dirty.erase(b);
-    if (fs->dirty.empty()) dirty_files_.erase(fs);
+    if (fs->dirty.empty()) {
+      dirty_files_.erase(fs);
+      dirty_file_count_.store(dirty_files_.size(), std::memory_order_release);
+    }
   }
   --fs->cached;
   part->blocks->Erase(b);
@@ -609,6 +613,10 @@ void CacheStage::Promote(Part* part, FileState* fs, uint64_t first,
 // end is taken at the request too: a flush that lands after the backend
 // answered empties the dirty set (and zeroes dirty_size) before the reply.
 void CacheStage::ShowDirtySize(Io* io) {
+  // Nothing dirty (always so in write-through): nothing to show, no lock.
+  // A write acknowledged before this request made its file dirty before
+  // its ack (release/acquire on the count).
+  if (dirty_file_count_.load(std::memory_order_acquire) == 0) return;
   uint64_t at_request = 0;
   {
     MutexLock l(&mu_);

@@ -439,6 +439,7 @@ void CacheStage::FlushDone(Flush* f) {
     }
     if (fs->dirty.empty()) {
       dirty_files_.erase(fs);
+      dirty_file_count_.store(dirty_files_.size(), std::memory_order_release);
       fs->dirty_size = 0;
     }
     if (dirty_total_ <= opts_.dirty_low) background_ = false;
