@@ -279,6 +279,19 @@ class SSwitch {
   // The IOs whose time here, from their first rule to their reply, reached
   // a threshold (sswitch/slow_ops.h). IOs that took no rule are not timed.
   SlowOpLog& slow_ops() { return slow_ops_; }
+
+  // For the router and for stages that send an IO on to several places
+  // (a replica set): an IO in `parent`'s place (a piece, a scatter
+  // target, a detour attempt, a replica's copy): its header, arguments,
+  // payload and read buffer, records and routing state (snapshot, stage
+  // hops). The one way children are made; their answers come back with
+  // Io::AdoptResults.
+  // REQUIRES: `parent` was routed by this sSwitch and is not completed.
+  std::unique_ptr<Io> NewChild(const Io& parent);
+  // Sends `io` (a child) straight to the endpoint of `file` (no rules);
+  // args.second_file of a rename or link is a full name on the same
+  // endpoint. An unknown endpoint completes it with NotFound.
+  void SubmitDirect(Io* io, const std::string& file);
   const SlowOpLog& slow_ops() const { return slow_ops_; }
 
  private:
@@ -349,11 +362,6 @@ class SSwitch {
   void Scatter(Io* io, const RuleEntry* rule, const DetourList& detours);
   void Split(Io* io, const RuleTable::Pieces& pieces);
   void Fail(Io* io, absl::Status status);
-  // An IO the router sends in `parent`'s place (a piece, a scatter target,
-  // a detour attempt): its header, arguments, payload and read buffer,
-  // records and routing state (snapshot, stage hops). The one way children
-  // are made; their answers come back with Io::AdoptResults.
-  std::unique_ptr<Io> NewChild(const Io& parent);
   // Fences `file` after a scatter to `targets` (all answered) failed on
   // some and not on others.
   void Fence(const std::string& file,
@@ -377,9 +385,6 @@ class SSwitch {
   // parent's and `then` runs.
   void RouteChildThen(Io* parent, std::unique_ptr<Io>* slot,
                       absl::AnyInvocable<void()> then);
-  // Sends `io` straight to the endpoint of `file` (no rules); args.second_file
-  // of a rename or link is a full name on the same endpoint.
-  void SubmitDirect(Io* io, const std::string& file);
   // A one-off IO of the sSwitch's own, as the daemon, with the snapshot
   // and source of `like`: `setup` fills it, `done` runs once it completed,
   // and it is freed after.

@@ -4,6 +4,7 @@
 #include "stages/cache/cache_stage.h"
 #include "stages/cache/shards_delegate.h"
 #include "stages/delay/delay_stage.h"
+#include "stages/replica_set/replica_set_stage.h"
 #include "stages/stage.h"
 
 namespace sroute {
@@ -11,6 +12,7 @@ namespace sroute {
 void RegisterBuiltinStages(StageRegistry& registry) {
   RegisterCacheStage(registry);
   RegisterDelayStage(registry);
+  RegisterReplicaSetStage(registry);
   // Delegates that belong with stages (they are registered with the stage
   // kinds, before any host loads rules: HostRuntime::AddStages).
   RegisterShardsDelegate(DelegateRegistry::Global());

@@ -1,0 +1,335 @@
+#include "stages/replica_set/replica_set_stage.h"
+
+#include <fcntl.h>
+
+#include <algorithm>
+#include <atomic>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "rules/io_header.h"
+#include "sswitch/sswitch.h"
+#include "util/errno_status.h"
+#include "util/log.h"
+#include "util/mutex.h"
+#include "util/strings.h"
+
+namespace sroute {
+namespace {
+
+// Whether `io` changes what a member holds: it goes to every member.
+bool IsChange(const Io& io) {
+  return io.header.op_class() != kOpClassRead || ChangesFileBytes(io);
+}
+
+// A member's failure (it is taken out of the set), as opposed to the op's
+// own answer (ENOENT, EEXIST, ...), which every member would give.
+bool IsMemberFailure(const absl::Status& s) {
+  if (s.ok()) return false;
+  if (absl::IsUnavailable(s) || absl::IsDeadlineExceeded(s) ||
+      absl::IsCancelled(s) || absl::IsInternal(s)) {
+    return true;
+  }
+  const int err = ErrnoOf(s);
+  return err == EIO || err == ETIMEDOUT || err == ENOSPC || err == EROFS;
+}
+
+class ReplicaSetStage : public HostStage {
+ public:
+  ReplicaSetStage(proto::StageConfig config, SSwitch* sw)
+      : sw_(sw), config_(std::move(config)) {
+    Apply(config_);
+  }
+
+  void Submit(Io* io, const Forward&) override {
+    const std::vector<int> live = Live();
+    if (live.empty()) {
+      io->Complete(ErrnoStatus(
+          EIO, StrCat("replica set ", name_, ": no member left in the set")));
+      return;
+    }
+    if (IsChange(*io)) {
+      changes_.fetch_add(1, std::memory_order_relaxed);
+      Change(io, live);
+    } else {
+      reads_.fetch_add(1, std::memory_order_relaxed);
+      auto state = std::make_shared<Read>();
+      state->parent = io;
+      ReadFrom(state);
+    }
+  }
+
+  proto::StageConfig config() const override {
+    MutexLock l(&mu_);
+    return config_;
+  }
+
+  absl::Status Reconfigure(const proto::StageConfig& next) override {
+    if (absl::Status s = Check(next); !s.ok()) return s;
+    MutexLock l(&mu_);
+    config_ = next;
+    Apply(next);
+    return absl::OkStatus();
+  }
+
+  void Report(proto::StageStats* out) const override {
+    auto& c = *out->mutable_counters();
+    c["reads"] = static_cast<int64_t>(reads_.load());
+    c["changes"] = static_cast<int64_t>(changes_.load());
+    c["failovers"] = static_cast<int64_t>(failovers_.load());
+    MutexLock l(&mu_);
+    int in = 0;
+    for (size_t i = 0; i < members_.size(); ++i) {
+      const bool is_in = !out_[i];
+      c[StrCat("member.", members_[i], ".in")] = is_in ? 1 : 0;
+      in += is_in;
+    }
+    c["members_in"] = in;
+  }
+
+  static absl::Status Check(const proto::StageConfig& c) {
+    const proto::ReplicaSetOptions& o = c.replica_set();
+    if (o.member().empty()) {
+      return absl::InvalidArgumentError(
+          "replica_set: give at least one member");
+    }
+    for (int i = 0; i < o.member_size(); ++i) {
+      if (o.member(i).empty() || o.member(i).find('/') != std::string::npos) {
+        return absl::InvalidArgumentError(StrCat(
+            "replica_set: member '", o.member(i), "' is not an endpoint name"));
+      }
+      for (int j = 0; j < i; ++j) {
+        if (o.member(i) == o.member(j)) {
+          return absl::InvalidArgumentError(
+              StrCat("replica_set: member ", o.member(i), " is named twice"));
+        }
+      }
+    }
+    if (!o.primary().empty() && std::find(o.member().begin(), o.member().end(),
+                                          o.primary()) == o.member().end()) {
+      return absl::InvalidArgumentError(
+          StrCat("replica_set: primary ", o.primary(), " is not a member"));
+    }
+    if (!o.read().empty() && o.read() != "primary" && o.read() != "random") {
+      return absl::InvalidArgumentError(StrCat("replica_set: read '", o.read(),
+                                               "' is not primary or random"));
+    }
+    if (!o.ack().empty() && o.ack() != "all" && o.ack() != "quorum") {
+      return absl::InvalidArgumentError(
+          StrCat("replica_set: ack '", o.ack(), "' is not all or quorum"));
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  // REQUIRES: mu_ held, or construction.
+  void Apply(const proto::StageConfig& c) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    const proto::ReplicaSetOptions& o = c.replica_set();
+    name_ = c.name();
+    members_.assign(o.member().begin(), o.member().end());
+    out_.assign(members_.size(), false);  // set again: every member is in
+    primary_ = 0;
+    for (size_t i = 0; i < members_.size(); ++i) {
+      if (members_[i] == o.primary()) primary_ = static_cast<int>(i);
+    }
+    random_reads_ = o.read() == "random";
+    quorum_ = o.ack() == "quorum";
+  }
+
+  // Members in the set, the one to read first first.
+  std::vector<int> Live() {
+    MutexLock l(&mu_);
+    std::vector<int> live;
+    for (size_t i = 0; i < members_.size(); ++i) {
+      if (!out_[i]) live.push_back(static_cast<int>(i));
+    }
+    auto first = std::find(live.begin(), live.end(), primary_);
+    if (random_reads_ && !live.empty()) {
+      thread_local std::minstd_rand rng(std::random_device{}());
+      first = live.begin() + static_cast<long>(rng() % live.size());
+    }
+    if (first != live.end()) std::rotate(live.begin(), first, live.end());
+    return live;
+  }
+
+  void TakeOut(int member, const absl::Status& why) {
+    MutexLock l(&mu_);
+    if (out_[member]) return;
+    out_[member] = true;
+    LogWarning("replica set ", name_, ": member ", members_[member],
+               " leaves the set: ", why.message());
+  }
+
+  std::string MemberName(int member) {
+    MutexLock l(&mu_);
+    return members_[member];
+  }
+
+  // //HOST/PATH as //MEMBER/PATH ("" if `file` is not a file name).
+  static std::string OnMember(const std::string& member,
+                              const std::string& file) {
+    FileName name;
+    if (!SplitFileName(file, &name)) return "";
+    return StrCat("//", member, "/", name.path);
+  }
+
+  // Sends `child` (for `member`) on; a rename's or link's other name
+  // too.
+  void SendTo(Io* child, int member) {
+    const std::string m = MemberName(member);
+    if (!child->args.second_file.empty() &&
+        (child->header.op == Op::kRenameFrom ||
+         child->header.op == Op::kRenameTo || child->header.op == Op::kLink)) {
+      child->args.second_file = OnMember(m, child->args.second_file);
+    }
+    sw_->SubmitDirect(child, OnMember(m, child->header.file));
+  }
+
+  struct ChangeJoin {
+    Io* parent = nullptr;
+    std::vector<int> members;
+    std::vector<std::unique_ptr<Io>> children;
+    Mutex mu;
+    size_t answered ABSL_GUARDED_BY(mu) = 0;
+  };
+
+  // Every member in the set gets the change; the parent completes when all
+  // answered (the caller's buffers stay in use until then).
+  void Change(Io* io, const std::vector<int>& live) {
+    auto join = std::make_shared<ChangeJoin>();
+    join->parent = io;
+    join->members = live;
+    for (size_t i = 0; i < live.size(); ++i) {
+      join->children.push_back(sw_->NewChild(*io));
+    }
+    for (size_t i = 0; i < live.size(); ++i) {
+      join->children[i]->set_completion([this, join](Io&) {
+        {
+          MutexLock l(&join->mu);
+          if (++join->answered < join->children.size()) return;
+        }
+        FinishChange(*join);
+      });
+    }
+    for (size_t i = 0; i < live.size(); ++i) {
+      SendTo(join->children[i].get(), live[i]);
+    }
+  }
+
+  void FinishChange(ChangeJoin& join) {
+    size_t total;
+    {
+      MutexLock l(&mu_);
+      total = members_.size();
+    }
+    const Io* first_ok = nullptr;
+    const Io* answer = nullptr;  // the op's own error, if every member gave one
+    size_t ok = 0;
+    for (size_t i = 0; i < join.children.size(); ++i) {
+      const Io& c = *join.children[i];
+      if (c.status.ok()) {
+        ++ok;
+        if (first_ok == nullptr) first_ok = &c;
+      } else if (IsMemberFailure(c.status)) {
+        TakeOut(join.members[i], c.status);
+      } else if (answer == nullptr) {
+        answer = &c;
+      }
+    }
+    // Members that applied it while another refused it (not a failure of
+    // that one): the others diverged; they leave the set.
+    if (first_ok != nullptr && answer != nullptr) {
+      for (size_t i = 0; i < join.children.size(); ++i) {
+        const Io& c = *join.children[i];
+        if (!c.status.ok() && !IsMemberFailure(c.status)) {
+          TakeOut(join.members[i], c.status);
+        }
+      }
+    }
+    Io* parent = join.parent;
+    const size_t needed = quorum_ ? total / 2 + 1 : total;
+    if (first_ok != nullptr && ok >= needed) {
+      parent->AdoptResults(*first_ok);
+      parent->Complete(absl::OkStatus());
+      return;
+    }
+    if (first_ok == nullptr && answer != nullptr) {
+      parent->AdoptResults(*answer);
+      parent->Complete(answer->status);
+      return;
+    }
+    parent->Complete(ErrnoStatus(
+        EIO, StrCat("replica set ", name_, ": ", ok, " of ", total,
+                    " members applied the change; ", needed, " needed")));
+  }
+
+  struct Read {
+    Io* parent = nullptr;
+    // Every attempt lives as long as the read: the next one starts inside
+    // the completion of the one before.
+    std::vector<std::unique_ptr<Io>> attempts;
+    std::vector<int> tried;
+  };
+
+  // The first member in the set not tried yet; a member's failure takes it
+  // out and the read goes to the next.
+  void ReadFrom(const std::shared_ptr<Read>& state) {
+    int member = -1;
+    for (int m : Live()) {
+      if (std::find(state->tried.begin(), state->tried.end(), m) ==
+          state->tried.end()) {
+        member = m;
+        break;
+      }
+    }
+    if (member < 0) {
+      state->parent->Complete(ErrnoStatus(
+          EIO, StrCat("replica set ", name_, ": no member could answer")));
+      return;
+    }
+    state->tried.push_back(member);
+    state->attempts.push_back(sw_->NewChild(*state->parent));
+    Io* attempt = state->attempts.back().get();
+    attempt->set_completion([this, state, member](Io& a) {
+      if (IsMemberFailure(a.status)) {
+        TakeOut(member, a.status);
+        failovers_.fetch_add(1, std::memory_order_relaxed);
+        ReadFrom(state);
+        return;
+      }
+      state->parent->AdoptResults(a);
+      state->parent->Complete(a.status);
+    });
+    SendTo(attempt, member);
+  }
+
+  SSwitch* const sw_;
+  mutable Mutex mu_;
+  proto::StageConfig config_ ABSL_GUARDED_BY(mu_);
+  std::string name_;
+  std::vector<std::string> members_ ABSL_GUARDED_BY(mu_);
+  std::vector<bool> out_ ABSL_GUARDED_BY(mu_);
+  int primary_ ABSL_GUARDED_BY(mu_) = 0;
+  bool random_reads_ ABSL_GUARDED_BY(mu_) = false;
+  std::atomic<bool> quorum_{false};
+  std::atomic<uint64_t> reads_{0}, changes_{0}, failovers_{0};
+};
+
+}  // namespace
+
+void RegisterReplicaSetStage(StageRegistry& registry) {
+  (void)registry.Register(
+      "replica_set",
+      [](const proto::StageConfig& config,
+         const StageEnv& env) -> absl::StatusOr<std::shared_ptr<HostStage>> {
+        if (absl::Status s = ReplicaSetStage::Check(config); !s.ok()) return s;
+        if (env.sswitch == nullptr) {
+          return absl::InvalidArgumentError("replica_set: needs its sSwitch");
+        }
+        return std::make_shared<ReplicaSetStage>(config, env.sswitch);
+      });
+}
+
+}  // namespace sroute

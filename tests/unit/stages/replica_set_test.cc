@@ -1,0 +1,166 @@
+// The replica_set stage (stages/replica_set/), first slice: changes to
+// every member, reads from one with failover, members leaving the set.
+#include <atomic>
+#include <string>
+
+#include "gtest/gtest.h"
+#include "sswitch/host.h"
+#include "stages/stage.h"
+#include "stages/stage_spec.h"
+#include "tests/util/temp_dir.h"
+#include "util/errno_status.h"
+
+namespace sroute {
+namespace {
+
+using ::sroute::testing::ReadWholeFile;
+using ::sroute::testing::TempDir;
+using ::sroute::testing::WriteWholeFile;
+
+// A member whose disk is gone: every IO fails with EIO.
+class DeadEndpoint : public Endpoint {
+ public:
+  void Submit(Io* io, std::string_view) override {
+    ++ios;
+    io->Complete(ErrnoStatus(EIO, "disk gone"));
+  }
+  std::atomic<int> ios{0};
+};
+
+class ReplicaSetTest : public ::testing::Test {
+ protected:
+  // Members R1..R3 (directories, or `dead` for R1), //home/* through the
+  // stage.
+  void Start(const std::string& ack, bool dead_first = false) {
+    if (dead_first) {
+      ASSERT_TRUE(host_.AddEndpoint("R1", dead_).ok());
+    } else {
+      ASSERT_TRUE(host_.AddLocalEndpoint("R1", r_[0].path()).ok());
+    }
+    ASSERT_TRUE(host_.AddLocalEndpoint("R2", r_[1].path()).ok());
+    ASSERT_TRUE(host_.AddLocalEndpoint("R3", r_[2].path()).ok());
+    proto::StageConfig config;
+    config.set_name("rs");
+    config.set_kind("replica_set");
+    for (const char* m : {"R1", "R2", "R3"}) {
+      config.mutable_replica_set()->add_member(m);
+    }
+    config.mutable_replica_set()->set_ack(ack);
+    auto stage =
+        StageRegistry::Global().Create(config, StageEnv{&host_.sswitch()});
+    ASSERT_TRUE(stage.ok()) << stage.status();
+    stage_ = *stage;
+    ASSERT_TRUE(host_.AddStage("rs", stage_).ok());
+    ASSERT_TRUE(host_.LoadRules("<*, *, //home/*> -> <IO, stage:rs>\n").ok());
+  }
+  std::string ReadFile(const std::string& file, absl::Status* status) {
+    std::string buf(64, '\0');
+    auto n = host_.Read("t", file, 0, std::span<char>(buf));
+    *status = n.status();
+    return n.ok() ? buf.substr(0, *n) : "";
+  }
+  int64_t Counter(const std::string& name) {
+    proto::StageStats stats;
+    stage_->Report(&stats);
+    auto it = stats.counters().find(name);
+    return it == stats.counters().end() ? -1 : it->second;
+  }
+
+  TempDir r_[3];
+  Host host_{"h"};
+  std::shared_ptr<DeadEndpoint> dead_ = std::make_shared<DeadEndpoint>();
+  std::shared_ptr<HostStage> stage_;
+};
+
+// A write lands on every member; a read answers from the primary.
+TEST_F(ReplicaSetTest, WritesReachEveryMemberReadsThePrimary) {
+  Start("all");
+  for (TempDir& d : r_) WriteWholeFile(d / "f", "");
+  auto w = host_.Write("t", "//home/f", 0, std::span<const char>("abcd", 4));
+  ASSERT_TRUE(w.ok()) << w.status();
+  for (TempDir& d : r_) EXPECT_EQ(ReadWholeFile(d / "f"), "abcd");
+  WriteWholeFile(r_[1] / "f", "R2's");  // only the primary is read
+  absl::Status s;
+  EXPECT_EQ(ReadFile("//home/f", &s), "abcd");
+  EXPECT_TRUE(s.ok()) << s;
+  EXPECT_EQ(Counter("members_in"), 3);
+}
+
+// The op's own answer (no such file on any member) is the caller's; no
+// member leaves the set for it.
+TEST_F(ReplicaSetTest, TheOpsOwnErrorIsNotAMembersFailure) {
+  Start("all");
+  absl::Status s;
+  ReadFile("//home/none", &s);
+  EXPECT_EQ(ErrnoOf(s), ENOENT) << s;
+  EXPECT_EQ(Counter("members_in"), 3);
+  EXPECT_EQ(Counter("failovers"), 0);
+}
+
+// A dead primary: the read goes on to the next member, the primary leaves
+// the set (later reads do not try it); a change needs all three members
+// with ack=all and fails, loudly.
+TEST_F(ReplicaSetTest, ADeadMemberLeavesTheSetAndReadsFailOver) {
+  Start("all", /*dead_first=*/true);
+  WriteWholeFile(r_[1] / "f", "good");
+  WriteWholeFile(r_[2] / "f", "good");
+  absl::Status s;
+  EXPECT_EQ(ReadFile("//home/f", &s), "good");
+  EXPECT_TRUE(s.ok()) << s;
+  EXPECT_EQ(Counter("failovers"), 1);
+  EXPECT_EQ(Counter("member.R1.in"), 0);
+  const int dead_ios = dead_->ios.load();
+  EXPECT_EQ(ReadFile("//home/f", &s), "good");
+  EXPECT_EQ(dead_->ios.load(), dead_ios);  // not tried again
+  auto w = host_.Write("t", "//home/f", 0, std::span<const char>("next", 4));
+  EXPECT_EQ(ErrnoOf(w.status()), EIO) << w.status();
+  EXPECT_NE(w.status().message().find("2 of 3 members"), std::string::npos)
+      << w.status();
+}
+
+// With ack=quorum two of three members are enough.
+TEST_F(ReplicaSetTest, AQuorumWriteGoesOnWithoutOneMember) {
+  Start("quorum", /*dead_first=*/true);
+  WriteWholeFile(r_[1] / "f", "");
+  WriteWholeFile(r_[2] / "f", "");
+  auto w = host_.Write("t", "//home/f", 0, std::span<const char>("q", 1));
+  ASSERT_TRUE(w.ok()) << w.status();
+  EXPECT_EQ(ReadWholeFile(r_[1] / "f"), "q");
+  EXPECT_EQ(ReadWholeFile(r_[2] / "f"), "q");
+  EXPECT_EQ(Counter("member.R1.in"), 0);
+}
+
+// Bad options are refused, naming the option.
+TEST_F(ReplicaSetTest, BadOptionsAreRefused) {
+  proto::StageConfig config;
+  config.set_name("rs");
+  config.set_kind("replica_set");
+  auto st = StageRegistry::Global().Create(config, StageEnv{&host_.sswitch()});
+  EXPECT_NE(st.status().message().find("at least one member"),
+            std::string::npos)
+      << st.status();
+  config.mutable_replica_set()->add_member("A");
+  config.mutable_replica_set()->set_primary("B");
+  st = StageRegistry::Global().Create(config, StageEnv{&host_.sswitch()});
+  EXPECT_NE(st.status().message().find("primary B is not a member"),
+            std::string::npos)
+      << st.status();
+  config.mutable_replica_set()->clear_primary();
+  config.mutable_replica_set()->set_read("fastest");
+  st = StageRegistry::Global().Create(config, StageEnv{&host_.sswitch()});
+  EXPECT_NE(st.status().message().find("read 'fastest'"), std::string::npos)
+      << st.status();
+}
+
+// On the command line: --stage rs=replica_set:member=S1,member=S2,...
+TEST(ReplicaSetSpecTest, MembersAreRepeatedKeys) {
+  auto config =
+      ParseStageSpec("rs=replica_set:member=S1,member=S2,member=S3,ack=quorum");
+  ASSERT_TRUE(config.ok()) << config.status();
+  ASSERT_EQ(config->replica_set().member_size(), 3);
+  EXPECT_EQ(config->replica_set().member(2), "S3");
+  EXPECT_EQ(config->replica_set().ack(), "quorum");
+}
+
+}  // namespace
+}  // namespace sroute
