@@ -40,7 +40,7 @@ class ReplicaSetStage : public HostStage {
  public:
   ReplicaSetStage(proto::StageConfig config, SSwitch* sw)
       : sw_(sw), config_(std::move(config)) {
-    Apply(config_);
+    Apply(config_, /*initial=*/true);
   }
 
   void Submit(Io* io, const Forward&) override {
@@ -70,7 +70,7 @@ class ReplicaSetStage : public HostStage {
     if (absl::Status s = Check(next); !s.ok()) return s;
     MutexLock l(&mu_);
     config_ = next;
-    Apply(next);
+    Apply(next, /*initial=*/false);
     return absl::OkStatus();
   }
 
@@ -124,12 +124,23 @@ class ReplicaSetStage : public HostStage {
   }
 
  private:
+  // The stage's first members are all in the set (they hold the files:
+  // the operator says so by naming them). Set again, a member keeps its
+  // place, and one new to the set starts out: it holds nothing yet, and
+  // nothing brings it up to date until resync exists.
   // REQUIRES: mu_ held, or construction.
-  void Apply(const proto::StageConfig& c) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  void Apply(const proto::StageConfig& c,
+             bool initial) ABSL_NO_THREAD_SAFETY_ANALYSIS {
     const proto::ReplicaSetOptions& o = c.replica_set();
     name_ = c.name();
+    std::vector<std::string> old_members = std::move(members_);
+    std::vector<bool> old_out = std::move(out_);
     members_.assign(o.member().begin(), o.member().end());
-    out_.assign(members_.size(), false);  // set again: every member is in
+    out_.assign(members_.size(), !initial);
+    for (size_t i = 0; i < members_.size() && !initial; ++i) {
+      auto it = std::find(old_members.begin(), old_members.end(), members_[i]);
+      if (it != old_members.end()) out_[i] = old_out[it - old_members.begin()];
+    }
     primary_ = 0;
     for (size_t i = 0; i < members_.size(); ++i) {
       if (members_[i] == o.primary()) primary_ = static_cast<int>(i);

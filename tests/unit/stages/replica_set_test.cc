@@ -118,6 +118,21 @@ TEST_F(ReplicaSetTest, ADeadMemberLeavesTheSetAndReadsFailOver) {
       << w.status();
 }
 
+// Setting the stage again (same members, another read policy) does not
+// bring a member that left back: it may have missed changes.
+TEST_F(ReplicaSetTest, AMemberThatLeftStaysOutWhenTheStageIsSetAgain) {
+  Start("quorum", /*dead_first=*/true);
+  WriteWholeFile(r_[1] / "f", "good");
+  absl::Status s;
+  ReadFile("//home/f", &s);
+  ASSERT_EQ(Counter("member.R1.in"), 0);
+  proto::StageConfig next = stage_->config();
+  next.mutable_replica_set()->set_read("random");
+  ASSERT_TRUE(stage_->Reconfigure(next).ok());
+  EXPECT_EQ(Counter("member.R1.in"), 0);
+  EXPECT_EQ(Counter("member.R2.in"), 1);
+}
+
 // With ack=quorum two of three members are enough.
 TEST_F(ReplicaSetTest, AQuorumWriteGoesOnWithoutOneMember) {
   Start("quorum", /*dead_first=*/true);
