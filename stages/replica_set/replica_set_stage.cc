@@ -4,11 +4,13 @@
 
 #include <algorithm>
 #include <atomic>
+#include <deque>
 #include <memory>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "rules/io_header.h"
 #include "sswitch/sswitch.h"
 #include "util/errno_status.h"
@@ -52,7 +54,7 @@ class ReplicaSetStage : public HostStage {
     }
     if (IsChange(*io)) {
       changes_.fetch_add(1, std::memory_order_relaxed);
-      Change(io, live);
+      Order(io);
     } else {
       reads_.fetch_add(1, std::memory_order_relaxed);
       auto state = std::make_shared<Read>();
@@ -198,8 +200,89 @@ class ReplicaSetStage : public HostStage {
     sw_->SubmitDirect(child, OnMember(m, child->header.file));
   }
 
+  // --- Order: overlapping changes to a file, one at a time, in arrival
+  // order, so that every member applies them in the same order (two
+  // writes of one range racing to three members could otherwise land in
+  // different orders). Writes and fallocates hold their byte range; any
+  // other change holds the whole file. (Renames are ordered by their first
+  // name only.)
+  struct Ordered {
+    uint64_t id;
+    Io* io;
+    uint64_t begin, end;
+  };
+  struct FileOrder {
+    std::vector<Ordered> running;
+    std::deque<Ordered> waiting;
+  };
+  static bool Overlap(const Ordered& a, const Ordered& b) {
+    return a.begin < b.end && b.begin < a.end;
+  }
+  template <typename Range>
+  static bool OverlapsAny(const Ordered& o, const Range& others) {
+    return std::any_of(others.begin(), others.end(),
+                       [&](const Ordered& x) { return Overlap(o, x); });
+  }
+
+  void Order(Io* io) {
+    Ordered o{0, io, 0, UINT64_MAX};
+    if (io->header.op == Op::kWrite || io->header.op == Op::kFallocate) {
+      o.begin = io->header.offset;
+      o.end = io->header.offset + std::max<uint64_t>(io->header.length, 1);
+    }
+    {
+      MutexLock l(&order_mu_);
+      o.id = ++next_order_id_;
+      FileOrder& f = order_[io->header.file];
+      if (OverlapsAny(o, f.running) || OverlapsAny(o, f.waiting)) {
+        f.waiting.push_back(o);
+        return;
+      }
+      f.running.push_back(o);
+    }
+    Start(io, o.id);
+  }
+
+  // Ends change `id` of `file`; starts the waiting ones it held back.
+  void Release(const std::string& file, uint64_t id) {
+    std::vector<Ordered> start;
+    {
+      MutexLock l(&order_mu_);
+      auto it = order_.find(file);
+      if (it == order_.end()) return;
+      FileOrder& f = it->second;
+      std::erase_if(f.running, [&](const Ordered& o) { return o.id == id; });
+      std::deque<Ordered> still;
+      for (const Ordered& w : f.waiting) {
+        if (OverlapsAny(w, f.running) || OverlapsAny(w, still)) {
+          still.push_back(w);
+        } else {
+          f.running.push_back(w);
+          start.push_back(w);
+        }
+      }
+      f.waiting.swap(still);
+      if (f.running.empty() && f.waiting.empty()) order_.erase(it);
+    }
+    for (const Ordered& o : start) Start(o.io, o.id);
+  }
+
+  void Start(Io* io, uint64_t id) {
+    const std::vector<int> live = Live();
+    if (live.empty()) {
+      const std::string file = io->header.file;
+      io->Complete(ErrnoStatus(
+          EIO, StrCat("replica set ", name_, ": no member left in the set")));
+      Release(file, id);
+      return;
+    }
+    Change(io, live, id);
+  }
+
   struct ChangeJoin {
     Io* parent = nullptr;
+    std::string file;
+    uint64_t order_id = 0;
     std::vector<int> members;
     std::vector<std::unique_ptr<Io>> children;
     Mutex mu;
@@ -208,9 +291,11 @@ class ReplicaSetStage : public HostStage {
 
   // Every member in the set gets the change; the parent completes when all
   // answered (the caller's buffers stay in use until then).
-  void Change(Io* io, const std::vector<int>& live) {
+  void Change(Io* io, const std::vector<int>& live, uint64_t order_id) {
     auto join = std::make_shared<ChangeJoin>();
     join->parent = io;
+    join->file = io->header.file;
+    join->order_id = order_id;
     join->members = live;
     for (size_t i = 0; i < live.size(); ++i) {
       join->children.push_back(sw_->NewChild(*io));
@@ -222,6 +307,7 @@ class ReplicaSetStage : public HostStage {
           if (++join->answered < join->children.size()) return;
         }
         FinishChange(*join);
+        Release(join->file, join->order_id);
       });
     }
     for (size_t i = 0; i < live.size(); ++i) {
@@ -325,6 +411,10 @@ class ReplicaSetStage : public HostStage {
   int primary_ ABSL_GUARDED_BY(mu_) = 0;
   bool random_reads_ ABSL_GUARDED_BY(mu_) = false;
   std::atomic<bool> quorum_{false};
+  // Guards the order of changes per file. A leaf.
+  Mutex order_mu_;
+  uint64_t next_order_id_ ABSL_GUARDED_BY(order_mu_) = 0;
+  absl::flat_hash_map<std::string, FileOrder> order_ ABSL_GUARDED_BY(order_mu_);
   std::atomic<uint64_t> reads_{0}, changes_{0}, failovers_{0};
 };
 
