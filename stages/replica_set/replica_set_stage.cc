@@ -13,6 +13,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "rules/io_header.h"
 #include "sswitch/sswitch.h"
+#include "util/clock.h"
 #include "util/errno_status.h"
 #include "util/log.h"
 #include "util/mutex.h"
@@ -86,6 +87,10 @@ class ReplicaSetStage : public HostStage {
     for (size_t i = 0; i < members_.size(); ++i) {
       const bool is_in = !out_[i];
       c[StrCat("member.", members_[i], ".in")] = is_in ? 1 : 0;
+      c[StrCat("member.", members_[i], ".reads")] =
+          static_cast<int64_t>(load_[i]->reads.load());
+      c[StrCat("member.", members_[i], ".read_us")] =
+          static_cast<int64_t>(load_[i]->ewma_ns.load() / 1000);
       in += is_in;
     }
     c["members_in"] = in;
@@ -114,9 +119,11 @@ class ReplicaSetStage : public HostStage {
       return absl::InvalidArgumentError(
           StrCat("replica_set: primary ", o.primary(), " is not a member"));
     }
-    if (!o.read().empty() && o.read() != "primary" && o.read() != "random") {
-      return absl::InvalidArgumentError(StrCat("replica_set: read '", o.read(),
-                                               "' is not primary or random"));
+    if (!o.read().empty() && o.read() != "primary" && o.read() != "random" &&
+        o.read() != "least_loaded") {
+      return absl::InvalidArgumentError(
+          StrCat("replica_set: read '", o.read(),
+                 "' is not primary, random or least_loaded"));
     }
     if (!o.ack().empty() && o.ack() != "all" && o.ack() != "quorum") {
       return absl::InvalidArgumentError(
@@ -147,8 +154,39 @@ class ReplicaSetStage : public HostStage {
     for (size_t i = 0; i < members_.size(); ++i) {
       if (members_[i] == o.primary()) primary_ = static_cast<int>(i);
     }
-    random_reads_ = o.read() == "random";
+    read_ = o.read() == "random"         ? ReadPolicy::kRandom
+            : o.read() == "least_loaded" ? ReadPolicy::kLeastLoaded
+                                         : ReadPolicy::kPrimary;
     quorum_ = o.ack() == "quorum";
+    load_.clear();
+    for (size_t i = 0; i < members_.size(); ++i) {
+      load_.push_back(std::make_unique<Load>());
+    }
+  }
+
+  // A member's reads now and lately, for least_loaded.
+  struct Load {
+    std::atomic<int64_t> in_flight{0};
+    std::atomic<uint64_t> ewma_ns{0};  // of its read times, weight 1/5
+    std::atomic<uint64_t> reads{0};
+  };
+  // The member least loaded: fewest reads in flight, weighed by how long
+  // its reads took lately (a member never read yet goes first).
+  int LeastLoaded(const std::vector<int>& live) const {
+    int best = live.front();
+    double best_score = 0;
+    for (int m : live) {
+      const Load& l = *load_[m];
+      const double score =
+          static_cast<double>(l.in_flight.load(std::memory_order_relaxed) + 1) *
+          static_cast<double>(
+              std::max<uint64_t>(l.ewma_ns.load(std::memory_order_relaxed), 1));
+      if (m == live.front() || score < best_score) {
+        best = m;
+        best_score = score;
+      }
+    }
+    return best;
   }
 
   // Members in the set, the one to read first first.
@@ -159,9 +197,11 @@ class ReplicaSetStage : public HostStage {
       if (!out_[i]) live.push_back(static_cast<int>(i));
     }
     auto first = std::find(live.begin(), live.end(), primary_);
-    if (random_reads_ && !live.empty()) {
+    if (read_ == ReadPolicy::kRandom && !live.empty()) {
       thread_local std::minstd_rand rng(std::random_device{}());
       first = live.begin() + static_cast<long>(rng() % live.size());
+    } else if (read_ == ReadPolicy::kLeastLoaded && !live.empty()) {
+      first = std::find(live.begin(), live.end(), LeastLoaded(live));
     }
     if (first != live.end()) std::rotate(live.begin(), first, live.end());
     return live;
@@ -389,16 +429,26 @@ class ReplicaSetStage : public HostStage {
     state->tried.push_back(member);
     state->attempts.push_back(sw_->NewChild(*state->parent));
     Io* attempt = state->attempts.back().get();
-    attempt->set_completion([this, state, member](Io& a) {
-      if (IsMemberFailure(a.status)) {
-        TakeOut(member, a.status);
-        failovers_.fetch_add(1, std::memory_order_relaxed);
-        ReadFrom(state);
-        return;
-      }
-      state->parent->AdoptResults(a);
-      state->parent->Complete(a.status);
-    });
+    Load& load = *load_[member];
+    load.in_flight.fetch_add(1, std::memory_order_relaxed);
+    load.reads.fetch_add(1, std::memory_order_relaxed);
+    attempt->set_completion(
+        [this, state, member, &load, start = MonotonicNanos()](Io& a) {
+          // Racing updates may lose one another's sample: an estimate.
+          const uint64_t took = MonotonicNanos() - start;
+          const uint64_t old = load.ewma_ns.load(std::memory_order_relaxed);
+          load.ewma_ns.store(old == 0 ? took : (old * 4 + took) / 5,
+                             std::memory_order_relaxed);
+          load.in_flight.fetch_sub(1, std::memory_order_relaxed);
+          if (IsMemberFailure(a.status)) {
+            TakeOut(member, a.status);
+            failovers_.fetch_add(1, std::memory_order_relaxed);
+            ReadFrom(state);
+            return;
+          }
+          state->parent->AdoptResults(a);
+          state->parent->Complete(a.status);
+        });
     SendTo(attempt, member);
   }
 
@@ -409,7 +459,10 @@ class ReplicaSetStage : public HostStage {
   std::vector<std::string> members_ ABSL_GUARDED_BY(mu_);
   std::vector<bool> out_ ABSL_GUARDED_BY(mu_);
   int primary_ ABSL_GUARDED_BY(mu_) = 0;
-  bool random_reads_ ABSL_GUARDED_BY(mu_) = false;
+  enum class ReadPolicy { kPrimary, kRandom, kLeastLoaded };
+  ReadPolicy read_ ABSL_GUARDED_BY(mu_) = ReadPolicy::kPrimary;
+  // One per member, made again only with no IO inside (Reconfigure).
+  std::vector<std::unique_ptr<Load>> load_;
   std::atomic<bool> quorum_{false};
   // Guards the order of changes per file. A leaf.
   Mutex order_mu_;

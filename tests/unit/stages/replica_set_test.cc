@@ -36,16 +36,18 @@ class DeadEndpoint : public Endpoint {
 // copies of concurrent changes reach it in other orders than the others.
 class JitterEndpoint : public Endpoint {
  public:
-  explicit JitterEndpoint(std::shared_ptr<Endpoint> inner)
-      : inner_(std::move(inner)) {}
+  explicit JitterEndpoint(std::shared_ptr<Endpoint> inner, int min_us = 0)
+      : inner_(std::move(inner)), min_us_(min_us) {}
   void Submit(Io* io, std::string_view path) override {
     thread_local std::mt19937 rng(std::random_device{}());
-    std::this_thread::sleep_for(std::chrono::microseconds(rng() % 100));
+    std::this_thread::sleep_for(
+        std::chrono::microseconds(min_us_ + rng() % 100));
     inner_->Submit(io, path);
   }
 
  private:
   std::shared_ptr<Endpoint> inner_;
+  const int min_us_;
 };
 
 class ReplicaSetTest : public ::testing::Test {
@@ -53,9 +55,16 @@ class ReplicaSetTest : public ::testing::Test {
   // Members R1..R3 (directories, or `dead` for R1), //home/* through the
   // stage.
   void Start(const std::string& ack, bool dead_first = false,
-             bool jitter_second = false) {
+             bool jitter_second = false, bool slow_first = false) {
     if (dead_first) {
       ASSERT_TRUE(host_.AddEndpoint("R1", dead_).ok());
+    } else if (slow_first) {
+      auto r1 = LocalEndpoint::Open(r_[0].path());
+      ASSERT_TRUE(r1.ok()) << r1.status();
+      ASSERT_TRUE(host_
+                      .AddEndpoint("R1", std::make_shared<JitterEndpoint>(
+                                             *r1, /*min_us=*/2000))
+                      .ok());
     } else {
       ASSERT_TRUE(host_.AddLocalEndpoint("R1", r_[0].path()).ok());
     }
@@ -194,6 +203,26 @@ TEST_F(ReplicaSetTest, OverlappingWritesLandInOneOrderOnEveryMember) {
     EXPECT_EQ(ReadWholeFile(r_[1] / "f"), first) << "seed " << seed;
     EXPECT_EQ(ReadWholeFile(r_[2] / "f"), first) << "seed " << seed;
   }
+}
+
+// least_loaded: a member whose reads take 2 ms gets few of them once its
+// time is known.
+TEST_F(ReplicaSetTest, LeastLoadedReadsAvoidASlowMember) {
+  Start("all", /*dead_first=*/false, /*jitter_second=*/false,
+        /*slow_first=*/true);
+  proto::StageConfig next = stage_->config();
+  next.mutable_replica_set()->set_read("least_loaded");
+  ASSERT_TRUE(stage_->Reconfigure(next).ok());
+  for (TempDir& d : r_) WriteWholeFile(d / "f", "same");
+  absl::Status s;
+  for (int i = 0; i < 100; ++i) {
+    ASSERT_EQ(ReadFile("//home/f", &s), "same");
+  }
+  EXPECT_LE(Counter("member.R1.reads"), 5);
+  EXPECT_EQ(Counter("member.R2.reads") + Counter("member.R3.reads") +
+                Counter("member.R1.reads"),
+            100);
+  EXPECT_GE(Counter("member.R1.read_us"), 1000);
 }
 
 // With ack=quorum two of three members are enough.
