@@ -120,10 +120,15 @@ class ReplicaSetStage : public HostStage {
           StrCat("replica_set: primary ", o.primary(), " is not a member"));
     }
     if (!o.read().empty() && o.read() != "primary" && o.read() != "random" &&
-        o.read() != "least_loaded") {
+        o.read() != "least_loaded" && o.read() != "weighted") {
       return absl::InvalidArgumentError(
           StrCat("replica_set: read '", o.read(),
-                 "' is not primary, random or least_loaded"));
+                 "' is not primary, random, least_loaded or weighted"));
+    }
+    if (o.read() == "weighted" && o.weight_size() != o.member_size()) {
+      return absl::InvalidArgumentError(
+          StrCat("replica_set: read weighted needs a weight for each of the ",
+                 o.member_size(), " members, not ", o.weight_size()));
     }
     if (!o.ack().empty() && o.ack() != "all" && o.ack() != "quorum") {
       return absl::InvalidArgumentError(
@@ -156,7 +161,9 @@ class ReplicaSetStage : public HostStage {
     }
     read_ = o.read() == "random"         ? ReadPolicy::kRandom
             : o.read() == "least_loaded" ? ReadPolicy::kLeastLoaded
+            : o.read() == "weighted"     ? ReadPolicy::kWeighted
                                          : ReadPolicy::kPrimary;
+    weights_.assign(o.weight().begin(), o.weight().end());
     quorum_ = o.ack() == "quorum";
     load_.clear();
     for (size_t i = 0; i < members_.size(); ++i) {
@@ -202,6 +209,20 @@ class ReplicaSetStage : public HostStage {
       first = live.begin() + static_cast<long>(rng() % live.size());
     } else if (read_ == ReadPolicy::kLeastLoaded && !live.empty()) {
       first = std::find(live.begin(), live.end(), LeastLoaded(live));
+    } else if (read_ == ReadPolicy::kWeighted && !live.empty()) {
+      uint64_t total = 0;
+      for (int m : live) total += weights_[m];
+      if (total != 0) {
+        thread_local std::minstd_rand rng(std::random_device{}());
+        uint64_t pick = rng() % total;
+        for (auto it = live.begin(); it != live.end(); ++it) {
+          if (pick < weights_[*it]) {
+            first = it;
+            break;
+          }
+          pick -= weights_[*it];
+        }
+      }
     }
     if (first != live.end()) std::rotate(live.begin(), first, live.end());
     return live;
@@ -459,7 +480,8 @@ class ReplicaSetStage : public HostStage {
   std::vector<std::string> members_ ABSL_GUARDED_BY(mu_);
   std::vector<bool> out_ ABSL_GUARDED_BY(mu_);
   int primary_ ABSL_GUARDED_BY(mu_) = 0;
-  enum class ReadPolicy { kPrimary, kRandom, kLeastLoaded };
+  enum class ReadPolicy { kPrimary, kRandom, kLeastLoaded, kWeighted };
+  std::vector<uint32_t> weights_ ABSL_GUARDED_BY(mu_);
   ReadPolicy read_ ABSL_GUARDED_BY(mu_) = ReadPolicy::kPrimary;
   // One per member, made again only with no IO inside (Reconfigure).
   std::vector<std::unique_ptr<Load>> load_;

@@ -225,6 +225,27 @@ TEST_F(ReplicaSetTest, LeastLoadedReadsAvoidASlowMember) {
   EXPECT_GE(Counter("member.R1.read_us"), 1000);
 }
 
+// weighted: reads in proportion to the weights (3:1:0 here), a member
+// with weight 0 never read while the others are in the set.
+TEST_F(ReplicaSetTest, WeightedReadsFollowTheWeights) {
+  Start("all");
+  proto::StageConfig next = stage_->config();
+  next.mutable_replica_set()->set_read("weighted");
+  for (uint32_t w : {3u, 1u, 0u}) next.mutable_replica_set()->add_weight(w);
+  ASSERT_TRUE(stage_->Reconfigure(next).ok());
+  for (TempDir& d : r_) WriteWholeFile(d / "f", "same");
+  absl::Status s;
+  for (int i = 0; i < 400; ++i) ASSERT_EQ(ReadFile("//home/f", &s), "same");
+  EXPECT_EQ(Counter("member.R3.reads"), 0);
+  // 300 expected of 400: far from 200 (even) and 400 (all), whatever the
+  // draw (a binomial's deviation is about 9).
+  EXPECT_GT(Counter("member.R1.reads"), 250);
+  EXPECT_LT(Counter("member.R1.reads"), 350);
+  next.mutable_replica_set()->clear_weight();
+  EXPECT_NE(stage_->Reconfigure(next).message().find("needs a weight"),
+            std::string::npos);
+}
+
 // With ack=quorum two of three members are enough.
 TEST_F(ReplicaSetTest, AQuorumWriteGoesOnWithoutOneMember) {
   Start("quorum", /*dead_first=*/true);
