@@ -47,7 +47,7 @@ std::string TempDirectory() {
 std::shared_ptr<HostStage> AddCache(Host& host, const std::string& spec) {
   auto config = ParseStageSpec(spec);
   auto stage =
-      StageRegistry::Global().Create(*config, StageEnv{&host.sswitch()});
+      StageRegistry::Global().Create(*config, StageEnv{&host.sswitch(), {}});
   if (!stage.ok()) {
     std::fprintf(stderr, "%s\n", std::string(stage.status().message()).c_str());
     std::exit(1);

@@ -63,6 +63,10 @@ void AddVolumeFlags(CLI::App* app, proto::HostConfig* o, MountRequest* m) {
       "--backing", [o](const std::string& v) { o->set_backing(v); },
       "directory (or storage server HOST:PORT) holding the volume's "
       "namespace (endpoint 'home')");
+  app->add_option_function<std::string>(
+      "--state", [o](const std::string& v) { o->set_state_dir(v); },
+      "durable state directory (a replica set's dirty-region log) "
+      "[BACKING/.sroute/state for a local backing]");
   AddParsedFlag(
       app, "--tenant", ParseTenantSpec,
       [o](proto::HostConfig::Tenant t) { *o->add_tenant() = std::move(t); },

@@ -44,6 +44,7 @@ absl::StatusOr<std::unique_ptr<HostRuntime>> HostRuntime::Build(
   absl::Status s = rt->PlaceHome();
   if (s.ok()) s = rt->SetUpNetwork(std::move(secret));
   if (s.ok()) s = rt->MakeReservedFolder();
+  if (s.ok()) rt->PlaceState();
   if (s.ok()) s = rt->AddEndpoints();
   if (s.ok()) s = rt->AddStages();
   if (s.ok()) s = rt->LoadRules();
@@ -123,6 +124,16 @@ absl::Status HostRuntime::MakeReservedFolder() {
         StrCat("cannot create ", unlinked, ": ", ec.message()));
   }
   return absl::OkStatus();
+}
+
+// The state directory: a local home keeps it in its reserved folder; a
+// FUSE host on a remote home has one only if it is given.
+void HostRuntime::PlaceState() {
+  state_dir_ = config_.state_dir();
+  if (state_dir_.empty() && !home_is_remote()) {
+    state_dir_ = StrCat(home_where_, "/", kReservedDir, "/state");
+  }
+  host_.sswitch().set_state_dir(state_dir_);
 }
 
 absl::Status HostRuntime::AddEndpoints() {

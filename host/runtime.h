@@ -61,6 +61,10 @@ class HostRuntime {
   // The endpoint holding the namespace, and where it is.
   const std::string& home_name() const { return home_name_; }
   const std::string& home_where() const { return home_where_; }
+  // Where the host keeps durable state (RocksDB stores): state_dir, else
+  // HOME/.sroute/state for a local home; empty for a FUSE host on a remote
+  // home without state_dir.
+  const std::string& state_dir() const { return state_dir_; }
   bool home_is_remote() const;
   // Network threads: null for a FUSE host without servers or controller.
   IoThreads* io_threads() { return threads_.get(); }
@@ -91,6 +95,7 @@ class HostRuntime {
   absl::Status PlaceHome();
   absl::Status SetUpNetwork(std::string secret);
   absl::Status MakeReservedFolder();
+  void PlaceState();
   absl::Status AddEndpoints();
   absl::Status AddStages();
   absl::Status LoadRules();
@@ -99,6 +104,7 @@ class HostRuntime {
   const HostKind kind_;
   std::string home_name_;
   std::string home_where_;
+  std::string state_dir_;
   RemoteContext remote_;
   // Destroyed last: remote endpoints of the host run on them.
   std::unique_ptr<IoThreads> threads_;

@@ -332,10 +332,7 @@ absl::StatusOr<std::unique_ptr<StorageServer>> StorageServer::Start(
   if (!runtime.ok()) return runtime.status();
   impl->runtime = *std::move(runtime);
   impl->limits = extras.limits;
-  const std::string& root = impl->runtime->home_where();
-  const std::string state_dir = config.state_dir().empty()
-                                    ? StrCat(root, "/", kReservedDir, "/state")
-                                    : config.state_dir();
+  const std::string& state_dir = impl->runtime->state_dir();
   auto store = RecordStore::Open(state_dir, impl->name());
   if (!store.ok()) return store.status();
   impl->records = *std::move(store);

@@ -69,6 +69,11 @@ class SSwitch {
   SSwitch& operator=(const SSwitch&) = delete;
 
   const std::string& name() const { return name_; }
+  // The host's state directory, where stages keep durable state (a replica
+  // set's dirty-region log); empty if the host has none.
+  // REQUIRES: set before stages are made, and not after.
+  void set_state_dir(std::string dir) { state_dir_ = std::move(dir); }
+  const std::string& state_dir() const { return state_dir_; }
 
   // --- Topology. Endpoint names are the HOST of "//HOST/PATH" files.
   absl::Status AddEndpoint(const std::string& name,
@@ -292,6 +297,10 @@ class SSwitch {
   // args.second_file of a rename or link is a full name on the same
   // endpoint. An unknown endpoint completes it with NotFound.
   void SubmitDirect(Io* io, const std::string& file);
+  // Sends `io`, made by a stage on its own (a replica set's resync: no
+  // caller's IO behind it), straight to the endpoint of `file` with the
+  // endpoints the sSwitch has now, as SubmitDirect.
+  void SubmitOwn(Io* io, const std::string& file);
   const SlowOpLog& slow_ops() const { return slow_ops_; }
 
  private:
@@ -435,6 +444,7 @@ class SSwitch {
   void Release(std::deque<Io*> parked);
 
   const std::string name_;
+  std::string state_dir_;
   const uint64_t uid_;  // distinguishes sSwitches in per-thread caches
 
   // Serializes control operations; guards the id counters and the route

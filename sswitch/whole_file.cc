@@ -205,6 +205,12 @@ void SSwitch::SubmitDirect(Io* io, const std::string& file) {
   it->second.endpoint->Submit(io, name.path);
 }
 
+void SSwitch::SubmitOwn(Io* io, const std::string& file) {
+  io->router_ = this;
+  io->snapshot_ = Load();
+  SubmitDirect(io, file);
+}
+
 void SSwitch::SendOwn(const Io& like, Op op, const std::string& file,
                       const std::function<void(Io&)>& setup,
                       absl::AnyInvocable<void(Io&)> done) {

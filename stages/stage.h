@@ -49,6 +49,10 @@ struct StageEnv {
   // The host's sSwitch: a cache registers a change observer on it
   // (coherence). Outlives the stage.
   SSwitch* sswitch = nullptr;
+  // The host's state directory (SSwitch::state_dir): a stage keeps its
+  // durable state in STATE_DIR/KIND-NAME. Empty if the host has none;
+  // stages that need one refuse to be made.
+  std::string state_dir;
 };
 
 // Makes a stage of one kind from a config naming that kind. Errors are

@@ -30,6 +30,7 @@ void FillStats(const SSwitch::StageInfo& info, proto::StageStats* out) {
 absl::Status AddConfiguredStage(SSwitch& sw, const proto::StageConfig& config) {
   StageEnv env;
   env.sswitch = &sw;
+  env.state_dir = sw.state_dir();
   auto stage = StageRegistry::Global().Create(config, env);
   if (!stage.ok()) return stage.status();
   if (absl::Status s = sw.AddStage(config.name(), *stage); !s.ok()) {

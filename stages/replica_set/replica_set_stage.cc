@@ -3,24 +3,27 @@
 #include <fcntl.h>
 
 #include <algorithm>
-#include <atomic>
-#include <deque>
+#include <bit>
 #include <memory>
 #include <random>
 #include <string>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
+#include "absl/strings/numbers.h"
 #include "rules/io_header.h"
 #include "sswitch/sswitch.h"
+#include "stages/replica_set/replica_set_impl.h"
 #include "util/clock.h"
 #include "util/errno_status.h"
 #include "util/log.h"
-#include "util/mutex.h"
 #include "util/strings.h"
 
 namespace sroute {
 namespace {
+
+constexpr uint64_t kDefaultRegionSize = 1 << 20;
+constexpr uint32_t kDefaultResyncMibPerS = 64;
+constexpr uint32_t kDefaultProbeMs = 1000;
 
 // Whether `io` changes what a member holds: it goes to every member.
 bool IsChange(const Io& io) {
@@ -39,461 +42,912 @@ bool IsMemberFailure(const absl::Status& s) {
   return err == EIO || err == ETIMEDOUT || err == ENOSPC || err == EROFS;
 }
 
-class ReplicaSetStage : public HostStage {
- public:
-  ReplicaSetStage(proto::StageConfig config, SSwitch* sw)
-      : sw_(sw), config_(std::move(config)) {
-    Apply(config_, /*initial=*/true);
-  }
+std::string PathOf(const std::string& file) {
+  FileName name;
+  if (!SplitFileName(file, &name)) return "";
+  return std::string(name.path);
+}
 
-  void Submit(Io* io, const Forward&) override {
-    const std::vector<int> live = Live();
-    if (live.empty()) {
-      io->Complete(ErrnoStatus(
-          EIO, StrCat("replica set ", name_, ": no member left in the set")));
-      return;
+std::string ParentOf(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "" : path.substr(0, slash);
+}
+
+}  // namespace
+
+// --- Making and options ----------------------------------------------------
+
+absl::StatusOr<std::shared_ptr<ReplicaSetStage>> ReplicaSetStage::Make(
+    const proto::StageConfig& config, SSwitch* sw, const std::string& log_dir) {
+  auto log = RegionLog::Open(log_dir);
+  if (!log.ok()) return log.status();
+  auto records = (*log)->Load();
+  if (!records.ok()) return records.status();
+  std::shared_ptr<ReplicaSetStage> stage(
+      new ReplicaSetStage(config, sw, *std::move(log)));
+  // What the log holds: stale members stay stale; where a change was under
+  // way, every member but one may differ: all but the primary (or the first
+  // member current there) become stale, and resync makes them equal.
+  {
+    MutexLock l(&stage->mu_);
+    uint64_t all = 0;
+    for (const std::string& m : stage->members_) all |= stage->BitOf(m);
+    const uint64_t primary =
+        stage->BitOf(stage->members_[static_cast<size_t>(stage->primary_)]);
+    MutexLock g(&stage->log_mu_);
+    for (const RegionRecord& rec : *records) {
+      Region& r = stage->dirty_[rec.path][rec.region];
+      r.version = rec.version;
+      for (const std::string& m : rec.stale) {
+        if (stage->bits_.contains(m)) r.stale |= stage->bits_[m] & all;
+      }
+      if (rec.intent) {
+        uint64_t source = 0;
+        if ((r.stale & primary) == 0) {
+          source = primary;
+        } else {
+          for (const std::string& m : stage->members_) {
+            if ((r.stale & stage->bits_[m]) == 0) {
+              source = stage->bits_[m];
+              break;
+            }
+          }
+        }
+        r.stale |= all & ~source;
+      }
+      if (r.stale == 0) {
+        RegionRecord gone = rec;
+        gone.removed = true;
+        stage->queued_.push_back(std::move(gone));
+        stage->dirty_[rec.path].erase(rec.region);
+        if (stage->dirty_[rec.path].empty()) stage->dirty_.erase(rec.path);
+        continue;
+      }
+      stage->QueueLocked(rec.path, rec.region, r);
     }
-    if (IsChange(*io)) {
-      changes_.fetch_add(1, std::memory_order_relaxed);
-      Order(io);
-    } else {
-      reads_.fetch_add(1, std::memory_order_relaxed);
-      auto state = std::make_shared<Read>();
-      state->parent = io;
-      ReadFrom(state);
+    stage->dirty_files_.store(stage->dirty_.size());
+    if (!records->empty()) {
+      LogInfo("replica set ", stage->name_, ": ", records->size(),
+              " regions in the log from before; resync brings them up");
     }
   }
+  if (absl::Status s = stage->Persist(UINT64_MAX); !s.ok()) return s;
+  stage->background_ = std::thread([raw = stage.get()] { raw->Background(); });
+  return stage;
+}
 
-  proto::StageConfig config() const override {
-    MutexLock l(&mu_);
-    return config_;
+ReplicaSetStage::ReplicaSetStage(proto::StageConfig config, SSwitch* sw,
+                                 std::unique_ptr<RegionLog> log)
+    : sw_(sw), log_(std::move(log)) {
+  name_ = config.name();
+  const uint64_t rs = config.replica_set().region_size();
+  region_size_ = rs == 0 ? kDefaultRegionSize : rs;
+  MutexLock l(&mu_);
+  config_ = std::move(config);
+  Apply(config_, /*initial=*/true);
+}
+
+ReplicaSetStage::~ReplicaSetStage() { (void)Stop(); }
+
+absl::Status ReplicaSetStage::Stop() {
+  {
+    MutexLock l(&bg_mu_);
+    stopping_ = true;
+    bg_cv_.SignalAll();
   }
+  if (background_.joinable()) background_.join();
+  return Persist(UINT64_MAX);
+}
 
-  absl::Status Reconfigure(const proto::StageConfig& next) override {
-    if (absl::Status s = Check(next); !s.ok()) return s;
+proto::StageConfig ReplicaSetStage::config() const {
+  MutexLock l(&mu_);
+  return config_;
+}
+
+absl::Status ReplicaSetStage::Reconfigure(const proto::StageConfig& next) {
+  if (absl::Status s = Check(next); !s.ok()) return s;
+  const uint64_t rs = next.replica_set().region_size();
+  if ((rs == 0 ? kDefaultRegionSize : rs) != region_size_) {
+    return absl::InvalidArgumentError(StrCat(
+        "replica_set: region_size is ", region_size_,
+        " for this set's log; it cannot change (remove the stage first)"));
+  }
+  {
     MutexLock l(&mu_);
     config_ = next;
     Apply(next, /*initial=*/false);
-    return absl::OkStatus();
   }
-
-  void Report(proto::StageStats* out) const override {
-    auto& c = *out->mutable_counters();
-    c["reads"] = static_cast<int64_t>(reads_.load());
-    c["changes"] = static_cast<int64_t>(changes_.load());
-    c["failovers"] = static_cast<int64_t>(failovers_.load());
-    MutexLock l(&mu_);
-    int in = 0;
-    for (size_t i = 0; i < members_.size(); ++i) {
-      const bool is_in = !out_[i];
-      c[StrCat("member.", members_[i], ".in")] = is_in ? 1 : 0;
-      c[StrCat("member.", members_[i], ".reads")] =
-          static_cast<int64_t>(load_[i]->reads.load());
-      c[StrCat("member.", members_[i], ".read_us")] =
-          static_cast<int64_t>(load_[i]->ewma_ns.load() / 1000);
-      in += is_in;
-    }
-    c["members_in"] = in;
+  // A member new to the set holds nothing: it is stale everywhere (the
+  // whole tree, from the root) until resync has copied it.
+  {
+    MutexLock l(&bg_mu_);
+    bg_cv_.SignalAll();
   }
+  return Persist(UINT64_MAX);
+}
 
-  static absl::Status Check(const proto::StageConfig& c) {
-    const proto::ReplicaSetOptions& o = c.replica_set();
-    if (o.member().empty()) {
-      return absl::InvalidArgumentError(
-          "replica_set: give at least one member");
+absl::Status ReplicaSetStage::Check(const proto::StageConfig& c) {
+  const proto::ReplicaSetOptions& o = c.replica_set();
+  if (o.member().empty()) {
+    return absl::InvalidArgumentError("replica_set: give at least one member");
+  }
+  if (o.member_size() > 64) {
+    return absl::InvalidArgumentError(
+        "replica_set: at most 64 members (the log keeps them as bits)");
+  }
+  for (int i = 0; i < o.member_size(); ++i) {
+    if (o.member(i).empty() || o.member(i).find('/') != std::string::npos ||
+        o.member(i).find('\n') != std::string::npos) {
+      return absl::InvalidArgumentError(StrCat(
+          "replica_set: member '", o.member(i), "' is not an endpoint name"));
     }
-    for (int i = 0; i < o.member_size(); ++i) {
-      if (o.member(i).empty() || o.member(i).find('/') != std::string::npos) {
-        return absl::InvalidArgumentError(StrCat(
-            "replica_set: member '", o.member(i), "' is not an endpoint name"));
-      }
-      for (int j = 0; j < i; ++j) {
-        if (o.member(i) == o.member(j)) {
-          return absl::InvalidArgumentError(
-              StrCat("replica_set: member ", o.member(i), " is named twice"));
-        }
+    for (int j = 0; j < i; ++j) {
+      if (o.member(i) == o.member(j)) {
+        return absl::InvalidArgumentError(
+            StrCat("replica_set: member ", o.member(i), " is named twice"));
       }
     }
-    if (!o.primary().empty() && std::find(o.member().begin(), o.member().end(),
-                                          o.primary()) == o.member().end()) {
-      return absl::InvalidArgumentError(
-          StrCat("replica_set: primary ", o.primary(), " is not a member"));
-    }
-    if (!o.read().empty() && o.read() != "primary" && o.read() != "random" &&
-        o.read() != "least_loaded" && o.read() != "weighted") {
-      return absl::InvalidArgumentError(
-          StrCat("replica_set: read '", o.read(),
-                 "' is not primary, random, least_loaded or weighted"));
-    }
-    if (o.read() == "weighted" && o.weight_size() != o.member_size()) {
-      return absl::InvalidArgumentError(
-          StrCat("replica_set: read weighted needs a weight for each of the ",
-                 o.member_size(), " members, not ", o.weight_size()));
-    }
-    if (!o.ack().empty() && o.ack() != "all" && o.ack() != "quorum") {
-      return absl::InvalidArgumentError(
-          StrCat("replica_set: ack '", o.ack(), "' is not all or quorum"));
-    }
-    return absl::OkStatus();
   }
-
- private:
-  // The stage's first members are all in the set (they hold the files:
-  // the operator says so by naming them). Set again, a member keeps its
-  // place, and one new to the set starts out: it holds nothing yet, and
-  // nothing brings it up to date until resync exists.
-  // REQUIRES: mu_ held, or construction.
-  void Apply(const proto::StageConfig& c,
-             bool initial) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    const proto::ReplicaSetOptions& o = c.replica_set();
-    name_ = c.name();
-    std::vector<std::string> old_members = std::move(members_);
-    std::vector<bool> old_out = std::move(out_);
-    members_.assign(o.member().begin(), o.member().end());
-    out_.assign(members_.size(), !initial);
-    for (size_t i = 0; i < members_.size() && !initial; ++i) {
-      auto it = std::find(old_members.begin(), old_members.end(), members_[i]);
-      if (it != old_members.end()) out_[i] = old_out[it - old_members.begin()];
-    }
-    primary_ = 0;
-    for (size_t i = 0; i < members_.size(); ++i) {
-      if (members_[i] == o.primary()) primary_ = static_cast<int>(i);
-    }
-    read_ = o.read() == "random"         ? ReadPolicy::kRandom
-            : o.read() == "least_loaded" ? ReadPolicy::kLeastLoaded
-            : o.read() == "weighted"     ? ReadPolicy::kWeighted
-                                         : ReadPolicy::kPrimary;
-    weights_.assign(o.weight().begin(), o.weight().end());
-    quorum_ = o.ack() == "quorum";
-    load_.clear();
-    for (size_t i = 0; i < members_.size(); ++i) {
-      load_.push_back(std::make_unique<Load>());
+  if (!o.primary().empty() && std::find(o.member().begin(), o.member().end(),
+                                        o.primary()) == o.member().end()) {
+    return absl::InvalidArgumentError(
+        StrCat("replica_set: primary ", o.primary(), " is not a member"));
+  }
+  if (!o.read().empty() && o.read() != "primary" && o.read() != "random" &&
+      o.read() != "least_loaded" && o.read() != "weighted") {
+    return absl::InvalidArgumentError(
+        StrCat("replica_set: read '", o.read(),
+               "' is not primary, random, least_loaded or weighted"));
+  }
+  if (o.read() == "weighted" && o.weight_size() != o.member_size()) {
+    return absl::InvalidArgumentError(
+        StrCat("replica_set: read weighted needs a weight for each of the ",
+               o.member_size(), " members, not ", o.weight_size()));
+  }
+  if (!o.ack().empty() && o.ack() != "all" && o.ack() != "quorum" &&
+      o.ack() != "primary") {
+    uint32_t k = 0;
+    if (!absl::SimpleAtoi(o.ack(), &k) || k == 0 ||
+        k > static_cast<uint32_t>(o.member_size())) {
+      return absl::InvalidArgumentError(StrCat(
+          "replica_set: ack '", o.ack(),
+          "' is not all, quorum, primary or a count 1..", o.member_size()));
     }
   }
+  const uint64_t rs = o.region_size();
+  if (rs != 0 && (rs < 4096 || rs > (1ull << 30) || !std::has_single_bit(rs))) {
+    return absl::InvalidArgumentError(
+        StrCat("replica_set: region_size ", rs,
+               " is not a power of two from 4096 to 1 GiB"));
+  }
+  return absl::OkStatus();
+}
 
-  // A member's reads now and lately, for least_loaded.
-  struct Load {
-    std::atomic<int64_t> in_flight{0};
-    std::atomic<uint64_t> ewma_ns{0};  // of its read times, weight 1/5
-    std::atomic<uint64_t> reads{0};
-  };
-  // The member least loaded: fewest reads in flight, weighed by how long
-  // its reads took lately (a member never read yet goes first).
-  int LeastLoaded(const std::vector<int>& live) const {
-    int best = live.front();
-    double best_score = 0;
-    for (int m : live) {
-      const Load& l = *load_[m];
-      const double score =
-          static_cast<double>(l.in_flight.load(std::memory_order_relaxed) + 1) *
-          static_cast<double>(
-              std::max<uint64_t>(l.ewma_ns.load(std::memory_order_relaxed), 1));
-      if (m == live.front() || score < best_score) {
-        best = m;
-        best_score = score;
+// The stage's first members are all in the set (they hold the files: the
+// operator says so by naming them, and the log says where they differ).
+// Set again, a member keeps its place; one new to the set comes in stale
+// everywhere.
+void ReplicaSetStage::Apply(const proto::StageConfig& c, bool initial) {
+  const proto::ReplicaSetOptions& o = c.replica_set();
+  std::vector<std::string> old_members = std::move(members_);
+  std::vector<bool> old_out = std::move(out_);
+  std::vector<uint64_t> old_epoch = std::move(epoch_);
+  members_.assign(o.member().begin(), o.member().end());
+  out_.assign(members_.size(), false);
+  epoch_.assign(members_.size(), 0);
+  uint64_t added = 0;
+  for (size_t i = 0; i < members_.size(); ++i) {
+    auto it = std::find(old_members.begin(), old_members.end(), members_[i]);
+    if (it != old_members.end()) {
+      out_[i] = old_out[it - old_members.begin()];
+      epoch_[i] = old_epoch[it - old_members.begin()];
+    } else if (!initial) {
+      added |= BitOf(members_[i]);
+    }
+    (void)BitOf(members_[i]);
+  }
+  if (added != 0) {
+    MutexLock g(&log_mu_);
+    Region& root = dirty_[""][RegionLog::kWholeName];
+    root.stale |= added;
+    ++root.version;
+    QueueLocked("", RegionLog::kWholeName, root);
+    dirty_files_.store(dirty_.size());
+  }
+  primary_ = 0;
+  for (size_t i = 0; i < members_.size(); ++i) {
+    if (members_[i] == o.primary()) primary_ = static_cast<int>(i);
+  }
+  read_ = o.read() == "random"         ? ReadPolicy::kRandom
+          : o.read() == "least_loaded" ? ReadPolicy::kLeastLoaded
+          : o.read() == "weighted"     ? ReadPolicy::kWeighted
+                                       : ReadPolicy::kPrimary;
+  weights_.assign(o.weight().begin(), o.weight().end());
+  ack_count_ = 0;
+  if (o.ack() == "all") {
+    ack_ = Ack::kAll;
+  } else if (o.ack() == "quorum") {
+    ack_ = Ack::kQuorum;
+  } else if (o.ack() == "primary") {
+    ack_ = Ack::kPrimary;
+  } else if (!o.ack().empty()) {
+    ack_ = Ack::kCount;
+    (void)absl::SimpleAtoi(o.ack(), &ack_count_);
+  } else {
+    ack_ = members_.size() >= 3 ? Ack::kQuorum : Ack::kAll;
+  }
+  degrade_ = o.degrade();
+  resync_rate_ =
+      static_cast<uint64_t>(o.has_resync_mib_per_s() ? o.resync_mib_per_s()
+                                                     : kDefaultResyncMibPerS)
+      << 20;
+  paused_ = o.resync_paused();
+  probe_ms_ = o.has_probe_ms() ? o.probe_ms() : kDefaultProbeMs;
+  // A member's counters stay with it.
+  std::vector<std::unique_ptr<Load>> old_load = std::move(load_);
+  load_.clear();
+  for (size_t i = 0; i < members_.size(); ++i) {
+    auto it = std::find(old_members.begin(), old_members.end(), members_[i]);
+    load_.push_back(it == old_members.end()
+                        ? std::make_unique<Load>()
+                        : std::move(old_load[it - old_members.begin()]));
+  }
+}
+
+uint64_t ReplicaSetStage::BitOf(const std::string& member) {
+  auto it = bits_.find(member);
+  if (it != bits_.end()) return it->second;
+  // Bits of names no longer members are reused only once 64 are taken.
+  uint64_t used = 0;
+  for (const auto& [name, bit] : bits_) used |= bit;
+  if (used == ~uint64_t{0}) {
+    for (auto b = bits_.begin(); b != bits_.end(); ++b) {
+      if (std::find(members_.begin(), members_.end(), b->first) ==
+          members_.end()) {
+        used &= ~b->second;
+        bits_.erase(b);
+        break;
       }
     }
-    return best;
   }
+  const int index = std::countr_one(used);
+  bits_[member] = uint64_t{1} << index;
+  MutexLock g(&log_mu_);
+  bit_names_[index] = member;
+  return bits_[member];
+}
 
-  // Members in the set, the one to read first first.
-  std::vector<int> Live() {
-    MutexLock l(&mu_);
-    std::vector<int> live;
-    for (size_t i = 0; i < members_.size(); ++i) {
-      if (!out_[i]) live.push_back(static_cast<int>(i));
-    }
-    auto first = std::find(live.begin(), live.end(), primary_);
-    if (read_ == ReadPolicy::kRandom && !live.empty()) {
-      thread_local std::minstd_rand rng(std::random_device{}());
-      first = live.begin() + static_cast<long>(rng() % live.size());
-    } else if (read_ == ReadPolicy::kLeastLoaded && !live.empty()) {
-      first = std::find(live.begin(), live.end(), LeastLoaded(live));
-    } else if (read_ == ReadPolicy::kWeighted && !live.empty()) {
-      uint64_t total = 0;
-      for (int m : live) total += weights_[m];
-      if (total != 0) {
-        thread_local std::minstd_rand rng(std::random_device{}());
-        uint64_t pick = rng() % total;
-        for (auto it = live.begin(); it != live.end(); ++it) {
-          if (pick < weights_[*it]) {
-            first = it;
-            break;
+uint64_t ReplicaSetStage::OutMask() const {
+  uint64_t mask = 0;
+  for (size_t i = 0; i < members_.size(); ++i) {
+    if (out_[i]) mask |= bits_.at(members_[i]);
+  }
+  return mask;
+}
+
+void ReplicaSetStage::Report(proto::StageStats* out) const {
+  auto& c = *out->mutable_counters();
+  c["reads"] = static_cast<int64_t>(reads_.load());
+  c["changes"] = static_cast<int64_t>(changes_.load());
+  c["failovers"] = static_cast<int64_t>(failovers_.load());
+  c["resync_bytes"] = static_cast<int64_t>(resync_bytes_.load());
+  c["resync_regions"] = static_cast<int64_t>(resync_regions_.load());
+  c["log_writes"] = static_cast<int64_t>(log_writes_.load());
+  c["region_size"] = static_cast<int64_t>(region_size_);
+  MutexLock l(&mu_);
+  c["resync_paused"] = paused_ ? 1 : 0;
+  c["resync_rate"] = static_cast<int64_t>(resync_rate_);
+  std::vector<int64_t> regions(members_.size()), bytes(members_.size());
+  int64_t conflicts = 0;
+  {
+    MutexLock g(&log_mu_);
+    uint64_t all = 0;
+    for (const std::string& m : members_) all |= bits_.at(m);
+    for (const auto& [path, file] : dirty_) {
+      for (const auto& [region, r] : file) {
+        if ((r.stale & all) == all) ++conflicts;
+        for (size_t i = 0; i < members_.size(); ++i) {
+          if ((r.stale & bits_.at(members_[i])) == 0) continue;
+          ++regions[i];
+          if (region < RegionLog::kFirstNamed) {
+            bytes[i] += static_cast<int64_t>(region_size_);
           }
-          pick -= weights_[*it];
         }
       }
     }
-    if (first != live.end()) std::rotate(live.begin(), first, live.end());
-    return live;
   }
-
-  void TakeOut(int member, const absl::Status& why) {
-    MutexLock l(&mu_);
-    if (out_[member]) return;
-    out_[member] = true;
-    LogWarning("replica set ", name_, ": member ", members_[member],
-               " leaves the set: ", why.message());
+  int in = 0;
+  for (size_t i = 0; i < members_.size(); ++i) {
+    const std::string p = StrCat("member.", members_[i], ".");
+    c[p + "in"] = out_[i] ? 0 : 1;
+    c[p + "primary"] = static_cast<int>(i) == primary_ ? 1 : 0;
+    c[p + "reads"] = static_cast<int64_t>(load_[i]->reads.load());
+    c[p + "read_us"] = static_cast<int64_t>(load_[i]->ewma_ns.load() / 1000);
+    c[p + "stale_regions"] = regions[i];
+    c[p + "stale_bytes"] = bytes[i];
+    in += out_[i] ? 0 : 1;
   }
+  c["members_in"] = in;
+  c["conflicts"] = conflicts;
+}
 
-  std::string MemberName(int member) {
-    MutexLock l(&mu_);
-    return members_[member];
-  }
+// --- Members -----------------------------------------------------------------
 
-  // //HOST/PATH as //MEMBER/PATH ("" if `file` is not a file name).
-  static std::string OnMember(const std::string& member,
-                              const std::string& file) {
-    FileName name;
-    if (!SplitFileName(file, &name)) return "";
-    return StrCat("//", member, "/", name.path);
-  }
-
-  // Sends `child` (for `member`) on; a rename's or link's other name
-  // too.
-  void SendTo(Io* child, int member) {
-    const std::string m = MemberName(member);
-    if (!child->args.second_file.empty() &&
-        (child->header.op == Op::kRenameFrom ||
-         child->header.op == Op::kRenameTo || child->header.op == Op::kLink)) {
-      child->args.second_file = OnMember(m, child->args.second_file);
+int ReplicaSetStage::LeastLoaded(const std::vector<int>& live) const {
+  int best = live.front();
+  double best_score = 0;
+  for (int m : live) {
+    const Load& l = *load_[m];
+    const double score =
+        static_cast<double>(l.in_flight.load(std::memory_order_relaxed) + 1) *
+        static_cast<double>(
+            std::max<uint64_t>(l.ewma_ns.load(std::memory_order_relaxed), 1));
+    if (m == live.front() || score < best_score) {
+      best = m;
+      best_score = score;
     }
-    sw_->SubmitDirect(child, OnMember(m, child->header.file));
   }
+  return best;
+}
 
-  // --- Order: overlapping changes to a file, one at a time, in arrival
-  // order, so that every member applies them in the same order (two
-  // writes of one range racing to three members could otherwise land in
-  // different orders). Writes and fallocates hold their byte range; any
-  // other change holds the whole file. (Renames are ordered by their first
-  // name only.)
-  struct Ordered {
-    uint64_t id;
-    Io* io;
-    uint64_t begin, end;
-  };
-  struct FileOrder {
-    std::vector<Ordered> running;
-    std::deque<Ordered> waiting;
-  };
-  static bool Overlap(const Ordered& a, const Ordered& b) {
-    return a.begin < b.end && b.begin < a.end;
+std::vector<int> ReplicaSetStage::Live(uint64_t exclude) {
+  MutexLock l(&mu_);
+  std::vector<int> live;
+  for (size_t i = 0; i < members_.size(); ++i) {
+    if (!out_[i] && (bits_.at(members_[i]) & exclude) == 0) {
+      live.push_back(static_cast<int>(i));
+    }
   }
-  template <typename Range>
-  static bool OverlapsAny(const Ordered& o, const Range& others) {
-    return std::any_of(others.begin(), others.end(),
-                       [&](const Ordered& x) { return Overlap(o, x); });
+  if (live.empty()) return live;
+  auto first = std::find(live.begin(), live.end(), primary_);
+  if (read_ == ReadPolicy::kRandom) {
+    thread_local std::minstd_rand rng(std::random_device{}());
+    first = live.begin() + static_cast<long>(rng() % live.size());
+  } else if (read_ == ReadPolicy::kLeastLoaded) {
+    first = std::find(live.begin(), live.end(), LeastLoaded(live));
+  } else if (read_ == ReadPolicy::kWeighted) {
+    uint64_t total = 0;
+    for (int m : live) total += weights_[m];
+    if (total != 0) {
+      thread_local std::minstd_rand rng(std::random_device{}());
+      uint64_t pick = rng() % total;
+      for (auto it = live.begin(); it != live.end(); ++it) {
+        if (pick < weights_[*it]) {
+          first = it;
+          break;
+        }
+        pick -= weights_[*it];
+      }
+    }
   }
+  if (first != live.end()) std::rotate(live.begin(), first, live.end());
+  return live;
+}
 
-  void Order(Io* io) {
-    Ordered o{0, io, 0, UINT64_MAX};
+void ReplicaSetStage::TakeOut(int member, const absl::Status& why) {
+  MutexLock l(&mu_);
+  if (out_[member]) return;
+  out_[member] = true;
+  ++epoch_[member];
+  LogWarning("replica set ", name_, ": member ", members_[member],
+             " leaves the set: ", why.message());
+}
+
+std::string ReplicaSetStage::MemberName(int member) {
+  MutexLock l(&mu_);
+  return members_[member];
+}
+
+uint64_t ReplicaSetStage::MemberBit(int member) {
+  MutexLock l(&mu_);
+  return bits_.at(members_[member]);
+}
+
+// Sends `child` (for `member`) on, as //MEMBER/PATH; a rename's or link's
+// other name too.
+void ReplicaSetStage::SendTo(Io* child, int member) {
+  const std::string m = MemberName(member);
+  if (!child->args.second_file.empty() &&
+      (child->header.op == Op::kRenameFrom ||
+       child->header.op == Op::kRenameTo || child->header.op == Op::kLink)) {
+    child->args.second_file =
+        StrCat("//", m, "/", PathOf(child->args.second_file));
+  }
+  sw_->SubmitDirect(child, StrCat("//", m, "/", PathOf(child->header.file)));
+}
+
+// --- Dirty regions
+// -------------------------------------------------------------
+
+std::vector<ReplicaSetStage::Span> ReplicaSetStage::SpansOf(
+    const Io& io) const {
+  std::vector<Span> spans;
+  const std::string path = PathOf(io.header.file);
+  auto whole = [&](const std::string& p) {
+    spans.push_back(Span{p, RegionLog::kWholeName, RegionLog::kWholeName});
+    spans.push_back(Span{ParentOf(p), RegionLog::kList, RegionLog::kList});
+  };
+  switch (io.header.op) {
+    case Op::kWrite:
+    case Op::kFallocate: {
+      const uint64_t end =
+          io.header.offset + std::max<uint64_t>(io.header.length, 1);
+      spans.push_back(Span{path, io.header.offset / region_size_,
+                           (end - 1) / region_size_});
+      break;
+    }
+    case Op::kTruncate:
+    case Op::kSetattr:
+    case Op::kSetxattr:
+    case Op::kRemovexattr:
+      spans.push_back(Span{path, RegionLog::kAttrs, RegionLog::kAttrs});
+      break;
+    case Op::kOpen:
+      if ((io.args.open_flags & O_TRUNC) != 0) {
+        spans.push_back(Span{path, RegionLog::kAttrs, RegionLog::kAttrs});
+      }
+      break;
+    case Op::kCreate:
+    case Op::kMknod:
+    case Op::kMkdir:
+    case Op::kSymlink:
+    case Op::kLink:
+    case Op::kUnlink:
+    case Op::kRmdir:
+      whole(path);
+      break;
+    case Op::kRenameFrom:
+    case Op::kRenameTo:
+      whole(path);
+      if (!io.args.second_file.empty()) whole(PathOf(io.args.second_file));
+      break;
+    default:  // fsync, flush: no member's bytes change
+      break;
+  }
+  return spans;
+}
+
+void ReplicaSetStage::QueueLocked(const std::string& path, uint64_t region,
+                                  Region& r) {
+  r.persisted = true;
+  r.persisted_intent = r.in_flight > 0;
+  r.persisted_stale = r.stale;
+  r.persist_seq = ++queued_seq_;
+  RegionRecord rec;
+  rec.path = path;
+  rec.region = region;
+  rec.version = r.version;
+  rec.intent = r.persisted_intent;
+  // Names, not bits: the bits are this process's.
+  for (uint64_t bits = r.stale; bits != 0; bits &= bits - 1) {
+    rec.stale.push_back(bit_names_[std::countr_zero(bits)]);
+  }
+  queued_.push_back(std::move(rec));
+}
+
+uint64_t ReplicaSetStage::BeginChange(const std::vector<Span>& spans,
+                                      uint64_t out_mask) {
+  uint64_t need = 0;
+  MutexLock l(&log_mu_);
+  for (const Span& s : spans) {
+    FileRegions& file = dirty_[s.path];
+    for (uint64_t g = s.first;; ++g) {
+      Region& r = file[g];
+      ++r.in_flight;
+      if (out_mask != 0) {
+        r.stale |= out_mask;
+        ++r.version;
+      }
+      if (!r.persisted || !r.persisted_intent || r.persisted_stale != r.stale) {
+        QueueLocked(s.path, g, r);
+      }
+      need = std::max(need, r.persist_seq);
+      if (g == s.last) break;
+    }
+  }
+  dirty_files_.store(dirty_.size(), std::memory_order_relaxed);
+  return need;
+}
+
+uint64_t ReplicaSetStage::EndChange(const std::vector<Span>& spans,
+                                    uint64_t failed) {
+  uint64_t need = 0;
+  const uint64_t now = MonotonicNanos();
+  MutexLock l(&log_mu_);
+  for (const Span& s : spans) {
+    FileRegions& file = dirty_[s.path];
+    for (uint64_t g = s.first;; ++g) {
+      Region& r = file[g];
+      --r.in_flight;
+      if (failed != 0 && (r.stale & failed) != failed) {
+        r.stale |= failed;
+        ++r.version;
+        QueueLocked(s.path, g, r);
+        need = std::max(need, r.persist_seq);
+      }
+      if (r.in_flight == 0) r.idle_since_ns = now;
+      if (g == s.last) break;
+    }
+  }
+  return need;
+}
+
+absl::Status ReplicaSetStage::Persist(uint64_t seq) {
+  MutexLock p(&persist_mu_);
+  if (durable_seq_ >= seq && seq != UINT64_MAX) return absl::OkStatus();
+  std::vector<RegionRecord> batch;
+  uint64_t upto;
+  {
+    MutexLock l(&log_mu_);
+    batch.swap(queued_);
+    upto = queued_seq_;
+  }
+  if (batch.empty()) {
+    durable_seq_ = std::max(durable_seq_, upto);
+    return absl::OkStatus();
+  }
+  absl::Status s = log_->Write(batch, /*sync=*/true);
+  if (!s.ok()) {
+    // Kept for the next write: what is in memory is what must be logged.
+    MutexLock l(&log_mu_);
+    batch.insert(batch.end(), std::make_move_iterator(queued_.begin()),
+                 std::make_move_iterator(queued_.end()));
+    queued_.swap(batch);
+    return s;
+  }
+  log_writes_.fetch_add(1, std::memory_order_relaxed);
+  durable_seq_ = upto;
+  return absl::OkStatus();
+}
+
+uint64_t ReplicaSetStage::StaleForRead(const Io& io) {
+  if (dirty_files_.load(std::memory_order_relaxed) == 0) return 0;
+  const std::string path = PathOf(io.header.file);
+  MutexLock l(&log_mu_);
+  uint64_t stale = StaleNameLocked(path);
+  auto it = dirty_.find(path);
+  if (it == dirty_.end()) return stale;
+  const FileRegions& file = it->second;
+  if (io.header.op == Op::kRead) {
+    const uint64_t first = io.header.offset / region_size_;
+    const uint64_t last =
+        (io.header.offset + std::max<uint64_t>(io.header.length, 1) - 1) /
+        region_size_;
+    for (auto r = file.lower_bound(first); r != file.end() && r->first <= last;
+         ++r) {
+      stale |= r->second.stale;
+    }
+    auto a = file.find(RegionLog::kAttrs);
+    if (a != file.end()) stale |= a->second.stale;
+  } else if (io.header.op == Op::kReaddir) {
+    auto d = file.find(RegionLog::kList);
+    if (d != file.end()) stale |= d->second.stale;
+  } else {
+    for (const auto& [region, r] : file) {
+      if (region != RegionLog::kList) stale |= r.stale;
+    }
+  }
+  return stale;
+}
+
+// A name made or renamed while a member was away is stale there with
+// everything under it.
+uint64_t ReplicaSetStage::StaleNameLocked(const std::string& path) const {
+  uint64_t stale = 0;
+  for (std::string p = path;; p = ParentOf(p)) {
+    auto it = dirty_.find(p);
+    if (it != dirty_.end()) {
+      auto w = it->second.find(RegionLog::kWholeName);
+      if (w != it->second.end()) stale |= w->second.stale;
+    }
+    if (p.empty()) break;
+  }
+  return stale;
+}
+
+// --- Order
+// ----------------------------------------------------------------------
+
+namespace {
+template <typename Range, typename T>
+bool OverlapsAny(const T& o, const Range& others) {
+  return std::any_of(others.begin(), others.end(), [&](const auto& x) {
+    return o.begin < x.end && x.begin < o.end;
+  });
+}
+}  // namespace
+
+void ReplicaSetStage::Order(const std::string& path, uint64_t begin,
+                            uint64_t end,
+                            absl::AnyInvocable<void(uint64_t id)> start) {
+  uint64_t id;
+  {
+    MutexLock l(&order_mu_);
+    id = ++next_order_id_;
+    Ordered o{id, begin, end, nullptr};
+    FileOrder& f = order_[path];
+    if (OverlapsAny(o, f.running) || OverlapsAny(o, f.waiting)) {
+      o.start = std::move(start);
+      f.waiting.push_back(std::move(o));
+      return;
+    }
+    f.running.push_back(std::move(o));
+  }
+  start(id);
+}
+
+void ReplicaSetStage::Release(const std::string& path, uint64_t id) {
+  std::vector<std::pair<uint64_t, absl::AnyInvocable<void(uint64_t)>>> start;
+  {
+    MutexLock l(&order_mu_);
+    auto it = order_.find(path);
+    if (it == order_.end()) return;
+    FileOrder& f = it->second;
+    std::erase_if(f.running, [&](const Ordered& o) { return o.id == id; });
+    std::deque<Ordered> still;
+    for (Ordered& w : f.waiting) {
+      if (OverlapsAny(w, f.running) || OverlapsAny(w, still)) {
+        still.push_back(std::move(w));
+      } else {
+        start.emplace_back(w.id, std::move(w.start));
+        f.running.push_back(Ordered{w.id, w.begin, w.end, nullptr});
+      }
+    }
+    f.waiting.swap(still);
+    if (f.running.empty() && f.waiting.empty()) order_.erase(it);
+  }
+  for (auto& [sid, fn] : start) fn(sid);
+}
+
+// --- Changes and reads
+// --------------------------------------------------------
+
+struct ReplicaSetStage::Read {
+  Io* parent = nullptr;
+  uint64_t exclude = 0;  // members stale where it reads
+  // Every attempt lives as long as the read: the next one starts inside
+  // the completion of the one before.
+  std::vector<std::unique_ptr<Io>> attempts;
+  std::vector<int> tried;
+};
+
+void ReplicaSetStage::Submit(Io* io, const Forward&) {
+  if (IsChange(*io)) {
+    changes_.fetch_add(1, std::memory_order_relaxed);
+    // Writes and fallocates hold their byte range; any other change holds
+    // the whole file (renames by their first name only).
+    uint64_t begin = 0, end = UINT64_MAX;
     if (io->header.op == Op::kWrite || io->header.op == Op::kFallocate) {
-      o.begin = io->header.offset;
-      o.end = io->header.offset + std::max<uint64_t>(io->header.length, 1);
+      begin = io->header.offset;
+      end = io->header.offset + std::max<uint64_t>(io->header.length, 1);
     }
-    {
-      MutexLock l(&order_mu_);
-      o.id = ++next_order_id_;
-      FileOrder& f = order_[io->header.file];
-      if (OverlapsAny(o, f.running) || OverlapsAny(o, f.waiting)) {
-        f.waiting.push_back(o);
-        return;
+    Order(PathOf(io->header.file), begin, end,
+          [this, io](uint64_t id) { StartChange(io, id); });
+    return;
+  }
+  reads_.fetch_add(1, std::memory_order_relaxed);
+  auto state = std::make_shared<Read>();
+  state->parent = io;
+  state->exclude = StaleForRead(*io);
+  ReadFrom(state);
+}
+
+struct ReplicaSetStage::ChangeJoin {
+  Io* parent = nullptr;
+  std::string path;
+  uint64_t order_id = 0;
+  std::vector<Span> spans;
+  std::vector<int> members;
+  size_t started_with = 0;  // members in the set when it began
+  std::vector<std::unique_ptr<Io>> children;
+  Mutex mu;
+  size_t answered ABSL_GUARDED_BY(mu) = 0;
+};
+
+void ReplicaSetStage::StartChange(Io* io, uint64_t order_id) {
+  const std::string path = PathOf(io->header.file);
+  std::vector<Span> spans = SpansOf(*io);
+  // Members stale in the name (or a folder above it) hold no copy of it to
+  // change: they miss the change too, and resync brings them the name.
+  uint64_t exclude = 0;
+  if (dirty_files_.load(std::memory_order_relaxed) != 0) {
+    MutexLock g(&log_mu_);
+    exclude = StaleNameLocked(path);
+    for (const Span& s : spans) {
+      if (s.first == RegionLog::kWholeName && s.path != path) {
+        exclude |= StaleNameLocked(s.path);
       }
-      f.running.push_back(o);
     }
-    Start(io, o.id);
   }
-
-  // Ends change `id` of `file`; starts the waiting ones it held back.
-  void Release(const std::string& file, uint64_t id) {
-    std::vector<Ordered> start;
-    {
-      MutexLock l(&order_mu_);
-      auto it = order_.find(file);
-      if (it == order_.end()) return;
-      FileOrder& f = it->second;
-      std::erase_if(f.running, [&](const Ordered& o) { return o.id == id; });
-      std::deque<Ordered> still;
-      for (const Ordered& w : f.waiting) {
-        if (OverlapsAny(w, f.running) || OverlapsAny(w, still)) {
-          still.push_back(w);
-        } else {
-          f.running.push_back(w);
-          start.push_back(w);
-        }
+  uint64_t out_mask;
+  std::vector<int> live;
+  {
+    MutexLock l(&mu_);
+    out_mask = OutMask();
+    for (size_t i = 0; i < members_.size(); ++i) {
+      const uint64_t bit = bits_.at(members_[i]);
+      if (out_[i]) continue;
+      // (Stale only in bytes or attributes, it holds the name: the change
+      // applies there.)
+      if ((exclude & bit) != 0) {
+        out_mask |= bit;
+        continue;
       }
-      f.waiting.swap(still);
-      if (f.running.empty() && f.waiting.empty()) order_.erase(it);
+      live.push_back(static_cast<int>(i));
     }
-    for (const Ordered& o : start) Start(o.io, o.id);
   }
-
-  void Start(Io* io, uint64_t id) {
-    const std::vector<int> live = Live();
-    if (live.empty()) {
-      const std::string file = io->header.file;
-      io->Complete(ErrnoStatus(
-          EIO, StrCat("replica set ", name_, ": no member left in the set")));
-      Release(file, id);
-      return;
-    }
-    Change(io, live, id);
-  }
-
-  struct ChangeJoin {
-    Io* parent = nullptr;
-    std::string file;
-    uint64_t order_id = 0;
-    std::vector<int> members;
-    std::vector<std::unique_ptr<Io>> children;
-    Mutex mu;
-    size_t answered ABSL_GUARDED_BY(mu) = 0;
+  auto fail = [&](absl::Status s) {
+    io->Complete(std::move(s));
+    Release(path, order_id);
   };
-
-  // Every member in the set gets the change; the parent completes when all
-  // answered (the caller's buffers stay in use until then).
-  void Change(Io* io, const std::vector<int>& live, uint64_t order_id) {
-    auto join = std::make_shared<ChangeJoin>();
-    join->parent = io;
-    join->file = io->header.file;
-    join->order_id = order_id;
-    join->members = live;
-    for (size_t i = 0; i < live.size(); ++i) {
-      join->children.push_back(sw_->NewChild(*io));
-    }
-    for (size_t i = 0; i < live.size(); ++i) {
-      join->children[i]->set_completion([this, join](Io&) {
-        {
-          MutexLock l(&join->mu);
-          if (++join->answered < join->children.size()) return;
-        }
-        FinishChange(*join);
-        Release(join->file, join->order_id);
-      });
-    }
-    for (size_t i = 0; i < live.size(); ++i) {
-      SendTo(join->children[i].get(), live[i]);
+  if (live.empty()) {
+    fail(ErrnoStatus(EIO, StrCat("replica set ", name_,
+                                 ": no member can take a change to ", path)));
+    return;
+  }
+  if (const uint64_t seq = BeginChange(spans, out_mask); seq != 0) {
+    if (absl::Status s = Persist(seq); !s.ok()) {
+      (void)EndChange(spans, 0);
+      fail(ErrnoStatus(absl::IsResourceExhausted(s) ? ENOSPC : EIO,
+                       StrCat("replica set ", name_,
+                              ": the dirty-region log: ", s.message())));
+      return;
     }
   }
+  auto join = std::make_shared<ChangeJoin>();
+  join->parent = io;
+  join->path = path;
+  join->order_id = order_id;
+  join->spans = std::move(spans);
+  join->members = live;
+  join->started_with = live.size();
+  for (size_t i = 0; i < live.size(); ++i) {
+    join->children.push_back(sw_->NewChild(*io));
+  }
+  for (size_t i = 0; i < live.size(); ++i) {
+    join->children[i]->set_completion([this, join](Io&) {
+      {
+        MutexLock l(&join->mu);
+        if (++join->answered < join->children.size()) return;
+      }
+      FinishChange(join);
+    });
+  }
+  for (size_t i = 0; i < live.size(); ++i) {
+    SendTo(join->children[i].get(), live[i]);
+  }
+}
 
-  void FinishChange(ChangeJoin& join) {
-    size_t total;
-    {
-      MutexLock l(&mu_);
-      total = members_.size();
+// Every member the change went to answered: members that failed leave
+// the set and are logged stale where it changed (durably, before the
+// answer), then the ack policy decides.
+void ReplicaSetStage::FinishChange(const std::shared_ptr<ChangeJoin>& join) {
+  const Io* first_ok = nullptr;
+  const Io* answer = nullptr;  // the op's own error, if every member gave one
+  size_t ok = 0;
+  bool primary_ok = false;
+  int primary;
+  size_t total;
+  Ack ack;
+  uint32_t ack_count;
+  bool degrade;
+  {
+    MutexLock l(&mu_);
+    primary = primary_;
+    total = members_.size();
+    ack = ack_;
+    ack_count = ack_count_;
+    degrade = degrade_;
+  }
+  uint64_t failed = 0;
+  for (size_t i = 0; i < join->children.size(); ++i) {
+    const Io& c = *join->children[i];
+    if (c.status.ok()) {
+      ++ok;
+      if (first_ok == nullptr) first_ok = &c;
+      if (join->members[i] == primary) primary_ok = true;
+    } else if (IsMemberFailure(c.status)) {
+      TakeOut(join->members[i], c.status);
+      failed |= MemberBit(join->members[i]);
+    } else if (answer == nullptr) {
+      answer = &c;
     }
-    const Io* first_ok = nullptr;
-    const Io* answer = nullptr;  // the op's own error, if every member gave one
-    size_t ok = 0;
-    for (size_t i = 0; i < join.children.size(); ++i) {
-      const Io& c = *join.children[i];
-      if (c.status.ok()) {
-        ++ok;
-        if (first_ok == nullptr) first_ok = &c;
-      } else if (IsMemberFailure(c.status)) {
-        TakeOut(join.members[i], c.status);
-      } else if (answer == nullptr) {
-        answer = &c;
+  }
+  // Members that applied it while another refused it (not a failure of
+  // that one): the others diverged; they leave the set, stale here.
+  if (first_ok != nullptr && answer != nullptr) {
+    for (size_t i = 0; i < join->children.size(); ++i) {
+      const Io& c = *join->children[i];
+      if (!c.status.ok() && !IsMemberFailure(c.status)) {
+        TakeOut(join->members[i], c.status);
+        failed |= MemberBit(join->members[i]);
       }
     }
-    // Members that applied it while another refused it (not a failure of
-    // that one): the others diverged; they leave the set.
-    if (first_ok != nullptr && answer != nullptr) {
-      for (size_t i = 0; i < join.children.size(); ++i) {
-        const Io& c = *join.children[i];
-        if (!c.status.ok() && !IsMemberFailure(c.status)) {
-          TakeOut(join.members[i], c.status);
-        }
-      }
-    }
-    Io* parent = join.parent;
-    const size_t needed = quorum_ ? total / 2 + 1 : total;
-    if (first_ok != nullptr && ok >= needed) {
-      parent->AdoptResults(*first_ok);
-      parent->Complete(absl::OkStatus());
-      return;
-    }
-    if (first_ok == nullptr && answer != nullptr) {
-      parent->AdoptResults(*answer);
-      parent->Complete(answer->status);
-      return;
-    }
+  }
+  Io* parent = join->parent;
+  absl::Status logged = absl::OkStatus();
+  if (const uint64_t seq = EndChange(join->spans, failed); seq != 0) {
+    logged = Persist(seq);
+  }
+  size_t needed = total;
+  switch (ack) {
+    case Ack::kAll:
+      // Degraded: every member that could be reached.
+      needed = degrade ? std::max<size_t>(
+                             1, join->started_with - std::popcount(failed))
+                       : total;
+      break;
+    case Ack::kQuorum:
+      needed = total / 2 + 1;
+      break;
+    case Ack::kCount:
+      needed = ack_count;
+      break;
+    case Ack::kPrimary:
+      needed = primary_ok ? 1 : total + 1;
+      break;
+  }
+  if (!logged.ok()) {
+    // Not acknowledged: a member that missed it is not known stale on disk.
+    parent->Complete(
+        ErrnoStatus(EIO, StrCat("replica set ", name_,
+                                ": the dirty-region log: ", logged.message())));
+  } else if (first_ok != nullptr && ok >= needed) {
+    parent->AdoptResults(*first_ok);
+    parent->Complete(absl::OkStatus());
+  } else if (first_ok == nullptr && answer != nullptr) {
+    parent->AdoptResults(*answer);
+    parent->Complete(answer->status);
+  } else {
     parent->Complete(ErrnoStatus(
         EIO, StrCat("replica set ", name_, ": ", ok, " of ", total,
                     " members applied the change; ", needed, " needed")));
   }
+  Release(join->path, join->order_id);
+}
 
-  struct Read {
-    Io* parent = nullptr;
-    // Every attempt lives as long as the read: the next one starts inside
-    // the completion of the one before.
-    std::vector<std::unique_ptr<Io>> attempts;
-    std::vector<int> tried;
-  };
-
-  // The first member in the set not tried yet; a member's failure takes it
-  // out and the read goes to the next.
-  void ReadFrom(const std::shared_ptr<Read>& state) {
-    int member = -1;
-    for (int m : Live()) {
-      if (std::find(state->tried.begin(), state->tried.end(), m) ==
-          state->tried.end()) {
-        member = m;
-        break;
-      }
+// The first member in the set, current where it reads and not tried yet;
+// a member's failure takes it out and the read goes to the next.
+void ReplicaSetStage::ReadFrom(const std::shared_ptr<Read>& state) {
+  int member = -1;
+  for (int m : Live(state->exclude)) {
+    if (std::find(state->tried.begin(), state->tried.end(), m) ==
+        state->tried.end()) {
+      member = m;
+      break;
     }
-    if (member < 0) {
-      state->parent->Complete(ErrnoStatus(
-          EIO, StrCat("replica set ", name_, ": no member could answer")));
-      return;
-    }
-    state->tried.push_back(member);
-    state->attempts.push_back(sw_->NewChild(*state->parent));
-    Io* attempt = state->attempts.back().get();
-    Load& load = *load_[member];
-    load.in_flight.fetch_add(1, std::memory_order_relaxed);
-    load.reads.fetch_add(1, std::memory_order_relaxed);
-    attempt->set_completion(
-        [this, state, member, &load, start = MonotonicNanos()](Io& a) {
-          // Racing updates may lose one another's sample: an estimate.
-          const uint64_t took = MonotonicNanos() - start;
-          const uint64_t old = load.ewma_ns.load(std::memory_order_relaxed);
-          load.ewma_ns.store(old == 0 ? took : (old * 4 + took) / 5,
-                             std::memory_order_relaxed);
-          load.in_flight.fetch_sub(1, std::memory_order_relaxed);
-          if (IsMemberFailure(a.status)) {
-            TakeOut(member, a.status);
-            failovers_.fetch_add(1, std::memory_order_relaxed);
-            ReadFrom(state);
-            return;
-          }
-          state->parent->AdoptResults(a);
-          state->parent->Complete(a.status);
-        });
-    SendTo(attempt, member);
   }
-
-  SSwitch* const sw_;
-  mutable Mutex mu_;
-  proto::StageConfig config_ ABSL_GUARDED_BY(mu_);
-  std::string name_;
-  std::vector<std::string> members_ ABSL_GUARDED_BY(mu_);
-  std::vector<bool> out_ ABSL_GUARDED_BY(mu_);
-  int primary_ ABSL_GUARDED_BY(mu_) = 0;
-  enum class ReadPolicy { kPrimary, kRandom, kLeastLoaded, kWeighted };
-  std::vector<uint32_t> weights_ ABSL_GUARDED_BY(mu_);
-  ReadPolicy read_ ABSL_GUARDED_BY(mu_) = ReadPolicy::kPrimary;
-  // One per member, made again only with no IO inside (Reconfigure).
-  std::vector<std::unique_ptr<Load>> load_;
-  std::atomic<bool> quorum_{false};
-  // Guards the order of changes per file. A leaf.
-  Mutex order_mu_;
-  uint64_t next_order_id_ ABSL_GUARDED_BY(order_mu_) = 0;
-  absl::flat_hash_map<std::string, FileOrder> order_ ABSL_GUARDED_BY(order_mu_);
-  std::atomic<uint64_t> reads_{0}, changes_{0}, failovers_{0};
-};
-
-}  // namespace
+  if (member < 0) {
+    state->parent->Complete(ErrnoStatus(
+        EIO, StrCat("replica set ", name_, ": no current copy of ",
+                    PathOf(state->parent->header.file), " could answer")));
+    return;
+  }
+  state->tried.push_back(member);
+  state->attempts.push_back(sw_->NewChild(*state->parent));
+  Io* attempt = state->attempts.back().get();
+  Load& load = *load_[member];
+  load.in_flight.fetch_add(1, std::memory_order_relaxed);
+  load.reads.fetch_add(1, std::memory_order_relaxed);
+  attempt->set_completion(
+      [this, state, member, &load, start = MonotonicNanos()](Io& a) {
+        // Racing updates may lose one another's sample: an estimate.
+        const uint64_t took = MonotonicNanos() - start;
+        const uint64_t old = load.ewma_ns.load(std::memory_order_relaxed);
+        load.ewma_ns.store(old == 0 ? took : (old * 4 + took) / 5,
+                           std::memory_order_relaxed);
+        load.in_flight.fetch_sub(1, std::memory_order_relaxed);
+        if (IsMemberFailure(a.status)) {
+          TakeOut(member, a.status);
+          failovers_.fetch_add(1, std::memory_order_relaxed);
+          ReadFrom(state);
+          return;
+        }
+        state->parent->AdoptResults(a);
+        state->parent->Complete(a.status);
+      });
+  SendTo(attempt, member);
+}
 
 void RegisterReplicaSetStage(StageRegistry& registry) {
   (void)registry.Register(
@@ -504,7 +958,16 @@ void RegisterReplicaSetStage(StageRegistry& registry) {
         if (env.sswitch == nullptr) {
           return absl::InvalidArgumentError("replica_set: needs its sSwitch");
         }
-        return std::make_shared<ReplicaSetStage>(config, env.sswitch);
+        if (env.state_dir.empty()) {
+          return absl::InvalidArgumentError(
+              "replica_set: needs the host's state directory for its "
+              "dirty-region log (state_dir)");
+        }
+        auto stage = ReplicaSetStage::Make(
+            config, env.sswitch,
+            StrCat(env.state_dir, "/replica_set-", config.name()));
+        if (!stage.ok()) return stage.status();
+        return std::shared_ptr<HostStage>(*std::move(stage));
       });
 }
 

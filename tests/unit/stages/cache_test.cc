@@ -66,7 +66,7 @@ class CacheTest : public ::testing::Test {
     config.set_kind("cache");
     *config.mutable_cache() = std::move(opts);
     auto stage =
-        StageRegistry::Global().Create(config, StageEnv{&host_.sswitch()});
+        StageRegistry::Global().Create(config, StageEnv{&host_.sswitch(), {}});
     ASSERT_TRUE(stage.ok()) << stage.status();
     stage_ = *stage;
     ASSERT_TRUE(host_.AddStage("c", stage_).ok());
@@ -75,7 +75,8 @@ class CacheTest : public ::testing::Test {
     d.set_name("d");
     d.set_kind("delay");
     d.mutable_delay()->set_delay_us(delay_us_);
-    auto delay = StageRegistry::Global().Create(d, StageEnv{&host_.sswitch()});
+    auto delay =
+        StageRegistry::Global().Create(d, StageEnv{&host_.sswitch(), {}});
     ASSERT_TRUE(delay.ok()) << delay.status();
     delay_ = *delay;
     ASSERT_TRUE(host_.AddStage("d", delay_).ok());
@@ -314,7 +315,7 @@ TEST_F(CacheTest, MadeFromAStageSpec) {
       "policy=lru,write_mode=write_back,dirty_limit_bytes=32K");
   ASSERT_TRUE(config.ok()) << config.status();
   auto stage =
-      StageRegistry::Global().Create(*config, StageEnv{&host_.sswitch()});
+      StageRegistry::Global().Create(*config, StageEnv{&host_.sswitch(), {}});
   ASSERT_TRUE(stage.ok()) << stage.status();
   proto::StageStats stats;
   (*stage)->Report(&stats);

@@ -1,7 +1,11 @@
 // The replica_set stage (stages/replica_set/), first slice: changes to
 // every member, reads from one with failover, members leaving the set.
+#include <fcntl.h>
+#include <sys/stat.h>
+
 #include <atomic>
 #include <chrono>
+#include <filesystem>
 #include <random>
 #include <string>
 #include <thread>
@@ -10,6 +14,7 @@
 #include "gtest/gtest.h"
 #include "sswitch/host.h"
 #include "sswitch/local_endpoint.h"
+#include "stages/replica_set/region_log.h"
 #include "stages/stage.h"
 #include "stages/stage_spec.h"
 #include "tests/util/temp_dir.h"
@@ -22,13 +27,21 @@ using ::sroute::testing::ReadWholeFile;
 using ::sroute::testing::TempDir;
 using ::sroute::testing::WriteWholeFile;
 
-// A member whose disk is gone: every IO fails with EIO.
-class DeadEndpoint : public Endpoint {
+// A member whose disk can go (every IO fails with EIO) and come back.
+class SwitchEndpoint : public Endpoint {
  public:
-  void Submit(Io* io, std::string_view) override {
-    ++ios;
-    io->Complete(ErrnoStatus(EIO, "disk gone"));
+  SwitchEndpoint(std::shared_ptr<Endpoint> inner, bool dead)
+      : inner_(std::move(inner)), dead(dead) {}
+  void Submit(Io* io, std::string_view path) override {
+    if (dead.load()) {
+      ++ios;
+      io->Complete(ErrnoStatus(EIO, "disk gone"));
+      return;
+    }
+    inner_->Submit(io, path);
   }
+  std::shared_ptr<Endpoint> inner_;
+  std::atomic<bool> dead;
   std::atomic<int> ios{0};
 };
 
@@ -52,50 +65,72 @@ class JitterEndpoint : public Endpoint {
 
 class ReplicaSetTest : public ::testing::Test {
  protected:
-  // Members R1..R3 (directories, or `dead` for R1), //home/* through the
-  // stage.
+  // Members R1..R3 (directories; R1 behind a switch, dead if `dead_first`),
+  // //home/* through the stage.
   void Start(const std::string& ack, bool dead_first = false,
              bool jitter_second = false, bool slow_first = false) {
-    if (dead_first) {
-      ASSERT_TRUE(host_.AddEndpoint("R1", dead_).ok());
-    } else if (slow_first) {
-      auto r1 = LocalEndpoint::Open(r_[0].path());
-      ASSERT_TRUE(r1.ok()) << r1.status();
-      ASSERT_TRUE(host_
-                      .AddEndpoint("R1", std::make_shared<JitterEndpoint>(
-                                             *r1, /*min_us=*/2000))
-                      .ok());
-    } else {
-      ASSERT_TRUE(host_.AddLocalEndpoint("R1", r_[0].path()).ok());
+    ack_ = ack;
+    auto r1 = LocalEndpoint::Open(r_[0].path());
+    ASSERT_TRUE(r1.ok()) << r1.status();
+    std::shared_ptr<Endpoint> first = *r1;
+    if (slow_first) {
+      first = std::make_shared<JitterEndpoint>(first, /*min_us=*/2000);
     }
-    if (jitter_second) {
-      auto r2 = LocalEndpoint::Open(r_[1].path());
-      ASSERT_TRUE(r2.ok()) << r2.status();
-      ASSERT_TRUE(
-          host_.AddEndpoint("R2", std::make_shared<JitterEndpoint>(*r2)).ok());
-    } else {
-      ASSERT_TRUE(host_.AddLocalEndpoint("R2", r_[1].path()).ok());
-    }
-    ASSERT_TRUE(host_.AddLocalEndpoint("R3", r_[2].path()).ok());
+    dead_ = std::make_shared<SwitchEndpoint>(first, dead_first);
+    jitter_second_ = jitter_second;
+    MakeHost();
+  }
+  // A host with the members and the stage (again: a restart, the log kept).
+  void MakeHost() {
+    stage_.reset();
+    host_ = std::make_unique<Host>("h");
+    ASSERT_TRUE(host_->AddEndpoint("R1", dead_).ok());
+    auto r2 = LocalEndpoint::Open(r_[1].path());
+    ASSERT_TRUE(r2.ok()) << r2.status();
+    std::shared_ptr<Endpoint> second = *r2;
+    if (jitter_second_) second = std::make_shared<JitterEndpoint>(second);
+    second_ = std::make_shared<SwitchEndpoint>(second, false);
+    ASSERT_TRUE(host_->AddEndpoint("R2", second_).ok());
+    ASSERT_TRUE(host_->AddLocalEndpoint("R3", r_[2].path()).ok());
     proto::StageConfig config;
     config.set_name("rs");
     config.set_kind("replica_set");
     for (const char* m : {"R1", "R2", "R3"}) {
       config.mutable_replica_set()->add_member(m);
     }
-    config.mutable_replica_set()->set_ack(ack);
-    auto stage =
-        StageRegistry::Global().Create(config, StageEnv{&host_.sswitch()});
+    config.mutable_replica_set()->set_ack(ack_);
+    config.mutable_replica_set()->set_probe_ms(20);
+    config.mutable_replica_set()->set_region_size(64 << 10);
+    auto stage = StageRegistry::Global().Create(config, Env());
     ASSERT_TRUE(stage.ok()) << stage.status();
     stage_ = *stage;
-    ASSERT_TRUE(host_.AddStage("rs", stage_).ok());
-    ASSERT_TRUE(host_.LoadRules("<*, *, //home/*> -> <IO, stage:rs>\n").ok());
+    ASSERT_TRUE(host_->AddStage("rs", stage_).ok());
+    ASSERT_TRUE(host_->LoadRules("<*, *, //home/*> -> <IO, stage:rs>\n").ok());
   }
-  std::string ReadFile(const std::string& file, absl::Status* status) {
-    std::string buf(64, '\0');
-    auto n = host_.Read("t", file, 0, std::span<char>(buf));
+  void StopHost() {
+    ASSERT_TRUE(stage_->Stop().ok());
+    stage_.reset();
+    host_.reset();
+  }
+  StageEnv Env() {
+    StageEnv env;
+    env.sswitch = &host_->sswitch();
+    env.state_dir = state_.path();
+    return env;
+  }
+  std::string ReadFile(const std::string& file, absl::Status* status,
+                       uint64_t offset = 0, size_t size = 64) {
+    std::string buf(size, '\0');
+    auto n = host_->Read("t", file, offset, std::span<char>(buf));
     *status = n.status();
     return n.ok() ? buf.substr(0, *n) : "";
+  }
+  absl::Status Write(const std::string& file, uint64_t offset,
+                     const std::string& data) {
+    return host_
+        ->Write("t", file, offset,
+                std::span<const char>(data.data(), data.size()))
+        .status();
   }
   int64_t Counter(const std::string& name) {
     proto::StageStats stats;
@@ -103,18 +138,29 @@ class ReplicaSetTest : public ::testing::Test {
     auto it = stats.counters().find(name);
     return it == stats.counters().end() ? -1 : it->second;
   }
+  // Waits (up to 20 s) until `name` counts `want`.
+  bool WaitCounter(const std::string& name, int64_t want) {
+    for (int i = 0; i < 2000; ++i) {
+      if (Counter(name) == want) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return false;
+  }
 
   TempDir r_[3];
-  Host host_{"h"};
-  std::shared_ptr<DeadEndpoint> dead_ = std::make_shared<DeadEndpoint>();
+  TempDir state_;
+  std::string ack_;
+  bool jitter_second_ = false;
+  std::shared_ptr<SwitchEndpoint> dead_, second_;
   std::shared_ptr<HostStage> stage_;
+  std::unique_ptr<Host> host_;
 };
 
 // A write lands on every member; a read answers from the primary.
 TEST_F(ReplicaSetTest, WritesReachEveryMemberReadsThePrimary) {
   Start("all");
   for (TempDir& d : r_) WriteWholeFile(d / "f", "");
-  auto w = host_.Write("t", "//home/f", 0, std::span<const char>("abcd", 4));
+  auto w = host_->Write("t", "//home/f", 0, std::span<const char>("abcd", 4));
   ASSERT_TRUE(w.ok()) << w.status();
   for (TempDir& d : r_) EXPECT_EQ(ReadWholeFile(d / "f"), "abcd");
   WriteWholeFile(r_[1] / "f", "R2's");  // only the primary is read
@@ -150,7 +196,7 @@ TEST_F(ReplicaSetTest, ADeadMemberLeavesTheSetAndReadsFailOver) {
   const int dead_ios = dead_->ios.load();
   EXPECT_EQ(ReadFile("//home/f", &s), "good");
   EXPECT_EQ(dead_->ios.load(), dead_ios);  // not tried again
-  auto w = host_.Write("t", "//home/f", 0, std::span<const char>("next", 4));
+  auto w = host_->Write("t", "//home/f", 0, std::span<const char>("next", 4));
   EXPECT_EQ(ErrnoOf(w.status()), EIO) << w.status();
   EXPECT_NE(w.status().message().find("2 of 3 members"), std::string::npos)
       << w.status();
@@ -189,11 +235,12 @@ TEST_F(ReplicaSetTest, OverlappingWritesLandInOneOrderOnEveryMember) {
             IoArgs args;
             args.size = off;
             args.truncate_mode = TruncateMode::kExact;
-            (void)host_.Call("t", Op::kTruncate, "//home/f", args);
+            (void)host_->Call("t", Op::kTruncate, "//home/f", args);
             continue;
           }
-          auto w = host_.Write("t", "//home/f", off,
-                               std::span<const char>(data.data(), data.size()));
+          auto w =
+              host_->Write("t", "//home/f", off,
+                           std::span<const char>(data.data(), data.size()));
           ASSERT_TRUE(w.ok()) << w.status();
         }
       });
@@ -251,7 +298,7 @@ TEST_F(ReplicaSetTest, AQuorumWriteGoesOnWithoutOneMember) {
   Start("quorum", /*dead_first=*/true);
   WriteWholeFile(r_[1] / "f", "");
   WriteWholeFile(r_[2] / "f", "");
-  auto w = host_.Write("t", "//home/f", 0, std::span<const char>("q", 1));
+  auto w = host_->Write("t", "//home/f", 0, std::span<const char>("q", 1));
   ASSERT_TRUE(w.ok()) << w.status();
   EXPECT_EQ(ReadWholeFile(r_[1] / "f"), "q");
   EXPECT_EQ(ReadWholeFile(r_[2] / "f"), "q");
@@ -260,24 +307,197 @@ TEST_F(ReplicaSetTest, AQuorumWriteGoesOnWithoutOneMember) {
 
 // Bad options are refused, naming the option.
 TEST_F(ReplicaSetTest, BadOptionsAreRefused) {
+  host_ = std::make_unique<Host>("h");
   proto::StageConfig config;
   config.set_name("rs");
   config.set_kind("replica_set");
-  auto st = StageRegistry::Global().Create(config, StageEnv{&host_.sswitch()});
+  auto st = StageRegistry::Global().Create(config, Env());
   EXPECT_NE(st.status().message().find("at least one member"),
             std::string::npos)
       << st.status();
   config.mutable_replica_set()->add_member("A");
   config.mutable_replica_set()->set_primary("B");
-  st = StageRegistry::Global().Create(config, StageEnv{&host_.sswitch()});
+  st = StageRegistry::Global().Create(config, Env());
   EXPECT_NE(st.status().message().find("primary B is not a member"),
             std::string::npos)
       << st.status();
   config.mutable_replica_set()->clear_primary();
   config.mutable_replica_set()->set_read("fastest");
-  st = StageRegistry::Global().Create(config, StageEnv{&host_.sswitch()});
+  st = StageRegistry::Global().Create(config, Env());
   EXPECT_NE(st.status().message().find("read 'fastest'"), std::string::npos)
       << st.status();
+}
+
+// A member that failed misses the writes made while it is away; once it
+// answers again it takes changes at once, serves no read of a region it
+// missed, and resync copies those regions (only those) from a current
+// member; then the three are identical and it is read again.
+TEST_F(ReplicaSetTest, AMemberThatCameBackIsResyncedRegionByRegion) {
+  Start("quorum");
+  const std::string big(1 << 20, 'o');  // 16 regions of 64 KiB
+  for (TempDir& d : r_) WriteWholeFile(d / "f", big);
+  dead_->dead = true;
+  ASSERT_TRUE(Write("//home/f", 70000, "new bytes").ok());  // region 1
+  ASSERT_TRUE(Write("//home/f", 300000, "more").ok());      // region 4
+  EXPECT_EQ(Counter("member.R1.in"), 0);
+  EXPECT_EQ(Counter("member.R1.stale_regions"), 2);
+  {
+    proto::StageConfig paused = stage_->config();
+    paused.mutable_replica_set()->set_resync_paused(true);
+    ASSERT_TRUE(stage_->Reconfigure(paused).ok());
+  }
+  dead_->dead = false;
+  ASSERT_TRUE(WaitCounter("member.R1.in", 1));
+  // Back but stale in regions 1 and 4: reads there go elsewhere (R1 is
+  // the primary), reads of clean regions to R1.
+  absl::Status st;
+  const int64_t r1_reads = Counter("member.R1.reads");
+  EXPECT_EQ(ReadFile("//home/f", &st, 70000, 9), "new bytes");
+  EXPECT_EQ(Counter("member.R1.reads"), r1_reads);
+  EXPECT_EQ(ReadFile("//home/f", &st, 0, 4), "oooo");
+  EXPECT_EQ(Counter("member.R1.reads"), r1_reads + 1);
+  // A write while it is back reaches it.
+  ASSERT_TRUE(Write("//home/f", 600000, "live").ok());
+  EXPECT_EQ(ReadWholeFile(r_[0] / "f").substr(600000, 4), "live");
+  EXPECT_EQ(Counter("resync_bytes"), 0);  // paused
+  proto::StageConfig go = stage_->config();
+  go.mutable_replica_set()->set_resync_paused(false);
+  ASSERT_TRUE(stage_->Reconfigure(go).ok());
+  ASSERT_TRUE(WaitCounter("member.R1.stale_regions", 0));
+  EXPECT_EQ(Counter("resync_bytes"), 2 * (64 << 10));
+  const std::string want = ReadWholeFile(r_[1] / "f");
+  EXPECT_EQ(want.substr(70000, 9), "new bytes");
+  EXPECT_EQ(ReadWholeFile(r_[0] / "f"), want);
+  EXPECT_EQ(ReadWholeFile(r_[2] / "f"), want);
+  EXPECT_EQ(ReadFile("//home/f", &st, 70000, 9), "new bytes");
+  EXPECT_EQ(Counter("member.R1.in"), 1);
+  EXPECT_EQ(Counter("failovers"), 0);
+  EXPECT_EQ(Counter("member.R1.reads"), r1_reads + 2);
+}
+
+// The log outlives the stage: a member that missed writes before a
+// restart is still stale after it, serves none of those regions, and is
+// resynced then.
+TEST_F(ReplicaSetTest, StaleRegionsOutliveARestart) {
+  Start("quorum");
+  for (TempDir& d : r_) WriteWholeFile(d / "f", std::string(200000, 'o'));
+  dead_->dead = true;
+  ASSERT_TRUE(Write("//home/f", 100, "after").ok());
+  StopHost();
+  Start("quorum");  // R1 answers again from the start
+  absl::Status st;
+  // Before resync could run, or after: never R1's old bytes.
+  EXPECT_EQ(ReadFile("//home/f", &st, 100, 5), "after");
+  ASSERT_TRUE(WaitCounter("member.R1.stale_regions", 0));
+  EXPECT_EQ(ReadWholeFile(r_[0] / "f").substr(100, 5), "after");
+  EXPECT_EQ(ReadWholeFile(r_[0] / "f"), ReadWholeFile(r_[1] / "f"));
+}
+
+// A region a change was under way in when the stage's host died may
+// differ anywhere: at start the members but the primary are stale there
+// and resync makes them like it.
+TEST_F(ReplicaSetTest, ARegionUnderWayAtACrashIsMadeEqual) {
+  for (int i = 0; i < 3; ++i) {
+    WriteWholeFile(r_[i] / "f", i == 0 ? "newer" : "older");
+  }
+  {
+    auto log = RegionLog::Open(state_.path() + "/replica_set-rs");
+    ASSERT_TRUE(log.ok()) << log.status();
+    RegionRecord intent;
+    intent.path = "f";
+    intent.region = 0;
+    intent.intent = true;
+    ASSERT_TRUE((*log)->Write({intent}, /*sync=*/true).ok());
+  }
+  Start("quorum");
+  absl::Status st;
+  EXPECT_EQ(ReadFile("//home/f", &st), "newer");
+  ASSERT_TRUE(WaitCounter("member.R2.stale_regions", 0));
+  ASSERT_TRUE(WaitCounter("member.R3.stale_regions", 0));
+  EXPECT_EQ(ReadWholeFile(r_[1] / "f"), "newer");
+  EXPECT_EQ(ReadWholeFile(r_[2] / "f"), "newer");
+}
+
+// Names change while a member is away (create, unlink, rename, mkdir,
+// chmod, truncate): once back it gets the same tree, and no lookup of a
+// name it missed is answered by it meanwhile.
+TEST_F(ReplicaSetTest, NamesChangedWhileAwayAreResynced) {
+  Start("quorum");
+  for (TempDir& d : r_) {
+    WriteWholeFile(d / "gone", "x");
+    WriteWholeFile(d / "old", "renamed");
+    WriteWholeFile(d / "long", std::string(5000, 'l'));
+  }
+  dead_->dead = true;
+  IoArgs mk;
+  mk.mode = 0750;
+  ASSERT_TRUE(host_->Call("t", Op::kMkdir, "//home/d", mk).ok());
+  IoArgs cr;
+  cr.mode = 0640;
+  cr.open_flags = O_CREAT | O_WRONLY;
+  ASSERT_TRUE(host_->Call("t", Op::kCreate, "//home/d/new", cr).ok());
+  ASSERT_TRUE(Write("//home/d/new", 0, "fresh").ok());
+  ASSERT_TRUE(host_->Call("t", Op::kUnlink, "//home/gone", IoArgs{}).ok());
+  IoArgs mv;
+  mv.second_file = "//home/d/moved";
+  ASSERT_TRUE(host_->Call("t", Op::kRenameFrom, "//home/old", mv).ok());
+  IoArgs tr;
+  tr.size = 10;
+  ASSERT_TRUE(host_->Call("t", Op::kTruncate, "//home/long", tr).ok());
+  dead_->dead = false;
+  ASSERT_TRUE(WaitCounter("member.R1.in", 1));
+  absl::Status st;
+  EXPECT_EQ(ReadFile("//home/d/new", &st), "fresh") << st;
+  ASSERT_TRUE(WaitCounter("member.R1.stale_regions", 0));
+  EXPECT_EQ(ReadWholeFile(r_[0] / "d/new"), "fresh");
+  EXPECT_EQ(ReadWholeFile(r_[0] / "d/moved"), "renamed");
+  EXPECT_FALSE(std::filesystem::exists(r_[0] / "old"));
+  EXPECT_FALSE(std::filesystem::exists(r_[0] / "gone"));
+  EXPECT_EQ(ReadWholeFile(r_[0] / "long"), std::string(10, 'l'));
+  struct stat a, b;
+  ASSERT_EQ(::stat((r_[0] / "d/new").c_str(), &a), 0);
+  ASSERT_EQ(::stat((r_[1] / "d/new").c_str(), &b), 0);
+  EXPECT_EQ(a.st_mode, b.st_mode);
+  ASSERT_EQ(::stat((r_[0] / "d").c_str(), &a), 0);
+  EXPECT_EQ(a.st_mode & 07777, 0750u);
+}
+
+// A member added to the set holds nothing: it comes in stale everywhere
+// and resync copies the whole tree to it.
+TEST_F(ReplicaSetTest, AnAddedMemberGetsTheWholeTree) {
+  Start("quorum");
+  for (int i = 1; i < 3; ++i) {
+    std::filesystem::create_directories(r_[i] / "a/b");
+    WriteWholeFile(r_[i] / "a/b/f", "deep");
+    WriteWholeFile(r_[i] / "top", "top");
+  }
+  WriteWholeFile(r_[0] / "a", "");  // R1 drops out of the config first
+  proto::StageConfig two = stage_->config();
+  two.mutable_replica_set()->clear_member();
+  two.mutable_replica_set()->add_member("R2");
+  two.mutable_replica_set()->add_member("R3");
+  ASSERT_TRUE(stage_->Reconfigure(two).ok());
+  TempDir fresh;
+  ASSERT_TRUE(host_->AddLocalEndpoint("R4", fresh.path()).ok());
+  proto::StageConfig three = two;
+  three.mutable_replica_set()->add_member("R4");
+  ASSERT_TRUE(stage_->Reconfigure(three).ok());
+  ASSERT_TRUE(WaitCounter("member.R4.stale_regions", 0));
+  EXPECT_GE(Counter("resync_regions"), 1);
+  EXPECT_EQ(ReadWholeFile(fresh / "a/b/f"), "deep");
+  EXPECT_EQ(ReadWholeFile(fresh / "top"), "top");
+}
+
+// By default three members need a majority: a host that reaches only one
+// acknowledges no change.
+TEST_F(ReplicaSetTest, AMinorityAcknowledgesNoChange) {
+  Start("");
+  for (TempDir& d : r_) WriteWholeFile(d / "f", "base");
+  dead_->dead = true;
+  second_->dead = true;
+  absl::Status w = Write("//home/f", 0, "lost");
+  EXPECT_EQ(ErrnoOf(w), EIO) << w;
+  EXPECT_NE(w.message().find("1 of 3 members"), std::string::npos) << w;
 }
 
 // On the command line: --stage rs=replica_set:member=S1,member=S2,...

@@ -1,0 +1,218 @@
+// The replica_set stage's class, shared by its data path
+// (replica_set_stage.cc) and its background work (resync.cc): probing
+// members that left, forgetting clean regions, rebuilding stale ones.
+//
+// Locks, in the order they may be taken: persist_mu_ (log writes take
+// turns) > mu_ (members and options) > order_mu_ (changes per file) >
+// log_mu_ (dirty regions). None is held while an IO is sent.
+#ifndef SROUTE_STAGES_REPLICA_SET_REPLICA_SET_IMPL_H_
+#define SROUTE_STAGES_REPLICA_SET_REPLICA_SET_IMPL_H_
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "stages/replica_set/region_log.h"
+#include "stages/stage.h"
+#include "util/mutex.h"
+
+namespace sroute {
+
+class ReplicaSetStage : public HostStage {
+ public:
+  // Opens (or makes) the region log in `log_dir` and takes up what it
+  // holds: regions a change was under way in at a crash become stale on
+  // every member but one (the primary if it is current there).
+  static absl::StatusOr<std::shared_ptr<ReplicaSetStage>> Make(
+      const proto::StageConfig& config, SSwitch* sw,
+      const std::string& log_dir);
+  ~ReplicaSetStage() override;
+
+  void Submit(Io* io, const Forward&) override;
+  proto::StageConfig config() const override;
+  absl::Status Reconfigure(const proto::StageConfig& next) override;
+  void Report(proto::StageStats* out) const override;
+  absl::Status Stop() override;
+
+  static absl::Status Check(const proto::StageConfig& c);
+
+ private:
+  ReplicaSetStage(proto::StageConfig config, SSwitch* sw,
+                  std::unique_ptr<RegionLog> log);
+
+  // --- Members -----------------------------------------------------------
+  struct Load {  // a member's reads now and lately, for least_loaded
+    std::atomic<int64_t> in_flight{0};
+    std::atomic<uint64_t> ewma_ns{0};  // of its read times, weight 1/5
+    std::atomic<uint64_t> reads{0};
+  };
+  enum class ReadPolicy { kPrimary, kRandom, kLeastLoaded, kWeighted };
+  enum class Ack { kAll, kQuorum, kCount, kPrimary };
+  void Apply(const proto::StageConfig& c, bool initial)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A member's bit in region masks: stable for its name while the stage
+  // lives (members come and go by Reconfigure). At most 64 names.
+  uint64_t BitOf(const std::string& member) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  uint64_t OutMask() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Members in the set (not out) and not in `exclude` (bits), the one to
+  // read first first.
+  std::vector<int> Live(uint64_t exclude);
+  int LeastLoaded(const std::vector<int>& live) const;
+  void TakeOut(int member, const absl::Status& why);
+  std::string MemberName(int member);
+  uint64_t MemberBit(int member);
+  void SendTo(Io* child, int member);
+
+  // --- Dirty regions -----------------------------------------------------
+  struct Region {
+    uint64_t version = 0;
+    uint64_t stale = 0;  // bits of members that miss changes here
+    // What the log holds for it, and the log write (seq) that holds it.
+    bool persisted = false;
+    bool persisted_intent = false;
+    uint64_t persisted_stale = 0;
+    uint64_t persist_seq = 0;
+    uint32_t in_flight = 0;  // changes under way
+    uint64_t idle_since_ns = 0;
+    uint64_t retry_after_ns = 0;  // a resync of it failed: not before then
+  };
+  using FileRegions = std::map<uint64_t, Region>;
+  // Regions `first`..`last` of `path` (a span of bytes, or one of
+  // RegionLog's named regions).
+  struct Span {
+    std::string path;
+    uint64_t first, last;
+  };
+  std::vector<Span> SpansOf(const Io& io) const;
+  // Marks a change's spans as under way (every member out stale there),
+  // queueing log writes; returns the seq the log must reach before the
+  // change's data goes anywhere (0: none).
+  uint64_t BeginChange(const std::vector<Span>& spans, uint64_t out_mask);
+  // Ends it: `failed` (bits) missed it; returns the seq that must be
+  // durable before it is acknowledged (0: none).
+  uint64_t EndChange(const std::vector<Span>& spans, uint64_t failed);
+  void QueueLocked(const std::string& path, uint64_t region, Region& r)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(log_mu_);
+  // Makes the log durable up to `seq` (group commit: one synced write for
+  // every record queued so far; UINT64_MAX: whatever is queued).
+  absl::Status Persist(uint64_t seq);
+  // Bits of members stale where `io` reads (any region of the file for
+  // anything but a read of bytes).
+  uint64_t StaleForRead(const Io& io);
+  // Bits of members stale in the name `path` or a folder above it: they
+  // hold no current copy of the name.
+  uint64_t StaleNameLocked(const std::string& path) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(log_mu_);
+
+  // --- Order: overlapping changes to a file one at a time -----------------
+  struct Ordered {
+    uint64_t id;
+    uint64_t begin, end;
+    absl::AnyInvocable<void(uint64_t id)> start;
+  };
+  struct FileOrder {
+    std::vector<Ordered> running;
+    std::deque<Ordered> waiting;
+  };
+  // Runs `start(id)` once no earlier change to `path` overlapping
+  // [begin, end) runs; Release(path, id) ends it.
+  void Order(const std::string& path, uint64_t begin, uint64_t end,
+             absl::AnyInvocable<void(uint64_t id)> start);
+  void Release(const std::string& path, uint64_t id);
+
+  // --- Changes and reads -------------------------------------------------
+  struct ChangeJoin;
+  struct Read;
+  void StartChange(Io* io, uint64_t order_id);
+  void FinishChange(const std::shared_ptr<ChangeJoin>& join);
+  void ReadFrom(const std::shared_ptr<Read>& state);
+
+  // --- Background (resync.cc) --------------------------------------------
+  void Background();
+  void Probe();
+  void Sweep();
+  // Rebuilds one stale region of some member; false if none is left.
+  bool ResyncOne();
+  absl::Status ResyncRegion(int target, int source, const std::string& path,
+                            uint64_t region);
+  // Runs `body` holding the order of `path` over [begin, end).
+  absl::Status WithOrder(const std::string& path, uint64_t begin, uint64_t end,
+                         const std::function<absl::Status()>& body);
+  absl::Status SyncName(const std::string& target, const std::string& source,
+                        const std::string& path, int depth);
+  absl::Status SyncList(const std::string& target, const std::string& source,
+                        const std::string& path, int depth, bool whole);
+  absl::Status SyncAttrs(const std::string& target, const std::string& source,
+                         const std::string& path);
+  absl::Status RemoveTree(const std::string& target, const std::string& path,
+                          int depth);
+  // Copies [begin, end) of `path` (up to the source's end) in chunks, each
+  // under the file's order unless `ordered` (the caller holds it).
+  absl::Status CopyBytes(const std::string& target, const std::string& source,
+                         const std::string& path, uint64_t begin, uint64_t end,
+                         bool ordered);
+  // Sends an IO of the stage's own to `file` and waits for its answer.
+  absl::Status Call(Io& io, const std::string& file);
+  void Throttle(uint64_t bytes);
+
+  SSwitch* const sw_;
+  const std::unique_ptr<RegionLog> log_;
+
+  mutable Mutex mu_;
+  proto::StageConfig config_ ABSL_GUARDED_BY(mu_);
+  std::string name_;  // set once
+  std::vector<std::string> members_ ABSL_GUARDED_BY(mu_);
+  std::vector<bool> out_ ABSL_GUARDED_BY(mu_);
+  // Raised each time a member leaves the set: a resync of it that began
+  // before must not clear its stale marks.
+  std::vector<uint64_t> epoch_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, uint64_t> bits_ ABSL_GUARDED_BY(mu_);
+  int primary_ ABSL_GUARDED_BY(mu_) = 0;
+  ReadPolicy read_ ABSL_GUARDED_BY(mu_) = ReadPolicy::kPrimary;
+  std::vector<uint32_t> weights_ ABSL_GUARDED_BY(mu_);
+  Ack ack_ ABSL_GUARDED_BY(mu_) = Ack::kQuorum;
+  uint32_t ack_count_ ABSL_GUARDED_BY(mu_) = 0;
+  bool degrade_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t region_size_ = 1 << 20;  // fixed at creation (the log's keys)
+  uint64_t resync_rate_ ABSL_GUARDED_BY(mu_) = 0;  // bytes/s, 0: no limit
+  bool paused_ ABSL_GUARDED_BY(mu_) = false;
+  uint32_t probe_ms_ ABSL_GUARDED_BY(mu_) = 1000;
+  // One per member, made again only with no IO inside (Reconfigure).
+  std::vector<std::unique_ptr<Load>> load_;
+
+  Mutex order_mu_;
+  uint64_t next_order_id_ ABSL_GUARDED_BY(order_mu_) = 0;
+  absl::flat_hash_map<std::string, FileOrder> order_ ABSL_GUARDED_BY(order_mu_);
+
+  Mutex persist_mu_;
+  uint64_t durable_seq_ ABSL_GUARDED_BY(persist_mu_) = 0;
+  mutable Mutex log_mu_;
+  absl::flat_hash_map<std::string, FileRegions> dirty_ ABSL_GUARDED_BY(log_mu_);
+  std::atomic<size_t> dirty_files_{0};  // dirty_.size(), read without log_mu_
+  // Member names by bit, for the log's records (a copy of bits_).
+  std::string bit_names_[64] ABSL_GUARDED_BY(log_mu_);
+  uint64_t queued_seq_ ABSL_GUARDED_BY(log_mu_) = 0;
+  std::vector<RegionRecord> queued_ ABSL_GUARDED_BY(log_mu_);
+
+  // Background thread: wakes every 100 ms, or when kicked, or to stop.
+  Mutex bg_mu_;
+  CondVar bg_cv_;
+  bool stopping_ ABSL_GUARDED_BY(bg_mu_) = false;
+  std::thread background_;
+  uint64_t throttle_start_ns_ = 0, throttle_bytes_ = 0;  // background only
+
+  std::atomic<uint64_t> reads_{0}, changes_{0}, failovers_{0};
+  std::atomic<uint64_t> resync_bytes_{0}, resync_regions_{0};
+  std::atomic<uint64_t> conflicts_{0}, log_writes_{0};
+};
+
+}  // namespace sroute
+
+#endif  // SROUTE_STAGES_REPLICA_SET_REPLICA_SET_IMPL_H_
