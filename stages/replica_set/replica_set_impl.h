@@ -82,6 +82,9 @@ class ReplicaSetStage : public HostStage {
     uint32_t in_flight = 0;  // changes under way
     uint64_t idle_since_ns = 0;
     uint64_t retry_after_ns = 0;  // a resync of it failed: not before then
+    // A change not made (not acknowledged) was applied by some members:
+    // those not stale may differ (each holds what was made, or more).
+    bool diverged = false;
   };
   using FileRegions = std::map<uint64_t, Region>;
   // Regions `first`..`last` of `path` (a span of bytes, or one of
@@ -91,13 +94,15 @@ class ReplicaSetStage : public HostStage {
     uint64_t first, last;
   };
   std::vector<Span> SpansOf(const Io& io) const;
-  // Marks a change's spans as under way (every member out stale there),
-  // queueing log writes; returns the seq the log must reach before the
-  // change's data goes anywhere (0: none).
-  uint64_t BeginChange(const std::vector<Span>& spans, uint64_t out_mask);
-  // Ends it: `failed` (bits) missed it; returns the seq that must be
-  // durable before it is acknowledged (0: none).
-  uint64_t EndChange(const std::vector<Span>& spans, uint64_t failed);
+  // Marks a change's spans as under way (an intent), queueing log writes;
+  // returns the seq the log must reach before the change's data goes
+  // anywhere (0: none), and in `stale_before` the members stale there.
+  uint64_t BeginChange(const std::vector<Span>& spans, uint64_t* stale_before);
+  // Ends it: `missed` (bits) missed a change that was made; `diverged`: a
+  // change not made was applied by some members. Returns the seq that must
+  // be durable before the change is acknowledged (0: none).
+  uint64_t EndChange(const std::vector<Span>& spans, uint64_t missed,
+                     bool diverged);
   void QueueLocked(const std::string& path, uint64_t region, Region& r)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(log_mu_);
   // Makes the log durable up to `seq` (group commit: one synced write for
@@ -210,6 +215,9 @@ class ReplicaSetStage : public HostStage {
 
   std::atomic<uint64_t> reads_{0}, changes_{0}, failovers_{0};
   std::atomic<uint64_t> resync_bytes_{0}, resync_regions_{0};
+  // Bytes resync moved in the last whole second, and to each member.
+  std::atomic<uint64_t> resync_bytes_per_s_{0};
+  absl::flat_hash_map<std::string, uint64_t> resynced_to_ ABSL_GUARDED_BY(mu_);
   std::atomic<uint64_t> conflicts_{0}, log_writes_{0};
 };
 

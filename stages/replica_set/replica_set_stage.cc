@@ -337,6 +337,8 @@ void ReplicaSetStage::Report(proto::StageStats* out) const {
   MutexLock l(&mu_);
   c["resync_paused"] = paused_ ? 1 : 0;
   c["resync_rate"] = static_cast<int64_t>(resync_rate_);
+  c["resync_bytes_per_s"] =
+      static_cast<int64_t>(resync_bytes_per_s_.load(std::memory_order_relaxed));
   std::vector<int64_t> regions(members_.size()), bytes(members_.size());
   int64_t conflicts = 0;
   {
@@ -365,6 +367,9 @@ void ReplicaSetStage::Report(proto::StageStats* out) const {
     c[p + "read_us"] = static_cast<int64_t>(load_[i]->ewma_ns.load() / 1000);
     c[p + "stale_regions"] = regions[i];
     c[p + "stale_bytes"] = bytes[i];
+    auto moved = resynced_to_.find(members_[i]);
+    c[p + "resynced_bytes"] =
+        moved == resynced_to_.end() ? 0 : static_cast<int64_t>(moved->second);
     in += out_[i] ? 0 : 1;
   }
   c["members_in"] = in;
@@ -510,7 +515,7 @@ std::vector<ReplicaSetStage::Span> ReplicaSetStage::SpansOf(
 void ReplicaSetStage::QueueLocked(const std::string& path, uint64_t region,
                                   Region& r) {
   r.persisted = true;
-  r.persisted_intent = r.in_flight > 0;
+  r.persisted_intent = r.in_flight > 0 || r.diverged;
   r.persisted_stale = r.stale;
   r.persist_seq = ++queued_seq_;
   RegionRecord rec;
@@ -526,21 +531,17 @@ void ReplicaSetStage::QueueLocked(const std::string& path, uint64_t region,
 }
 
 uint64_t ReplicaSetStage::BeginChange(const std::vector<Span>& spans,
-                                      uint64_t out_mask) {
+                                      uint64_t* stale_before) {
   uint64_t need = 0;
+  *stale_before = 0;
   MutexLock l(&log_mu_);
   for (const Span& s : spans) {
     FileRegions& file = dirty_[s.path];
     for (uint64_t g = s.first;; ++g) {
       Region& r = file[g];
       ++r.in_flight;
-      if (out_mask != 0) {
-        r.stale |= out_mask;
-        ++r.version;
-      }
-      if (!r.persisted || !r.persisted_intent || r.persisted_stale != r.stale) {
-        QueueLocked(s.path, g, r);
-      }
+      *stale_before |= r.stale;
+      if (!r.persisted || !r.persisted_intent) QueueLocked(s.path, g, r);
       need = std::max(need, r.persist_seq);
       if (g == s.last) break;
     }
@@ -550,7 +551,7 @@ uint64_t ReplicaSetStage::BeginChange(const std::vector<Span>& spans,
 }
 
 uint64_t ReplicaSetStage::EndChange(const std::vector<Span>& spans,
-                                    uint64_t failed) {
+                                    uint64_t missed, bool diverged) {
   uint64_t need = 0;
   const uint64_t now = MonotonicNanos();
   MutexLock l(&log_mu_);
@@ -559,8 +560,9 @@ uint64_t ReplicaSetStage::EndChange(const std::vector<Span>& spans,
     for (uint64_t g = s.first;; ++g) {
       Region& r = file[g];
       --r.in_flight;
-      if (failed != 0 && (r.stale & failed) != failed) {
-        r.stale |= failed;
+      r.diverged |= diverged;
+      if (missed != 0 && (r.stale & missed) != missed) {
+        r.stale |= missed;
         ++r.version;
         QueueLocked(s.path, g, r);
         need = std::max(need, r.persist_seq);
@@ -622,6 +624,11 @@ uint64_t ReplicaSetStage::StaleForRead(const Io& io) {
   } else if (io.header.op == Op::kReaddir) {
     auto d = file.find(RegionLog::kList);
     if (d != file.end()) stale |= d->second.stale;
+  } else if (io.header.op == Op::kOpen) {
+    // An open checks the name and its mode, not bytes: a member that
+    // missed only bytes answers it.
+    auto a = file.find(RegionLog::kAttrs);
+    if (a != file.end()) stale |= a->second.stale;
   } else {
     for (const auto& [region, r] : file) {
       if (region != RegionLog::kList) stale |= r.stale;
@@ -738,7 +745,8 @@ struct ReplicaSetStage::ChangeJoin {
   uint64_t order_id = 0;
   std::vector<Span> spans;
   std::vector<int> members;
-  size_t started_with = 0;  // members in the set when it began
+  uint64_t missed = 0;        // members it did not go to
+  uint64_t stale_before = 0;  // members that missed earlier changes there
   std::vector<std::unique_ptr<Io>> children;
   Mutex mu;
   size_t answered ABSL_GUARDED_BY(mu) = 0;
@@ -759,18 +767,18 @@ void ReplicaSetStage::StartChange(Io* io, uint64_t order_id) {
       }
     }
   }
-  uint64_t out_mask;
+  uint64_t missed;  // members it does not go to
   std::vector<int> live;
   {
     MutexLock l(&mu_);
-    out_mask = OutMask();
+    missed = OutMask();
     for (size_t i = 0; i < members_.size(); ++i) {
       const uint64_t bit = bits_.at(members_[i]);
       if (out_[i]) continue;
       // (Stale only in bytes or attributes, it holds the name: the change
       // applies there.)
       if ((exclude & bit) != 0) {
-        out_mask |= bit;
+        missed |= bit;
         continue;
       }
       live.push_back(static_cast<int>(i));
@@ -785,9 +793,10 @@ void ReplicaSetStage::StartChange(Io* io, uint64_t order_id) {
                                  ": no member can take a change to ", path)));
     return;
   }
-  if (const uint64_t seq = BeginChange(spans, out_mask); seq != 0) {
+  uint64_t stale_before = 0;
+  if (const uint64_t seq = BeginChange(spans, &stale_before); seq != 0) {
     if (absl::Status s = Persist(seq); !s.ok()) {
-      (void)EndChange(spans, 0);
+      (void)EndChange(spans, 0, false);
       fail(ErrnoStatus(absl::IsResourceExhausted(s) ? ENOSPC : EIO,
                        StrCat("replica set ", name_,
                               ": the dirty-region log: ", s.message())));
@@ -800,7 +809,8 @@ void ReplicaSetStage::StartChange(Io* io, uint64_t order_id) {
   join->order_id = order_id;
   join->spans = std::move(spans);
   join->members = live;
-  join->started_with = live.size();
+  join->missed = missed;
+  join->stale_before = stale_before;
   for (size_t i = 0; i < live.size(); ++i) {
     join->children.push_back(sw_->NewChild(*io));
   }
@@ -818,43 +828,46 @@ void ReplicaSetStage::StartChange(Io* io, uint64_t order_id) {
   }
 }
 
-// Every member the change went to answered: members that failed leave
-// the set and are logged stale where it changed (durably, before the
-// answer), then the ack policy decides.
+// Every member the change went to answered. Members that failed leave the
+// set. A change counts as made (acknowledged) when enough members current
+// there (that missed no earlier change in its regions) applied it; then
+// the members that missed it are logged stale, durably, before the answer.
+// A change not made leaves the members that applied it differing from the
+// others, all of them holding what was last made or more: the region is
+// marked diverged, and resync makes them equal from one of them.
 void ReplicaSetStage::FinishChange(const std::shared_ptr<ChangeJoin>& join) {
   const Io* first_ok = nullptr;
   const Io* answer = nullptr;  // the op's own error, if every member gave one
-  size_t ok = 0;
-  bool primary_ok = false;
-  int primary;
+  uint64_t applied = 0, failed = 0, sent = 0;
+  uint64_t primary_bit;
   size_t total;
   Ack ack;
   uint32_t ack_count;
   bool degrade;
   {
     MutexLock l(&mu_);
-    primary = primary_;
+    primary_bit = bits_.at(members_[primary_]);
     total = members_.size();
     ack = ack_;
     ack_count = ack_count_;
     degrade = degrade_;
   }
-  uint64_t failed = 0;
   for (size_t i = 0; i < join->children.size(); ++i) {
     const Io& c = *join->children[i];
+    const uint64_t bit = MemberBit(join->members[i]);
+    sent |= bit;
     if (c.status.ok()) {
-      ++ok;
+      applied |= bit;
       if (first_ok == nullptr) first_ok = &c;
-      if (join->members[i] == primary) primary_ok = true;
     } else if (IsMemberFailure(c.status)) {
       TakeOut(join->members[i], c.status);
-      failed |= MemberBit(join->members[i]);
+      failed |= bit;
     } else if (answer == nullptr) {
       answer = &c;
     }
   }
-  // Members that applied it while another refused it (not a failure of
-  // that one): the others diverged; they leave the set, stale here.
+  // Members that refused it while others applied it (not a failure of
+  // theirs): they diverged; they leave the set and miss it.
   if (first_ok != nullptr && answer != nullptr) {
     for (size_t i = 0; i < join->children.size(); ++i) {
       const Io& c = *join->children[i];
@@ -864,18 +877,15 @@ void ReplicaSetStage::FinishChange(const std::shared_ptr<ChangeJoin>& join) {
       }
     }
   }
-  Io* parent = join->parent;
-  absl::Status logged = absl::OkStatus();
-  if (const uint64_t seq = EndChange(join->spans, failed); seq != 0) {
-    logged = Persist(seq);
-  }
+  const uint64_t current = ~join->stale_before;
+  const size_t made_on = std::popcount(applied & current);
   size_t needed = total;
   switch (ack) {
     case Ack::kAll:
-      // Degraded: every member that could be reached.
-      needed = degrade ? std::max<size_t>(
-                             1, join->started_with - std::popcount(failed))
-                       : total;
+      // Degraded: every current member that could be reached.
+      needed = degrade
+                   ? std::max<int>(1, std::popcount(sent & current & ~failed))
+                   : total;
       break;
     case Ack::kQuorum:
       needed = total / 2 + 1;
@@ -884,15 +894,24 @@ void ReplicaSetStage::FinishChange(const std::shared_ptr<ChangeJoin>& join) {
       needed = ack_count;
       break;
     case Ack::kPrimary:
-      needed = primary_ok ? 1 : total + 1;
+      needed = (applied & current & primary_bit) != 0 ? 1 : total + 1;
       break;
   }
+  const bool made = first_ok != nullptr && made_on >= needed;
+  Io* parent = join->parent;
+  absl::Status logged = absl::OkStatus();
+  if (const uint64_t seq =
+          EndChange(join->spans, made ? (failed | join->missed) : 0,
+                    !made && applied != 0);
+      seq != 0) {
+    logged = Persist(seq);
+  }
   if (!logged.ok()) {
-    // Not acknowledged: a member that missed it is not known stale on disk.
+    // Not acknowledged: that a member missed it is not on disk.
     parent->Complete(
         ErrnoStatus(EIO, StrCat("replica set ", name_,
                                 ": the dirty-region log: ", logged.message())));
-  } else if (first_ok != nullptr && ok >= needed) {
+  } else if (made) {
     parent->AdoptResults(*first_ok);
     parent->Complete(absl::OkStatus());
   } else if (first_ok == nullptr && answer != nullptr) {
@@ -900,8 +919,9 @@ void ReplicaSetStage::FinishChange(const std::shared_ptr<ChangeJoin>& join) {
     parent->Complete(answer->status);
   } else {
     parent->Complete(ErrnoStatus(
-        EIO, StrCat("replica set ", name_, ": ", ok, " of ", total,
-                    " members applied the change; ", needed, " needed")));
+        EIO, StrCat("replica set ", name_, ": ", made_on, " of ", total,
+                    " members (current there) applied the change; ", needed,
+                    " needed")));
   }
   Release(join->path, join->order_id);
 }

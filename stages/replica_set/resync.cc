@@ -52,7 +52,17 @@ bool IsGone(const absl::Status& s) {
 
 void ReplicaSetStage::Background() {
   uint64_t last_probe = 0;
+  uint64_t second_start = MonotonicNanos(), bytes_then = 0;
   for (;;) {
+    if (const uint64_t t = MonotonicNanos();
+        t - second_start >= 1'000'000'000) {
+      const uint64_t b = resync_bytes_.load(std::memory_order_relaxed);
+      resync_bytes_per_s_.store(
+          (b - bytes_then) * 1'000'000'000 / (t - second_start),
+          std::memory_order_relaxed);
+      second_start = t;
+      bytes_then = b;
+    }
     {
       MutexLock l(&bg_mu_);
       if (stopping_) return;
@@ -124,7 +134,7 @@ void ReplicaSetStage::Sweep() {
       FileRegions& file = f->second;
       for (auto r = file.begin(); r != file.end();) {
         Region& reg = r->second;
-        if (reg.in_flight == 0 && reg.stale == 0 &&
+        if (reg.in_flight == 0 && reg.stale == 0 && !reg.diverged &&
             now - reg.idle_since_ns >= kForgetAfterNs) {
           if (reg.persisted) {
             RegionRecord gone;
@@ -138,7 +148,8 @@ void ReplicaSetStage::Sweep() {
           continue;
         }
         if (reg.in_flight == 0 && reg.persisted &&
-            reg.persisted_stale != reg.stale) {
+            (reg.persisted_stale != reg.stale ||
+             reg.persisted_intent != reg.diverged)) {
           QueueLocked(f->first, r->first, reg);
         }
         ++r;
@@ -185,6 +196,22 @@ bool ReplicaSetStage::ResyncOne() {
   const uint64_t now = MonotonicNanos();
   {
     MutexLock g(&log_mu_);
+    // A diverged region: one member in the set and current there is the
+    // source (the primary if it can be), the others become stale.
+    for (auto& [path, file] : dirty_) {
+      for (auto& [region, r] : file) {
+        if (!r.diverged || r.in_flight != 0) continue;
+        const uint64_t sources = all & ~r.stale & in_mask;
+        if (sources == 0) continue;
+        const uint64_t source = (sources & bits[primary]) != 0
+                                    ? bits[primary]
+                                    : sources & (~sources + 1);
+        r.stale |= all & ~source;
+        r.diverged = false;
+        ++r.version;
+        QueueLocked(path, region, r);
+      }
+    }
     for (const auto& [path, file] : dirty_) {
       // Members that hold the name: not stale in it or a folder above.
       const uint64_t name_stale = StaleNameLocked(path);
@@ -344,6 +371,10 @@ absl::Status ReplicaSetStage::CopyBytes(const std::string& dst,
     absl::Status s = ordered ? chunk() : WithOrder(path, off, off + n, chunk);
     if (!s.ok()) return s;
     resync_bytes_.fetch_add(got, std::memory_order_relaxed);
+    {
+      MutexLock l(&mu_);
+      resynced_to_[dst] += got;
+    }
     Throttle(got);
     if (got < n) break;  // the source's end
     off += n;

@@ -37,6 +37,7 @@
 #include "sswitch/host.h"
 #include "sswitch/trace.h"
 #include "tests/integration/posix_scenarios.h"
+#include "tests/integration/server_fixture.h"
 #include "tests/util/delay_proxy.h"
 #include "tests/util/mounted_volume.h"
 #include "tests/util/process_threads.h"
@@ -60,8 +61,6 @@ using ::sroute::testing::TempDir;
 using ::sroute::testing::WaitCommand;
 using ::sroute::testing::WriteSecretFile;
 using ::sroute::testing::WriteWholeFile;
-
-const std::string kSecret = "test-cluster-secret-0123456789";
 
 std::vector<std::string> List(const std::string& dir) {
   std::vector<std::string> names;
@@ -94,63 +93,6 @@ int PwriteAll(const std::string& path, const std::string& data, off_t offset) {
   if (err != 0) return err;
   return n == static_cast<ssize_t>(data.size()) ? 0 : EIO;
 }
-
-class ServerTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    secret_ = WriteSecretFile(keys_ / "secret", kSecret);
-  }
-  void TearDown() override {
-    volume_.reset();
-    servers_.clear();
-  }
-
-  ServerProcess* StartServer(const std::string& name, const std::string& root,
-                             std::vector<std::string> extra = {},
-                             int port = 0) {
-    std::vector<std::string> args = {
-        "--root",        root,
-        "--name",        name,
-        "--secret-file", secret_,
-        "--listen",      "127.0.0.1:" + std::to_string(port)};
-    args.insert(args.end(), extra.begin(), extra.end());
-    auto s = std::make_unique<ServerProcess>(SROUTE_SERVER_BINARY, args);
-    EXPECT_TRUE(s->ok()) << "sroute-server " << name << " did not start";
-    servers_.push_back(std::move(s));
-    return servers_.back().get();
-  }
-
-  // Mounts with the home in home_, `endpoints` (NAME=ADDR), `rules`.
-  void Mount(const std::vector<std::string>& endpoints,
-             const std::string& rules, std::vector<std::string> extra = {}) {
-    std::vector<std::string> args = {
-        "--backing",      home_.path(), "--secret-file", secret_,
-        "--kernel-cache", "off",        "--name",        "fuse-test",
-        "--control",      ctl_ / "sock"};
-    for (const std::string& e : endpoints) {
-      args.push_back("--endpoint");
-      args.push_back(e);
-    }
-    if (!rules.empty()) {
-      WriteWholeFile(ctl_ / "test.rules", rules);
-      args.push_back("--rules");
-      args.push_back(ctl_ / "test.rules");
-    }
-    args.insert(args.end(), extra.begin(), extra.end());
-    volume_ =
-        std::make_unique<MountedVolume>(SROUTE_FUSE_BINARY, mnt_.path(), args);
-    ASSERT_TRUE(volume_->ok()) << "sroute-fuse did not mount";
-  }
-
-  std::pair<int, std::string> Ctl(const std::string& args) {
-    return RunCommand(std::string(SROUTECTL_BINARY) + " " + args);
-  }
-
-  TempDir keys_, home_, mnt_, ctl_, r1_, r2_, r3_;
-  std::string secret_;
-  std::vector<std::unique_ptr<ServerProcess>> servers_;
-  std::unique_ptr<MountedVolume> volume_;
-};
 
 TEST_F(ServerTest, EndpointRangeScatterAndServerSideForwarding) {
   ServerProcess* s1 = StartServer("S1", r1_.path());

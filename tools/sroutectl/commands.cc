@@ -5,6 +5,7 @@
 
 #include "rules/parser.h"
 #include "tools/sroutectl/format.h"
+#include "tools/sroutectl/replicas.h"
 
 namespace sroute::ctl {
 namespace {
@@ -37,6 +38,16 @@ size_t PrintErrors(const std::string& path, const ParsedRules& parsed) {
               << "\n";
   }
   return parsed.errors.size();
+}
+
+// replicas add|rm|set-primary NAME MEMBER
+void MemberArgs(CLI::App& c, Args& a) {
+  c.add_option("NAME", a.name, "the replica set (its stage's name)")
+      ->required();
+  c.add_option("MEMBER", a.file, "an endpoint of the stage's host")->required();
+  c.add_option("--timeout-ms", a.timeout_ms,
+               "give up (and change nothing) if IOs are still inside the "
+               "stage after this long");
 }
 
 int Check(const std::vector<std::string>& files) {
@@ -299,6 +310,59 @@ const std::vector<Command>& Commands() {
              req.set_timeout_ms(a.timeout_ms);
              return Show(t.Stages(req), false);
            }},
+      {.path = "replicas",
+       .help = "replica sets (replica_set stages): members, stale regions, "
+               "resync"},
+      {.path = "replicas ls",
+       .help = "list the replica sets: members (* primary), read and ack "
+               "policies, resync",
+       .setup = [](CLI::App& c,
+                   Args& a) { JsonFlag(c, a, "print a JSON array"); },
+       .run = [](const Args& a,
+                 ControlTarget& t) { return ReplicasList(a, t, false); }},
+      {.path = "replicas status",
+       .help = "per member: in or out, stale regions and bytes, bytes "
+               "resynced, ETA (a bar on a terminal), and conflicts",
+       .setup =
+           [](CLI::App& c, Args& a) {
+             c.add_option("NAME", a.name, "only this replica set");
+             JsonFlag(c, a, "print a JSON array");
+           },
+       .run = [](const Args& a,
+                 ControlTarget& t) { return ReplicasList(a, t, true); }},
+      {.path = "replicas add",
+       .help = "add a member (an endpoint of the stage's host): it comes in "
+               "stale everywhere and resync copies the whole set to it",
+       .setup = MemberArgs,
+       .run = [](const Args& a,
+                 ControlTarget& t) { return ReplicasChange(a, t, "add"); }},
+      {.path = "replicas rm",
+       .help = "remove a member (not the primary); its copy stays as it is",
+       .setup = MemberArgs,
+       .run = [](const Args& a,
+                 ControlTarget& t) { return ReplicasChange(a, t, "rm"); }},
+      {.path = "replicas set-primary",
+       .help = "make a member the primary (reads with read=primary; the "
+               "source resync prefers)",
+       .setup = MemberArgs,
+       .run =
+           [](const Args& a, ControlTarget& t) {
+             return ReplicasChange(a, t, "set-primary");
+           }},
+      {.path = "replicas resync", .help = "pause or resume resync"},
+      {.path = "replicas resync pause",
+       .help = "stop copying to stale members (they stay out of the reads "
+               "of what they miss)",
+       .setup = [](CLI::App& c,
+                   Args& a) { c.add_option("NAME", a.name)->required(); },
+       .run = [](const Args& a,
+                 ControlTarget& t) { return ReplicasChange(a, t, "pause"); }},
+      {.path = "replicas resync resume",
+       .help = "go on copying",
+       .setup = [](CLI::App& c,
+                   Args& a) { c.add_option("NAME", a.name)->required(); },
+       .run = [](const Args& a,
+                 ControlTarget& t) { return ReplicasChange(a, t, "resume"); }},
       {.path = "cache", .help = "the cache_sizing app (--controller)"},
       {.path = "cache mrc",
        .help = "the miss-ratio curves the app built: cache size in bytes "

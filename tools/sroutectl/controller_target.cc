@@ -321,7 +321,8 @@ class ControllerTarget : public ControlTarget {
     return report;
   }
 
-  absl::StatusOr<Report> Stages(const proto::Stages& request) override {
+  absl::StatusOr<proto::StageLists> StageStates(
+      const proto::Stages& request) override {
     if (absl::Status s = Connect(); !s.ok()) return s;
     std::string sswitch = sswitch_;
     if (sswitch.empty() && request.action() != proto::Stages::LIST) {
@@ -331,6 +332,12 @@ class ControllerTarget : public ControlTarget {
     }
     auto lists = client_->StagesAt(sswitch, request);
     if (!lists.ok()) return Classify(lists.status());
+    return lists;
+  }
+
+  absl::StatusOr<Report> Stages(const proto::Stages& request) override {
+    auto lists = StageStates(request);
+    if (!lists.ok()) return lists.status();
     Report report;
     std::vector<std::string> json;
     for (const proto::HostStages& h : lists->hosts()) {

@@ -330,6 +330,20 @@ class HostTarget : public ControlTarget {
         "the curves are the cache_sizing app's: give --controller HOST:PORT");
   }
 
+  absl::StatusOr<proto::StageLists> StageStates(
+      const proto::Stages& request) override {
+    proto::ControlRequest req;
+    *req.mutable_stages() = request;
+    auto resp = Call(req, absl::Milliseconds(request.timeout_ms() == 0
+                                                 ? 10000
+                                                 : request.timeout_ms()) +
+                              kCallTimeout);
+    if (!resp.ok()) return resp.status();
+    proto::StageLists lists;
+    *lists.add_hosts()->mutable_stages() = resp->stages();
+    return lists;
+  }
+
   absl::StatusOr<Report> Stages(const proto::Stages& request) override {
     proto::ControlRequest req;
     *req.mutable_stages() = request;

@@ -88,6 +88,10 @@ class ControlTarget {
   // (at the controller with --host: that host's; a listing without it:
   // every host's as of its last statistics report).
   virtual absl::StatusOr<Report> Stages(const proto::Stages& request) = 0;
+  // The same request, its answer as it is: each host's stages (one host's
+  // with a host target), for commands that show stages their own way.
+  virtual absl::StatusOr<proto::StageLists> StageStates(
+      const proto::Stages& request) = 0;
   // The paths of the IOs the host sampled for tracing (a rule's trace
   // delegate), after seq `after`, oldest first: each IO's header and time,
   // then its hops, deeper ones (another host's) indented.

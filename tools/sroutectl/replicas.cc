@@ -1,0 +1,241 @@
+#include "tools/sroutectl/replicas.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <iostream>
+
+#include "tools/sroutectl/format.h"
+
+namespace sroute::ctl {
+namespace {
+
+int64_t CounterOf(const proto::StageStats& s, const std::string& name) {
+  auto it = s.counters().find(name);
+  return it == s.counters().end() ? 0 : it->second;
+}
+
+std::string Bytes(int64_t b) {
+  if (b < 1024) return std::to_string(b) + " B";
+  if (b < (1 << 20)) return Printf("%.1f KiB", b / 1024.0);
+  if (b < (1ll << 30)) return Printf("%.1f MiB", b / 1048576.0);
+  return Printf("%.2f GiB", b / 1073741824.0);
+}
+
+struct Member {
+  std::string name;
+  bool primary = false, in = false;
+  int64_t stale_regions = 0, stale_bytes = 0, resynced = 0;
+  std::string state;  // out, resyncing, current
+  double eta_s = -1;  // -1: none
+};
+
+std::vector<Member> MembersOf(const proto::StageStats& s) {
+  std::vector<Member> out;
+  const int64_t rate_now = CounterOf(s, "resync_bytes_per_s");
+  const int64_t limit = CounterOf(s, "resync_rate");
+  const bool paused = CounterOf(s, "resync_paused") != 0;
+  for (const std::string& name : s.config().replica_set().member()) {
+    Member m;
+    m.name = name;
+    const std::string p = "member." + name + ".";
+    m.primary = CounterOf(s, p + "primary") != 0;
+    m.in = CounterOf(s, p + "in") != 0;
+    m.stale_regions = CounterOf(s, p + "stale_regions");
+    m.stale_bytes = CounterOf(s, p + "stale_bytes");
+    m.resynced = CounterOf(s, p + "resynced_bytes");
+    m.state = !m.in                  ? "out"
+              : m.stale_regions == 0 ? "current"
+              : paused               ? "stale (resync paused)"
+                                     : "resyncing";
+    const int64_t rate = rate_now > 0 ? rate_now : limit;
+    if (m.in && m.stale_regions > 0 && !paused && rate > 0) {
+      m.eta_s = static_cast<double>(m.stale_bytes) / static_cast<double>(rate);
+    }
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
+std::string Bar(const Member& m) {
+  const int64_t total = m.resynced + m.stale_bytes;
+  const double done =
+      total == 0 ? 1.0 : static_cast<double>(m.resynced) / total;
+  const int width = 20;
+  const int full = static_cast<int>(done * width);
+  return "[" + std::string(full, '#') + std::string(width - full, '-') +
+         Printf("] %3d%%", static_cast<int>(done * 100));
+}
+
+}  // namespace
+
+Report ReplicaSetsReport(const proto::StageLists& lists,
+                         const std::string& only, bool members, bool bars) {
+  Report report;
+  std::vector<std::string> json;
+  std::vector<std::vector<std::string>> sets = {
+      {"SSWITCH", "SET", "MEMBERS", "READ", "ACK", "RESYNC"}};
+  for (const proto::HostStages& h : lists.hosts()) {
+    for (const proto::StageStats& s : h.stages()) {
+      if (s.config().kind() != "replica_set") continue;
+      if (!only.empty() && s.config().name() != only) continue;
+      const proto::ReplicaSetOptions& o = s.config().replica_set();
+      const std::vector<Member> ms = MembersOf(s);
+      const bool paused = CounterOf(s, "resync_paused") != 0;
+      const int64_t limit = CounterOf(s, "resync_rate");
+      const std::string resync =
+          (paused ? std::string("paused") : std::string("running")) + ", " +
+          (limit == 0 ? std::string("no limit") : Bytes(limit) + "/s");
+      std::string names;
+      for (const Member& m : ms) {
+        names += (names.empty() ? "" : " ") + m.name + (m.primary ? "*" : "") +
+                 (m.in ? "" : "(out)");
+      }
+      const std::string ack =
+          o.ack().empty() ? (o.member_size() >= 3 ? "quorum" : "all") : o.ack();
+      sets.push_back({h.sswitch().empty() ? "-" : h.sswitch(),
+                      s.config().name(), names,
+                      o.read().empty() ? "primary" : o.read(), ack, resync});
+      std::vector<std::string> mjson;
+      std::vector<std::vector<std::string>> rows = {
+          {"MEMBER", "STATE", "STALE_REGIONS", "STALE", "RESYNCED", "ETA"}};
+      for (const Member& m : ms) {
+        std::vector<std::string> row = {
+            m.name + (m.primary ? "*" : ""),
+            m.state,
+            std::to_string(m.stale_regions),
+            Bytes(m.stale_bytes),
+            Bytes(m.resynced),
+            m.eta_s < 0 ? "-" : Printf("%.1f s", m.eta_s)};
+        if (bars && m.state == "resyncing") row.push_back(Bar(m));
+        rows.push_back(std::move(row));
+        mjson.push_back(ToJson(
+            {{"name", JsonString(m.name)},
+             {"primary", m.primary ? "true" : "false"},
+             {"state", JsonString(m.state)},
+             {"stale_regions", std::to_string(m.stale_regions)},
+             {"stale_bytes", std::to_string(m.stale_bytes)},
+             {"resynced_bytes", std::to_string(m.resynced)},
+             {"eta_s", m.eta_s < 0 ? "null" : Printf("%.1f", m.eta_s)}}));
+      }
+      if (members) {
+        report.text +=
+            "replica set " + s.config().name() +
+            (h.sswitch().empty() ? "" : " at " + h.sswitch()) + " (read " +
+            sets.back()[3] + ", ack " + ack + "; resync " + resync + ")\n" +
+            Table(rows) +
+            "conflicts: " + std::to_string(CounterOf(s, "conflicts")) +
+            " (regions no member in the set holds current)\n";
+      }
+      json.push_back(ToJson({
+          {"sswitch", JsonString(h.sswitch())},
+          {"set", JsonString(s.config().name())},
+          {"read", JsonString(sets.back()[3])},
+          {"ack", JsonString(ack)},
+          {"resync_paused", paused ? "true" : "false"},
+          {"resync_rate", std::to_string(limit)},
+          {"resync_bytes_per_s",
+           std::to_string(CounterOf(s, "resync_bytes_per_s"))},
+          {"resync_bytes", std::to_string(CounterOf(s, "resync_bytes"))},
+          {"conflicts", std::to_string(CounterOf(s, "conflicts"))},
+          {"members", JsonArray(mjson)},
+      }));
+    }
+  }
+  if (!members && sets.size() > 1) report.text = Table(sets);
+  report.json = JsonArray(json) + "\n";
+  return report;
+}
+
+int ReplicasList(const Args& args, ControlTarget& target, bool members) {
+  proto::Stages req;
+  req.set_action(proto::Stages::LIST);
+  auto lists = target.StageStates(req);
+  if (!lists.ok()) {
+    std::cerr << "sroutectl: " << lists.status().message() << "\n";
+    return absl::IsUnavailable(lists.status()) ? 2 : 1;
+  }
+  const Report r = ReplicaSetsReport(*lists, args.name, members,
+                                     !args.json && ::isatty(1) != 0);
+  if (!args.json && r.text.empty()) {
+    std::cerr << "sroutectl: no replica set"
+              << (args.name.empty() ? "" : " named " + args.name) << "\n";
+    return 1;
+  }
+  std::cout << (args.json ? r.json : r.text);
+  return 0;
+}
+
+int ReplicasChange(const Args& args, ControlTarget& target,
+                   const std::string& what) {
+  auto fail = [](const absl::Status& s) {
+    std::cerr << "sroutectl: " << s.message() << "\n";
+    return absl::IsUnavailable(s) ? 2 : 1;
+  };
+  proto::Stages list;
+  list.set_action(proto::Stages::LIST);
+  auto lists = target.StageStates(list);
+  if (!lists.ok()) return fail(lists.status());
+  const proto::StageStats* found = nullptr;
+  for (const proto::HostStages& h : lists->hosts()) {
+    for (const proto::StageStats& s : h.stages()) {
+      if (s.config().name() == args.name &&
+          s.config().kind() == "replica_set") {
+        found = &s;
+      }
+    }
+  }
+  if (found == nullptr) {
+    return fail(absl::NotFoundError("no replica set named " + args.name));
+  }
+  const proto::ReplicaSetOptions& o = found->config().replica_set();
+  std::vector<std::string> members(o.member().begin(), o.member().end());
+  std::string spec;
+  const bool is_member =
+      std::find(members.begin(), members.end(), args.file) != members.end();
+  if (what == "add" || what == "rm") {
+    if (what == "add" && is_member) {
+      return fail(absl::AlreadyExistsError(args.file + " is a member of " +
+                                           args.name + " already"));
+    }
+    if (what == "rm" && !is_member) {
+      return fail(
+          absl::NotFoundError(args.file + " is not a member of " + args.name));
+    }
+    if (what == "rm" && o.primary() == args.file) {
+      return fail(absl::FailedPreconditionError(
+          args.file + " is the primary of " + args.name +
+          ": make another member primary first (replicas set-primary)"));
+    }
+    if (what == "add") members.push_back(args.file);
+    std::erase(members, what == "rm" ? args.file : "");
+    if (members.empty()) {
+      return fail(absl::FailedPreconditionError(
+          "a replica set keeps at least one member"));
+    }
+    for (const std::string& m : members) {
+      spec += (spec.empty() ? "" : ",") + ("member=" + m);
+    }
+  } else if (what == "set-primary") {
+    if (!is_member) {
+      return fail(
+          absl::NotFoundError(args.file + " is not a member of " + args.name));
+    }
+    spec = "primary=" + args.file;
+  } else {
+    spec = std::string("resync_paused=") + (what == "pause" ? "true" : "false");
+  }
+  proto::Stages req;
+  req.set_action(proto::Stages::SET);
+  req.mutable_stage()->set_name(args.name);
+  req.set_spec(spec);
+  req.set_timeout_ms(args.timeout_ms);
+  auto after = target.StageStates(req);
+  if (!after.ok()) return fail(after.status());
+  std::cout << ReplicaSetsReport(*after, args.name, /*members=*/true,
+                                 /*bars=*/false)
+                   .text;
+  return 0;
+}
+
+}  // namespace sroute::ctl
