@@ -101,7 +101,12 @@ absl::StatusOr<std::unique_ptr<RegionLog>> RegionLog::Open(
 
 RegionLog::RegionLog(std::unique_ptr<rocksdb::DB> db) : db_(std::move(db)) {}
 
-RegionLog::~RegionLog() = default;
+RegionLog::~RegionLog() {
+  MutexLock l(&write_mu_);
+  // Closing a RocksDB whose log write failed trips an assertion in
+  // Debian's build: it is let go instead (the process's exit closes it).
+  if (!broken_.ok()) (void)db_.release();
+}
 
 absl::StatusOr<std::vector<RegionRecord>> RegionLog::Load() const {
   std::vector<RegionRecord> out;
@@ -137,7 +142,17 @@ absl::Status RegionLog::Write(const std::vector<RegionRecord>& records,
   rocksdb::WriteOptions options;
   options.sync = sync;
   MutexLock l(&write_mu_);
-  return FromRocks(db_->Write(options, &batch), "region log");
+  if (!broken_.ok()) return broken_;
+  absl::Status s = FromRocks(db_->Write(options, &batch), "region log");
+  if (!s.ok()) {
+    // RocksDB (7.8) cannot take its write-ahead log up again after a
+    // failed write: the log refuses every later one, and the host is
+    // restarted once there is room.
+    broken_ = absl::Status(s.code(), StrCat(s.message(),
+                                            " (the log takes no more writes: "
+                                            "restart once there is room)"));
+  }
+  return s;
 }
 
 }  // namespace sroute

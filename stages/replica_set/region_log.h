@@ -70,12 +70,16 @@ class RegionLog {
   // Every record, in key order.
   absl::StatusOr<std::vector<RegionRecord>> Load() const;
   // Writes (or removes) `records`, in order, in one atomic batch; with
-  // `sync`, durable when it returns. ResourceExhausted for a full disk.
+  // `sync`, durable when it returns. ResourceExhausted for a full disk;
+  // after a failed write, every later one fails too (fail-stop: nothing is
+  // written that the log does not cover).
   absl::Status Write(const std::vector<RegionRecord>& records, bool sync);
 
  private:
   explicit RegionLog(std::unique_ptr<rocksdb::DB> db);
   Mutex write_mu_;  // a leaf, held across a write: writes take turns
+  // Set by a failed write (a full disk): every later write fails with it.
+  absl::Status broken_ ABSL_GUARDED_BY(write_mu_);
   std::unique_ptr<rocksdb::DB> db_;
 };
 

@@ -145,7 +145,8 @@ class ReplicaSetStage : public HostStage {
   void Sweep();
   // Rebuilds one stale region of some member; false if none is left.
   bool ResyncOne();
-  absl::Status ResyncRegion(int target, int source, const std::string& path,
+  absl::Status ResyncRegion(const std::string& target,
+                            const std::string& source, const std::string& path,
                             uint64_t region);
   // Runs `body` holding the order of `path` over [begin, end).
   absl::Status WithOrder(const std::string& path, uint64_t begin, uint64_t end,

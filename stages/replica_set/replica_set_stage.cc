@@ -246,6 +246,23 @@ void ReplicaSetStage::Apply(const proto::StageConfig& c, bool initial) {
     }
     (void)BitOf(members_[i]);
   }
+  // Members no longer in the set: nothing is owed to them.
+  uint64_t removed = 0;
+  for (const std::string& m : old_members) {
+    if (std::find(members_.begin(), members_.end(), m) == members_.end()) {
+      removed |= bits_.at(m);
+    }
+  }
+  if (removed != 0) {
+    MutexLock g(&log_mu_);
+    for (auto& [path, file] : dirty_) {
+      for (auto& [region, r] : file) {
+        if ((r.stale & removed) == 0) continue;
+        r.stale &= ~removed;
+        QueueLocked(path, region, r);
+      }
+    }
+  }
   if (added != 0) {
     MutexLock g(&log_mu_);
     Region& root = dirty_[""][RegionLog::kWholeName];

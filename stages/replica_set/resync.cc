@@ -249,8 +249,9 @@ bool ReplicaSetStage::ResyncOne() {
     }
   }
   if (best.target < 0) return false;
-  const absl::Status s =
-      ResyncRegion(best.target, best.source, best.path, best.region);
+  // By name: a Reconfigure may renumber the members meanwhile.
+  const absl::Status s = ResyncRegion(
+      members[best.target], members[best.source], best.path, best.region);
   MutexLock l(&mu_);
   const bool same_epoch = best.target < static_cast<int>(epoch_.size()) &&
                           members_[best.target] == members[best.target] &&
@@ -293,11 +294,10 @@ absl::Status ReplicaSetStage::WithOrder(
   return s;
 }
 
-absl::Status ReplicaSetStage::ResyncRegion(int target, int source,
+absl::Status ReplicaSetStage::ResyncRegion(const std::string& dst,
+                                           const std::string& src,
                                            const std::string& path,
                                            uint64_t region) {
-  const std::string dst = MemberName(target);
-  const std::string src = MemberName(source);
   if (region < RegionLog::kFirstNamed) {
     const uint64_t begin = region * region_size_;
     return CopyBytes(dst, src, path, begin, begin + region_size_,

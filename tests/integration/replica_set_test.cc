@@ -109,12 +109,17 @@ class ReplicaSetVolumeTest : public ServerTest {
   int ports_[3] = {0, 0, 0};
 };
 
-// 4 writers and 4 readers on one replicated file; a member is SIGKILLed
-// mid-run and restarted: no read fails or returns a torn or older block
+// 4 writers and 4 readers on one replicated file; a member (each in turn,
+// the primary too) is SIGKILLed mid-run and restarted: no read fails or returns a torn or older block
 // than one acknowledged before it began, no acknowledged write is lost,
 // the member is resynced under load (paused and resumed once), and the
 // three copies end byte-identical.
-TEST_F(ReplicaSetVolumeTest, AMemberKilledUnderLoadIsResyncedAndAllEndEqual) {
+class KilledUnderLoadTest : public ReplicaSetVolumeTest,
+                            public ::testing::WithParamInterface<int> {};
+
+TEST_P(KilledUnderLoadTest, IsResyncedAndAllEndEqual) {
+  const int victim = GetParam();
+  const std::string victim_name = "S" + std::to_string(victim + 1);
   StartSet(",read=random");          // the returning member is asked too
   constexpr uint32_t kBlocks = 256;  // 1 MiB: 16 regions
   {
@@ -172,18 +177,18 @@ TEST_F(ReplicaSetVolumeTest, AMemberKilledUnderLoadIsResyncedAndAllEndEqual) {
     });
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
-  KillServer(1);
+  KillServer(victim);
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
-  ASSERT_NE(Status().find("\"state\": \"out\""), std::string::npos);
+  ASSERT_EQ(StateOf(victim_name), "out");
   auto [rc, out] =
       Ctl("--host unix:" + (ctl_ / "sock") + " replicas resync pause rs");
   ASSERT_EQ(rc, 0) << out;
-  RestartServer(1);
-  EXPECT_TRUE(WaitState("S2", "stale (resync paused)"));
+  RestartServer(victim);
+  EXPECT_TRUE(WaitState(victim_name, "stale (resync paused)"));
   std::tie(rc, out) =
       Ctl("--host unix:" + (ctl_ / "sock") + " replicas resync resume rs");
   ASSERT_EQ(rc, 0) << out;
-  EXPECT_TRUE(WaitState("S2", "current"));
+  EXPECT_TRUE(WaitState(victim_name, "current"));
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   stop = true;
   for (std::thread& t : threads) t.join();
@@ -206,6 +211,11 @@ TEST_F(ReplicaSetVolumeTest, AMemberKilledUnderLoadIsResyncedAndAllEndEqual) {
   EXPECT_NE(status.find("\"resync_bytes\": "), std::string::npos) << status;
   EXPECT_EQ(status.find("\"resync_bytes\": 0,"), std::string::npos) << status;
 }
+
+INSTANTIATE_TEST_SUITE_P(Member, KilledUnderLoadTest, ::testing::Range(0, 3),
+                         [](const ::testing::TestParamInfo<int>& p) {
+                           return "S" + std::to_string(p.param + 1);
+                         });
 
 // S3 down, write; S3 up and S2 down, write; S2 up and S1 down, write.
 // With resync between the steps (the member that came back is current
@@ -242,7 +252,9 @@ TEST_P(RollingFailuresTest, NeverShowAnOlderValue) {
     return n == 2 && buf[0] == 'v' ? buf[1] - '0' : -1;
   };
   const std::string host = "--host unix:" + (ctl_ / "sock");
-  if (paused) ASSERT_EQ(Ctl(host + " replicas resync pause rs").first, 0);
+  if (paused) {
+    ASSERT_EQ(Ctl(host + " replicas resync pause rs").first, 0);
+  }
   int acked = 0, highest = 0;
   const int order[] = {2, 1, 0};
   for (int step = 0; step < 3; ++step) {
@@ -263,7 +275,9 @@ TEST_P(RollingFailuresTest, NeverShowAnOlderValue) {
       const int v = read();
       ASSERT_TRUE(v == -1 || (v >= acked && v <= highest))
           << "step " << step << " read v" << v << ", v" << acked << " acked";
-      if (!paused) ASSERT_EQ(v, acked) << "step " << step;
+      if (!paused) {
+        ASSERT_EQ(v, acked) << "step " << step;
+      }
     }
     highest = step + 1;
     if (write(step + 1)) {
@@ -276,17 +290,23 @@ TEST_P(RollingFailuresTest, NeverShowAnOlderValue) {
       const int v = read();
       ASSERT_TRUE(v == -1 || (v >= acked && v <= highest))
           << "step " << step << " read v" << v << ", v" << acked << " acked";
-      if (!paused) ASSERT_EQ(v, acked) << "step " << step;
+      if (!paused) {
+        ASSERT_EQ(v, acked) << "step " << step;
+      }
     }
   }
   RestartServer(0);
-  if (paused) ASSERT_EQ(Ctl(host + " replicas resync resume rs").first, 0);
+  if (paused) {
+    ASSERT_EQ(Ctl(host + " replicas resync resume rs").first, 0);
+  }
   EXPECT_TRUE(WaitState("S1", "current"));
   EXPECT_TRUE(WaitState("S2", "current"));
   EXPECT_TRUE(WaitState("S3", "current"));
   const std::string now = ReadWholeFile(r1_ / "rep/f");
   EXPECT_GE(now[1] - '0', acked) << now;
-  if (!paused) EXPECT_EQ(now, "v3");
+  if (!paused) {
+    EXPECT_EQ(now, "v3");
+  }
   EXPECT_EQ(ReadWholeFile(r2_ / "rep/f"), now);
   EXPECT_EQ(ReadWholeFile(r3_ / "rep/f"), now);
   EXPECT_EQ(ReadWholeFile(f), now);

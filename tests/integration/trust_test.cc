@@ -308,6 +308,10 @@ const RuleKind kKinds[] = {
      "<*, *, //home/d/*> -> <IO, stage:c>\n"
      "<stage:c, *, //home/d/*> -> <IO, //fast/*>",
      true, nullptr, nullptr, "c=cache:partition_bytes=192K"},
+    // A replica set of the home and a storage server: fast/d/a and d/b end
+    // as the volume's files.
+    {"replica_set", "<*, *, //home/d/*> -> <IO, stage:rs>", true, "d/a", "d/b",
+     "rs=replica_set:member=home,member=fast,region_size=4K"},
 };
 
 using KindParam = std::tuple<int, std::string>;  // kind, kernel cache
@@ -325,6 +329,9 @@ TEST_P(ExerciserTest, MatchesTheModel) {
   Volume v(o);
   ASSERT_TRUE(v.ok());
   ASSERT_EQ(mkdir(v.mnt("d").c_str(), 0755), 0);
+  if (std::string(kind.name) == "replica_set") {
+    ASSERT_EQ(mkdir(v.fast("d").c_str(), 0755), 0);
+  }
   ExerciseOptions eo;
   eo.seed = 1000 + static_cast<uint64_t>(index) * 10 + (cache == "off");
   eo.ops = ExerciseOps();

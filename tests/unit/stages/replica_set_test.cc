@@ -1,10 +1,13 @@
 // The replica_set stage (stages/replica_set/), first slice: changes to
 // every member, reads from one with failover, members leaving the set.
 #include <fcntl.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <random>
 #include <string>
@@ -115,7 +118,7 @@ class ReplicaSetTest : public ::testing::Test {
   StageEnv Env() {
     StageEnv env;
     env.sswitch = &host_->sswitch();
-    env.state_dir = state_.path();
+    env.state_dir = state_path_.empty() ? state_.path() : state_path_;
     return env;
   }
   std::string ReadFile(const std::string& file, absl::Status* status,
@@ -149,6 +152,7 @@ class ReplicaSetTest : public ::testing::Test {
 
   TempDir r_[3];
   TempDir state_;
+  std::string state_path_;  // instead of state_ if set
   std::string ack_;
   bool jitter_second_ = false;
   std::shared_ptr<SwitchEndpoint> dead_, second_;
@@ -498,6 +502,45 @@ TEST_F(ReplicaSetTest, AMinorityAcknowledgesNoChange) {
   absl::Status w = Write("//home/f", 0, "lost");
   EXPECT_EQ(ErrnoOf(w), EIO) << w;
   EXPECT_NE(w.message().find("1 of 3 members"), std::string::npos) << w;
+}
+
+// The log cannot be written (its disk is full): a change fails with
+// ENOSPC before its data reaches any member, and so does every later one
+// until the host restarts (RocksDB cannot take its log up again).
+TEST_F(ReplicaSetTest, AChangeWhoseLogCannotBeWrittenReachesNoMember) {
+  TempDir small;
+  ASSERT_EQ(::mount("tmpfs", small.path().c_str(), "tmpfs", 0, "size=2m"), 0)
+      << strerror(errno);
+  struct Unmount {
+    std::string path;
+    ~Unmount() { ::umount2(path.c_str(), MNT_DETACH); }
+  } unmount{small.path()};
+  state_path_ = small.path();
+  Start("quorum");
+  for (TempDir& d : r_) WriteWholeFile(d / "f", "before");
+  {
+    const int fd = ::open((small / "filler").c_str(), O_WRONLY | O_CREAT, 0600);
+    ASSERT_GE(fd, 0);
+    const std::string block(64 << 10, 'x');
+    while (::write(fd, block.data(), block.size()) > 0) {
+    }
+    std::string one(1, 'x');
+    while (::write(fd, one.data(), 1) > 0) {
+    }
+    ::close(fd);
+  }
+  const absl::Status w = Write("//home/f", 0, "after!");
+  EXPECT_EQ(ErrnoOf(w), ENOSPC) << w;
+  EXPECT_NE(w.message().find("dirty-region log"), std::string::npos) << w;
+  for (TempDir& d : r_) EXPECT_EQ(ReadWholeFile(d / "f"), "before");
+  // Fail-stop: with room again, changes still fail until a restart.
+  ASSERT_EQ(::unlink((small / "filler").c_str()), 0);
+  EXPECT_NE(Write("//home/f", 0, "after!").message().find("restart"),
+            std::string::npos);
+  for (TempDir& d : r_) EXPECT_EQ(ReadWholeFile(d / "f"), "before");
+  EXPECT_FALSE(stage_->Stop().ok());
+  stage_.reset();
+  host_.reset();
 }
 
 // On the command line: --stage rs=replica_set:member=S1,member=S2,...
