@@ -207,7 +207,14 @@ void SSwitch::SubmitDirect(Io* io, const std::string& file) {
 
 void SSwitch::SubmitOwn(Io* io, const std::string& file) {
   io->router_ = this;
-  io->snapshot_ = Load();
+  // The endpoints only: an IO a stage's own thread holds must not keep the
+  // stage alive (its last reference, dropped there, would join that thread
+  // from itself).
+  const std::shared_ptr<const Snapshot> now = Load();
+  auto own = std::make_shared<Snapshot>();
+  own->version = now->version;
+  own->endpoints = now->endpoints;
+  io->snapshot_ = std::move(own);
   SubmitDirect(io, file);
 }
 

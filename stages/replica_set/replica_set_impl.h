@@ -8,6 +8,7 @@
 #ifndef SROUTE_STAGES_REPLICA_SET_REPLICA_SET_IMPL_H_
 #define SROUTE_STAGES_REPLICA_SET_REPLICA_SET_IMPL_H_
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <deque>
@@ -19,6 +20,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/functional/any_invocable.h"
 #include "stages/replica_set/region_log.h"
 #include "stages/stage.h"
 #include "util/mutex.h"
@@ -48,12 +50,19 @@ class ReplicaSetStage : public HostStage {
                   std::unique_ptr<RegionLog> log);
 
   // --- Members -----------------------------------------------------------
-  struct Load {  // a member's reads now and lately, for least_loaded
+  struct Load {  // a member's reads now and lately
     std::atomic<int64_t> in_flight{0};
     std::atomic<uint64_t> ewma_ns{0};  // of its read times, weight 1/5
     std::atomic<uint64_t> reads{0};
+    // Its last 64 read times (0: none yet), for hedging.
+    std::array<std::atomic<uint64_t>, 64> samples{};
+    std::atomic<uint32_t> next_sample{0};
+    void Sample(uint64_t ns);
+    // When to ask another member: the `percentile` of its recent read
+    // times (10 ms until 8 are known; at least 50 us).
+    uint64_t HedgeAfterNs(uint32_t percentile) const;
   };
-  enum class ReadPolicy { kPrimary, kRandom, kLeastLoaded, kWeighted };
+  enum class ReadPolicy { kPrimary, kRandom, kLeastLoaded, kWeighted, kHedged };
   enum class Ack { kAll, kQuorum, kCount, kPrimary };
   void Apply(const proto::StageConfig& c, bool initial)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -137,7 +146,9 @@ class ReplicaSetStage : public HostStage {
   struct Read;
   void StartChange(Io* io, uint64_t order_id);
   void FinishChange(const std::shared_ptr<ChangeJoin>& join);
-  void ReadFrom(const std::shared_ptr<Read>& state);
+  void ReadFrom(const std::shared_ptr<Read>& state, bool hedge);
+  // Runs `fn` on the timer thread `delay_ns` from now.
+  void After(uint64_t delay_ns, absl::AnyInvocable<void()> fn);
 
   // --- Background (resync.cc) --------------------------------------------
   void Background();
@@ -214,7 +225,22 @@ class ReplicaSetStage : public HostStage {
   std::thread background_;
   uint64_t throttle_start_ns_ = 0, throttle_bytes_ = 0;  // background only
 
+  std::atomic<uint32_t> hedge_percentile_{95};
+  // The timer thread's state, apart from the stage's: the stage's last
+  // reference may be dropped on that thread (by a read a timer held), and
+  // the thread, let go then, must not touch the stage afterwards.
+  struct Timers {
+    Mutex mu;
+    CondVar cv;
+    std::multimap<uint64_t, absl::AnyInvocable<void()>> due ABSL_GUARDED_BY(mu);
+    bool stop ABSL_GUARDED_BY(mu) = false;
+  };
+  static void TimerLoop(Timers& t);
+  const std::shared_ptr<Timers> timers_ = std::make_shared<Timers>();
+  std::thread timer_thread_;
+
   std::atomic<uint64_t> reads_{0}, changes_{0}, failovers_{0};
+  std::atomic<uint64_t> hedges_{0}, hedge_wins_{0};
   std::atomic<uint64_t> resync_bytes_{0}, resync_regions_{0};
   // Bytes resync moved in the last whole second, and to each member.
   std::atomic<uint64_t> resync_bytes_per_s_{0};

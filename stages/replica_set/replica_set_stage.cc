@@ -3,7 +3,10 @@
 #include <fcntl.h>
 
 #include <algorithm>
+#include <array>
 #include <bit>
+#include <chrono>
+#include <cstring>
 #include <memory>
 #include <random>
 #include <string>
@@ -113,6 +116,7 @@ absl::StatusOr<std::shared_ptr<ReplicaSetStage>> ReplicaSetStage::Make(
   }
   if (absl::Status s = stage->Persist(UINT64_MAX); !s.ok()) return s;
   stage->background_ = std::thread([raw = stage.get()] { raw->Background(); });
+  stage->timer_thread_ = std::thread([t = stage->timers_] { TimerLoop(*t); });
   return stage;
 }
 
@@ -135,7 +139,26 @@ absl::Status ReplicaSetStage::Stop() {
     stopping_ = true;
     bg_cv_.SignalAll();
   }
-  if (background_.joinable()) background_.join();
+  // The last reference to the stage may be dropped on its timer thread (a
+  // read a timer held): that one is let go, not joined; it touches only
+  // its Timers from then on.
+  auto join = [](std::thread& t) {
+    if (!t.joinable()) return;
+    if (t.get_id() == std::this_thread::get_id()) {
+      t.detach();
+    } else {
+      t.join();
+    }
+  };
+  join(background_);
+  std::multimap<uint64_t, absl::AnyInvocable<void()>> dropped;
+  {
+    MutexLock l(&timers_->mu);
+    timers_->stop = true;
+    dropped.swap(timers_->due);  // their reads ended: no IO is inside
+    timers_->cv.SignalAll();
+  }
+  join(timer_thread_);
   return Persist(UINT64_MAX);
 }
 
@@ -194,10 +217,16 @@ absl::Status ReplicaSetStage::Check(const proto::StageConfig& c) {
         StrCat("replica_set: primary ", o.primary(), " is not a member"));
   }
   if (!o.read().empty() && o.read() != "primary" && o.read() != "random" &&
-      o.read() != "least_loaded" && o.read() != "weighted") {
+      o.read() != "least_loaded" && o.read() != "weighted" &&
+      o.read() != "hedged") {
     return absl::InvalidArgumentError(
         StrCat("replica_set: read '", o.read(),
-               "' is not primary, random, least_loaded or weighted"));
+               "' is not primary, random, least_loaded, weighted or hedged"));
+  }
+  if (o.hedge_percentile() > 99) {
+    return absl::InvalidArgumentError(StrCat("replica_set: hedge_percentile ",
+                                             o.hedge_percentile(),
+                                             " is not 1..99"));
   }
   if (o.read() == "weighted" && o.weight_size() != o.member_size()) {
     return absl::InvalidArgumentError(
@@ -278,7 +307,10 @@ void ReplicaSetStage::Apply(const proto::StageConfig& c, bool initial) {
   read_ = o.read() == "random"         ? ReadPolicy::kRandom
           : o.read() == "least_loaded" ? ReadPolicy::kLeastLoaded
           : o.read() == "weighted"     ? ReadPolicy::kWeighted
+          : o.read() == "hedged"       ? ReadPolicy::kHedged
                                        : ReadPolicy::kPrimary;
+  hedge_percentile_.store(o.hedge_percentile() == 0 ? 95
+                                                    : o.hedge_percentile());
   weights_.assign(o.weight().begin(), o.weight().end());
   ack_count_ = 0;
   if (o.ack() == "all") {
@@ -347,6 +379,8 @@ void ReplicaSetStage::Report(proto::StageStats* out) const {
   c["reads"] = static_cast<int64_t>(reads_.load());
   c["changes"] = static_cast<int64_t>(changes_.load());
   c["failovers"] = static_cast<int64_t>(failovers_.load());
+  c["hedges"] = static_cast<int64_t>(hedges_.load());
+  c["hedge_wins"] = static_cast<int64_t>(hedge_wins_.load());
   c["resync_bytes"] = static_cast<int64_t>(resync_bytes_.load());
   c["resync_regions"] = static_cast<int64_t>(resync_regions_.load());
   c["log_writes"] = static_cast<int64_t>(log_writes_.load());
@@ -425,7 +459,8 @@ std::vector<int> ReplicaSetStage::Live(uint64_t exclude) {
   if (read_ == ReadPolicy::kRandom) {
     thread_local std::minstd_rand rng(std::random_device{}());
     first = live.begin() + static_cast<long>(rng() % live.size());
-  } else if (read_ == ReadPolicy::kLeastLoaded) {
+  } else if (read_ == ReadPolicy::kLeastLoaded ||
+             read_ == ReadPolicy::kHedged) {
     first = std::find(live.begin(), live.end(), LeastLoaded(live));
   } else if (read_ == ReadPolicy::kWeighted) {
     uint64_t total = 0;
@@ -729,10 +764,18 @@ void ReplicaSetStage::Release(const std::string& path, uint64_t id) {
 struct ReplicaSetStage::Read {
   Io* parent = nullptr;
   uint64_t exclude = 0;  // members stale where it reads
+  // A read of bytes with read=hedged: each attempt reads into a buffer of
+  // its own (the loser may still be writing after the winner answered);
+  // the winner's bytes are copied to the caller's.
+  bool hedged = false;
+  Mutex mu;
   // Every attempt lives as long as the read: the next one starts inside
-  // the completion of the one before.
-  std::vector<std::unique_ptr<Io>> attempts;
-  std::vector<int> tried;
+  // the completion of the one before, and a loser ends after the winner.
+  std::vector<std::unique_ptr<Io>> attempts ABSL_GUARDED_BY(mu);
+  std::vector<std::unique_ptr<char[]>> buffers ABSL_GUARDED_BY(mu);
+  std::vector<int> tried ABSL_GUARDED_BY(mu);
+  int outstanding ABSL_GUARDED_BY(mu) = 0;
+  bool done ABSL_GUARDED_BY(mu) = false;
 };
 
 void ReplicaSetStage::Submit(Io* io, const Forward&) {
@@ -753,7 +796,11 @@ void ReplicaSetStage::Submit(Io* io, const Forward&) {
   auto state = std::make_shared<Read>();
   state->parent = io;
   state->exclude = StaleForRead(*io);
-  ReadFrom(state);
+  if (io->header.op == Op::kRead) {
+    MutexLock l(&mu_);
+    state->hedged = read_ == ReadPolicy::kHedged;
+  }
+  ReadFrom(state, /*hedge=*/false);
 }
 
 struct ReplicaSetStage::ChangeJoin {
@@ -944,14 +991,38 @@ void ReplicaSetStage::FinishChange(const std::shared_ptr<ChangeJoin>& join) {
 }
 
 // The first member in the set, current where it reads and not tried yet;
-// a member's failure takes it out and the read goes to the next.
-void ReplicaSetStage::ReadFrom(const std::shared_ptr<Read>& state) {
+// a member's failure takes it out and the read goes to the next. Hedged:
+// once the first has not answered within a percentile of its recent read
+// times, the next is asked too, and the first answer wins.
+void ReplicaSetStage::ReadFrom(const std::shared_ptr<Read>& state, bool hedge) {
+  Io* attempt = nullptr;
   int member = -1;
-  for (int m : Live(state->exclude)) {
-    if (std::find(state->tried.begin(), state->tried.end(), m) ==
-        state->tried.end()) {
-      member = m;
-      break;
+  char* own = nullptr;
+  {
+    MutexLock l(&state->mu);
+    if (state->done) return;
+    for (int m : Live(state->exclude)) {
+      if (std::find(state->tried.begin(), state->tried.end(), m) ==
+          state->tried.end()) {
+        member = m;
+        break;
+      }
+    }
+    if (member < 0) {
+      if (hedge || state->outstanding > 0) return;  // another may answer
+      state->done = true;
+    } else {
+      state->tried.push_back(member);
+      state->attempts.push_back(sw_->NewChild(*state->parent));
+      attempt = state->attempts.back().get();
+      ++state->outstanding;
+      if (state->hedged) {
+        state->buffers.push_back(
+            std::make_unique<char[]>(state->parent->read_buffer.size()));
+        own = state->buffers.back().get();
+        attempt->read_buffer =
+            std::span<char>(own, state->parent->read_buffer.size());
+      }
     }
   }
   if (member < 0) {
@@ -960,30 +1031,101 @@ void ReplicaSetStage::ReadFrom(const std::shared_ptr<Read>& state) {
                     PathOf(state->parent->header.file), " could answer")));
     return;
   }
-  state->tried.push_back(member);
-  state->attempts.push_back(sw_->NewChild(*state->parent));
-  Io* attempt = state->attempts.back().get();
+  if (hedge) hedges_.fetch_add(1, std::memory_order_relaxed);
   Load& load = *load_[member];
   load.in_flight.fetch_add(1, std::memory_order_relaxed);
   load.reads.fetch_add(1, std::memory_order_relaxed);
-  attempt->set_completion(
-      [this, state, member, &load, start = MonotonicNanos()](Io& a) {
-        // Racing updates may lose one another's sample: an estimate.
-        const uint64_t took = MonotonicNanos() - start;
-        const uint64_t old = load.ewma_ns.load(std::memory_order_relaxed);
-        load.ewma_ns.store(old == 0 ? took : (old * 4 + took) / 5,
-                           std::memory_order_relaxed);
-        load.in_flight.fetch_sub(1, std::memory_order_relaxed);
-        if (IsMemberFailure(a.status)) {
-          TakeOut(member, a.status);
-          failovers_.fetch_add(1, std::memory_order_relaxed);
-          ReadFrom(state);
-          return;
-        }
-        state->parent->AdoptResults(a);
-        state->parent->Complete(a.status);
-      });
+  attempt->set_completion([this, state, member, &load, own, hedge,
+                           start = MonotonicNanos()](Io& a) {
+    load.Sample(MonotonicNanos() - start);
+    load.in_flight.fetch_sub(1, std::memory_order_relaxed);
+    const bool failed = IsMemberFailure(a.status);
+    if (failed) {
+      TakeOut(member, a.status);
+      failovers_.fetch_add(1, std::memory_order_relaxed);
+    }
+    {
+      MutexLock l(&state->mu);
+      --state->outstanding;
+      if (state->done) return;                       // a hedge's loser
+      if (failed && state->outstanding > 0) return;  // the other may answer
+      if (!failed) state->done = true;
+    }
+    if (failed) {
+      ReadFrom(state, /*hedge=*/false);
+      return;
+    }
+    if (hedge) hedge_wins_.fetch_add(1, std::memory_order_relaxed);
+    if (own != nullptr && a.status.ok()) {
+      std::memcpy(state->parent->read_buffer.data(), own,
+                  std::min<size_t>(a.bytes, state->parent->read_buffer.size()));
+    }
+    state->parent->AdoptResults(a);
+    state->parent->Complete(a.status);
+  });
   SendTo(attempt, member);
+  if (state->hedged && !hedge) {
+    After(load.HedgeAfterNs(hedge_percentile_.load(std::memory_order_relaxed)),
+          [this, state] { ReadFrom(state, /*hedge=*/true); });
+  }
+}
+
+// --- Timers (hedged reads) ---------------------------------------------------
+
+void ReplicaSetStage::After(uint64_t delay_ns, absl::AnyInvocable<void()> fn) {
+  MutexLock l(&timers_->mu);
+  timers_->due.emplace(MonotonicNanos() + delay_ns, std::move(fn));
+  timers_->cv.Signal();
+}
+
+void ReplicaSetStage::TimerLoop(Timers& t) {
+  for (;;) {
+    absl::AnyInvocable<void()> fn;
+    {
+      MutexLock l(&t.mu);
+      while (!t.stop && fn == nullptr) {
+        if (t.due.empty()) {
+          t.cv.Wait(&t.mu);
+          continue;
+        }
+        const uint64_t now = MonotonicNanos();
+        auto first = t.due.begin();
+        if (first->first > now) {
+          t.cv.WaitFor(&t.mu, std::chrono::nanoseconds(first->first - now));
+          continue;
+        }
+        fn = std::move(first->second);
+        t.due.erase(first);
+      }
+      if (t.stop) return;
+    }
+    fn();
+  }
+}
+
+void ReplicaSetStage::Load::Sample(uint64_t ns) {
+  // Racing updates may lose one another's sample: an estimate.
+  const uint64_t old = ewma_ns.load(std::memory_order_relaxed);
+  ewma_ns.store(old == 0 ? ns : (old * 4 + ns) / 5, std::memory_order_relaxed);
+  const uint32_t i = next_sample.fetch_add(1, std::memory_order_relaxed);
+  samples[i % samples.size()].store(ns, std::memory_order_relaxed);
+}
+
+uint64_t ReplicaSetStage::Load::HedgeAfterNs(uint32_t percentile) const {
+  constexpr uint64_t kFloorNs =
+      50'000;  // below: hedges cost more than they win
+  constexpr uint64_t kUnknownNs = 10'000'000;  // too few samples yet
+  std::array<uint64_t, 64> v;
+  size_t n = 0;
+  for (const auto& s : samples) {
+    const uint64_t x = s.load(std::memory_order_relaxed);
+    if (x != 0) v[n++] = x;
+  }
+  if (n < 8) return kUnknownNs;
+  const size_t k = std::min(n - 1, n * percentile / 100);
+  std::nth_element(v.begin(), v.begin() + static_cast<long>(k),
+                   v.begin() + static_cast<long>(n));
+  return std::max(v[k], kFloorNs);
 }
 
 void RegisterReplicaSetStage(StageRegistry& registry) {

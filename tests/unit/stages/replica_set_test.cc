@@ -22,6 +22,7 @@
 #include "stages/stage_spec.h"
 #include "tests/util/temp_dir.h"
 #include "util/errno_status.h"
+#include "util/mutex.h"
 
 namespace sroute {
 namespace {
@@ -46,6 +47,43 @@ class SwitchEndpoint : public Endpoint {
   std::shared_ptr<Endpoint> inner_;
   std::atomic<bool> dead;
   std::atomic<int> ios{0};
+};
+
+// A member that hangs (a stopped server): while `hang`, its reads wait
+// until Release() sends them on.
+class HangEndpoint : public Endpoint {
+ public:
+  explicit HangEndpoint(std::shared_ptr<Endpoint> inner)
+      : inner_(std::move(inner)) {}
+  void Submit(Io* io, std::string_view path) override {
+    {
+      MutexLock l(&mu_);
+      if (hang && io->header.op == Op::kRead) {
+        held_.emplace_back(io, std::string(path));
+        return;
+      }
+    }
+    inner_->Submit(io, path);
+  }
+  void Release() {
+    std::vector<std::pair<Io*, std::string>> held;
+    {
+      MutexLock l(&mu_);
+      hang = false;
+      held.swap(held_);
+    }
+    for (auto& [io, path] : held) inner_->Submit(io, path);
+  }
+  size_t held() {
+    MutexLock l(&mu_);
+    return held_.size();
+  }
+  Mutex mu_;
+  bool hang ABSL_GUARDED_BY(mu_) = false;
+
+ private:
+  std::shared_ptr<Endpoint> inner_;
+  std::vector<std::pair<Io*, std::string>> held_ ABSL_GUARDED_BY(mu_);
 };
 
 // A member that takes a random 0-100 us before each IO (a busier disk):
@@ -541,6 +579,37 @@ TEST_F(ReplicaSetTest, AChangeWhoseLogCannotBeWrittenReachesNoMember) {
   EXPECT_FALSE(stage_->Stop().ok());
   stage_.reset();
   host_.reset();
+}
+
+// Hedged reads: a member that hangs (stopped, not dead) gets no failure
+// and stays in the set, but every read is answered by another member once
+// the first has not answered in time; the late answers are dropped.
+TEST_F(ReplicaSetTest, HedgedReadsGoAroundAHungMember) {
+  Start("quorum");
+  for (TempDir& d : r_) WriteWholeFile(d / "f", "same bytes");
+  host_.reset();  // again with R1 behind a hang switch
+  stage_.reset();
+  auto r1 = LocalEndpoint::Open(r_[0].path());
+  ASSERT_TRUE(r1.ok());
+  auto hang = std::make_shared<HangEndpoint>(*r1);
+  dead_ = std::make_shared<SwitchEndpoint>(hang, false);
+  MakeHost();
+  proto::StageConfig next = stage_->config();
+  next.mutable_replica_set()->set_read("hedged");
+  ASSERT_TRUE(stage_->Reconfigure(next).ok());
+  {
+    MutexLock l(&hang->mu_);
+    hang->hang = true;
+  }
+  absl::Status st;
+  for (int i = 0; i < 20; ++i) {
+    EXPECT_EQ(ReadFile("//home/f", &st, 0, 10), "same bytes") << st;
+  }
+  EXPECT_GE(Counter("hedge_wins"), 1);
+  EXPECT_EQ(Counter("member.R1.in"), 1);  // slow is not dead
+  EXPECT_GE(hang->held(), 1u);
+  hang->Release();  // the losers answer late, into buffers of their own
+  EXPECT_EQ(ReadFile("//home/f", &st, 0, 10), "same bytes") << st;
 }
 
 // On the command line: --stage rs=replica_set:member=S1,member=S2,...
