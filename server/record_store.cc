@@ -3,6 +3,7 @@
 #include <rocksdb/db.h>
 #include <rocksdb/write_batch.h>
 
+#include "util/rocksdb_status.h"
 #include "util/strings.h"
 
 namespace sroute {
@@ -21,14 +22,6 @@ std::string RecordKey(const std::string& sswitch, uint64_t seq) {
     key.push_back(static_cast<char>(seq >> shift));
   }
   return key;
-}
-
-absl::Status FromRocks(const rocksdb::Status& s, const std::string& what) {
-  if (s.ok()) return absl::OkStatus();
-  if (s.IsNoSpace()) {
-    return absl::ResourceExhaustedError(StrCat(what, ": ", s.ToString()));
-  }
-  return absl::InternalError(StrCat(what, ": ", s.ToString()));
 }
 
 }  // namespace

@@ -9,8 +9,8 @@
 // missed says where members differ; resync (resync.cc) rebuilds returning
 // members region by region. The class: replica_set_impl.h.
 //
-// Not yet: hedged reads, the replica_control app, choosing a conflicting
-// region's source by hand.
+// Not yet: the replica_control app, choosing a conflicting region's
+// source by hand.
 #ifndef SROUTE_STAGES_REPLICA_SET_REPLICA_SET_STAGE_H_
 #define SROUTE_STAGES_REPLICA_SET_REPLICA_SET_STAGE_H_
 

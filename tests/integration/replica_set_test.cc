@@ -110,10 +110,10 @@ class ReplicaSetVolumeTest : public ServerTest {
 };
 
 // 4 writers and 4 readers on one replicated file; a member (each in turn,
-// the primary too) is SIGKILLed mid-run and restarted: no read fails or returns a torn or older block
-// than one acknowledged before it began, no acknowledged write is lost,
-// the member is resynced under load (paused and resumed once), and the
-// three copies end byte-identical.
+// the primary too) is SIGKILLed mid-run and restarted: no read fails or returns
+// a torn or older block than one acknowledged before it began, no acknowledged
+// write is lost, the member is resynced under load (paused and resumed once),
+// and the three copies end byte-identical.
 class KilledUnderLoadTest : public ReplicaSetVolumeTest,
                             public ::testing::WithParamInterface<int> {};
 
@@ -256,6 +256,18 @@ TEST_P(RollingFailuresTest, NeverShowAnOlderValue) {
     ASSERT_EQ(Ctl(host + " replicas resync pause rs").first, 0);
   }
   int acked = 0, highest = 0;
+  // The last acknowledged value, a newer one a refused write left, or an
+  // error; with resync between the steps, the last acknowledged one.
+  auto check_reads = [&](int step) {
+    for (int i = 0; i < 20; ++i) {
+      const int v = read();
+      ASSERT_TRUE(v == -1 || (v >= acked && v <= highest))
+          << "step " << step << " read v" << v << ", v" << acked << " acked";
+      if (!paused) {
+        ASSERT_EQ(v, acked) << "step " << step;
+      }
+    }
+  };
   const int order[] = {2, 1, 0};
   for (int step = 0; step < 3; ++step) {
     if (step > 0) {
@@ -271,14 +283,7 @@ TEST_P(RollingFailuresTest, NeverShowAnOlderValue) {
       }
     }
     KillServer(order[step]);
-    for (int i = 0; i < 20; ++i) {
-      const int v = read();
-      ASSERT_TRUE(v == -1 || (v >= acked && v <= highest))
-          << "step " << step << " read v" << v << ", v" << acked << " acked";
-      if (!paused) {
-        ASSERT_EQ(v, acked) << "step " << step;
-      }
-    }
+    ASSERT_NO_FATAL_FAILURE(check_reads(step));
     highest = step + 1;
     if (write(step + 1)) {
       acked = step + 1;
@@ -286,14 +291,7 @@ TEST_P(RollingFailuresTest, NeverShowAnOlderValue) {
       ASSERT_EQ(errno, EIO) << "step " << step;
       ASSERT_TRUE(paused) << "step " << step << ": " << strerror(errno);
     }
-    for (int i = 0; i < 20; ++i) {
-      const int v = read();
-      ASSERT_TRUE(v == -1 || (v >= acked && v <= highest))
-          << "step " << step << " read v" << v << ", v" << acked << " acked";
-      if (!paused) {
-        ASSERT_EQ(v, acked) << "step " << step;
-      }
-    }
+    ASSERT_NO_FATAL_FAILURE(check_reads(step));
   }
   RestartServer(0);
   if (paused) {

@@ -345,15 +345,11 @@ class HostTarget : public ControlTarget {
   }
 
   absl::StatusOr<Report> Stages(const proto::Stages& request) override {
-    proto::ControlRequest req;
-    *req.mutable_stages() = request;
-    auto resp = Call(req, absl::Milliseconds(request.timeout_ms() == 0
-                                                 ? 10000
-                                                 : request.timeout_ms()) +
-                              kCallTimeout);
-    if (!resp.ok()) return resp.status();
-    return Report{.text = StagesText(resp->stages()),
-                  .json = JsonArray(StagesJson(resp->stages())) + "\n"};
+    auto lists = StageStates(request);
+    if (!lists.ok()) return lists.status();
+    const auto& stages = lists->hosts(0).stages();
+    return Report{.text = StagesText(stages),
+                  .json = JsonArray(StagesJson(stages)) + "\n"};
   }
 
  private:
