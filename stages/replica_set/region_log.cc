@@ -4,6 +4,8 @@
 #include <rocksdb/iterator.h>
 #include <rocksdb/write_batch.h>
 
+#include <cstdarg>
+#include <cstdio>
 #include <filesystem>
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -17,6 +19,7 @@
 #include <sanitizer/lsan_interface.h>
 #endif
 
+#include "util/log.h"
 #include "util/rocksdb_status.h"
 #include "util/strings.h"
 
@@ -79,6 +82,20 @@ bool Decode(const rocksdb::Slice& key, const rocksdb::Slice& value,
   return start == value.size();
 }
 
+// RocksDB's info log in ours rather than in a LOG file beside the data:
+// on a full disk RocksDB 7.8 appends to a LOG file whose write failed and
+// trips an assertion. Warnings and worse only.
+class InfoToLog : public rocksdb::Logger {
+ public:
+  InfoToLog() : rocksdb::Logger(rocksdb::InfoLogLevel::WARN_LEVEL) {}
+  using rocksdb::Logger::Logv;
+  void Logv(const char* format, va_list ap) override {
+    char line[512];
+    vsnprintf(line, sizeof line, format, ap);
+    LogWarning("region log (RocksDB): ", line);
+  }
+};
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<RegionLog>> RegionLog::Open(
@@ -93,6 +110,11 @@ absl::StatusOr<std::unique_ptr<RegionLog>> RegionLog::Open(
   options.create_if_missing = true;
   options.max_open_files = 64;  // the fd limit is shared with the endpoints
   options.keep_log_file_num = 2;
+  // No recovery of its own after a failed write: RocksDB 7.8's would sync
+  // the failed log file again and trip an assertion (the log fail-stops;
+  // see Write).
+  options.max_bgerror_resume_count = 0;
+  options.info_log = std::make_shared<InfoToLog>();
   rocksdb::DB* raw = nullptr;
   rocksdb::Status s = rocksdb::DB::Open(options, dir, &raw);
   if (!s.ok()) {
