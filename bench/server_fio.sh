@@ -57,6 +57,17 @@
 # both mounts keep the kernel's page cache out (sroute-fuse --kernel-cache
 # off, GlusterFS direct-io-mode), and O_DIRECT would turn io-cache off.
 #
+# Replica sets (issue 23): "sroute-rep3" is sroute-off whose every IO goes
+# through a replica_set stage on the client host with three members, three
+# sroute-servers of their own (r1, r2, r3; ack=all, read=least_loaded: a
+# read-only flow spread over the members); "sroute-rep1" the same stage
+# with one member (r1); "gluster-rep3" a GlusterFS replica 3 volume (AFR)
+# of three bricks on this host. Targets: randread4k-4 of sroute-rep3 at
+# least 2.5x sroute-rep1's; 4 KiB random write IOPS of sroute-rep3 at least
+# 2x gluster-rep3's with a lower p99.
+#   SYSTEMS="sroute-rep1 sroute-rep3 gluster-rep3" \
+#     WORKLOADS="randread4k-4 randwrite4k-1 randwrite4k-4" bench/server_fio.sh
+#
 # Env knobs:
 #   ROUNDS (3), RUNTIME (10 s per timed run), WARMUP (2 s of fio ramp_time),
 #   SIZE (256m: the fio file, a few hundred MiB), WORK (/tmp/sroute-server-bench:
@@ -123,6 +134,8 @@ server_pid=""
 server_addr=""
 poll_server_pid=""
 poll_server_addr=""
+rep1_pid="" rep1_addr=""
+declare -a rep_pid=() rep_addr=()
 declare -A fuse_pid=()    # system -> client daemon pid
 declare -A mnt_of=()      # system -> mount point
 declare -A brick_pid=()   # GlusterFS system -> its brick daemon's pid
@@ -138,7 +151,7 @@ cleanup() {
       [ -n "${fuse_pid[$sys]:-}" ] && wait "${fuse_pid[$sys]}" 2>/dev/null
     fi
   done
-  for pid in $server_pid $poll_server_pid; do
+  for pid in $server_pid $poll_server_pid ${rep_pid[@]} $rep1_pid; do
     kill -TERM "$pid" 2>/dev/null
     wait "$pid" 2>/dev/null
   done
@@ -181,10 +194,12 @@ wait_mounted() {  # mountpoint what
 # --- sroute: one server for the session shared by sroute-off and
 # sroute-auto (each a client mount), and one polling server for sroute-poll.
 start_sroute_server() {  # root port-file [server flags]... -> started_pid, started_addr
-  local root=$1 out=$2
+  local root=$1 out=$2 port=${SROUTE_PORT:-0}
   shift 2
   mkdir -p "$data/$root"
-  "$work/bin/sroute-server" --root "$data/$root" --listen 127.0.0.1:"${SROUTE_PORT:-0}" \
+  # Replica members listen on any free port (SROUTE_PORT is the first's).
+  [[ $root == r[23] ]] && port=0
+  "$work/bin/sroute-server" --root "$data/$root" --listen 127.0.0.1:"$port" \
     --secret-file "$secret" --name S1 "$@" > "$work/$out" 2> "$work/$root.log" &
   started_pid=$!
   # Port 0 picks a free port; the server prints the one it got.
@@ -233,6 +248,17 @@ start_glusterd() {
 start_gluster() {  # system volume [option value]...
   local sys=$1 v=$2 m=$work/mnt-$1 brick=$data/b-$1
   shift 2
+  # REPLICA=3: three bricks (b-SYS-1..3) of a replica 3 volume.
+  local bricks=("$(hostname):$brick") replica=()
+  if [ "${REPLICA:-1}" = 3 ]; then
+    bricks=()
+    for i in 1 2 3; do
+      rm -rf "$brick-$i"
+      mkdir -p "$brick-$i"
+      bricks+=("$(hostname):$brick-$i")
+    done
+    replica=(replica 3)
+  fi
   [ -n "$glusterd_pid" ] || start_glusterd
   mkdir -p "$m"
   mountpoint -q "$m" && umount "$m"
@@ -246,7 +272,7 @@ start_gluster() {  # system volume [option value]...
   # glusterd refuses 127.0.0.1 and localhost as a brick's host, but takes
   # this host's name (which resolves to a loopback address here); "force"
   # because the brick is not on a dedicated mount of its own.
-  gluster --mode=script volume create "$v" "$(hostname):$brick" force > /dev/null
+  gluster --mode=script volume create "$v" "${replica[@]}" "${bricks[@]}" force > /dev/null
   made_volumes+=("$v")
   while [ $# -ge 2 ]; do
     gluster --mode=script volume set "$v" "$1" "$2" > /dev/null
@@ -257,13 +283,15 @@ start_gluster() {  # system volume [option value]...
   mnt_of[$sys]=$m
   wait_mounted "$m" "$sys"
   fuse_pid[$sys]=$(ps -eo pid=,args= | awk -v m="$m" '$2 ~ /glusterfs$/ && $NF == m {print $1; exit}')
-  brick_pid[$sys]=$(cat /var/run/gluster/vols/"$v"/*.pid)
+  brick_pid[$sys]=$(cat /var/run/gluster/vols/"$v"/*.pid | head -1)
 }
 
 server_pid_of() {  # system -> the server daemon's pid
   case $1 in
     gluster*) echo "${brick_pid[$1]}" ;;
     sroute-poll|sroute-poll-cache) echo "$poll_server_pid" ;;
+    sroute-rep1) echo "$rep1_pid" ;;
+    sroute-rep3) echo "${rep_pid[0]}" ;;
     *) echo "$server_pid" ;;
   esac
 }
@@ -271,21 +299,26 @@ server_pid_of() {  # system -> the server daemon's pid
 # The file each server holds (for page-cache residency reports).
 backing_file() {
   case $1 in
+    gluster-rep3) echo "$data/b-$1-1/fio.dat" ;;
     gluster*) echo "$data/b-$1/fio.dat" ;;
     sroute-poll|sroute-poll-cache) echo "$data/s2/fio.dat" ;;
+    sroute-rep1) echo "$data/q1/fio.dat" ;;
+    sroute-rep3) echo "$data/r1/fio.dat" ;;
     *) echo "$data/s1/fio.dat" ;;
   esac
 }
 
 need_sroute=0
 need_poll=0
+need_rep=0
 for sys in $systems; do
   case $sys in
     sroute-off|sroute-auto|sroute-cache|sroute-uring|sroute-uring-cache) need_sroute=1 ;;
     sroute-rule|sroute-trace-1|sroute-trace-10|sroute-trace-100) need_sroute=1 ;;
     sroute-tap-1|sroute-tap-10|sroute-tap-100) need_sroute=1 ;;
     sroute-poll|sroute-poll-cache) need_poll=1 ;;
-    gluster|gluster-rdio|gluster-iocache) ;;
+    gluster|gluster-rdio|gluster-iocache|gluster-rep3) ;;
+    sroute-rep1|sroute-rep3) need_rep=1 ;;
     *) echo "unknown system $sys" >&2; exit 2 ;;
   esac
 done
@@ -295,6 +328,18 @@ if [ "$need_sroute" = 1 ]; then
   start_sroute_server s1 server.out
   server_pid=$started_pid server_addr=$started_addr
   rm -f "$data/s1/fio.dat"
+fi
+if [ "$need_rep" = 1 ]; then
+  # Members of sroute-rep3 (r1..r3) and the single member of sroute-rep1
+  # (q1), each a server of its own.
+  for i in 0 1 2; do
+    start_sroute_server "r$((i + 1))" "rep$i.out"
+    rep_pid[$i]=$started_pid rep_addr[$i]=$started_addr
+    rm -f "$data/r$((i + 1))/fio.dat"
+  done
+  start_sroute_server q1 rep1.out
+  rep1_pid=$started_pid rep1_addr=$started_addr
+  rm -f "$data/q1/fio.dat"
 fi
 if [ "$need_poll" = 1 ]; then
   start_sroute_server s2 poll-server.out --poll-us "$poll_us"
@@ -337,6 +382,20 @@ for sys in $systems; do
       mount_sroute sroute-uring-cache off "$server_addr" --io-uring \
         --stage "c=cache:partition_bytes=${cache^^}" \
         --rule '<*, r|w, //home/*> -> <IO, stage:c>' ;;
+    sroute-rep3)
+      mkdir -p "$work/state-rep3"
+      mount_sroute sroute-rep3 off "${rep_addr[0]}" --state "$work/state-rep3" \
+        --endpoint "R1=${rep_addr[0]}" --endpoint "R2=${rep_addr[1]}" \
+        --endpoint "R3=${rep_addr[2]}" \
+        --stage "rs=replica_set:member=R1,member=R2,member=R3,ack=all,read=least_loaded" \
+        --rule '<*, *, //home/*> -> <IO, stage:rs>' ;;
+    sroute-rep1)
+      mkdir -p "$work/state-rep1"
+      mount_sroute sroute-rep1 off "$rep1_addr" --state "$work/state-rep1" \
+        --endpoint "R1=$rep1_addr" \
+        --stage "rs=replica_set:member=R1,ack=all,read=least_loaded" \
+        --rule '<*, *, //home/*> -> <IO, stage:rs>' ;;
+    gluster-rep3) REPLICA=3 start_gluster gluster-rep3 "${vol}rep3" ;;
     gluster-iocache)
       gluster_mount_opts=direct-io-mode=enable \
         start_gluster gluster-iocache "${vol}ioc" performance.io-cache on \
@@ -471,6 +530,20 @@ for peer in ["gluster", "gluster-rdio"]:
                 r = m[0] / b[0]
                 print(f'{"trace IOPS kept":22} {wl:15} {s:11} {"sroute-rule":12} {m[0]:9.0f} {b[0]:9.0f} {r:6.3f}  {"met" if r >= limit else "MISSED"}')
                 print(f'{"trace p99 (us)":22} {wl:15} {s:11} {"sroute-rule":12} {m[3]:9.1f} {b[3]:9.1f} {m[3]/b[3]:6.3f}')
+    # Issue 23: replica sets.
+    r3 = med.get(("randread4k-4", "sroute-rep3"))
+    r1 = med.get(("randread4k-4", "sroute-rep1"))
+    if peer == "gluster" and r3 and r1:
+        r = r3[0] / r1[0]
+        print(f'{"3 members >= 2.5x 1":22} {"randread4k-4":15} {"sroute-rep3":11} {"sroute-rep1":12} {r3[0]:9.0f} {r1[0]:9.0f} {r:6.2f}  {"met" if r >= 2.5 else "MISSED"}')
+    for wl in ["randwrite4k-1", "randwrite4k-4"]:
+        m = med.get((wl, "sroute-rep3"))
+        g = med.get((wl, "gluster-rep3"))
+        if peer == "gluster" and m and g:
+            r = m[0] / g[0]
+            print(f'{"rep3 IOPS >= 2x AFR":22} {wl:15} {"sroute-rep3":11} {"gluster-rep3":12} {m[0]:9.0f} {g[0]:9.0f} {r:6.2f}  {"met" if r >= 2 else "MISSED"}')
+            r = m[3] / g[3]
+            print(f'{"rep3 p99 lower (us)":22} {wl:15} {"sroute-rep3":11} {"gluster-rep3":12} {m[3]:9.1f} {g[3]:9.1f} {r:6.2f}  {"met" if r < 1 else "MISSED"}')
     for wl in ["seqread128k-1", "seqwrite128k-1"]:
         g = med.get((wl, peer))
         for s in ["sroute-off", "sroute-auto", "sroute-poll"]:
