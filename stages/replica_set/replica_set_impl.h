@@ -72,7 +72,13 @@ class ReplicaSetStage : public HostStage {
   uint64_t OutMask() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Members in the set (not out) and not in `exclude` (bits), the one to
   // read first first.
-  std::vector<int> Live(uint64_t exclude);
+  // A read's policy and the members it may not go to (by its flow).
+  struct ReadPlan {
+    ReadPolicy policy;
+    uint64_t exclude;
+  };
+  ReadPlan PlanRead(const std::string& file);
+  std::vector<int> Live(uint64_t exclude, ReadPolicy policy);
   int LeastLoaded(const std::vector<int>& live) const;
   void TakeOut(int member, const absl::Status& why);
   std::string MemberName(int member);
@@ -193,6 +199,13 @@ class ReplicaSetStage : public HostStage {
   absl::flat_hash_map<std::string, uint64_t> bits_ ABSL_GUARDED_BY(mu_);
   int primary_ ABSL_GUARDED_BY(mu_) = 0;
   ReadPolicy read_ ABSL_GUARDED_BY(mu_) = ReadPolicy::kPrimary;
+  struct Flow {
+    std::string file;  // without a trailing '*'
+    bool prefix = false;
+    ReadPolicy read;
+    uint64_t read_set = 0;  // bits; 0: every member
+  };
+  std::vector<Flow> flows_ ABSL_GUARDED_BY(mu_);
   std::vector<uint32_t> weights_ ABSL_GUARDED_BY(mu_);
   Ack ack_ ABSL_GUARDED_BY(mu_) = Ack::kQuorum;
   uint32_t ack_count_ ABSL_GUARDED_BY(mu_) = 0;

@@ -223,6 +223,34 @@ absl::Status ReplicaSetStage::Check(const proto::StageConfig& c) {
         StrCat("replica_set: read '", o.read(),
                "' is not primary, random, least_loaded, weighted or hedged"));
   }
+  auto is_policy = [](const std::string& r) {
+    return r.empty() || r == "primary" || r == "random" ||
+           r == "least_loaded" || r == "weighted" || r == "hedged";
+  };
+  for (const proto::ReplicaSetOptions::Flow& f : o.flow()) {
+    if (!f.file().starts_with("//")) {
+      return absl::InvalidArgumentError(
+          StrCat("replica_set: flow file '", f.file(),
+                 "' is not //HOST/PATH or a prefix //HOST/PATH*"));
+    }
+    if (!is_policy(f.read())) {
+      return absl::InvalidArgumentError(
+          StrCat("replica_set: flow ", f.file(), ": read '", f.read(),
+                 "' is not primary, random, least_loaded, weighted or hedged"));
+    }
+    if (f.read() == "weighted" && o.weight_size() != o.member_size()) {
+      return absl::InvalidArgumentError(
+          StrCat("replica_set: flow ", f.file(),
+                 ": read weighted needs a weight for each member"));
+    }
+    for (const std::string& m : f.read_member()) {
+      if (std::find(o.member().begin(), o.member().end(), m) ==
+          o.member().end()) {
+        return absl::InvalidArgumentError(StrCat("replica_set: flow ", f.file(),
+                                                 ": ", m, " is not a member"));
+      }
+    }
+  }
   if (o.hedge_percentile() > 99) {
     return absl::InvalidArgumentError(StrCat("replica_set: hedge_percentile ",
                                              o.hedge_percentile(),
@@ -304,11 +332,25 @@ void ReplicaSetStage::Apply(const proto::StageConfig& c, bool initial) {
   for (size_t i = 0; i < members_.size(); ++i) {
     if (members_[i] == o.primary()) primary_ = static_cast<int>(i);
   }
-  read_ = o.read() == "random"         ? ReadPolicy::kRandom
-          : o.read() == "least_loaded" ? ReadPolicy::kLeastLoaded
-          : o.read() == "weighted"     ? ReadPolicy::kWeighted
-          : o.read() == "hedged"       ? ReadPolicy::kHedged
-                                       : ReadPolicy::kPrimary;
+  auto policy = [](const std::string& r, ReadPolicy otherwise) {
+    return r == "random"         ? ReadPolicy::kRandom
+           : r == "least_loaded" ? ReadPolicy::kLeastLoaded
+           : r == "weighted"     ? ReadPolicy::kWeighted
+           : r == "hedged"       ? ReadPolicy::kHedged
+           : r == "primary"      ? ReadPolicy::kPrimary
+                                 : otherwise;
+  };
+  read_ = policy(o.read(), ReadPolicy::kPrimary);
+  flows_.clear();
+  for (const proto::ReplicaSetOptions::Flow& f : o.flow()) {
+    Flow flow;
+    flow.prefix = !f.file().empty() && f.file().back() == '*';
+    flow.file =
+        flow.prefix ? f.file().substr(0, f.file().size() - 1) : f.file();
+    flow.read = policy(f.read(), read_);
+    for (const std::string& m : f.read_member()) flow.read_set |= BitOf(m);
+    flows_.push_back(std::move(flow));
+  }
   hedge_percentile_.store(o.hedge_percentile() == 0 ? 95
                                                     : o.hedge_percentile());
   weights_.assign(o.weight().begin(), o.weight().end());
@@ -446,7 +488,17 @@ int ReplicaSetStage::LeastLoaded(const std::vector<int>& live) const {
   return best;
 }
 
-std::vector<int> ReplicaSetStage::Live(uint64_t exclude) {
+ReplicaSetStage::ReadPlan ReplicaSetStage::PlanRead(const std::string& file) {
+  MutexLock l(&mu_);
+  for (const Flow& f : flows_) {
+    if (f.prefix ? file.starts_with(f.file) : file == f.file) {
+      return ReadPlan{f.read, f.read_set == 0 ? 0 : ~f.read_set};
+    }
+  }
+  return ReadPlan{read_, 0};
+}
+
+std::vector<int> ReplicaSetStage::Live(uint64_t exclude, ReadPolicy read) {
   MutexLock l(&mu_);
   std::vector<int> live;
   for (size_t i = 0; i < members_.size(); ++i) {
@@ -456,13 +508,12 @@ std::vector<int> ReplicaSetStage::Live(uint64_t exclude) {
   }
   if (live.empty()) return live;
   auto first = std::find(live.begin(), live.end(), primary_);
-  if (read_ == ReadPolicy::kRandom) {
+  if (read == ReadPolicy::kRandom) {
     thread_local std::minstd_rand rng(std::random_device{}());
     first = live.begin() + static_cast<long>(rng() % live.size());
-  } else if (read_ == ReadPolicy::kLeastLoaded ||
-             read_ == ReadPolicy::kHedged) {
+  } else if (read == ReadPolicy::kLeastLoaded || read == ReadPolicy::kHedged) {
     first = std::find(live.begin(), live.end(), LeastLoaded(live));
-  } else if (read_ == ReadPolicy::kWeighted) {
+  } else if (read == ReadPolicy::kWeighted) {
     uint64_t total = 0;
     for (int m : live) total += weights_[m];
     if (total != 0) {
@@ -768,6 +819,7 @@ struct ReplicaSetStage::Read {
   // its own (the loser may still be writing after the winner answered);
   // the winner's bytes are copied to the caller's.
   bool hedged = false;
+  ReadPolicy policy = ReadPolicy::kPrimary;
   Mutex mu;
   // Every attempt lives as long as the read: the next one starts inside
   // the completion of the one before, and a loser ends after the winner.
@@ -795,11 +847,11 @@ void ReplicaSetStage::Submit(Io* io, const Forward&) {
   reads_.fetch_add(1, std::memory_order_relaxed);
   auto state = std::make_shared<Read>();
   state->parent = io;
-  state->exclude = StaleForRead(*io);
-  if (io->header.op == Op::kRead) {
-    MutexLock l(&mu_);
-    state->hedged = read_ == ReadPolicy::kHedged;
-  }
+  const ReadPlan plan = PlanRead(io->header.file);
+  state->exclude = StaleForRead(*io) | plan.exclude;
+  state->policy = plan.policy;
+  state->hedged =
+      io->header.op == Op::kRead && plan.policy == ReadPolicy::kHedged;
   ReadFrom(state, /*hedge=*/false);
 }
 
@@ -1001,7 +1053,7 @@ void ReplicaSetStage::ReadFrom(const std::shared_ptr<Read>& state, bool hedge) {
   {
     MutexLock l(&state->mu);
     if (state->done) return;
-    for (int m : Live(state->exclude)) {
+    for (int m : Live(state->exclude, state->policy)) {
       if (std::find(state->tried.begin(), state->tried.end(), m) ==
           state->tried.end()) {
         member = m;

@@ -612,6 +612,33 @@ TEST_F(ReplicaSetTest, HedgedReadsGoAroundAHungMember) {
   EXPECT_EQ(ReadFile("//home/f", &st, 0, 10), "same bytes") << st;
 }
 
+// A flow reads its own way: files under //home/hot spread over R2 and R3
+// (its read set), every other file from the primary R1.
+TEST_F(ReplicaSetTest, AFlowHasItsOwnReadPolicyAndReadSet) {
+  Start("quorum");
+  for (TempDir& d : r_) {
+    WriteWholeFile(d / "hot1", "h");
+    WriteWholeFile(d / "cold", "c");
+  }
+  proto::StageConfig next = stage_->config();
+  auto* flow = next.mutable_replica_set()->add_flow();
+  flow->set_file("//home/hot*");
+  flow->set_read("random");
+  flow->add_read_member("R2");
+  flow->add_read_member("R3");
+  ASSERT_TRUE(stage_->Reconfigure(next).ok());
+  absl::Status st;
+  for (int i = 0; i < 100; ++i) ASSERT_EQ(ReadFile("//home/hot1", &st), "h");
+  EXPECT_EQ(Counter("member.R1.reads"), 0);
+  EXPECT_GT(Counter("member.R2.reads"), 20);
+  EXPECT_GT(Counter("member.R3.reads"), 20);
+  for (int i = 0; i < 10; ++i) ASSERT_EQ(ReadFile("//home/cold", &st), "c");
+  EXPECT_EQ(Counter("member.R1.reads"), 10);
+  flow->add_read_member("R9");
+  EXPECT_NE(stage_->Reconfigure(next).message().find("R9 is not a member"),
+            std::string::npos);
+}
+
 // On the command line: --stage rs=replica_set:member=S1,member=S2,...
 TEST(ReplicaSetSpecTest, MembersAreRepeatedKeys) {
   auto config =
