@@ -32,6 +32,7 @@ absl::StatusOr<std::unique_ptr<RecordStore>> RecordStore::Open(
   options.create_if_missing = true;
   options.max_open_files = 256;  // the fd limit is shared with the endpoint
   options.keep_log_file_num = 4;
+  options.info_log = std::make_shared<RocksInfoToLog>("state store");
   rocksdb::DB* raw = nullptr;
   rocksdb::Status s = rocksdb::DB::Open(options, dir, &raw);
   if (!s.ok()) {

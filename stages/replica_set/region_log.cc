@@ -4,8 +4,6 @@
 #include <rocksdb/iterator.h>
 #include <rocksdb/write_batch.h>
 
-#include <cstdarg>
-#include <cstdio>
 #include <filesystem>
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -82,20 +80,6 @@ bool Decode(const rocksdb::Slice& key, const rocksdb::Slice& value,
   return start == value.size();
 }
 
-// RocksDB's info log in ours rather than in a LOG file beside the data:
-// on a full disk RocksDB 7.8 appends to a LOG file whose write failed and
-// trips an assertion. Warnings and worse only.
-class InfoToLog : public rocksdb::Logger {
- public:
-  InfoToLog() : rocksdb::Logger(rocksdb::InfoLogLevel::WARN_LEVEL) {}
-  using rocksdb::Logger::Logv;
-  void Logv(const char* format, va_list ap) override {
-    char line[512];
-    vsnprintf(line, sizeof line, format, ap);
-    LogWarning("region log (RocksDB): ", line);
-  }
-};
-
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<RegionLog>> RegionLog::Open(
@@ -114,7 +98,7 @@ absl::StatusOr<std::unique_ptr<RegionLog>> RegionLog::Open(
   // the failed log file again and trip an assertion (the log fail-stops;
   // see Write).
   options.max_bgerror_resume_count = 0;
-  options.info_log = std::make_shared<InfoToLog>();
+  options.info_log = std::make_shared<RocksInfoToLog>("region log");
   rocksdb::DB* raw = nullptr;
   rocksdb::Status s = rocksdb::DB::Open(options, dir, &raw);
   if (!s.ok()) {
