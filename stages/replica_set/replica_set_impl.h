@@ -44,6 +44,11 @@ class ReplicaSetStage : public HostStage {
   absl::Status Stop() override;
 
   static absl::Status Check(const proto::StageConfig& c);
+  // Takes resolve requests (ReplicaSetOptions.resolve): all of them, or
+  // FailedPrecondition naming a file without a conflict and none.
+  absl::Status ResolveLocked(const google::protobuf::RepeatedPtrField<
+                             proto::ReplicaSetOptions::Resolve>& requests)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
  private:
   ReplicaSetStage(proto::StageConfig config, SSwitch* sw,
@@ -52,7 +57,8 @@ class ReplicaSetStage : public HostStage {
   // --- Members -----------------------------------------------------------
   struct Load {  // a member's reads now and lately
     std::atomic<int64_t> in_flight{0};
-    std::atomic<uint64_t> ewma_ns{0};  // of its read times, weight 1/5
+    std::atomic<uint64_t> ewma_ns{0};         // of its read times, weight 1/5
+    std::atomic<uint64_t> last_sample_ns{0};  // MonotonicNanos of the last
     std::atomic<uint64_t> reads{0};
     // Its last 64 read times (0: none yet), for hedging.
     std::array<std::atomic<uint64_t>, 64> samples{};
@@ -61,6 +67,11 @@ class ReplicaSetStage : public HostStage {
     // When to ask another member: the `percentile` of its recent read
     // times (10 ms until 8 are known; at least 50 us).
     uint64_t HedgeAfterNs(uint32_t percentile) const;
+    // The EWMA as of `now_ns`: halved for every kAgeHalfLifeNs without a
+    // sample, so that a member avoided after a slow spell is asked again
+    // soon (an estimate that only its own reads refresh would otherwise
+    // keep it out for good).
+    uint64_t AgedEwmaNs(uint64_t now_ns) const;
   };
   enum class ReadPolicy { kPrimary, kRandom, kLeastLoaded, kWeighted, kHedged };
   enum class Ack { kAll, kQuorum, kCount, kPrimary };

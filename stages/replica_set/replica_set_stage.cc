@@ -45,6 +45,9 @@ bool IsMemberFailure(const absl::Status& s) {
   return err == EIO || err == ETIMEDOUT || err == ENOSPC || err == EROFS;
 }
 
+// Files with conflicting regions named in the counters ("conflict.PATH").
+constexpr int kConflictFilesNamed = 20;
+
 std::string PathOf(const std::string& file) {
   FileName name;
   if (!SplitFileName(file, &name)) return "";
@@ -167,16 +170,25 @@ proto::StageConfig ReplicaSetStage::config() const {
   return config_;
 }
 
-absl::Status ReplicaSetStage::Reconfigure(const proto::StageConfig& next) {
-  if (absl::Status s = Check(next); !s.ok()) return s;
-  const uint64_t rs = next.replica_set().region_size();
+absl::Status ReplicaSetStage::Reconfigure(const proto::StageConfig& asked) {
+  if (absl::Status s = Check(asked); !s.ok()) return s;
+  const uint64_t rs = asked.replica_set().region_size();
   if ((rs == 0 ? kDefaultRegionSize : rs) != region_size_) {
     return absl::InvalidArgumentError(StrCat(
         "replica_set: region_size is ", region_size_,
         " for this set's log; it cannot change (remove the stage first)"));
   }
+  // Resolve requests are taken, not kept.
+  proto::StageConfig next = asked;
+  next.mutable_replica_set()->clear_resolve();
   {
     MutexLock l(&mu_);
+    // Against the members of now: a set changed and resolved in one
+    // request resolves before the change.
+    if (absl::Status s = ResolveLocked(asked.replica_set().resolve());
+        !s.ok()) {
+      return s;
+    }
     config_ = next;
     Apply(next, /*initial=*/false);
   }
@@ -187,6 +199,54 @@ absl::Status ReplicaSetStage::Reconfigure(const proto::StageConfig& next) {
     bg_cv_.SignalAll();
   }
   return Persist(UINT64_MAX);
+}
+
+absl::Status ReplicaSetStage::ResolveLocked(
+    const google::protobuf::RepeatedPtrField<proto::ReplicaSetOptions::Resolve>&
+        requests) {
+  if (requests.empty()) return absl::OkStatus();
+  uint64_t all = 0;
+  for (const std::string& m : members_) all |= bits_.at(m);
+  MutexLock g(&log_mu_);
+  // All or nothing: every request must find a conflict before any is taken.
+  std::vector<std::pair<FileRegions*, uint64_t>> taken;
+  for (const proto::ReplicaSetOptions::Resolve& r : requests) {
+    if (std::find(members_.begin(), members_.end(), r.source()) ==
+        members_.end()) {
+      return absl::InvalidArgumentError(StrCat("replica_set ", name_,
+                                               ": resolve ", r.file(), ": ",
+                                               r.source(), " is not a member"));
+    }
+    const std::string path =
+        r.file().starts_with("//") ? PathOf(r.file()) : r.file();
+    auto file = dirty_.find(path);
+    bool conflict = false;
+    if (file != dirty_.end()) {
+      for (const auto& [region, reg] : file->second) {
+        conflict |= (reg.stale & all) == all && reg.in_flight == 0;
+      }
+    }
+    if (!conflict) {
+      return absl::FailedPreconditionError(
+          StrCat("replica_set ", name_, ": no region of ", r.file(),
+                 " lacks a current copy: nothing to resolve"));
+    }
+    taken.emplace_back(&file->second, bits_.at(r.source()));
+  }
+  for (size_t i = 0; i < taken.size(); ++i) {
+    const std::string path = requests[static_cast<int>(i)].file();
+    auto& [regions, source] = taken[i];
+    for (auto& [region, reg] : *regions) {
+      if ((reg.stale & all) != all || reg.in_flight != 0) continue;
+      reg.stale = all & ~source;
+      reg.diverged = false;
+      ++reg.version;
+      QueueLocked(path.starts_with("//") ? PathOf(path) : path, region, reg);
+    }
+    LogWarning("replica_set ", name_, ": ", path, " resolved by hand from ",
+               requests[static_cast<int>(i)].source());
+  }
+  return absl::OkStatus();
 }
 
 absl::Status ReplicaSetStage::Check(const proto::StageConfig& c) {
@@ -249,6 +309,14 @@ absl::Status ReplicaSetStage::Check(const proto::StageConfig& c) {
         return absl::InvalidArgumentError(StrCat("replica_set: flow ", f.file(),
                                                  ": ", m, " is not a member"));
       }
+    }
+  }
+  for (const proto::ReplicaSetOptions::Resolve& r : o.resolve()) {
+    if (r.file().empty() || std::find(o.member().begin(), o.member().end(),
+                                      r.source()) == o.member().end()) {
+      return absl::InvalidArgumentError(
+          StrCat("replica_set: resolve ", r.file(), ": source '", r.source(),
+                 "' is not a member"));
     }
   }
   if (o.hedge_percentile() > 99) {
@@ -438,9 +506,14 @@ void ReplicaSetStage::Report(proto::StageStats* out) const {
     MutexLock g(&log_mu_);
     uint64_t all = 0;
     for (const std::string& m : members_) all |= bits_.at(m);
+    int files_named = 0;
     for (const auto& [path, file] : dirty_) {
+      int64_t in_file = 0;
       for (const auto& [region, r] : file) {
-        if ((r.stale & all) == all) ++conflicts;
+        if ((r.stale & all) == all) {
+          ++conflicts;
+          ++in_file;
+        }
         for (size_t i = 0; i < members_.size(); ++i) {
           if ((r.stale & bits_.at(members_[i])) == 0) continue;
           ++regions[i];
@@ -448,6 +521,11 @@ void ReplicaSetStage::Report(proto::StageStats* out) const {
             bytes[i] += static_cast<int64_t>(region_size_);
           }
         }
+      }
+      // The first files with conflicts, by name (a bounded list).
+      if (in_file > 0 && files_named < kConflictFilesNamed) {
+        c[StrCat("conflict.", path)] = in_file;
+        ++files_named;
       }
     }
   }
@@ -474,12 +552,12 @@ void ReplicaSetStage::Report(proto::StageStats* out) const {
 int ReplicaSetStage::LeastLoaded(const std::vector<int>& live) const {
   int best = live.front();
   double best_score = 0;
+  const uint64_t now = MonotonicNanos();
   for (int m : live) {
     const Load& l = *load_[m];
     const double score =
         static_cast<double>(l.in_flight.load(std::memory_order_relaxed) + 1) *
-        static_cast<double>(
-            std::max<uint64_t>(l.ewma_ns.load(std::memory_order_relaxed), 1));
+        static_cast<double>(std::max<uint64_t>(l.AgedEwmaNs(now), 1));
     if (m == live.front() || score < best_score) {
       best = m;
       best_score = score;
@@ -849,7 +927,13 @@ void ReplicaSetStage::Submit(Io* io, const Forward&) {
   state->parent = io;
   const ReadPlan plan = PlanRead(io->header.file);
   state->exclude = StaleForRead(*io) | plan.exclude;
-  state->policy = plan.policy;
+  // Only reads of bytes spread: a name's attributes (lookups, getattr,
+  // open) come from the primary while it is in the set, because each
+  // member has inode numbers of its own and a host that saw a name's
+  // inode change would take the file for replaced (open handles of it
+  // then fail with ESTALE).
+  state->policy =
+      io->header.op == Op::kRead ? plan.policy : ReadPolicy::kPrimary;
   state->hedged =
       io->header.op == Op::kRead && plan.policy == ReadPolicy::kHedged;
   ReadFrom(state, /*hedge=*/false);
@@ -974,7 +1058,9 @@ void ReplicaSetStage::FinishChange(const std::shared_ptr<ChangeJoin>& join) {
     sent |= bit;
     if (c.status.ok()) {
       applied |= bit;
-      if (first_ok == nullptr) first_ok = &c;
+      // The answer (attributes) is the primary's when it has one, as for
+      // reads of attributes: the name's inode stays the same.
+      if (first_ok == nullptr || bit == primary_bit) first_ok = &c;
     } else if (IsMemberFailure(c.status)) {
       TakeOut(join->members[i], c.status);
       failed |= bit;
@@ -1159,8 +1245,18 @@ void ReplicaSetStage::Load::Sample(uint64_t ns) {
   // Racing updates may lose one another's sample: an estimate.
   const uint64_t old = ewma_ns.load(std::memory_order_relaxed);
   ewma_ns.store(old == 0 ? ns : (old * 4 + ns) / 5, std::memory_order_relaxed);
+  last_sample_ns.store(MonotonicNanos(), std::memory_order_relaxed);
   const uint32_t i = next_sample.fetch_add(1, std::memory_order_relaxed);
   samples[i % samples.size()].store(ns, std::memory_order_relaxed);
+}
+
+uint64_t ReplicaSetStage::Load::AgedEwmaNs(uint64_t now_ns) const {
+  constexpr uint64_t kAgeHalfLifeNs = 50'000'000;
+  const uint64_t ewma = ewma_ns.load(std::memory_order_relaxed);
+  const uint64_t last = last_sample_ns.load(std::memory_order_relaxed);
+  const uint64_t halvings =
+      now_ns > last ? (now_ns - last) / kAgeHalfLifeNs : 0;
+  return halvings >= 63 ? 0 : ewma >> halvings;
 }
 
 uint64_t ReplicaSetStage::Load::HedgeAfterNs(uint32_t percentile) const {

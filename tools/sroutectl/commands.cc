@@ -363,6 +363,26 @@ const std::vector<Command>& Commands() {
                    Args& a) { c.add_option("NAME", a.name)->required(); },
        .run = [](const Args& a,
                  ControlTarget& t) { return ReplicasChange(a, t, "resume"); }},
+      {.path = "replicas resolve",
+       .help = "a file's regions no member holds current (conflicts in "
+               "replicas status) take SOURCE's copy; resync copies it to the "
+               "others",
+       .setup =
+           [](CLI::App& c, Args& a) {
+             c.add_option("NAME", a.name, "the replica set")->required();
+             c.add_option("FILE", a.items,
+                          "the file as the status names it (PATH or "
+                          "//HOST/PATH)")
+                 ->required()
+                 ->expected(1);
+             c.add_option("--source", a.file, "the member whose copy wins")
+                 ->required();
+             c.add_option("--timeout-ms", a.timeout_ms,
+                          "give up if IOs are still inside the stage after "
+                          "this long");
+           },
+       .run = [](const Args& a,
+                 ControlTarget& t) { return ReplicasChange(a, t, "resolve"); }},
       {.path = "cache", .help = "the cache_sizing app (--controller)"},
       {.path = "cache mrc",
        .help = "the miss-ratio curves the app built: cache size in bytes "

@@ -28,6 +28,7 @@ struct Member {
   int64_t stale_regions = 0, stale_bytes = 0, resynced = 0;
   std::string state;  // out, resyncing, current
   double eta_s = -1;  // -1: none
+  int64_t reads = 0;  // served, since the stage began
 };
 
 std::vector<Member> MembersOf(const proto::StageStats& s) {
@@ -44,6 +45,7 @@ std::vector<Member> MembersOf(const proto::StageStats& s) {
     m.stale_regions = CounterOf(s, p + "stale_regions");
     m.stale_bytes = CounterOf(s, p + "stale_bytes");
     m.resynced = CounterOf(s, p + "resynced_bytes");
+    m.reads = CounterOf(s, p + "reads");
     m.state = !m.in                  ? "out"
               : m.stale_regions == 0 ? "current"
               : paused               ? "stale (resync paused)"
@@ -55,6 +57,23 @@ std::vector<Member> MembersOf(const proto::StageStats& s) {
     out.push_back(std::move(m));
   }
   return out;
+}
+
+// {"PATH": regions, ...} of the files the stage names with conflicts.
+std::string ConflictFilesJson(const proto::StageStats& s) {
+  std::vector<std::pair<std::string, std::string>> files;
+  for (const auto& [key, n] : s.counters()) {
+    if (key.starts_with("conflict.")) {
+      files.emplace_back(key.substr(9), std::to_string(n));
+    }
+  }
+  std::sort(files.begin(), files.end());
+  std::string out = "{";
+  for (size_t i = 0; i < files.size(); ++i) {
+    out += (i == 0 ? "" : ", ") + JsonString(files[i].first) + ": " +
+           files[i].second;
+  }
+  return out + "}";
 }
 
 std::string Bar(const Member& m) {
@@ -98,7 +117,8 @@ Report ReplicaSetsReport(const proto::StageLists& lists,
                       o.read().empty() ? "primary" : o.read(), ack, resync});
       std::vector<std::string> mjson;
       std::vector<std::vector<std::string>> rows = {
-          {"MEMBER", "STATE", "STALE_REGIONS", "STALE", "RESYNCED", "ETA"}};
+          {"MEMBER", "STATE", "STALE_REGIONS", "STALE", "RESYNCED", "ETA",
+           "READS"}};
       for (const Member& m : ms) {
         std::vector<std::string> row = {
             m.name + (m.primary ? "*" : ""),
@@ -106,17 +126,19 @@ Report ReplicaSetsReport(const proto::StageLists& lists,
             std::to_string(m.stale_regions),
             Bytes(m.stale_bytes),
             Bytes(m.resynced),
-            m.eta_s < 0 ? "-" : Printf("%.1f s", m.eta_s)};
+            m.eta_s < 0 ? "-" : Printf("%.1f s", m.eta_s),
+            std::to_string(m.reads)};
         if (bars && m.state == "resyncing") row.push_back(Bar(m));
         rows.push_back(std::move(row));
-        mjson.push_back(ToJson(
-            {{"name", JsonString(m.name)},
-             {"primary", m.primary ? "true" : "false"},
-             {"state", JsonString(m.state)},
-             {"stale_regions", std::to_string(m.stale_regions)},
-             {"stale_bytes", std::to_string(m.stale_bytes)},
-             {"resynced_bytes", std::to_string(m.resynced)},
-             {"eta_s", m.eta_s < 0 ? "null" : Printf("%.1f", m.eta_s)}}));
+        mjson.push_back(
+            ToJson({{"name", JsonString(m.name)},
+                    {"primary", m.primary ? "true" : "false"},
+                    {"state", JsonString(m.state)},
+                    {"stale_regions", std::to_string(m.stale_regions)},
+                    {"stale_bytes", std::to_string(m.stale_bytes)},
+                    {"resynced_bytes", std::to_string(m.resynced)},
+                    {"eta_s", m.eta_s < 0 ? "null" : Printf("%.1f", m.eta_s)},
+                    {"reads", std::to_string(m.reads)}}));
       }
       if (members) {
         report.text +=
@@ -126,6 +148,14 @@ Report ReplicaSetsReport(const proto::StageLists& lists,
             Table(rows) +
             "conflicts: " + std::to_string(CounterOf(s, "conflicts")) +
             " (regions no member in the set holds current)\n";
+        for (const auto& [key, n] : s.counters()) {
+          if (!key.starts_with("conflict.")) continue;
+          report.text += "  " + key.substr(9) + ": " + std::to_string(n) +
+                         " region(s); choose a copy: sroutectl ... replicas "
+                         "resolve " +
+                         s.config().name() + " " + key.substr(9) +
+                         " --source MEMBER\n";
+        }
       }
       json.push_back(ToJson({
           {"sswitch", JsonString(h.sswitch())},
@@ -138,6 +168,11 @@ Report ReplicaSetsReport(const proto::StageLists& lists,
            std::to_string(CounterOf(s, "resync_bytes_per_s"))},
           {"resync_bytes", std::to_string(CounterOf(s, "resync_bytes"))},
           {"conflicts", std::to_string(CounterOf(s, "conflicts"))},
+          {"conflict_files", ConflictFilesJson(s)},
+          {"reads", std::to_string(CounterOf(s, "reads"))},
+          {"failovers", std::to_string(CounterOf(s, "failovers"))},
+          {"hedges", std::to_string(CounterOf(s, "hedges"))},
+          {"hedge_wins", std::to_string(CounterOf(s, "hedge_wins"))},
           {"members", JsonArray(mjson)},
       }));
     }
@@ -216,6 +251,12 @@ int ReplicasChange(const Args& args, ControlTarget& target,
     for (const std::string& m : members) {
       spec += (spec.empty() ? "" : ",") + ("member=" + m);
     }
+  } else if (what == "resolve") {
+    if (!is_member) {
+      return fail(
+          absl::NotFoundError(args.file + " is not a member of " + args.name));
+    }
+    spec = "resolve=" + args.items.at(0) + "/" + args.file;
   } else if (what == "set-primary") {
     if (!is_member) {
       return fail(

@@ -417,6 +417,109 @@ TEST_F(ReplicaSetTest, AMemberThatCameBackIsResyncedRegionByRegion) {
   EXPECT_EQ(Counter("member.R1.reads"), r1_reads + 2);
 }
 
+// Resync cost: with a member away while 1 MiB of a 1 GiB file is written
+// (256 random 4 KiB writes), resync moves at most 1.1x the bytes of the
+// regions it missed, not the file, and they end equal there.
+TEST_F(ReplicaSetTest, ResyncMovesWhatWasMissedNotTheFile) {
+  Start("quorum");
+  constexpr uint64_t kFile = 1ull << 30;
+  for (TempDir& d : r_) {
+    const int fd = open((d / "f").c_str(), O_CREAT | O_WRONLY, 0644);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(ftruncate(fd, static_cast<off_t>(kFile)), 0);  // sparse
+    close(fd);
+  }
+  {
+    proto::StageConfig paused = stage_->config();
+    paused.mutable_replica_set()->set_resync_paused(true);
+    ASSERT_TRUE(stage_->Reconfigure(paused).ok());
+  }
+  dead_->dead = true;
+  std::mt19937_64 rng(23);
+  std::vector<uint64_t> offsets;
+  for (int i = 0; i < 256; ++i) {
+    const uint64_t at = (rng() % (kFile / 4096)) * 4096;
+    offsets.push_back(at);
+    ASSERT_TRUE(Write("//home/f", at, std::string(4096, 'a' + i % 26)).ok());
+  }
+  dead_->dead = false;
+  ASSERT_TRUE(WaitCounter("member.R1.in", 1));
+  const int64_t dirty = Counter("member.R1.stale_bytes");
+  EXPECT_GE(dirty, 64 << 10);
+  EXPECT_LE(dirty, 256 * (64 << 10));
+  proto::StageConfig go = stage_->config();
+  go.mutable_replica_set()->set_resync_paused(false);
+  ASSERT_TRUE(stage_->Reconfigure(go).ok());
+  ASSERT_TRUE(WaitCounter("member.R1.stale_regions", 0));
+  const int64_t moved = Counter("resync_bytes");
+  EXPECT_GT(moved, 0);
+  EXPECT_LE(static_cast<double>(moved), 1.1 * static_cast<double>(dirty))
+      << "moved " << moved << " for " << dirty << " dirty";
+  const int fds[3] = {open((r_[0] / "f").c_str(), O_RDONLY),
+                      open((r_[1] / "f").c_str(), O_RDONLY),
+                      open((r_[2] / "f").c_str(), O_RDONLY)};
+  for (uint64_t at : offsets) {
+    std::string a(4096, '\0'), b(4096, '\0');
+    ASSERT_EQ(pread(fds[0], a.data(), 4096, static_cast<off_t>(at)), 4096);
+    ASSERT_EQ(pread(fds[1], b.data(), 4096, static_cast<off_t>(at)), 4096);
+    ASSERT_TRUE(a == b) << "at " << at;
+  }
+  struct stat st {};
+  ASSERT_EQ(fstat(fds[0], &st), 0);
+  EXPECT_EQ(static_cast<uint64_t>(st.st_size), kFile);
+  for (int fd : fds) close(fd);
+}
+
+// A region no member holds current (its only current copies were on
+// members since removed) is a conflict: reads of it fail, the status names
+// the file, and `resolve` makes a member's copy the current one by hand.
+TEST_F(ReplicaSetTest, AConflictIsResolvedFromTheMemberChosen) {
+  Start("quorum");
+  for (TempDir& d : r_) WriteWholeFile(d / "f", std::string(200000, 'o'));
+  dead_->dead = true;
+  ASSERT_TRUE(Write("//home/f", 70000, "new").ok());  // R1 misses region 1
+  proto::StageConfig only_r1 = stage_->config();
+  only_r1.mutable_replica_set()->clear_member();
+  only_r1.mutable_replica_set()->add_member("R1");
+  ASSERT_TRUE(stage_->Reconfigure(only_r1).ok());
+  dead_->dead = false;
+  ASSERT_TRUE(WaitCounter("member.R1.in", 1));
+  EXPECT_EQ(Counter("conflicts"), 1);
+  std::string named;
+  {
+    proto::StageStats stats;
+    stage_->Report(&stats);
+    for (const auto& [key, n] : stats.counters()) {
+      if (key.starts_with("conflict.")) named = key.substr(9);
+    }
+  }
+  EXPECT_FALSE(named.empty());
+  absl::Status st;
+  ReadFile("//home/f", &st, 70000, 3);
+  EXPECT_FALSE(st.ok());
+  ReadFile("//home/f", &st, 0, 3);  // region 0 is clean
+  EXPECT_TRUE(st.ok()) << st;
+  // Refused: a source that is not a member; a file without a conflict.
+  proto::StageConfig bad = stage_->config();
+  auto* r = bad.mutable_replica_set()->add_resolve();
+  r->set_file("//home/f");
+  r->set_source("R2");
+  EXPECT_EQ(stage_->Reconfigure(bad).code(),
+            absl::StatusCode::kInvalidArgument);
+  r->set_file("//home/g");
+  r->set_source("R1");
+  EXPECT_EQ(stage_->Reconfigure(bad).code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(Counter("conflicts"), 1);
+  // Taken: R1's copy (it missed the write) is the file's now.
+  r->set_file(named);
+  ASSERT_TRUE(stage_->Reconfigure(bad).ok());
+  EXPECT_EQ(Counter("conflicts"), 0);
+  EXPECT_EQ(stage_->config().replica_set().resolve_size(), 0);  // not kept
+  EXPECT_EQ(ReadFile("//home/f", &st, 70000, 3), "ooo");
+  EXPECT_TRUE(st.ok()) << st;
+}
+
 // The log outlives the stage: a member that missed writes before a
 // restart is still stale after it, serves none of those regions, and is
 // resynced then.
@@ -610,6 +713,32 @@ TEST_F(ReplicaSetTest, HedgedReadsGoAroundAHungMember) {
   EXPECT_GE(hang->held(), 1u);
   hang->Release();  // the losers answer late, into buffers of their own
   EXPECT_EQ(ReadFile("//home/f", &st, 0, 10), "same bytes") << st;
+}
+
+// Every member has inode numbers of its own: a name's attributes come from
+// the primary whatever the read policy (a host that saw a name's inode
+// change would take the file for replaced), and so do a change's.
+TEST_F(ReplicaSetTest, AttributesComeFromThePrimaryWhateverTheReadPolicy) {
+  Start("quorum");
+  proto::StageConfig random = stage_->config();
+  random.mutable_replica_set()->set_read("random");
+  ASSERT_TRUE(stage_->Reconfigure(random).ok());
+  for (TempDir& d : r_) WriteWholeFile(d / "f", "data");
+  struct stat primary {};
+  ASSERT_EQ(stat((r_[0] / "f").c_str(), &primary), 0);
+  for (int i = 0; i < 50; ++i) {
+    for (Op op : {Op::kGetattr, Op::kLookup}) {
+      auto st = host_->Call("t", op, "//home/f");
+      ASSERT_TRUE(st.ok()) << st.status();
+      EXPECT_EQ(st->st_ino, primary.st_ino);
+      EXPECT_EQ(st->st_dev, primary.st_dev);
+    }
+  }
+  IoArgs args;
+  args.size = 2;
+  auto truncated = host_->Call("t", Op::kTruncate, "//home/f", args);
+  ASSERT_TRUE(truncated.ok()) << truncated.status();
+  EXPECT_EQ(truncated->st_ino, primary.st_ino);
 }
 
 // A flow reads its own way: files under //home/hot spread over R2 and R3
