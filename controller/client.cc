@@ -239,6 +239,11 @@ void ControllerClient::AddTimer(absl::Duration period,
                           absl::Now() + period, std::move(fn)});
 }
 
+void ControllerClient::Post(std::function<void()> fn) {
+  MutexLock l(&mu_);
+  posted_.push_back(std::move(fn));
+}
+
 absl::Status ControllerClient::PutState(const std::string& key,
                                         const std::string& value) {
   proto::ControllerRequest req;
@@ -309,6 +314,7 @@ absl::Status ControllerClient::Run(ControlApp& app) {
     std::vector<std::function<void()>> due;
     {
       MutexLock l(&mu_);
+      due.swap(posted_);
       const absl::Time now = absl::Now();
       for (Timer& t : timers_) {
         if (t.next <= now) {

@@ -47,6 +47,8 @@ class ControllerClient : public ControllerApi {
   absl::StatusOr<std::vector<proto::StageStats>> Stages(
       const std::string& sswitch, const proto::Stages& request) override;
   void AddTimer(absl::Duration period, std::function<void()> fn) override;
+  // Runs `fn` on Run's thread after its next wait for events.
+  void Post(std::function<void()> fn) override;
   absl::Status PutState(const std::string& key,
                         const std::string& value) override;
   absl::StatusOr<std::string> GetState(const std::string& key) override;
@@ -98,9 +100,10 @@ class ControllerClient : public ControllerApi {
     absl::Time next;
     std::function<void()> fn;
   };
-  // Guards timers_. A leaf: calls and timers run without it.
+  // Guards timers_ and posted_. A leaf: calls and timers run without it.
   Mutex mu_;
   std::vector<Timer> timers_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::function<void()>> posted_ ABSL_GUARDED_BY(mu_);
   std::atomic<bool> stop_{false};
 };
 

@@ -134,6 +134,9 @@ class ControllerApi {
       const std::string& sswitch, const proto::Stages& request) = 0;
   // Runs `fn` every `period` on the app's thread.
   virtual void AddTimer(absl::Duration period, std::function<void()> fn) = 0;
+  // Runs `fn` once on the app's thread, after what is queued there (an app
+  // in its own process: within a second).
+  virtual void Post(std::function<void()> fn) = 0;
   // The app's own durable state.
   virtual absl::Status PutState(const std::string& key,
                                 const std::string& value) = 0;
@@ -160,6 +163,17 @@ class ControlApp {
   virtual void OnStats(const StatsSnapshot& stats) { (void)stats; }
   // IOHeader and F detours to the controller.
   virtual void OnHeader(const HeaderEvent& event) { (void)event; }
+  // An IO of an <IO, controller> detour asks for its turn (the IOs of one
+  // file go one at a time): it goes on once every app has called `go`
+  // (exactly once, from any thread); until then it waits, up to its host's
+  // detour timeout. Unlike the callbacks above this runs on a controller
+  // thread, concurrently with them: it must not block (long work goes to
+  // ControllerApi::Post) and guards what it shares. Apps run in their own
+  // process (ControllerClient) are not asked. Default: go at once.
+  virtual void OnIoTurn(const HeaderEvent& event, std::function<void()> go) {
+    (void)event;
+    go();
+  }
 };
 
 using ControlAppFactory =

@@ -100,6 +100,14 @@ class AppRunner {
       if (!failed_) app_->OnHeader(e);
     });
   }
+  // On the caller's thread (ControlApp::OnIoTurn).
+  void OnIoTurn(const HeaderEvent& e, std::function<void()> go) {
+    if (failed_) {
+      go();
+    } else {
+      app_->OnIoTurn(e, std::move(go));
+    }
+  }
   void AddTimer(absl::Duration period, std::function<void()> fn) {
     MutexLock l(&mu_);
     timers_.push_back(Timer{std::max(period, absl::Milliseconds(1)),
@@ -240,6 +248,14 @@ void LocalApi::AddTimer(absl::Duration period, std::function<void()> fn) {
     runner_->AddTimer(period, std::move(fn));
   } else {
     LogWarning("AddTimer without an app: ignored");
+  }
+}
+
+void LocalApi::Post(std::function<void()> fn) {
+  if (runner_ != nullptr) {
+    runner_->Post(std::move(fn));
+  } else {
+    LogWarning("Post without an app: ignored");
   }
 }
 
@@ -660,9 +676,45 @@ void Controller::Impl::HandleIoTurn(std::unique_ptr<RpcServer::Call> call) {
     turn = t.turn;
     grant = std::move(call);
   }
-  proto::ControllerReply reply;
-  reply.set_turn(turn);
-  ReplyWith(*grant, std::move(reply));
+  Grant(std::move(grant), turn);
+}
+
+// The apps see the turn first (ControlApp::OnIoTurn); the last to let it
+// go answers the host.
+void Controller::Impl::Grant(std::unique_ptr<RpcServer::Call> call,
+                             uint64_t turn) {
+  struct Pending {
+    std::atomic<size_t> left;
+    std::unique_ptr<RpcServer::Call> call;
+    uint64_t turn;
+  };
+  if (apps.empty()) {
+    proto::ControllerReply reply;
+    reply.set_turn(turn);
+    ReplyWith(*call, std::move(reply));
+    return;
+  }
+  const proto::IoTurn& t = call->request().controller().io_turn();
+  HeaderEvent he;
+  he.header = FromMsg(t.header(), t.file());
+  {
+    MutexLock l(&mu);
+    for (auto& [name, ses] : sessions) {
+      if (ses.id == t.session()) he.sswitch = name;
+    }
+  }
+  auto p = std::make_shared<Pending>();
+  p->left = apps.size();
+  p->call = std::move(call);
+  p->turn = turn;
+  for (auto& app : apps) {
+    app->OnIoTurn(he, [p] {
+      if (p->left.fetch_sub(1) != 1) return;
+      proto::ControllerReply reply;
+      reply.set_turn(p->turn);
+      ReplyWith(*p->call, std::move(reply));
+    });
+  }
 }
 
 void Controller::Impl::EndIoTurn(const proto::IoTurnDone& d) {
@@ -683,9 +735,7 @@ void Controller::Impl::EndIoTurn(const proto::IoTurnDone& d) {
     t.granted = absl::Now();
     turn = t.turn;
   }
-  proto::ControllerReply reply;
-  reply.set_turn(turn);
-  ReplyWith(*next, std::move(reply));
+  Grant(std::move(next), turn);
 }
 
 void Controller::Impl::HandleWaitEvents(std::unique_ptr<RpcServer::Call> call) {
@@ -795,11 +845,7 @@ void Controller::Impl::Sweep() {
     if (stats_due) next_stats = now + options.stats_interval;
     l.Unlock();
     for (auto& c : empty_replies) ReplyWith(*c, proto::ControllerReply());
-    for (auto& [c, turn] : grants) {
-      proto::ControllerReply reply;
-      reply.set_turn(turn);
-      ReplyWith(*c, std::move(reply));
-    }
+    for (auto& [c, turn] : grants) Grant(std::move(c), turn);
     if (stats_due) {
       StatsSnapshot snap = Stats();
       for (auto& app : apps) app->OnStats(snap);

@@ -116,6 +116,7 @@ class LocalApi : public ControllerApi {
   absl::StatusOr<std::vector<proto::StageStats>> Stages(
       const std::string& sswitch, const proto::Stages& request) override;
   void AddTimer(absl::Duration period, std::function<void()> fn) override;
+  void Post(std::function<void()> fn) override;
   absl::Status PutState(const std::string& key,
                         const std::string& value) override;
   absl::StatusOr<std::string> GetState(const std::string& key) override;
@@ -178,6 +179,8 @@ struct Controller::Impl {
   void RecordStats(const proto::StatsReport& r);
   void DeliverHeaderEvent(const proto::HeaderEvent& e);
   void EndIoTurn(const proto::IoTurnDone& d);
+  // Gives `call` (an IoTurn) its turn once the apps let it go.
+  void Grant(std::unique_ptr<Call> call, uint64_t turn);
 
   // --- Hosts (controller.cc).
   absl::StatusOr<proto::CommandResult> SendCommand(const std::string& sswitch,
