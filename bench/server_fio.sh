@@ -65,6 +65,9 @@
 # of three bricks on this host. Targets: randread4k-4 of sroute-rep3 at
 # least 2.5x sroute-rep1's; 4 KiB random write IOPS of sroute-rep3 at least
 # 2x gluster-rep3's with a lower p99.
+#   REP_READ=random ...  # the replica sets' read policy (least_loaded)
+#   MEMBER_CPU_PCT=10 SYSTEMS="sroute-rep1 sroute-rep3" WORKLOADS=randread4k-4 \
+#     bench/server_fio.sh    # members as the bottleneck (limit_cpu below)
 #   SYSTEMS="sroute-rep1 sroute-rep3 gluster-rep3" \
 #     WORKLOADS="randread4k-4 randwrite4k-1 randwrite4k-4" bench/server_fio.sh
 #
@@ -136,6 +139,7 @@ poll_server_pid=""
 poll_server_addr=""
 rep1_pid="" rep1_addr=""
 declare -a rep_pid=() rep_addr=()
+declare -a made_cgroups=()
 declare -A fuse_pid=()    # system -> client daemon pid
 declare -A mnt_of=()      # system -> mount point
 declare -A brick_pid=()   # GlusterFS system -> its brick daemon's pid
@@ -155,6 +159,7 @@ cleanup() {
     kill -TERM "$pid" 2>/dev/null
     wait "$pid" 2>/dev/null
   done
+  for g in "${made_cgroups[@]}"; do rmdir "$g" 2>/dev/null; done
   # volume stop also stops the brick daemon.
   for v in "${made_volumes[@]}"; do
     gluster --mode=script volume stop "$v" force > /dev/null 2>&1
@@ -193,6 +198,27 @@ wait_mounted() {  # mountpoint what
 
 # --- sroute: one server for the session shared by sroute-off and
 # sroute-auto (each a client mount), and one polling server for sroute-poll.
+# MEMBER_CPU_PCT=N: each replica member (r1..r3, q1) runs in a CPU cgroup
+# of its own limited to N% of one CPU, so that the members, not the one
+# client, are the bottleneck, as servers of their own would be when their
+# disks or CPUs are busy. cgroup v1 (cpu controller) or v2 (cpu.max).
+limit_cpu() {  # pid name
+  [ -n "${MEMBER_CPU_PCT:-}" ] || return 0
+  local quota=$((MEMBER_CPU_PCT * 1000)) g
+  if [ -d /sys/fs/cgroup/cpu ] && [ -f /sys/fs/cgroup/cpu/cpu.cfs_quota_us ]; then
+    g=/sys/fs/cgroup/cpu/sroute-bench-$2
+    mkdir -p "$g"
+    echo 100000 > "$g/cpu.cfs_period_us"
+    echo "$quota" > "$g/cpu.cfs_quota_us"
+  else
+    g=/sys/fs/cgroup/sroute-bench-$2
+    mkdir -p "$g"
+    echo "$quota 100000" > "$g/cpu.max"
+  fi
+  echo "$1" > "$g/cgroup.procs"
+  made_cgroups+=("$g")
+}
+
 start_sroute_server() {  # root port-file [server flags]... -> started_pid, started_addr
   local root=$1 out=$2 port=${SROUTE_PORT:-0}
   shift 2
@@ -202,6 +228,7 @@ start_sroute_server() {  # root port-file [server flags]... -> started_pid, star
   "$work/bin/sroute-server" --root "$data/$root" --listen 127.0.0.1:"$port" \
     --secret-file "$secret" --name S1 "$@" > "$work/$out" 2> "$work/$root.log" &
   started_pid=$!
+  [[ $root == r[123] || $root == q1 ]] && limit_cpu "$started_pid" "$root"
   # Port 0 picks a free port; the server prints the one it got.
   for _ in $(seq 200); do
     started_addr=$(sed -n 's/^listening on //p' "$work/$out")
@@ -283,7 +310,10 @@ start_gluster() {  # system volume [option value]...
   mnt_of[$sys]=$m
   wait_mounted "$m" "$sys"
   fuse_pid[$sys]=$(ps -eo pid=,args= | awk -v m="$m" '$2 ~ /glusterfs$/ && $NF == m {print $1; exit}')
-  brick_pid[$sys]=$(cat /var/run/gluster/vols/"$v"/*.pid | head -1)
+  # The first brick's (a pipe into head would fail the script under
+  # pipefail when cat meets the closed pipe).
+  local pidfiles=(/var/run/gluster/vols/"$v"/*.pid)
+  brick_pid[$sys]=$(cat "${pidfiles[0]}")
 }
 
 server_pid_of() {  # system -> the server daemon's pid
@@ -387,13 +417,13 @@ for sys in $systems; do
       mount_sroute sroute-rep3 off "${rep_addr[0]}" --state "$work/state-rep3" \
         --endpoint "R1=${rep_addr[0]}" --endpoint "R2=${rep_addr[1]}" \
         --endpoint "R3=${rep_addr[2]}" \
-        --stage "rs=replica_set:member=R1,member=R2,member=R3,ack=all,read=least_loaded" \
+        --stage "rs=replica_set:member=R1,member=R2,member=R3,ack=all,read=${REP_READ:-least_loaded}" \
         --rule '<*, *, //home/*> -> <IO, stage:rs>' ;;
     sroute-rep1)
       mkdir -p "$work/state-rep1"
       mount_sroute sroute-rep1 off "$rep1_addr" --state "$work/state-rep1" \
         --endpoint "R1=$rep1_addr" \
-        --stage "rs=replica_set:member=R1,ack=all,read=least_loaded" \
+        --stage "rs=replica_set:member=R1,ack=all,read=${REP_READ:-least_loaded}" \
         --rule '<*, *, //home/*> -> <IO, stage:rs>' ;;
     gluster-rep3) REPLICA=3 start_gluster gluster-rep3 "${vol}rep3" ;;
     gluster-iocache)
