@@ -53,6 +53,15 @@
 #
 #   sudo bench/replica_failover.sh                 # 20 trials per system
 #   TRIALS=2 bench/replica_failover.sh             # a quick look
+#   SIGNAL=STOP TRIALS=5 bench/replica_failover.sh # a member that hangs
+#   SIGNAL=STOP REP_READ=hedged SYSTEMS=sroute-rep3 bench/replica_failover.sh
+#
+# SIGNAL=STOP (default KILL) freezes the member instead (a hung server, or
+# one behind a partition: no connection is closed); it is let go (SIGCONT)
+# after the trial. Then sroute fails reads over once the member misses the
+# host's --remote-timeout-ms (10 s by default), or at once with
+# REP_READ=hedged; GlusterFS once network.ping-timeout (42 s) ends.
+# REP_READ: sroute's read policy (primary).
 #   BUILD=build-gl SYSTEMS=sroute-rep3 bench/replica_failover.sh
 #
 # Env knobs:
@@ -77,6 +86,9 @@ work=${WORK:-/tmp/sroute-failover-bench}
 trials=${TRIALS:-20}
 systems=${SYSTEMS:-"sroute-rep3 gluster-rep3"}
 timeout_s=${TIMEOUT:-120}
+signal=${SIGNAL:-KILL}
+rep_read=${REP_READ:-primary}
+case $signal in KILL|STOP) ;; *) echo "SIGNAL: KILL or STOP, not $signal" >&2; exit 2 ;; esac
 ready_timeout=${READY_TIMEOUT:-300}
 build=${BUILD:-build}
 case $build in /*) ;; *) build=$top/$build ;; esac
@@ -101,7 +113,7 @@ results=$work/results.txt
 {
   echo "# $(date -Is) $(uname -r), $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg)"
   echo "# sroute $(git -C "$top" rev-parse --short HEAD 2>/dev/null || echo '?'), $(glusterfsd --version 2>/dev/null | sed -n 1p)"
-  echo "# TRIALS=$trials SYSTEMS=\"$systems\" TIMEOUT=$timeout_s"
+  echo "# TRIALS=$trials SYSTEMS=\"$systems\" TIMEOUT=$timeout_s SIGNAL=$signal REP_READ=$rep_read"
 } | tee "$work/header.txt" >&2
 
 # Copies of the binaries, so that a rebuild during the run changes nothing.
@@ -172,6 +184,7 @@ fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
 nblocks = os.fstat(fd).st_size // BS
 buf = mmap.mmap(-1, BS)  # page-aligned, as O_DIRECT wants
 lock = threading.Lock()
+stop = os.environ.get("FAILOVER_SIGNAL", "KILL") == "STOP"
 st = {"t0": None, "dead": None, "good": [], "errors": 0, "reads": 0, "errnos": {}}
 done = threading.Event()
 
@@ -179,6 +192,7 @@ def reader():
     rnd = random.Random()
     while True:
         off = rnd.randrange(nblocks) * BS
+        started = time.monotonic()
         err = None
         try:
             if os.preadv(fd, [buf], off) != BS:
@@ -189,7 +203,10 @@ def reader():
         with lock:
             if err is None:
                 st["reads"] += 1
-                if st["t0"] is not None and t >= st["t0"]:
+                # A stopped member may still answer what it served before it
+                # stopped: only reads issued after that count.
+                if st["t0"] is not None and t >= st["t0"] and (
+                        not stop or (st["dead"] is not None and started >= st["dead"])):
                     st["good"].append(t)
                     if st["dead"] is not None and t >= st["dead"]:
                         done.set()
@@ -220,9 +237,15 @@ pidfd = os.pidfd_open(victim)
 with lock:
     t0 = time.monotonic()
     st["t0"] = t0
-os.kill(victim, signal.SIGKILL)
-# The member is gone when its pidfd turns readable (it has exited).
-select.select([pidfd], [], [], timeout)
+os.kill(victim, signal.SIGSTOP if stop else signal.SIGKILL)
+if not stop:
+    # The member is gone when its pidfd turns readable (it has exited).
+    select.select([pidfd], [], [], timeout)
+else:
+    # Stopped once its state says so (every thread: the group stop).
+    while open(f"/proc/{victim}/stat").read().rsplit(")", 1)[1].split()[0] != "T":
+        time.sleep(0.0001)
+# A stopped member answers nothing from now on.
 dead = time.monotonic()
 with lock:
     st["dead"] = dead
@@ -244,7 +267,7 @@ run_reader() {  # file candidate-pid... -> WORK/reader.out, the reader's line
   shift
   [ $# -gt 1 ] && sample=0.5
   # In the background so that a signal's trap runs at once (cleanup kills it).
-  python3 "$work/reader.py" "$f" "$timeout_s" 1 "$sample" "$@" > "$work/reader.out" 2> "$work/reader.err" &
+  FAILOVER_SIGNAL=$signal python3 "$work/reader.py" "$f" "$timeout_s" 1 "$sample" "$@" > "$work/reader.out" 2> "$work/reader.err" &
   reader_pid=$!
   wait "$reader_pid" || { echo "the reader failed: $(tail -3 "$work/reader.err")" >&2; exit 1; }
   reader_pid=""
@@ -332,7 +355,7 @@ setup_sroute() {
     -f --kernel-cache off --state "$state" --control "$ctl_sock" \
     --endpoint "R1=${rep_addr[0]}" --endpoint "R2=${rep_addr[1]}" \
     --endpoint "R3=${rep_addr[2]}" \
-    --stage "rs=replica_set:member=R1,member=R2,member=R3,read=primary,probe_ms=100" \
+    --stage "rs=replica_set:member=R1,member=R2,member=R3,read=$rep_read,probe_ms=100" \
     --rule '<*, *, //home/*> -> <IO, stage:rs>' 2> "$work/sroute-rep3.log" &
   fuse_pid[sroute-rep3]=$!
   mnt_of[sroute-rep3]=$m
@@ -344,11 +367,15 @@ trial_sroute() {  # trial -> a line of results
   local n=$1 victim ms dead_ms errs reads timed_out errnos ready
   # Out of bash's job table: no "Killed" notice when it dies (bash still
   # reaps it).
-  disown "${rep_pid[0]}"
+  disown "${rep_pid[0]}" 2>/dev/null || true  # (a stopped one was already)
   run_reader "${mnt_of[sroute-rep3]}/$file_name" "${rep_pid[0]}"
   read -r victim ms dead_ms errs reads timed_out errnos < "$work/reader.out"
-  # Start it again on its port.
-  start_member 0 "${rep_port[0]}"
+  if [ "$signal" = STOP ]; then
+    kill -CONT "$victim"
+  else
+    # Start it again on its port.
+    start_member 0 "${rep_port[0]}"
+  fi
   ready=$(wait_sroute_current)
   echo "sroute-rep3 trial $n: killed R1 (pid $victim, dead after $dead_ms ms); first good read after $ms ms$([ "$timed_out" = 1 ] && echo " (none: >= $timeout_s s)"); $errs read errors ($errnos) in $reads reads; all current again after $ready s" >&2
   echo "sroute-rep3 $n $ms $timed_out $errs" >> "$results"
@@ -482,7 +509,11 @@ trial_gluster() {  # trial -> a line of results
   # shellcheck disable=SC2086  # three pids
   run_reader "${mnt_of[gluster-rep3]}/$file_name" $pids
   read -r victim ms dead_ms errs reads timed_out errnos < "$work/reader.out"
-  restart_brick "$victim"
+  if [ "$signal" = STOP ]; then
+    kill -CONT "$victim"
+  else
+    restart_brick "$victim"
+  fi
   ready=$(wait_gluster_current)
   echo "gluster-rep3 trial $n: killed brick pid $victim (dead after $dead_ms ms); first good read after $ms ms$([ "$timed_out" = 1 ] && echo " (none: >= $timeout_s s)"); $errs read errors ($errnos) in $reads reads; back and healed after $ready s" >&2
   echo "gluster-rep3 $n $ms $timed_out $errs" >> "$results"

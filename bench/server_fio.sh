@@ -204,16 +204,16 @@ wait_mounted() {  # mountpoint what
 # disks or CPUs are busy. cgroup v1 (cpu controller) or v2 (cpu.max).
 limit_cpu() {  # pid name
   [ -n "${MEMBER_CPU_PCT:-}" ] || return 0
-  local quota=$((MEMBER_CPU_PCT * 1000)) g
+  local quota=$((MEMBER_CPU_PCT * 100)) g  # of a 10 ms period (quota >= 1 ms)
   if [ -d /sys/fs/cgroup/cpu ] && [ -f /sys/fs/cgroup/cpu/cpu.cfs_quota_us ]; then
     g=/sys/fs/cgroup/cpu/sroute-bench-$2
     mkdir -p "$g"
-    echo 100000 > "$g/cpu.cfs_period_us"
+    echo 10000 > "$g/cpu.cfs_period_us"
     echo "$quota" > "$g/cpu.cfs_quota_us"
   else
     g=/sys/fs/cgroup/sroute-bench-$2
     mkdir -p "$g"
-    echo "$quota 100000" > "$g/cpu.max"
+    echo "$quota 10000" > "$g/cpu.max"
   fi
   echo "$1" > "$g/cgroup.procs"
   made_cgroups+=("$g")
