@@ -65,7 +65,7 @@
 # of three bricks on this host. Targets: randread4k-4 of sroute-rep3 at
 # least 2.5x sroute-rep1's; 4 KiB random write IOPS of sroute-rep3 at least
 # 2x gluster-rep3's with a lower p99.
-#   REP_READ=random ...  # the replica sets' read policy (least_loaded)
+#   REP_READ=random, REP_ACK=quorum ...  # the replica sets' read and ack policies (least_loaded, all)
 #   MEMBER_CPU_PCT=10 SYSTEMS="sroute-rep1 sroute-rep3" WORKLOADS=randread4k-4 \
 #     bench/server_fio.sh    # members as the bottleneck (limit_cpu below)
 #   SYSTEMS="sroute-rep1 sroute-rep3 gluster-rep3" \
@@ -417,13 +417,13 @@ for sys in $systems; do
       mount_sroute sroute-rep3 off "${rep_addr[0]}" --state "$work/state-rep3" \
         --endpoint "R1=${rep_addr[0]}" --endpoint "R2=${rep_addr[1]}" \
         --endpoint "R3=${rep_addr[2]}" \
-        --stage "rs=replica_set:member=R1,member=R2,member=R3,ack=all,read=${REP_READ:-least_loaded}" \
+        --stage "rs=replica_set:member=R1,member=R2,member=R3,ack=${REP_ACK:-all},read=${REP_READ:-least_loaded}" \
         --rule '<*, *, //home/*> -> <IO, stage:rs>' ;;
     sroute-rep1)
       mkdir -p "$work/state-rep1"
       mount_sroute sroute-rep1 off "$rep1_addr" --state "$work/state-rep1" \
         --endpoint "R1=$rep1_addr" \
-        --stage "rs=replica_set:member=R1,ack=all,read=${REP_READ:-least_loaded}" \
+        --stage "rs=replica_set:member=R1,ack=${REP_ACK:-all},read=${REP_READ:-least_loaded}" \
         --rule '<*, *, //home/*> -> <IO, stage:rs>' ;;
     gluster-rep3) REPLICA=3 start_gluster gluster-rep3 "${vol}rep3" ;;
     gluster-iocache)

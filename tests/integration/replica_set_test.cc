@@ -50,7 +50,80 @@ int64_t VersionOf(const std::string& b, uint32_t index) {
   return b == Block(index, v) ? static_cast<int64_t>(v) : -1;
 }
 
-// Stops and joins a test's IO threads however the test ends (an ASSERT
+// Writers and readers of the version-stamped blocks of one file, on
+// threads of their own until Stop() (or the end of the test, however it
+// ends). Writer w writes only the blocks b with b % writers == w, each with
+// the next version, and records it once acknowledged; a reader checks that
+// a block is whole and not older than the version acknowledged before its
+// read began.
+class BlockLoad {
+ public:
+  BlockLoad(const std::string& path, uint32_t blocks, int writers, int readers,
+            std::chrono::milliseconds pause = std::chrono::milliseconds(0))
+      : acked(blocks) {
+    for (int w = 0; w < writers; ++w) {
+      threads_.emplace_back([this, path, blocks, writers, w, pause] {
+        const int fd = open(path.c_str(), O_WRONLY);
+        std::mt19937 rng(w);
+        while (!stop_.load()) {
+          const uint32_t b = (rng() % (blocks / writers)) * writers + w;
+          const uint32_t v = acked[b].load() + 1;
+          const std::string data = Block(b, v);
+          if (pwrite(fd, data.data(), kBlock, static_cast<off_t>(b) * kBlock) ==
+              static_cast<ssize_t>(kBlock)) {
+            acked[b].store(v);
+            ++writes;
+          } else {
+            ++write_errors;
+          }
+          std::this_thread::sleep_for(pause);
+        }
+        close(fd);
+      });
+    }
+    for (int r = 0; r < readers; ++r) {
+      threads_.emplace_back([this, path, blocks, r] {
+        const int fd = open(path.c_str(), O_RDONLY);
+        std::mt19937 rng(100 + r);
+        std::string buf(kBlock, '\0');
+        while (!stop_.load()) {
+          const uint32_t b = rng() % blocks;
+          const uint32_t before = acked[b].load();
+          if (pread(fd, buf.data(), kBlock, static_cast<off_t>(b) * kBlock) !=
+              static_cast<ssize_t>(kBlock)) {
+            ++read_errors;
+            continue;
+          }
+          ++reads;
+          const int64_t v = VersionOf(buf, b);
+          if (v < 0) {
+            ++torn;
+          } else if (v < before) {
+            ++older;
+          }
+        }
+        close(fd);
+      });
+    }
+  }
+  ~BlockLoad() { Stop(); }
+  void Stop() {
+    stop_ = true;
+    for (std::thread& t : threads_) {
+      if (t.joinable()) t.join();
+    }
+  }
+
+  std::vector<std::atomic<uint32_t>> acked;  // by block
+  std::atomic<int> writes{0}, write_errors{0}, reads{0}, read_errors{0};
+  std::atomic<int> torn{0}, older{0};
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::vector<std::thread> threads_;
+};
+
+// Stops and joins a test's own IO threads however the test ends (an ASSERT
 // that returns early must not leave them running).
 struct JoinOnExit {
   std::atomic<bool>& stop;
@@ -158,56 +231,7 @@ TEST_P(KilledUnderLoadTest, IsResyncedAndAllEndEqual) {
     for (uint32_t b = 0; b < kBlocks; ++b) all += Block(b, 0);
     WriteWholeFile(mnt_ / "rep/data", all);
   }
-  std::vector<std::atomic<uint32_t>> acked(kBlocks);
-  std::atomic<bool> stop{false};
-  std::atomic<int> write_errors{0}, read_errors{0}, torn{0}, older{0};
-  std::atomic<int> reads{0}, writes{0};
-  std::vector<std::thread> threads;
-  JoinOnExit join_on_exit{stop, threads};
-  const std::string path = mnt_ / "rep/data";
-  for (int w = 0; w < 4; ++w) {
-    threads.emplace_back([&, w] {
-      const int fd = open(path.c_str(), O_WRONLY);
-      std::mt19937 rng(w);
-      while (!stop.load()) {
-        const uint32_t b = (rng() % (kBlocks / 4)) * 4 + w;  // its own blocks
-        const uint32_t v = acked[b].load() + 1;
-        const std::string data = Block(b, v);
-        if (pwrite(fd, data.data(), kBlock, static_cast<off_t>(b) * kBlock) ==
-            static_cast<ssize_t>(kBlock)) {
-          acked[b].store(v);
-          ++writes;
-        } else {
-          ++write_errors;
-        }
-      }
-      close(fd);
-    });
-  }
-  for (int r = 0; r < 4; ++r) {
-    threads.emplace_back([&, r] {
-      const int fd = open(path.c_str(), O_RDONLY);
-      std::mt19937 rng(100 + r);
-      std::string buf(kBlock, '\0');
-      while (!stop.load()) {
-        const uint32_t b = rng() % kBlocks;
-        const uint32_t before = acked[b].load();
-        if (pread(fd, buf.data(), kBlock, static_cast<off_t>(b) * kBlock) !=
-            static_cast<ssize_t>(kBlock)) {
-          ++read_errors;
-          continue;
-        }
-        ++reads;
-        const int64_t v = VersionOf(buf, b);
-        if (v < 0) {
-          ++torn;
-        } else if (v < before) {
-          ++older;
-        }
-      }
-      close(fd);
-    });
-  }
+  BlockLoad load(mnt_ / "rep/data", kBlocks, 4, 4);
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
   KillServer(victim);
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
@@ -222,19 +246,18 @@ TEST_P(KilledUnderLoadTest, IsResyncedAndAllEndEqual) {
   ASSERT_EQ(rc, 0) << out;
   EXPECT_TRUE(WaitState(victim_name, "current"));
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
-  stop = true;
-  for (std::thread& t : threads) t.join();
-  EXPECT_GT(writes.load(), 100);
-  EXPECT_GT(reads.load(), 100);
-  EXPECT_EQ(write_errors.load(), 0);
-  EXPECT_EQ(read_errors.load(), 0);
-  EXPECT_EQ(torn.load(), 0);
-  EXPECT_EQ(older.load(), 0);
+  load.Stop();
+  EXPECT_GT(load.writes.load(), 100);
+  EXPECT_GT(load.reads.load(), 100);
+  EXPECT_EQ(load.write_errors.load(), 0);
+  EXPECT_EQ(load.read_errors.load(), 0);
+  EXPECT_EQ(load.torn.load(), 0);
+  EXPECT_EQ(load.older.load(), 0);
   const std::string s1 = ReadWholeFile(r1_ / "rep/data");
   ASSERT_EQ(s1.size(), kBlocks * kBlock);
   for (uint32_t b = 0; b < kBlocks; ++b) {
     ASSERT_EQ(VersionOf(s1.substr(b * kBlock, kBlock), b),
-              static_cast<int64_t>(acked[b].load()))
+              static_cast<int64_t>(load.acked[b].load()))
         << "block " << b;
   }
   EXPECT_TRUE(ReadWholeFile(r2_ / "rep/data") == s1);
@@ -388,71 +411,23 @@ TEST_P(HungMemberTest, ReadsGoAroundItAndItComesBack) {
     for (uint32_t b = 0; b < kBlocks; ++b) all += Block(b, 0);
     WriteWholeFile(mnt_ / "rep/data", all);
   }
-  const std::string path = mnt_ / "rep/data";
-  std::vector<std::atomic<uint32_t>> acked(kBlocks);
-  std::atomic<bool> stop{false};
-  std::atomic<int> read_errors{0}, write_errors{0}, torn{0}, older{0};
-  std::atomic<int> reads{0}, writes{0};
-  std::vector<std::thread> threads;
-  JoinOnExit join_on_exit{stop, threads};
-  threads.emplace_back([&] {
-    const int fd = open(path.c_str(), O_WRONLY);
-    std::mt19937 rng(7);
-    while (!stop.load()) {
-      const uint32_t b = rng() % kBlocks;
-      const uint32_t v = acked[b].load() + 1;
-      const std::string data = Block(b, v);
-      if (pwrite(fd, data.data(), kBlock, static_cast<off_t>(b) * kBlock) ==
-          static_cast<ssize_t>(kBlock)) {
-        acked[b].store(v);
-        ++writes;
-      } else {
-        ++write_errors;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-    close(fd);
-  });
-  for (int r = 0; r < 3; ++r) {
-    threads.emplace_back([&, r] {
-      const int fd = open(path.c_str(), O_RDONLY);
-      std::mt19937 rng(r);
-      std::string buf(kBlock, '\0');
-      while (!stop.load()) {
-        const uint32_t b = rng() % kBlocks;
-        const uint32_t before = acked[b].load();
-        if (pread(fd, buf.data(), kBlock, static_cast<off_t>(b) * kBlock) !=
-            static_cast<ssize_t>(kBlock)) {
-          ++read_errors;
-          continue;
-        }
-        ++reads;
-        const int64_t v = VersionOf(buf, b);
-        if (v < 0) {
-          ++torn;
-        } else if (v < before) {
-          ++older;
-        }
-      }
-      close(fd);
-    });
-  }
+  BlockLoad load(mnt_ / "rep/data", kBlocks, 1, 3,
+                 std::chrono::milliseconds(5));
   std::this_thread::sleep_for(std::chrono::milliseconds(1000));
   ASSERT_EQ(kill(servers_[0]->pid(), SIGSTOP), 0);  // the primary
   std::this_thread::sleep_for(std::chrono::milliseconds(3000));
-  const int reads_while_hung = reads.load();
+  const int reads_while_hung = load.reads.load();
   std::this_thread::sleep_for(std::chrono::milliseconds(1000));
-  const int reads_later = reads.load();
+  const int reads_later = load.reads.load();
   ASSERT_EQ(kill(servers_[0]->pid(), SIGCONT), 0);
   EXPECT_TRUE(WaitState("S1", "current"));
-  stop = true;
-  for (std::thread& t : threads) t.join();
+  load.Stop();
   EXPECT_GT(reads_later, reads_while_hung) << "reads stopped behind S1";
-  EXPECT_GT(writes.load(), 10);
-  EXPECT_EQ(read_errors.load(), 0);
-  EXPECT_EQ(write_errors.load(), 0);
-  EXPECT_EQ(torn.load(), 0);
-  EXPECT_EQ(older.load(), 0);
+  EXPECT_GT(load.writes.load(), 10);
+  EXPECT_EQ(load.read_errors.load(), 0);
+  EXPECT_EQ(load.write_errors.load(), 0);
+  EXPECT_EQ(load.torn.load(), 0);
+  EXPECT_EQ(load.older.load(), 0);
   const std::string status = Status();
   if (GetParam() == "hedged") {
     EXPECT_EQ(status.find("\"hedge_wins\": 0,"), std::string::npos) << status;
@@ -569,9 +544,9 @@ TEST_F(ReplicaSetVolumeTest, ControlSpreadsReadOnlyFlowsAndReadsNeverGoBack) {
   };
   int write_errors = 0;
   for (uint32_t version = 1; version <= 3; ++version) {
-    ASSERT_TRUE(spread()) << "reads never spread before write burst "
-                          << version << " (reads " << reads.load()
-                          << ", failed " << read_errors.load() << ", last "
+    ASSERT_TRUE(spread()) << "reads never spread before write burst " << version
+                          << " (reads " << reads.load() << ", failed "
+                          << read_errors.load() << ", last "
                           << last_read_error.load() << "): " << Status();
     const int fd = open(path.c_str(), O_WRONLY);
     ASSERT_GE(fd, 0) << strerror(errno);
