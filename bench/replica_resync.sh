@@ -241,7 +241,7 @@ setup_sroute() {
     -f --kernel-cache off --state "$state" --control "$ctl_sock" \
     --endpoint "R1=${rep_addr[0]}" --endpoint "R2=${rep_addr[1]}" \
     --endpoint "R3=${rep_addr[2]}" \
-    --stage "rs=replica_set:member=R1,member=R2,member=R3,read=primary,probe_ms=100" \
+    --stage "rs=replica_set:member=R1,member=R2,member=R3,read=primary,probe_ms=100${RESYNC_MIB_PER_S:+,resync_mib_per_s=$RESYNC_MIB_PER_S}" \
     --rule '<*, *, //home/*> -> <IO, stage:rs>' 2> "$work/sroute-fuse.log" &
   fuse_pid=$!
   wait_mounted "$mnt" sroute-fuse

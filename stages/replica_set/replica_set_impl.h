@@ -248,6 +248,7 @@ class ReplicaSetStage : public HostStage {
   bool stopping_ ABSL_GUARDED_BY(bg_mu_) = false;
   std::thread background_;
   uint64_t throttle_start_ns_ = 0, throttle_bytes_ = 0;  // background only
+  uint64_t throttle_seen_ios_ = 0;  // clients' IOs at the last Throttle
 
   std::atomic<uint32_t> hedge_percentile_{95};
   // The timer thread's state, apart from the stage's: the stage's last
