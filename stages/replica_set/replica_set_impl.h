@@ -142,6 +142,27 @@ class ReplicaSetStage : public HostStage {
   uint64_t StaleNameLocked(const std::string& path) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(log_mu_);
 
+  // --- Identity: the inode number hosts know a name by -------------------
+  // Members have inode numbers of their own, and a host that saw a name's
+  // inode change would take the file for replaced (its open handles would
+  // fail with ESTALE). Attributes come from the primary, and the first
+  // (st_dev, st_ino) the stage reported for a name is put back into every
+  // later answer for it, so that a failover (another member answers while
+  // the primary is out) or a file made while it was out keeps its identity.
+  // Renames move it, unlinks drop it. Bounded: past kMaxIdentities names
+  // the map starts over (names answered after that keep their identity
+  // while the primary is in).
+  void KeepIdentity(Io& io) ABSL_LOCKS_EXCLUDED(id_mu_);
+  // After a change made: a rename moves the identity, an unlink drops it,
+  // any other change keeps its answer's (KeepIdentity).
+  void MoveIdentity(Io& change) ABSL_LOCKS_EXCLUDED(id_mu_);
+  struct Identity {
+    dev_t dev;
+    ino_t ino;
+  };
+  Mutex id_mu_;
+  absl::flat_hash_map<std::string, Identity> ids_ ABSL_GUARDED_BY(id_mu_);
+
   // --- Order: overlapping changes to a file one at a time -----------------
   struct Ordered {
     uint64_t id;

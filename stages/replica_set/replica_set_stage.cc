@@ -547,6 +547,50 @@ void ReplicaSetStage::Report(proto::StageStats* out) const {
   c["conflicts"] = conflicts;
 }
 
+// --- Identity ----------------------------------------------------------------
+
+void ReplicaSetStage::KeepIdentity(Io& io) {
+  constexpr size_t kMaxIdentities = 1 << 18;
+  if (io.attr.st_ino == 0 || io.header.op == Op::kRead) return;
+  std::string path = PathOf(io.header.file);
+  MutexLock l(&id_mu_);
+  auto it = ids_.find(path);
+  if (it == ids_.end()) {
+    if (ids_.size() >= kMaxIdentities) ids_.clear();
+    ids_.emplace(std::move(path), Identity{io.attr.st_dev, io.attr.st_ino});
+    return;
+  }
+  io.attr.st_dev = it->second.dev;
+  io.attr.st_ino = it->second.ino;
+}
+
+void ReplicaSetStage::MoveIdentity(Io& change) {
+  const Op op = change.header.op;
+  if (op == Op::kUnlink || op == Op::kRmdir) {
+    MutexLock l(&id_mu_);
+    ids_.erase(PathOf(change.header.file));
+    return;
+  }
+  if (op != Op::kRenameFrom && op != Op::kRenameTo) {
+    KeepIdentity(change);  // its answer's attributes are the file's
+    return;
+  }
+  if (change.args.second_file.empty()) return;
+  const std::string a = PathOf(change.header.file);
+  const std::string b = PathOf(change.args.second_file);
+  const std::string& from = op == Op::kRenameFrom ? a : b;
+  const std::string& to = op == Op::kRenameFrom ? b : a;
+  MutexLock l(&id_mu_);
+  auto it = ids_.find(from);
+  if (it == ids_.end()) {
+    ids_.erase(to);  // a name replaced by one without a known identity
+    return;
+  }
+  const Identity id = it->second;
+  ids_.erase(it);
+  ids_[to] = id;
+}
+
 // --- Members -----------------------------------------------------------------
 
 int ReplicaSetStage::LeastLoaded(const std::vector<int>& live) const {
@@ -1115,6 +1159,7 @@ void ReplicaSetStage::FinishChange(const std::shared_ptr<ChangeJoin>& join) {
                                 ": the dirty-region log: ", logged.message())));
   } else if (made) {
     parent->AdoptResults(*first_ok);
+    MoveIdentity(*parent);
     parent->Complete(absl::OkStatus());
   } else if (first_ok == nullptr && answer != nullptr) {
     parent->AdoptResults(*answer);
@@ -1199,6 +1244,7 @@ void ReplicaSetStage::ReadFrom(const std::shared_ptr<Read>& state, bool hedge) {
                   std::min<size_t>(a.bytes, state->parent->read_buffer.size()));
     }
     state->parent->AdoptResults(a);
+    if (a.status.ok()) KeepIdentity(*state->parent);
     state->parent->Complete(a.status);
   });
   SendTo(attempt, member);

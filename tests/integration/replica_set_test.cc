@@ -3,6 +3,7 @@
 // restarted under load, resync, and sroutectl replicas.
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -232,6 +233,21 @@ TEST_P(KilledUnderLoadTest, IsResyncedAndAllEndEqual) {
     WriteWholeFile(mnt_ / "rep/data", all);
   }
   BlockLoad load(mnt_ / "rep/data", kBlocks, 4, 4);
+  // Lookups all along (the kernel caches no entry): the file keeps its
+  // inode number when another member answers them, or the open handles
+  // above would fail with ESTALE.
+  std::atomic<bool> stop_stats{false};
+  std::atomic<int> stats{0}, stat_errors{0};
+  std::vector<std::thread> statter;
+  JoinOnExit join_statter{stop_stats, statter};
+  statter.emplace_back([&] {
+    const std::string path = mnt_ / "rep/data";
+    while (!stop_stats.load()) {
+      struct stat st {};
+      ++(::stat(path.c_str(), &st) == 0 ? stats : stat_errors);
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+  });
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
   KillServer(victim);
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
@@ -247,6 +263,10 @@ TEST_P(KilledUnderLoadTest, IsResyncedAndAllEndEqual) {
   EXPECT_TRUE(WaitState(victim_name, "current"));
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   load.Stop();
+  stop_stats = true;
+  statter[0].join();
+  EXPECT_GT(stats.load(), 100);
+  EXPECT_EQ(stat_errors.load(), 0);
   EXPECT_GT(load.writes.load(), 100);
   EXPECT_GT(load.reads.load(), 100);
   EXPECT_EQ(load.write_errors.load(), 0);

@@ -741,6 +741,47 @@ TEST_F(ReplicaSetTest, AttributesComeFromThePrimaryWhateverTheReadPolicy) {
   EXPECT_EQ(truncated->st_ino, primary.st_ino);
 }
 
+// A name keeps the inode number hosts first saw for it: when another
+// member answers (the primary out), across a rename made meanwhile, and a
+// file made while the primary was out once it is back (a host that saw a
+// name's inode change would fail its open handles with ESTALE).
+TEST_F(ReplicaSetTest, ANameKeepsItsInodeAcrossAFailover) {
+  Start("quorum");
+  for (TempDir& d : r_) WriteWholeFile(d / "f", "data");
+  struct stat primary {};
+  ASSERT_EQ(stat((r_[0] / "f").c_str(), &primary), 0);
+  auto seen = host_->Call("t", Op::kLookup, "//home/f");
+  ASSERT_TRUE(seen.ok()) << seen.status();
+  EXPECT_EQ(seen->st_ino, primary.st_ino);
+  dead_->dead = true;
+  auto during = host_->Call("t", Op::kGetattr, "//home/f");
+  ASSERT_TRUE(during.ok()) << during.status();
+  EXPECT_EQ(Counter("member.R1.in"), 0);
+  EXPECT_EQ(during->st_ino, primary.st_ino);
+  EXPECT_EQ(during->st_dev, primary.st_dev);
+  IoArgs mv;
+  mv.second_file = "//home/g";
+  ASSERT_TRUE(host_->Call("t", Op::kRenameFrom, "//home/f", mv).ok());
+  auto renamed = host_->Call("t", Op::kGetattr, "//home/g");
+  ASSERT_TRUE(renamed.ok()) << renamed.status();
+  EXPECT_EQ(renamed->st_ino, primary.st_ino);
+  IoArgs cr;
+  cr.mode = 0640;
+  cr.open_flags = O_CREAT | O_WRONLY;
+  auto made = host_->Call("t", Op::kCreate, "//home/h", cr);
+  ASSERT_TRUE(made.ok()) << made.status();
+  dead_->dead = false;
+  ASSERT_TRUE(WaitCounter("member.R1.in", 1));
+  ASSERT_TRUE(WaitCounter("member.R1.stale_regions", 0));
+  auto back = host_->Call("t", Op::kGetattr, "//home/h");
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->st_ino, made->st_ino);
+  EXPECT_EQ(back->st_dev, made->st_dev);
+  auto g = host_->Call("t", Op::kGetattr, "//home/g");
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(g->st_ino, primary.st_ino);
+}
+
 // A flow reads its own way: files under //home/hot spread over R2 and R3
 // (its read set), every other file from the primary R1.
 TEST_F(ReplicaSetTest, AFlowHasItsOwnReadPolicyAndReadSet) {
