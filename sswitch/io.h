@@ -177,6 +177,10 @@ class Io {
 
   static std::atomic<uint64_t> extra_completions;
 
+  // This IO may outlive its parent (a hedged read's loser): it notes where
+  // it waits in a slot of its own, not in its parent's.
+  void KeepOwnWaitingSlot() { waiting_at_ = &where_; }
+
  private:
   friend class SSwitch;
   friend class InflightRegistry;

@@ -1198,6 +1198,8 @@ void ReplicaSetStage::ReadFrom(const std::shared_ptr<Read>& state, bool hedge) {
       state->tried.push_back(member);
       state->attempts.push_back(sw_->NewChild(*state->parent));
       attempt = state->attempts.back().get();
+      // A hedge's loser ends after the parent: its slot is its own.
+      if (state->hedged) attempt->KeepOwnWaitingSlot();
       ++state->outstanding;
       if (state->hedged) {
         state->buffers.push_back(
