@@ -155,7 +155,7 @@ class ReplicaSetStage : public HostStage {
   void KeepIdentity(Io& io) ABSL_LOCKS_EXCLUDED(id_mu_);
   // After a change made: a rename moves the identity, an unlink drops it,
   // any other change keeps its answer's (KeepIdentity).
-  void MoveIdentity(Io& change) ABSL_LOCKS_EXCLUDED(id_mu_);
+  void IdentityAfterChange(Io& change) ABSL_LOCKS_EXCLUDED(id_mu_);
   struct Identity {
     dev_t dev;
     ino_t ino;

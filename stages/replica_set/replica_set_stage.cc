@@ -209,7 +209,12 @@ absl::Status ReplicaSetStage::ResolveLocked(
   for (const std::string& m : members_) all |= bits_.at(m);
   MutexLock g(&log_mu_);
   // All or nothing: every request must find a conflict before any is taken.
-  std::vector<std::pair<FileRegions*, uint64_t>> taken;
+  struct Taken {
+    std::string path;
+    FileRegions* regions;
+    uint64_t source;
+  };
+  std::vector<Taken> taken;
   for (const proto::ReplicaSetOptions::Resolve& r : requests) {
     if (std::find(members_.begin(), members_.end(), r.source()) ==
         members_.end()) {
@@ -231,19 +236,18 @@ absl::Status ReplicaSetStage::ResolveLocked(
           StrCat("replica_set ", name_, ": no region of ", r.file(),
                  " lacks a current copy: nothing to resolve"));
     }
-    taken.emplace_back(&file->second, bits_.at(r.source()));
+    taken.push_back(Taken{path, &file->second, bits_.at(r.source())});
   }
   for (size_t i = 0; i < taken.size(); ++i) {
-    const std::string path = requests[static_cast<int>(i)].file();
-    auto& [regions, source] = taken[i];
-    for (auto& [region, reg] : *regions) {
+    const Taken& t = taken[i];
+    for (auto& [region, reg] : *t.regions) {
       if ((reg.stale & all) != all || reg.in_flight != 0) continue;
-      reg.stale = all & ~source;
+      reg.stale = all & ~t.source;
       reg.diverged = false;
       ++reg.version;
-      QueueLocked(path.starts_with("//") ? PathOf(path) : path, region, reg);
+      QueueLocked(t.path, region, reg);
     }
-    LogWarning("replica_set ", name_, ": ", path, " resolved by hand from ",
+    LogWarning("replica_set ", name_, ": ", t.path, " resolved by hand from ",
                requests[static_cast<int>(i)].source());
   }
   return absl::OkStatus();
@@ -551,7 +555,12 @@ void ReplicaSetStage::Report(proto::StageStats* out) const {
 
 void ReplicaSetStage::KeepIdentity(Io& io) {
   constexpr size_t kMaxIdentities = 1 << 18;
-  if (io.attr.st_ino == 0 || io.header.op == Op::kRead) return;
+  // Reads and writes of bytes never change which file a name is: no lock
+  // on their path.
+  if (io.attr.st_ino == 0 || io.header.op == Op::kRead ||
+      io.header.op == Op::kWrite) {
+    return;
+  }
   std::string path = PathOf(io.header.file);
   MutexLock l(&id_mu_);
   auto it = ids_.find(path);
@@ -564,7 +573,7 @@ void ReplicaSetStage::KeepIdentity(Io& io) {
   io.attr.st_ino = it->second.ino;
 }
 
-void ReplicaSetStage::MoveIdentity(Io& change) {
+void ReplicaSetStage::IdentityAfterChange(Io& change) {
   const Op op = change.header.op;
   if (op == Op::kUnlink || op == Op::kRmdir) {
     MutexLock l(&id_mu_);
@@ -1159,7 +1168,7 @@ void ReplicaSetStage::FinishChange(const std::shared_ptr<ChangeJoin>& join) {
                                 ": the dirty-region log: ", logged.message())));
   } else if (made) {
     parent->AdoptResults(*first_ok);
-    MoveIdentity(*parent);
+    IdentityAfterChange(*parent);
     parent->Complete(absl::OkStatus());
   } else if (first_ok == nullptr && answer != nullptr) {
     parent->AdoptResults(*answer);
