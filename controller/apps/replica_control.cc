@@ -98,7 +98,7 @@ ReplicaControl::ReplicaControl(ReplicaControlOptions options)
 }
 
 absl::Status ReplicaControl::Start(ControllerApi& api) {
-  api_ = &api;
+  api_.store(&api, std::memory_order_release);
   std::string flows;
   for (const std::string& f : options_.flows) {
     StrAppend(&flows, flows.empty() ? "" : " ", f);
@@ -131,7 +131,9 @@ void ReplicaControl::OnIoTurn(const HeaderEvent& event,
       // back to the primary.
       f.held.push_back(std::move(go));
       held = true;
-      if (!f.to_primary_posted) {
+      // Before Start, the first stats (which find the hosts) send every
+      // flow to the primary and let its held writes go.
+      if (!f.to_primary_posted && api() != nullptr) {
         f.to_primary_posted = true;
         post = i;
       }
@@ -141,7 +143,7 @@ void ReplicaControl::OnIoTurn(const HeaderEvent& event,
   if (post != SIZE_MAX) {
     const std::string reason =
         StrCat("a write to ", event.header.file, " from ", event.sswitch);
-    api_->Post([this, post, reason] { ToPrimary(post, reason); });
+    api()->Post([this, post, reason] { ToPrimary(post, reason); });
   }
   if (!held) go();
 }
@@ -161,7 +163,7 @@ absl::Status ReplicaControl::SetStageFlow(const std::string& sswitch,
                                           const std::string& read) {
   proto::Stages list;
   list.set_action(proto::Stages::LIST);
-  auto stages = api_->Stages(sswitch, list);
+  auto stages = api()->Stages(sswitch, list);
   if (!stages.ok()) return stages.status();
   for (const proto::StageStats& st : *stages) {
     if (st.config().name() != options_.stage) continue;
@@ -181,7 +183,7 @@ absl::Status ReplicaControl::SetStageFlow(const std::string& sswitch,
     set.set_action(proto::Stages::SET);
     *set.mutable_stage() = std::move(config);
     set.set_timeout_ms(kStageChangeMs);
-    return api_->Stages(sswitch, set).status();
+    return api()->Stages(sswitch, set).status();
   }
   return absl::NotFoundError(
       StrCat("no stage ", options_.stage, " on ", sswitch));
@@ -200,7 +202,7 @@ absl::Status ReplicaControl::InstallRules(size_t i, bool spread) {
   const std::string hand_back = Rule("stage:controller", file, stage);
   UpdateSpec spec;
   for (const std::string& host : hosts_) {
-    auto rules = api_->Rules(host);
+    auto rules = api()->Rules(host);
     if (!rules.ok()) return rules.status();
     RuleChanges c{host, {}, {}};
     bool have_hand_back = false, have_mode = false;
@@ -223,13 +225,13 @@ absl::Status ReplicaControl::InstallRules(size_t i, bool spread) {
   std::map<std::string, uint64_t> counting;
   if (!spec.changes.empty()) {
     spec.owner = "replica_control";
-    auto out = api_->Update(spec);
+    auto out = api()->Update(spec);
     if (!out.ok()) return out.status();
   }
   if (!spread) {
     // The cids of the mode rules, whose write counters OnStats reads.
     for (const std::string& host : hosts_) {
-      auto rules = api_->Rules(host);
+      auto rules = api()->Rules(host);
       if (!rules.ok()) return rules.status();
       for (const proto::ManagedRule& r : *rules) {
         if (r.owner() == "replica_control" && r.text() == mode_rule) {
@@ -264,7 +266,7 @@ void ReplicaControl::ToPrimary(size_t i, const std::string& reason) {
         flows_[i].to_primary_posted = true;
       }
       if (post) {
-        api_->Post([this, i, reason] {
+        api()->Post([this, i, reason] {
           absl::SleepFor(kRetry);
           ToPrimary(i, reason);
         });

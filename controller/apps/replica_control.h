@@ -42,6 +42,7 @@
 #ifndef SROUTE_CONTROLLER_APPS_REPLICA_CONTROL_H_
 #define SROUTE_CONTROLLER_APPS_REPLICA_CONTROL_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -107,7 +108,10 @@ class ReplicaControl : public ControlApp {
                    const std::string& target) const;
 
   const ReplicaControlOptions options_;
-  ControllerApi* api_ = nullptr;
+  // Set by Start, on the app's thread; OnIoTurn may come before it (a
+  // host with a detour from an earlier run of the controller).
+  std::atomic<ControllerApi*> api_{nullptr};
+  ControllerApi* api() const { return api_.load(std::memory_order_acquire); }
   // The hosts with the stage (app thread only).
   std::set<std::string> hosts_;
   // Guards flows_' modes and held turns (OnIoTurn runs on controller
