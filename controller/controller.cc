@@ -73,18 +73,27 @@ class AppRunner {
       }
     });
   }
-  ~AppRunner() {
+  ~AppRunner() { Stop(); }
+
+  // Ends the app's thread (its calls into the controller end with it); the
+  // runner stays usable: events delivered afterwards are dropped and turns
+  // pass straight on. The controller stops every app before it stops the
+  // threads that deliver to them, and destroys them after those are gone.
+  // REQUIRES: not called from the app's own thread.
+  void Stop() ABSL_LOCKS_EXCLUDED(mu_) {
     {
       MutexLock l(&mu_);
       stop_ = true;
     }
+    stopped_.store(true);
     cv_.SignalAll();
-    thread_.join();
+    if (thread_.joinable()) thread_.join();
   }
 
   void Post(std::function<void()> fn) ABSL_LOCKS_EXCLUDED(mu_) {
     {
       MutexLock l(&mu_);
+      if (stop_) return;
       if (tasks_.size() > 10000) return;  // a stuck app loses events
       tasks_.push_back(std::move(fn));
     }
@@ -102,7 +111,7 @@ class AppRunner {
   }
   // On the caller's thread (ControlApp::OnIoTurn).
   void OnIoTurn(const HeaderEvent& e, std::function<void()> go) {
-    if (failed_) {
+    if (failed_ || stopped_.load()) {
       go();
     } else {
       app_->OnIoTurn(e, std::move(go));
@@ -162,6 +171,7 @@ class AppRunner {
   std::vector<Timer> timers_ ABSL_GUARDED_BY(mu_);
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::atomic<bool> failed_{false};
+  std::atomic<bool> stopped_{false};
   std::thread thread_;  // last: starts after everything above
 };
 
@@ -935,7 +945,9 @@ Controller::Controller(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 Controller::~Controller() {
   impl_->leases.reset();  // no lease runs out on a controller going away
-  impl_->apps.clear();    // their calls into the controller end first
+  // The apps' calls into the controller end first; the apps themselves go
+  // last: the RPC threads and the sweeper deliver to them until they stop.
+  for (auto& app : impl_->apps) app->Stop();
   impl_->rpc.reset();
   {
     MutexLock l(&impl_->mu);
@@ -947,6 +959,7 @@ Controller::~Controller() {
   impl_->sweep_cv.SignalAll();
   impl_->sweeper.join();
   impl_->background.reset();
+  impl_->apps.clear();
   // Channels close (waiting up to seconds for their calls) without the lock.
   std::map<std::string, std::unique_ptr<RpcChannel>> channels;
   {

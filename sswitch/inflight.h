@@ -77,6 +77,17 @@ class InflightRegistry {
     io->drain_waiters_.clear();
   }
 
+  // Sets `io`'s header.stage, under its shard's lock if it is listed
+  // (Collect() reads the headers of listed IOs).
+  void SetStage(Io* io, const std::string& stage) {
+    if (io->inflight_shard_ < 0) {
+      io->header.stage = stage;
+      return;
+    }
+    MutexLock l(&shards_[io->inflight_shard_].mu);
+    io->header.stage = stage;
+  }
+
   // Attaches `waiter` to every in-flight IO that `m` matches.
   void Collect(const PatternMatcher& m,
                const std::shared_ptr<DrainWaiter>& waiter) {

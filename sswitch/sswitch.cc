@@ -172,6 +172,10 @@ void SSwitch::RegisterInflight(Io* io) {
   inflight_->Register(io, version_, [this] { return Current(); });
 }
 
+void SSwitch::SetStageOf(Io* io, const std::string& stage) {
+  inflight_->SetStage(io, stage);
+}
+
 absl::Status SSwitch::AddEndpoint(const std::string& name,
                                   std::shared_ptr<Endpoint> endpoint) {
   if (name.empty() || endpoint == nullptr) {
@@ -209,7 +213,7 @@ absl::Status SSwitch::AddStage(const std::string& name,
   entry->where = InternName(StrCat("stage:", name));
   entry->stage = std::move(stage);
   entry->forward = [this, name](Io* io) {
-    io->header.stage = name;
+    SetStageOf(io, name);
     ++io->stage_hops_;
     Dispatch(io);
   };
@@ -1054,7 +1058,7 @@ absl::StatusOr<std::vector<uint64_t>> SSwitch::Update(
 }
 
 void SSwitch::Resume(Io* io, const std::string& from) {
-  io->header.stage = from;
+  SetStageOf(io, from);
   ++io->stage_hops_;
   Dispatch(io);
 }

@@ -315,6 +315,9 @@ class SSwitch {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(control_mu_);
   // Lists `io` as in flight and pins the current snapshot in it.
   void RegisterInflight(Io* io);
+  // Sets the stage an IO comes from (it is routed again next). Under its
+  // in-flight shard's lock: Drain() matches the headers of IOs in flight.
+  void SetStageOf(Io* io, const std::string& stage);
   void Publish(std::shared_ptr<const Snapshot> snap)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(control_mu_)
           ABSL_LOCKS_EXCLUDED(publish_mu_);

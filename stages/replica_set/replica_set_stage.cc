@@ -1260,8 +1260,16 @@ void ReplicaSetStage::ReadFrom(const std::shared_ptr<Read>& state, bool hedge) {
   });
   SendTo(attempt, member);
   if (state->hedged && !hedge) {
+    // The timer holds the read weakly: a read that ended before its hedge
+    // was due is not kept alive by it (its attempts hold the stage; a timer
+    // far off would keep the stage past its owner and destroy it, and its
+    // RocksDB log, on the timer thread, even after main has returned).
     After(load.HedgeAfterNs(hedge_percentile_.load(std::memory_order_relaxed)),
-          [this, state] { ReadFrom(state, /*hedge=*/true); });
+          [this, weak = std::weak_ptr<Read>(state)] {
+            if (std::shared_ptr<Read> live = weak.lock()) {
+              ReadFrom(live, /*hedge=*/true);
+            }
+          });
   }
 }
 
