@@ -199,8 +199,9 @@ std::optional<std::string> InodeTable::Released(uint64_t ino) {
   if (n.open > 0) return std::nullopt;
   std::optional<std::string> hidden;
   if (n.hidden && !n.links.empty()) {
-    hidden = n.links[0].name;
-    by_link_.erase({n.links[0].parent, *hidden});
+    std::string path;
+    hidden = PathLocked(ino, &path) ? std::move(path) : n.links[0].name;
+    by_link_.erase({n.links[0].parent, n.links[0].name});
     n.links.erase(n.links.begin());
     n.hidden = false;
     NamesChangedLocked();
@@ -222,16 +223,16 @@ int InodeTable::open_count(uint64_t ino) const {
 }
 
 void InodeTable::Hide(uint64_t ino, uint64_t parent, std::string_view name,
-                      std::string hidden_path) {
+                      uint64_t hidden_parent, std::string hidden_name) {
   MutexLock l(&mu_);
   DropLinkLocked(parent, name);
   auto it = nodes_.find(ino);
   if (it == nodes_.end()) return;
   it->second.links.insert(it->second.links.begin(),
-                          Link{kRootIno, hidden_path});
+                          Link{hidden_parent, hidden_name});
   it->second.hidden = true;
   NamesChangedLocked();
-  by_link_[{kRootIno, std::move(hidden_path)}] = ino;
+  by_link_[{hidden_parent, std::move(hidden_name)}] = ino;
 }
 
 bool InodeTable::hidden(uint64_t ino) const {

@@ -72,10 +72,12 @@ class InodeTable {
   // hidden node.
   std::optional<std::string> Released(uint64_t ino);
   int open_count(uint64_t ino) const;
-  // Replaces the link (parent, name) of `ino` with the root-relative
-  // `hidden_path`; getattr then reports one link less.
+  // Replaces the link (parent, name) of `ino` with (hidden_parent,
+  // hidden_name): the reserved folder's (kRootIno, ".sroute/unlinked/N"),
+  // or a hidden name in the same folder; getattr then reports one link
+  // less, and Released() returns the hidden link's whole path.
   void Hide(uint64_t ino, uint64_t parent, std::string_view name,
-            std::string hidden_path);
+            uint64_t hidden_parent, std::string hidden_name);
   bool hidden(uint64_t ino) const;
 
   // Files known to have no security.capability xattr, which the kernel asks

@@ -84,6 +84,7 @@ void Readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                   merged.push_back({"..", DT_DIR, InodeTable::kRootIno});
                   for (DirEntry& e : entries) {
                     if (is_root && e.name == kReservedDir) continue;
+                    if (e.name.starts_with(kHiddenPrefix)) continue;
                     merged.push_back(std::move(e));
                   }
                   {

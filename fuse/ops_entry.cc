@@ -147,6 +147,38 @@ void Remove(fuse_req_t req, fuse_ino_t parent, const char* name, Op op) {
     ReplyError(rr);
   });
 }
+
+// An open file routed away from the home's reserved folder (to a server,
+// a stage, another endpoint) hides in its own folder instead, where its
+// route takes the rename too, as NFS clients hide theirs (that folder
+// cannot be removed meanwhile: ENOTEMPTY); if even that cannot be, it is
+// unlinked for real and its open handles see ENOENT.
+void HideInItsFolder(fuse_req_t req, uint64_t node, uint64_t parent,
+                     const std::string& name, const std::string& path) {
+  const std::string hidden_name =
+      std::string(kHiddenPrefix) + std::to_string(node);
+  const size_t slash = path.rfind('/');
+  const std::string hidden =
+      (slash == std::string::npos ? "" : path.substr(0, slash + 1)) +
+      hidden_name;
+  auto mv = NewRequest(req, Op::kRenameFrom, path);
+  mv->io.args.second_file = mv->volume->FileName(hidden);
+  mv->parent = parent;
+  mv->name = name;
+  Submit(std::move(mv), [node, hidden_name, path](Request& m) {
+    if (m.io.status.ok()) {
+      m.volume->inodes().Hide(node, m.parent, m.name, m.parent, hidden_name);
+      return ReplyError(m);
+    }
+    auto del = NewRequest(m.req, Op::kUnlink, path);
+    del->parent = m.parent;
+    del->name = m.name;
+    Submit(std::move(del), [](Request& d) {
+      if (d.io.status.ok()) d.volume->inodes().Unlinked(d.parent, d.name);
+      ReplyError(d);
+    });
+  });
+}
 }  // namespace
 
 void Unlink(fuse_req_t req, fuse_ino_t parent, const char* name) {
@@ -185,19 +217,12 @@ void Unlink(fuse_req_t req, fuse_ino_t parent, const char* name) {
     mv->name = rr.name;
     Submit(std::move(mv), [node, hidden, path](Request& m) {
       if (m.io.status.ok()) {
-        m.volume->inodes().Hide(node, m.parent, m.name, hidden);
+        m.volume->inodes().Hide(node, m.parent, m.name, InodeTable::kRootIno,
+                                hidden);
         return ReplyError(m);
       }
       if (ErrnoOf(m.io.status) != EXDEV) return ReplyError(m);
-      // The file lives on an endpoint other than the home's reserved
-      // folder: unlink it for real (open handles then see ENOENT).
-      auto del = NewRequest(m.req, Op::kUnlink, path);
-      del->parent = m.parent;
-      del->name = m.name;
-      Submit(std::move(del), [](Request& d) {
-        if (d.io.status.ok()) d.volume->inodes().Unlinked(d.parent, d.name);
-        ReplyError(d);
-      });
+      HideInItsFolder(m.req, node, m.parent, m.name, path);
     });
   });
 }

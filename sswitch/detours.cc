@@ -141,12 +141,42 @@ void SSwitch::SendTo(Io* io, const Target& target, std::string resolved_file,
                                            target.stage)));
         return;
       }
+      const Op op = io->header.op;
+      if ((op == Op::kRenameFrom || op == Op::kLink) &&
+          it->second->stage->KeepsNames() &&
+          !SecondNameEntersStage(snap, *io, target.stage)) {
+        Fail(io, ErrnoStatus(EXDEV, StrCat(OpName(op), " ", io->header.file,
+                                           " -> ", io->args.second_file,
+                                           ": not through one stage (",
+                                           target.stage, ")")));
+        return;
+      }
       io->target = StrCat("stage:", target.stage);
       if (io->trace != nullptr) NoteRuleTarget(io);
       EnterStage(io, it->second);
       return;
     }
   }
+}
+
+// A rename or link whose first name a rule sends to stage `stage` goes
+// there only if the rules send its second name there too (as they would a
+// create of it): a stage keeps names it was given, and a name moved out of
+// its flow would be left where no later IO of that name looks.
+bool SSwitch::SecondNameEntersStage(const Snapshot& snap, const Io& io,
+                                    const std::string& stage) {
+  IoHeader second = io.header;
+  second.op = io.header.op == Op::kRenameFrom ? Op::kRenameTo : Op::kLink;
+  second.file = io.args.second_file;
+  second.offset = second.length = 0;
+  const RuleEntry* e = snap.table->MatchWholeAs(second, second.op);
+  if (e == nullptr) return false;
+  for (const Detour& d : e->rule().detours) {
+    if (d.what != Detour::What::kIo) continue;
+    return d.target.kind == Target::Kind::kStage &&
+           d.target.stage_host.empty() && d.target.stage == stage;
+  }
+  return false;
 }
 
 // stage://HOST/NAME: HOST is an endpoint of this sSwitch (a storage
@@ -211,7 +241,18 @@ void SSwitch::SendToFile(Io* io, std::string file) {
     second.op = op == Op::kRenameFrom ? Op::kRenameTo : Op::kLink;
     second.file = io->args.second_file;
     second.offset = second.length = 0;
-    const std::string resolved = ResolveWholeFile(*io->snapshot_, second);
+    bool keeper = false;
+    const std::string resolved =
+        ResolveThroughStages(*io->snapshot_, second, second.op, &keeper);
+    if (keeper) {
+      // The first name goes to a file from here; the second's route passes
+      // a stage that places its files itself (Stage::KeepsNames).
+      Fail(io, ErrnoStatus(EXDEV, StrCat(OpName(op), " ", io->target, " -> ",
+                                         io->args.second_file,
+                                         ": the second name's route passes a "
+                                         "stage that keeps its own names")));
+      return;
+    }
     FileName other;
     if (!SplitFileName(resolved, &other)) {
       Fail(io,
@@ -370,7 +411,8 @@ std::string SSwitch::HomeOf(const Snapshot& snap, const IoHeader& h) {
 // file whose every route passes a cache is still one file, not a file with
 // its bytes elsewhere). A remote stage's server has the file itself.
 std::string SSwitch::ResolveThroughStages(const Snapshot& snap, IoHeader h,
-                                          Op as) {
+                                          Op as, bool* keeper) {
+  if (keeper != nullptr) *keeper = false;
   for (int hop = 0; hop < kMaxStageHops; ++hop) {
     const RuleEntry* e = snap.table->MatchWholeAs(h, as);
     if (e == nullptr) return h.file;
@@ -384,6 +426,12 @@ std::string SSwitch::ResolveThroughStages(const Snapshot& snap, IoHeader h,
     if (io == nullptr) return h.file;
     if (io->target.kind != Target::Kind::kStage) return ResolveEntry(e, h.file);
     if (!io->target.stage_host.empty()) return h.file;
+    if (keeper != nullptr) {
+      auto it = snap.stages->find(io->target.stage);
+      if (it != snap.stages->end() && it->second->stage->KeepsNames()) {
+        *keeper = true;
+      }
+    }
     h.stage = io->target.stage;
   }
   return "";  // a loop of stages

@@ -18,6 +18,9 @@ namespace sroute {
 // store) live there, hidden from the volume's listing and closed to
 // tenants.
 inline constexpr char kReservedDir[] = ".sroute";
+// The names a volume gives files unlinked while open that live away from
+// its reserved folder (in their own folder), hidden from listings.
+inline constexpr std::string_view kHiddenPrefix = ".sroute-unlinked-";
 
 // Whether `path` (beneath an endpoint's root, no leading '/') lies in the
 // reserved folder.
@@ -55,6 +58,11 @@ class Stage {
   // the response path, add a response hook before forwarding.
   // Thread-safe.
   virtual void Submit(Io* io, const Forward& forward) = 0;
+  // Whether the stage places the files it is given itself (a replica set
+  // on its members) instead of handing their IOs back: then a name moves
+  // into or out of its flow only through it (a rename or link of names the
+  // rules send to different places fails with EXDEV, as across endpoints).
+  virtual bool KeepsNames() const { return false; }
 };
 
 // Receives controller-bound detours. Thread-safe.

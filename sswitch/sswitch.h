@@ -341,6 +341,8 @@ class SSwitch {
               uint64_t rule_id);
   void SendToFile(Io* io, std::string file);
   void SendToRemoteStage(Io* io, const Target& target);
+  static bool SecondNameEntersStage(const Snapshot& snap, const Io& io,
+                                    const std::string& stage);
   struct DetourCreate;
   void CreateAtDetour(Io* io, std::shared_ptr<Endpoint> endpoint,
                       std::string path, bool make_file);
@@ -353,9 +355,10 @@ class SSwitch {
   // Where the file of `h` has its home: ResolveWholeFile for a getattr.
   static std::string HomeOf(const Snapshot& snap, const IoHeader& h);
   // The file a whole-file IO like `h` (as op `as`) reaches, through the
-  // local stages on its route.
+  // local stages on its route; `keeper` (if given) tells whether that route
+  // passes a stage that places its files itself (Stage::KeepsNames).
   static std::string ResolveThroughStages(const Snapshot& snap, IoHeader h,
-                                          Op as);
+                                          Op as, bool* keeper = nullptr);
   // The file rule `e` sends a whole-file IO on `file` to (`file` itself
   // for no rule, "" for a stage or the controller).
   static std::string ResolveEntry(const RuleEntry* e, const std::string& file);

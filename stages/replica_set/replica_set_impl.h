@@ -38,6 +38,7 @@ class ReplicaSetStage : public HostStage {
   ~ReplicaSetStage() override;
 
   void Submit(Io* io, const Forward&) override;
+  bool KeepsNames() const override { return true; }
   proto::StageConfig config() const override;
   absl::Status Reconfigure(const proto::StageConfig& next) override;
   void Report(proto::StageStats* out) const override;

@@ -67,12 +67,26 @@ TEST(InodeTableTest, AnUnlinkedOpenFileKeepsItsHiddenNameUntilTheLastRelease) {
   t.Opened(f);
   t.Opened(f);
   EXPECT_EQ(t.open_count(f), 2);
-  t.Hide(f, kRoot, "f", ".sroute/unlinked/5");
+  t.Hide(f, kRoot, "f", kRoot, ".sroute/unlinked/5");
   EXPECT_TRUE(t.hidden(f));
   EXPECT_EQ(t.Find(kRoot, "f"), std::nullopt);
   EXPECT_THAT(t.Path(f), Optional(std::string(".sroute/unlinked/5")));
   EXPECT_EQ(t.Released(f), std::nullopt) << "one handle left";
   EXPECT_THAT(t.Released(f), Optional(std::string(".sroute/unlinked/5")));
+}
+
+// A file routed away from the home hides in its own folder: the last
+// release names the hidden link's whole path.
+TEST(InodeTableTest, AFileHiddenInItsOwnFolderIsReleasedByItsWholePath) {
+  InodeTable t;
+  const uint64_t d = t.Remember(kRoot, "rep", 1, 2);
+  const uint64_t f = t.Remember(d, "f", 1, 5);
+  t.Opened(f);
+  t.Hide(f, d, "f", d, ".sroute-unlinked-5");
+  EXPECT_EQ(t.Find(d, "f"), std::nullopt);
+  EXPECT_THAT(t.Path(f), Optional(std::string("rep/.sroute-unlinked-5")));
+  EXPECT_THAT(t.Released(f), Optional(std::string("rep/.sroute-unlinked-5")));
+  EXPECT_EQ(t.Find(d, ".sroute-unlinked-5"), std::nullopt);
 }
 
 TEST(InodeTableTest, NoCapabilityAnswersOnlyForItsTagAndTime) {
