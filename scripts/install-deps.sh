@@ -10,7 +10,7 @@ packages=(
   librocksdb-dev libre2-dev libabsl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libspdlog-dev libcli11-dev libssl-dev libncurses-dev
-  libsqlite3-dev rsync
+  libsqlite3-dev rsync git
 )
 missing=()
 for p in "${packages[@]}"; do

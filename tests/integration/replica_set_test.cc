@@ -3,20 +3,26 @@
 // restarted under load, resync, and sroutectl replicas.
 #include <fcntl.h>
 #include <signal.h>
+#include <sqlite3.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <functional>
 #include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "tests/integration/posix_scenarios.h"
 #include "tests/integration/server_fixture.h"
+#include "tests/util/run_as.h"
 #include "tools/exercise/exerciser.h"
 
 namespace sroute {
@@ -142,6 +148,11 @@ class ReplicaSetVolumeTest : public ServerTest {
   // Three servers and a volume with rep/* through stage rs on them.
   void StartSet(const std::string& options = "",
                 std::vector<std::string> extra = {}) {
+    // Ordinary users reach rep/ on the volume and on every member (the
+    // servers act as the caller).
+    for (auto* r : {&r1_, &r2_, &r3_, &home_}) {
+      ASSERT_EQ(chmod(r->path().c_str(), 0755), 0);
+    }
     for (auto* r : {&r1_, &r2_, &r3_}) {
       ASSERT_EQ(mkdir((*r / "rep").c_str(), 0755), 0);
     }
@@ -153,18 +164,100 @@ class ReplicaSetVolumeTest : public ServerTest {
       ASSERT_TRUE(s->ok());
       ports_[i] = s->port();
     }
-    Mount({"S1=" + servers_[0]->address(), "S2=" + servers_[1]->address(),
-           "S3=" + servers_[2]->address()},
-          "<*, *, //home/rep/*> -> <IO, stage:rs>\n", [&] {
-            std::vector<std::string> args = {
-                "--stage",
-                "rs=replica_set:member=S1,member=S2,member=S3,probe_ms=100,"
-                "region_size=64K" +
-                    options};
-            args.insert(args.end(), extra.begin(), extra.end());
-            return args;
-          }());
+    endpoints_ = {"S1=" + servers_[0]->address(),
+                  "S2=" + servers_[1]->address(),
+                  "S3=" + servers_[2]->address()};
+    host_args_ = {"--stage",
+                  "rs=replica_set:member=S1,member=S2,member=S3,probe_ms=100,"
+                  "region_size=64K" +
+                      options};
+    host_args_.insert(host_args_.end(), extra.begin(), extra.end());
+    Mount(endpoints_, kRules, host_args_);
   }
+  // A second FUSE host (fuse-test2 at mnt2_, socket in ctl2_) with a stage
+  // rs of its own on the same members, as StartSet() made the first.
+  void MountSecondHost() {
+    std::vector<std::string> args = host_args_;
+    args.insert(args.end(), {"--state", ctl2_ / "state"});  // a log of its own
+    second_ = MountHost("fuse-test2", mnt2_, ctl2_, endpoints_, kRules, args);
+    ASSERT_TRUE(second_->ok()) << "the second host did not mount";
+  }
+  // What member i holds under rep/: for each node its path, type, mode,
+  // owner, size and bytes (so that copies compare whole).
+  std::string MemberTree(int i) {
+    testing::TempDir* roots[] = {&r1_, &r2_, &r3_};
+    const std::string base = *roots[i] / "rep";
+    std::string out;
+    std::error_code ec;
+    std::vector<std::string> lines;
+    for (auto it = std::filesystem::recursive_directory_iterator(base, ec);
+         !ec && it != std::filesystem::recursive_directory_iterator();
+         it.increment(ec)) {
+      struct stat st {};
+      const std::string path = it->path().string();
+      if (lstat(path.c_str(), &st) != 0) continue;
+      std::string line =
+          path.substr(base.size()) + " " + std::to_string(st.st_mode) + " " +
+          std::to_string(st.st_uid) + ":" + std::to_string(st.st_gid);
+      if (S_ISREG(st.st_mode)) {
+        line += " " + std::to_string(st.st_size) + " " + ContentHash(path);
+      } else if (S_ISLNK(st.st_mode)) {
+        line += " -> " + std::filesystem::read_symlink(path, ec).string();
+      }
+      lines.push_back(line);
+    }
+    std::sort(lines.begin(), lines.end());
+    for (const std::string& l : lines) out += l + "\n";
+    return out;
+  }
+  // A hash of the file's non-zero 4 KiB blocks and where they are: holes
+  // are skipped (a 5 GiB sparse file hashes at once), and a hole hashes as
+  // the zeros a member may have written in its place.
+  static std::string ContentHash(const std::string& path) {
+    const int fd = open(path.c_str(), O_RDONLY);
+    if (fd < 0) return "<unreadable>";
+    size_t h = 0;
+    std::string buf(1 << 20, '\0');
+    const std::string zeros(4096, '\0');
+    for (off_t at = lseek(fd, 0, SEEK_DATA); at >= 0;
+         at = lseek(fd, at, SEEK_DATA)) {
+      const off_t end = lseek(fd, at, SEEK_HOLE);
+      while (at < end) {
+        const ssize_t n = pread(fd, buf.data(), buf.size(), at);
+        if (n <= 0) break;
+        for (ssize_t b = 0; b < n; b += 4096) {
+          const std::string_view block(buf.data() + b,
+                                       std::min<ssize_t>(4096, n - b));
+          if (block == std::string_view(zeros).substr(0, block.size())) {
+            continue;
+          }
+          h = h * 31 + std::hash<std::string_view>()(block) +
+              static_cast<size_t>(at + b);
+        }
+        at += n;
+      }
+    }
+    close(fd);
+    return std::to_string(h);
+  }
+  // Every member holds what member 0 holds under rep/.
+  void ExpectMembersIdentical() {
+    const std::string first = MemberTree(0);
+    EXPECT_FALSE(first.empty());
+    EXPECT_EQ(MemberTree(1), first);
+    EXPECT_EQ(MemberTree(2), first);
+  }
+
+  void TearDown() override {
+    second_.reset();  // before the servers go
+    ServerTest::TearDown();
+  }
+
+  static constexpr const char* kRules =
+      "<*, *, //home/rep/*> -> <IO, stage:rs>\n";
+  std::vector<std::string> endpoints_, host_args_;
+  testing::TempDir mnt2_, ctl2_;
+  std::unique_ptr<testing::MountedVolume> second_;
   // Kills (SIGKILL) or brings back server i (same root, same port).
   void KillServer(int i) { servers_[i]->Kill(); }
   void RestartServer(int i) {
@@ -593,6 +686,317 @@ TEST_F(ReplicaSetVolumeTest, ControlSpreadsReadOnlyFlowsAndReadsNeverGoBack) {
   }
   EXPECT_TRUE(ReadWholeFile(r2_ / "rep/data") == s1);
   EXPECT_TRUE(ReadWholeFile(r3_ / "rep/data") == s1);
+}
+
+// The app across hosts: fuse-test reads the flow (spread), fuse-test2 writes
+// it. A write on the second host first sets the first host's reads back to
+// the primary: no reader there ever sees a block older than one the writer
+// had been told was written before the read began, nor older than one it
+// saw itself, and its reads spread again between the bursts.
+TEST_F(ReplicaSetVolumeTest,
+       ControlAcrossHostsKeepsAReaderOnAnotherHostCurrent) {
+  testing::TempDir db;
+  testing::ServerProcess controller(
+      SROUTE_CONTROLLER_BINARY,
+      {"--db", db / "db", "--secret-file", secret_, "--listen", "127.0.0.1:0",
+       "--stats-interval-ms", "200", "--app",
+       "replica_control:stage=rs,flows=//home/rep/*,idle=1,spread=random"});
+  ASSERT_TRUE(controller.ok());
+  StartSet("", {"--controller", controller.address()});
+  MountSecondHost();
+  constexpr uint32_t kBlocks = 64;
+  {
+    std::string all;
+    for (uint32_t b = 0; b < kBlocks; ++b) all += Block(b, 0);
+    WriteWholeFile(mnt2_ / "rep/data", all);
+  }
+  std::vector<std::atomic<uint32_t>> acked(kBlocks), seen(kBlocks);
+  std::atomic<bool> stop{false};
+  std::atomic<int> read_errors{0}, torn{0}, older{0}, reads{0};
+  std::vector<std::thread> readers;
+  JoinOnExit join_on_exit{stop, readers};
+  const std::string on_first = mnt_ / "rep/data";
+  for (int r = 0; r < 4; ++r) {
+    readers.emplace_back([&, r] {
+      const int fd = open(on_first.c_str(), O_RDONLY);
+      std::mt19937 rng(r);
+      std::string buf(kBlock, '\0');
+      while (!stop.load()) {
+        const uint32_t b = rng() % kBlocks;
+        const uint32_t before = std::max(acked[b].load(), seen[b].load());
+        if (pread(fd, buf.data(), kBlock, static_cast<off_t>(b) * kBlock) !=
+            static_cast<ssize_t>(kBlock)) {
+          ++read_errors;
+          continue;
+        }
+        ++reads;
+        const int64_t v = VersionOf(buf, b);
+        if (v < 0) {
+          ++torn;
+          continue;
+        }
+        if (v < before) ++older;
+        uint32_t cur = seen[b].load();
+        while (cur < v &&
+               !seen[b].compare_exchange_weak(cur, static_cast<uint32_t>(v))) {
+        }
+      }
+      close(fd);
+    });
+  }
+  auto spread = [&] {
+    const int64_t s2 = ReadsOf("S2"), s3 = ReadsOf("S3");
+    for (int i = 0; i < 300; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      if (ReadsOf("S2") > s2 + 20 && ReadsOf("S3") > s3 + 20) return true;
+    }
+    return false;
+  };
+  int write_errors = 0;
+  const std::string on_second = mnt2_ / "rep/data";
+  for (uint32_t version = 1; version <= 3; ++version) {
+    ASSERT_TRUE(spread()) << "the first host's reads never spread before "
+                          << "burst " << version << ": " << Status();
+    const int fd = open(on_second.c_str(), O_WRONLY);
+    ASSERT_GE(fd, 0) << strerror(errno);
+    for (uint32_t b = 0; b < kBlocks; ++b) {
+      const std::string data = Block(b, version);
+      if (pwrite(fd, data.data(), kBlock, static_cast<off_t>(b) * kBlock) ==
+          static_cast<ssize_t>(kBlock)) {
+        acked[b].store(version);
+      } else {
+        ++write_errors;
+      }
+    }
+    close(fd);
+  }
+  stop = true;
+  for (std::thread& t : readers) t.join();
+  EXPECT_EQ(write_errors, 0);
+  EXPECT_GT(reads.load(), 100);
+  EXPECT_EQ(read_errors.load(), 0);
+  EXPECT_EQ(torn.load(), 0);
+  EXPECT_EQ(older.load(), 0);
+  const std::string s1 = ReadWholeFile(r1_ / "rep/data");
+  ASSERT_EQ(s1.size(), kBlocks * kBlock);
+  for (uint32_t b = 0; b < kBlocks; ++b) {
+    EXPECT_EQ(VersionOf(s1.substr(b * kBlock, kBlock), b), 3) << b;
+  }
+  ExpectMembersIdentical();
+}
+
+// Users as they are on a replicated folder: every POSIX scenario, run by an
+// ordinary user with supplementary groups of its own, prints what it prints
+// on a plain directory (each change reaches three servers as that user), and
+// the scenarios of several users on one tree do too; the members end equal.
+TEST_F(ReplicaSetVolumeTest, UsersSeeWhatAPlainDirectoryShows) {
+  StartSet();
+  const testing::User user = testing::Grouped();
+  auto user_dir = [&](const std::string& parent, const std::string& name) {
+    const std::string d = parent + "/" + name;
+    EXPECT_EQ(mkdir(d.c_str(), 0755), 0) << d << ": " << strerror(errno);
+    EXPECT_EQ(chown(d.c_str(), user.uid, user.gid), 0) << strerror(errno);
+    return d;
+  };
+  for (const testing::Scenario& s : testing::PosixScenarios()) {
+    // 20 000 creates and unlinks on three servers (half a minute here):
+    // listings come from the primary, as every scenario's list() shows.
+    if (s.name == "readdir_10000") continue;
+    testing::TempDir plain;
+    chmod(plain.path().c_str(), 0755);
+    const std::string on_plain = user_dir(plain.path(), s.name);
+    const std::string on_mount = user_dir(mnt_ / "rep", s.name);
+    const std::string expected =
+        testing::RunAs(user, [&] { return s.run(on_plain); });
+    EXPECT_EQ(testing::RunAs(user, [&] { return s.run(on_mount); }), expected)
+        << s.name;
+    EXPECT_EQ(expected.find("<child failed"), std::string::npos) << expected;
+  }
+  for (const testing::Scenario& s : testing::IdentityScenarios()) {
+    testing::TempDir plain;
+    chmod(plain.path().c_str(), 0755);
+    const std::string on_plain = plain / s.name;
+    const std::string on_mount = mnt_ / ("rep/" + s.name);
+    ASSERT_EQ(mkdir(on_plain.c_str(), 0755), 0);
+    ASSERT_EQ(mkdir(on_mount.c_str(), 0755), 0);
+    const std::string expected = s.run(on_plain);
+    EXPECT_EQ(s.run(on_mount), expected) << s.name;
+  }
+  ExpectMembersIdentical();
+}
+
+// A name moves into or out of the replicated folder only by a copy: rename
+// and link across its edge fail with EXDEV before anything changed (mv then
+// copies), as across endpoints; a name moved out on the members alone would
+// be lost to the volume, one moved in would reach no member.
+TEST_F(ReplicaSetVolumeTest, NamesCrossTheSetsEdgeOnlyByCopy) {
+  StartSet();
+  WriteWholeFile(mnt_ / "rep/a", "in the set");
+  WriteWholeFile(mnt_ / "outside", "on the home");
+  const std::string in = mnt_ / "rep/a", out = mnt_ / "outside";
+  EXPECT_EQ(rename(in.c_str(), (mnt_ / "out2").c_str()), -1);
+  EXPECT_EQ(errno, EXDEV);
+  EXPECT_EQ(rename(out.c_str(), (mnt_ / "rep/b").c_str()), -1);
+  EXPECT_EQ(errno, EXDEV);
+  EXPECT_EQ(link(in.c_str(), (mnt_ / "l1").c_str()), -1);
+  EXPECT_EQ(errno, EXDEV);
+  EXPECT_EQ(link(out.c_str(), (mnt_ / "rep/l2").c_str()), -1);
+  EXPECT_EQ(errno, EXDEV);
+  EXPECT_EQ(ReadWholeFile(in), "in the set");
+  EXPECT_EQ(ReadWholeFile(r2_ / "rep/a"), "in the set");
+  EXPECT_EQ(ReadWholeFile(out), "on the home");
+  auto [rc, text] =
+      testing::RunCommand("mv '" + in + "' '" + (mnt_ / "out3") + "' && mv '" +
+                          out + "' '" + (mnt_ / "rep/c") + "'");
+  ASSERT_EQ(rc, 0) << text;
+  EXPECT_EQ(ReadWholeFile(mnt_ / "out3"), "in the set");
+  EXPECT_EQ(ReadWholeFile(home_ / "out3"), "in the set");
+  EXPECT_EQ(ReadWholeFile(mnt_ / "rep/c"), "on the home");
+  for (auto* r : {&r1_, &r2_, &r3_}) {
+    EXPECT_EQ(ReadWholeFile(*r / "rep/c"), "on the home");
+    EXPECT_FALSE(std::filesystem::exists(*r / "rep/a"));
+  }
+  ASSERT_EQ(rename((mnt_ / "rep/c").c_str(), (mnt_ / "rep/d").c_str()), 0);
+  EXPECT_EQ(ReadWholeFile(r3_ / "rep/d"), "on the home");
+  ExpectMembersIdentical();
+}
+
+// SQLite, run by an ordinary user, on the replicated folder (rollback
+// journal and WAL): a member is SIGKILLed midway and brought back while
+// transactions go on; none fails, every committed row is there, the
+// database is whole, and once resynced the three copies are identical.
+TEST_F(ReplicaSetVolumeTest, SqliteAsAUserSurvivesAKilledMember) {
+  StartSet();
+  const testing::User user = testing::Nobody();
+  const std::string dir = mnt_ / "rep/db";
+  ASSERT_EQ(mkdir(dir.c_str(), 0755), 0);
+  ASSERT_EQ(chown(dir.c_str(), user.uid, user.gid), 0);
+  testing::TempDir flags;  // the user sees the stop flags
+  ASSERT_EQ(chmod(flags.path().c_str(), 0755), 0);
+  for (const std::string mode : {"DELETE", "WAL"}) {
+    const std::string path = dir + "/" + mode + ".db";
+    const std::string stop_file = flags / ("stop-" + mode);
+    std::string result;
+    std::thread app([&] {
+      result = testing::RunAs(user, [&]() -> std::string {
+        sqlite3* db = nullptr;
+        if (sqlite3_open(path.c_str(), &db) != SQLITE_OK) return "open failed";
+        auto exec = [&](const std::string& sql) -> std::string {
+          char* err = nullptr;
+          if (sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err) ==
+              SQLITE_OK) {
+            return "";
+          }
+          std::string e = sql + ": " + (err != nullptr ? err : "?");
+          sqlite3_free(err);
+          return e;
+        };
+        std::string e = exec("PRAGMA journal_mode=" + mode +
+                             "; CREATE TABLE t(k INTEGER PRIMARY KEY, v BLOB);"
+                             "CREATE TABLE total(n INTEGER);"
+                             "INSERT INTO total VALUES (0);");
+        int committed = 0;
+        const auto until =
+            std::chrono::steady_clock::now() + std::chrono::minutes(2);
+        while (e.empty() && (access(stop_file.c_str(), F_OK) != 0) &&
+               std::chrono::steady_clock::now() < until) {
+          e = exec(
+              "BEGIN; INSERT INTO t(v) VALUES (randomblob(3000)), "
+              "(randomblob(500)); UPDATE total SET n = n + 2; COMMIT;");
+          if (e.empty()) committed += 2;
+        }
+        auto value = [&](const char* sql) {
+          sqlite3_stmt* st = nullptr;
+          std::string out = "<error>";
+          if (sqlite3_prepare_v2(db, sql, -1, &st, nullptr) == SQLITE_OK &&
+              sqlite3_step(st) == SQLITE_ROW) {
+            const auto* t = sqlite3_column_text(st, 0);
+            out = t != nullptr ? reinterpret_cast<const char*>(t) : "";
+          }
+          sqlite3_finalize(st);
+          return out;
+        };
+        if (e.empty()) {
+          const std::string check = value("PRAGMA integrity_check");
+          const std::string rows = value("SELECT count(*) FROM t");
+          const std::string total = value("SELECT n FROM total");
+          if (check != "ok") {
+            e = "integrity_check: " + check;
+          } else if (rows != std::to_string(committed) || total != rows) {
+            e = "rows " + rows + ", total " + total + ", committed " +
+                std::to_string(committed);
+          }
+        }
+        sqlite3_close(db);
+        return e.empty() ? "ok" : e;
+      });
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(700));
+    KillServer(1);
+    std::this_thread::sleep_for(std::chrono::milliseconds(700));
+    RestartServer(1);
+    EXPECT_TRUE(WaitState("S2", "current"));
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    WriteWholeFile(stop_file, "");
+    app.join();
+    EXPECT_EQ(result, "ok") << mode;
+  }
+  EXPECT_TRUE(WaitState("S2", "current"));
+  ExpectMembersIdentical();
+}
+
+// git, run by an ordinary user, on the replicated folder: a repository is
+// made and committed to, a member is SIGKILLed between commits and brought
+// back; git fsck finds the repository whole, the history has every commit,
+// and the members end identical.
+TEST_F(ReplicaSetVolumeTest, GitAsAUserSurvivesAKilledMember) {
+  StartSet();
+  const testing::User user = testing::Grouped();
+  const std::string dir = mnt_ / "rep/git";
+  ASSERT_EQ(mkdir(dir.c_str(), 0755), 0);
+  ASSERT_EQ(chown(dir.c_str(), user.uid, user.gid), 0);
+  auto git = [&](const std::string& script) {
+    return testing::RunAs(user, [&]() -> std::string {
+      const std::string cmd =
+          "cd '" + dir + "' && export HOME='" + dir +
+          "' GIT_CONFIG_NOSYSTEM=1 GIT_AUTHOR_NAME=u "
+          "GIT_AUTHOR_EMAIL=u@x GIT_COMMITTER_NAME=u GIT_COMMITTER_EMAIL=u@x "
+          "&& (" +
+          script + ") 2>&1";
+      std::string out;
+      FILE* p = popen(cmd.c_str(), "r");
+      if (p == nullptr) return "popen failed";
+      char buf[4096];
+      size_t n;
+      while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+      const int rc = pclose(p);
+      return rc == 0 ? out : "exit " + std::to_string(rc) + ": " + out;
+    });
+  };
+  auto ok = [](const std::string& out) {
+    return out.rfind("exit ", 0) != 0 && out.find("<child failed") == out.npos;
+  };
+  std::string out = git(
+      "git init -q repo && cd repo && for i in $(seq 1 40); do "
+      "mkdir -p d$((i % 5)) && seq 1 $((i * 50)) > d$((i % 5))/f$i; done && "
+      "git add -A && git commit -qm one");
+  ASSERT_TRUE(ok(out)) << out;
+  KillServer(2);
+  out = git(
+      "cd repo && for i in $(seq 1 40); do echo change >> d$((i % 5))/f$i; "
+      "done && git mv d1 moved && git rm -qf d2/f2 && git commit -qam two && "
+      "git gc -q");
+  ASSERT_TRUE(ok(out)) << out;
+  RestartServer(2);
+  EXPECT_TRUE(WaitState("S3", "current"));
+  out = git("cd repo && git commit -q --allow-empty -m three");
+  ASSERT_TRUE(ok(out)) << out;
+  out = git("cd repo && git fsck --full --strict && git log --format=%s");
+  ASSERT_TRUE(ok(out)) << out;
+  EXPECT_NE(out.find("three\ntwo\none\n"), std::string::npos) << out;
+  out = git("cd repo && git status --porcelain && cat moved/f1 | tail -1");
+  EXPECT_EQ(out, "change\n");
+  ExpectMembersIdentical();
 }
 
 // sroutectl replicas: ls and status show the set; set-primary and rm/add

@@ -50,23 +50,33 @@ class ServerTest : public ::testing::Test {
   // Mounts with the home in home_, `endpoints` (NAME=ADDR), `rules`.
   void Mount(const std::vector<std::string>& endpoints,
              const std::string& rules, std::vector<std::string> extra = {}) {
+    volume_ =
+        MountHost("fuse-test", mnt_, ctl_, endpoints, rules, std::move(extra));
+    ASSERT_TRUE(volume_->ok()) << "sroute-fuse did not mount";
+  }
+
+  // Another FUSE host, `name`, on the same home (at `mnt`, its socket and
+  // rules in `ctl`): Mount() is the first.
+  std::unique_ptr<testing::MountedVolume> MountHost(
+      const std::string& name, const testing::TempDir& mnt,
+      const testing::TempDir& ctl, const std::vector<std::string>& endpoints,
+      const std::string& rules, std::vector<std::string> extra = {}) {
     std::vector<std::string> args = {
         "--backing",      home_.path(), "--secret-file", secret_,
-        "--kernel-cache", "off",        "--name",        "fuse-test",
-        "--control",      ctl_ / "sock"};
+        "--kernel-cache", "off",        "--name",        name,
+        "--control",      ctl / "sock"};
     for (const std::string& e : endpoints) {
       args.push_back("--endpoint");
       args.push_back(e);
     }
     if (!rules.empty()) {
-      testing::WriteWholeFile(ctl_ / "test.rules", rules);
+      testing::WriteWholeFile(ctl / "test.rules", rules);
       args.push_back("--rules");
-      args.push_back(ctl_ / "test.rules");
+      args.push_back(ctl / "test.rules");
     }
     args.insert(args.end(), extra.begin(), extra.end());
-    volume_ = std::make_unique<testing::MountedVolume>(SROUTE_FUSE_BINARY,
-                                                       mnt_.path(), args);
-    ASSERT_TRUE(volume_->ok()) << "sroute-fuse did not mount";
+    return std::make_unique<testing::MountedVolume>(SROUTE_FUSE_BINARY,
+                                                    mnt.path(), args);
   }
 
   std::pair<int, std::string> Ctl(const std::string& args) {
