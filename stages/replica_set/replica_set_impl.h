@@ -207,6 +207,8 @@ class ReplicaSetStage : public HostStage {
                         const std::string& path, int depth, bool whole);
   absl::Status SyncAttrs(const std::string& target, const std::string& source,
                          const std::string& path);
+  absl::Status SyncXattrs(const std::string& target, const std::string& source,
+                          const std::string& path);
   absl::Status RemoveTree(const std::string& target, const std::string& path,
                           int depth);
   // Copies [begin, end) of `path` (up to the source's end) in chunks, each

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <bit>
 #include <chrono>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -409,7 +410,8 @@ absl::Status ReplicaSetStage::CopyBytes(const std::string& dst,
   return absl::OkStatus();
 }
 
-// Size, mode, owner and times of `path` on `dst` as on `src`.
+// Size, mode, owner, times and extended attributes of `path` on `dst` as
+// on `src`.
 absl::Status ReplicaSetStage::SyncAttrs(const std::string& dst,
                                         const std::string& src,
                                         const std::string& path) {
@@ -418,6 +420,8 @@ absl::Status ReplicaSetStage::SyncAttrs(const std::string& dst,
   absl::Status s = Call(st, StrCat("//", src, "/", path));
   if (IsGone(s)) return absl::OkStatus();  // its name's resync removes it
   if (!s.ok()) return s;
+  // Before the mode: a folder made read-only still takes them.
+  if (s = SyncXattrs(dst, src, path); !s.ok()) return s;
   Io set;
   set.header.op = Op::kSetattr;
   set.args.to_set = kSetMode | kSetUid | kSetGid | kSetAtime | kSetMtime;
@@ -430,6 +434,66 @@ absl::Status ReplicaSetStage::SyncAttrs(const std::string& dst,
   set.args.atime = st.attr.st_atim;
   set.args.mtime = st.attr.st_mtim;
   return Call(set, StrCat("//", dst, "/", path));
+}
+
+// The extended attributes of `path` on `dst` as on `src`: a setxattr or
+// removexattr a member missed logs the name's attributes, as a chmod does.
+// A member whose file system has none (ENOTSUP) has nothing to sync.
+absl::Status ReplicaSetStage::SyncXattrs(const std::string& dst,
+                                         const std::string& src,
+                                         const std::string& path) {
+  auto names = [&](const std::string& member,
+                   std::vector<std::string>* out) -> absl::Status {
+    Io list;
+    list.header.op = Op::kListxattr;
+    absl::Status s = Call(list, StrCat("//", member, "/", path));
+    if (ErrnoOf(s) == ENOTSUP || ErrnoOf(s) == EOPNOTSUPP) {
+      return absl::OkStatus();
+    }
+    if (!s.ok()) return s;
+    for (size_t at = 0; at < list.data.size();) {
+      size_t end = list.data.find('\0', at);
+      if (end == std::string::npos) end = list.data.size();
+      if (end > at) out->push_back(list.data.substr(at, end - at));
+      at = end + 1;
+    }
+    return absl::OkStatus();
+  };
+  auto value = [&](const std::string& member, const std::string& name,
+                   std::string* out) -> absl::Status {
+    Io get;
+    get.header.op = Op::kGetxattr;
+    get.args.xattr_name = name;
+    absl::Status s = Call(get, StrCat("//", member, "/", path));
+    if (s.ok()) *out = std::move(get.data);
+    return s;
+  };
+  std::vector<std::string> want, have;
+  absl::Status s = names(src, &want);
+  if (IsGone(s)) return absl::OkStatus();
+  if (!s.ok()) return s;
+  if (s = names(dst, &have); !s.ok()) return s;
+  for (const std::string& name : have) {
+    if (std::find(want.begin(), want.end(), name) != want.end()) continue;
+    Io rm;
+    rm.header.op = Op::kRemovexattr;
+    rm.args.xattr_name = name;
+    s = Call(rm, StrCat("//", dst, "/", path));
+    if (!s.ok() && ErrnoOf(s) != ENODATA) return s;
+  }
+  for (const std::string& name : want) {
+    std::string v, there;
+    s = value(src, name, &v);
+    if (ErrnoOf(s) == ENODATA) continue;  // removed meanwhile
+    if (!s.ok()) return s;
+    if (value(dst, name, &there).ok() && there == v) continue;
+    Io set;
+    set.header.op = Op::kSetxattr;
+    set.args.xattr_name = name;
+    set.write_data = std::span<const char>(v.data(), v.size());
+    if (s = Call(set, StrCat("//", dst, "/", path)); !s.ok()) return s;
+  }
+  return absl::OkStatus();
 }
 
 // `path` on `dst` as on `src`: removed, made, or copied whole (a folder

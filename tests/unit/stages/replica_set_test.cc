@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -468,6 +469,42 @@ TEST_F(ReplicaSetTest, ResyncMovesWhatWasMissedNotTheFile) {
   ASSERT_EQ(fstat(fds[0], &st), 0);
   EXPECT_EQ(static_cast<uint64_t>(st.st_size), kFile);
   for (int fd : fds) close(fd);
+}
+
+// Extended attributes set and removed while a member was away reach it
+// with the resync of the name's attributes.
+TEST_F(ReplicaSetTest, XattrsAMemberMissedAreResynced) {
+  Start("quorum");
+  for (TempDir& d : r_) {
+    WriteWholeFile(d / "f", "data");
+    ASSERT_EQ(lsetxattr((d / "f").c_str(), "user.old", "1", 1, 0), 0);
+    ASSERT_EQ(lsetxattr((d / "f").c_str(), "user.kept", "same", 4, 0), 0);
+  }
+  dead_->dead = true;
+  auto xattr = [&](Op op, const std::string& name, const std::string& value) {
+    Io io;
+    io.header.source = "t";
+    io.header.op = op;
+    io.header.file = "//home/f";
+    io.args.xattr_name = name;
+    io.write_data = std::span<const char>(value.data(), value.size());
+    return host_->Submit(io);
+  };
+  ASSERT_TRUE(xattr(Op::kSetxattr, "user.new", "fresh value").ok());
+  ASSERT_TRUE(xattr(Op::kRemovexattr, "user.old", "").ok());
+  EXPECT_EQ(lgetxattr((r_[0] / "f").c_str(), "user.new", nullptr, 0), -1);
+  dead_->dead = false;
+  ASSERT_TRUE(WaitCounter("member.R1.in", 1));
+  ASSERT_TRUE(WaitCounter("member.R1.stale_regions", 0));
+  for (TempDir& d : r_) {
+    char buf[64] = {};
+    const ssize_t n = lgetxattr((d / "f").c_str(), "user.new", buf, sizeof buf);
+    EXPECT_EQ(std::string(buf, n > 0 ? n : 0), "fresh value") << d.path();
+    EXPECT_EQ(lgetxattr((d / "f").c_str(), "user.old", nullptr, 0), -1)
+        << d.path();
+    EXPECT_EQ(lgetxattr((d / "f").c_str(), "user.kept", nullptr, 0), 4)
+        << d.path();
+  }
 }
 
 // A region no member holds current (its only current copies were on
