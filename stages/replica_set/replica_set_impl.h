@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/container/btree_map.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/functional/any_invocable.h"
 #include "stages/replica_set/region_log.h"
@@ -154,15 +155,21 @@ class ReplicaSetStage : public HostStage {
   // the map starts over (names answered after that keep their identity
   // while the primary is in).
   void KeepIdentity(Io& io) ABSL_LOCKS_EXCLUDED(id_mu_);
-  // After a change made: a rename moves the identity, an unlink drops it,
+  // After a change made: a rename moves the identity, and those of the
+  // names beneath a folder (an exchange swaps them), an unlink drops it,
   // any other change keeps its answer's (KeepIdentity).
   void IdentityAfterChange(Io& change) ABSL_LOCKS_EXCLUDED(id_mu_);
   struct Identity {
     dev_t dev;
     ino_t ino;
   };
+  // Takes the identities of `path` and of every name beneath it out of
+  // ids_, keyed by what follows `path` ("" for `path` itself).
+  std::vector<std::pair<std::string, Identity>> TakeSubtreeLocked(
+      const std::string& path) ABSL_EXCLUSIVE_LOCKS_REQUIRED(id_mu_);
   Mutex id_mu_;
-  absl::flat_hash_map<std::string, Identity> ids_ ABSL_GUARDED_BY(id_mu_);
+  // Ordered: a folder's names are one range.
+  absl::btree_map<std::string, Identity> ids_ ABSL_GUARDED_BY(id_mu_);
 
   // --- Order: overlapping changes to a file one at a time -----------------
   struct Ordered {

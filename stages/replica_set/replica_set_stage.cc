@@ -1,6 +1,7 @@
 #include "stages/replica_set/replica_set_stage.h"
 
 #include <fcntl.h>
+#include <stdio.h>  // RENAME_EXCHANGE
 
 #include <algorithm>
 #include <array>
@@ -590,14 +591,31 @@ void ReplicaSetStage::IdentityAfterChange(Io& change) {
   const std::string& from = op == Op::kRenameFrom ? a : b;
   const std::string& to = op == Op::kRenameFrom ? b : a;
   MutexLock l(&id_mu_);
-  auto it = ids_.find(from);
-  if (it == ids_.end()) {
-    ids_.erase(to);  // a name replaced by one without a known identity
-    return;
+  auto moved = TakeSubtreeLocked(from);
+  // A name replaced (its identities go) or, exchanged, moved the other way.
+  auto other = TakeSubtreeLocked(to);
+  for (auto& [rest, id] : moved) ids_[to + rest] = id;
+  if ((change.args.rename_flags & RENAME_EXCHANGE) != 0) {
+    for (auto& [rest, id] : other) ids_[from + rest] = id;
   }
-  const Identity id = it->second;
-  ids_.erase(it);
-  ids_[to] = id;
+}
+
+std::vector<std::pair<std::string, ReplicaSetStage::Identity>>
+ReplicaSetStage::TakeSubtreeLocked(const std::string& path) {
+  std::vector<std::pair<std::string, Identity>> out;
+  auto self = ids_.find(path);
+  if (self != ids_.end()) {
+    out.emplace_back("", self->second);
+    ids_.erase(self);
+  }
+  // "path/" up to "path0" ('0' follows '/'): the names beneath it.
+  const std::string below = path + "/";
+  auto it = ids_.lower_bound(below);
+  while (it != ids_.end() && it->first.starts_with(below)) {
+    out.emplace_back(it->first.substr(path.size()), it->second);
+    it = ids_.erase(it);
+  }
+  return out;
 }
 
 // --- Members -----------------------------------------------------------------

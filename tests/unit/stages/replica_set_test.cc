@@ -1,6 +1,7 @@
 // The replica_set stage (stages/replica_set/), first slice: changes to
 // every member, reads from one with failover, members leaving the set.
 #include <fcntl.h>
+#include <stdio.h>  // RENAME_EXCHANGE
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/xattr.h>
@@ -817,6 +818,38 @@ TEST_F(ReplicaSetTest, ANameKeepsItsInodeAcrossAFailover) {
   auto g = host_->Call("t", Op::kGetattr, "//home/g");
   ASSERT_TRUE(g.ok()) << g.status();
   EXPECT_EQ(g->st_ino, primary.st_ino);
+}
+
+// The names beneath a folder keep theirs when the folder is renamed while
+// the primary is out, and exchanged names swap theirs.
+TEST_F(ReplicaSetTest, NamesBeneathARenamedFolderKeepTheirInodes) {
+  Start("quorum");
+  for (TempDir& d : r_) {
+    ASSERT_EQ(mkdir((d / "d").c_str(), 0755), 0);
+    ASSERT_EQ(mkdir((d / "d/sub").c_str(), 0755), 0);
+    WriteWholeFile(d / "d/sub/x", "x");
+    WriteWholeFile(d / "p", "p");
+    WriteWholeFile(d / "q", "q");
+  }
+  auto ino = [&](const std::string& file) -> ino_t {
+    auto st = host_->Call("t", Op::kLookup, file);
+    EXPECT_TRUE(st.ok()) << file << ": " << st.status();
+    return st.ok() ? st->st_ino : 0;
+  };
+  const ino_t x = ino("//home/d/sub/x"), sub = ino("//home/d/sub");
+  const ino_t p = ino("//home/p"), q = ino("//home/q");
+  dead_->dead = true;  // the primary out: R2 answers from now on
+  IoArgs mv;
+  mv.second_file = "//home/e";
+  ASSERT_TRUE(host_->Call("t", Op::kRenameFrom, "//home/d", mv).ok());
+  EXPECT_EQ(ino("//home/e/sub/x"), x);
+  EXPECT_EQ(ino("//home/e/sub"), sub);
+  IoArgs swap;
+  swap.second_file = "//home/q";
+  swap.rename_flags = RENAME_EXCHANGE;
+  ASSERT_TRUE(host_->Call("t", Op::kRenameFrom, "//home/p", swap).ok());
+  EXPECT_EQ(ino("//home/p"), q);
+  EXPECT_EQ(ino("//home/q"), p);
 }
 
 // A flow reads its own way: files under //home/hot spread over R2 and R3
