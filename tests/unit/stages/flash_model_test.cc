@@ -1,0 +1,206 @@
+// The flash timing model (stages/flash/flash_model.h): presets and checks,
+// the times of unloaded IOs, free-block accounting and GC on scripted
+// sequences, latency ordering around a collecting die, the write buffer,
+// wear, and idle prediction.
+#include "stages/flash/flash_model.h"
+
+#include <random>
+
+#include "gtest/gtest.h"
+
+namespace sroute {
+namespace {
+
+constexpr uint64_t kMs = 1'000'000;
+
+FlashOptions Small(GcMode mode) {
+  auto o = FlashModel::Preset("small");
+  EXPECT_TRUE(o.ok()) << o.status();
+  o->mode = mode;
+  return *o;
+}
+
+TEST(FlashModelTest, PresetsAndOptionsAreChecked) {
+  for (const char* name : {"rackblox", "small"}) {
+    auto o = FlashModel::Preset(name);
+    ASSERT_TRUE(o.ok()) << name;
+    EXPECT_TRUE(FlashModel::Check(*o).ok()) << name;
+  }
+  auto none = FlashModel::Preset("tlc9000");
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.status().message().find("no preset named 'tlc9000'"),
+            std::string::npos);
+  FlashOptions o = Small(GcMode::kAuto);
+  o.gc_threshold = 0.5;  // above soft_threshold
+  absl::Status s = FlashModel::Check(o);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("gc_threshold (0.5)"), std::string::npos) << s;
+  o = Small(GcMode::kAuto);
+  o.geometry.spare = 0.05;  // less than 2 of a die's 16 blocks
+  EXPECT_FALSE(FlashModel::Check(o).ok());
+  o = Small(GcMode::kAuto);
+  o.geometry.page_bytes = 3000;
+  EXPECT_FALSE(FlashModel::Check(o).ok());
+}
+
+TEST(FlashModelTest, UnloadedIosTakeThePresetTimes) {
+  auto o = FlashModel::Preset("rackblox");
+  ASSERT_TRUE(o.ok());
+  FlashModel m(*o);
+  const FlashTiming& t = o->timing;
+  EXPECT_EQ(t.program_ns, 10 * t.read_ns);
+  // A page never written reads as zeros from the controller.
+  EXPECT_EQ(m.Read(7, 0).done_ns, t.buffer_ns);
+  // A write is acknowledged from the buffer; read back from DRAM until it
+  // is programmed, from its die after.
+  const uint64_t at = 100 * kMs;
+  EXPECT_EQ(m.Write(7, at).done_ns, at + t.buffer_ns);
+  EXPECT_EQ(m.Read(7, at + 1).done_ns, at + 1 + t.buffer_ns);
+  const uint64_t later = at + 10 * kMs;
+  const auto r = m.Read(7, later);
+  EXPECT_EQ(r.done_ns, later + t.read_ns);
+  EXPECT_FALSE(r.delayed);
+  // Reads of one die queue; a read does not wait for a program there.
+  EXPECT_EQ(m.Read(7, later).done_ns, later + 2 * t.read_ns);
+  m.Trim(7, later);
+  EXPECT_EQ(m.Read(7, later + kMs).done_ns, later + kMs + t.buffer_ns);
+  EXPECT_EQ(m.DieOf(7), -1);
+}
+
+TEST(FlashModelTest, CoordinatedGcWaitsToBeToldAndReclaims) {
+  FlashModel m(Small(GcMode::kCoordinated));
+  const FlashGeometry& g = m.options().geometry;
+  const uint64_t data = m.logical_pages() / 2;  // a quarter of the pages
+  uint64_t now = kMs;
+  auto write_all = [&] {
+    for (uint64_t lpn = 0; lpn < data; ++lpn) {
+      m.Write(lpn, now);
+      now += kMs;  // the buffer drains between writes
+    }
+  };
+  write_all();
+  EXPECT_EQ(m.Need(), GcNeed::kNone);
+  const double after_one = m.FreeRatio();
+  // data pages fill data / pages_per_block blocks, and one is open per die.
+  EXPECT_NEAR(after_one,
+              1.0 - static_cast<double>(data / g.pages_per_block) /
+                        (g.dies() * g.blocks_per_die),
+              1.0 / g.blocks_per_die);
+  std::vector<GcNeed> seen;
+  for (uint64_t lpn = 0; m.Need() != GcNeed::kRegular; lpn = (lpn + 1) % data) {
+    m.Write(lpn, now);  // every overwrite leaves an invalid page behind
+    now += kMs;
+    seen.push_back(m.Need());
+  }
+  EXPECT_NE(std::find(seen.begin(), seen.end(), GcNeed::kSoft), seen.end());
+  FlashState s = m.State(now);
+  EXPECT_EQ(s.gc_passes, 0u) << "not told to collect yet";
+  EXPECT_EQ(s.erases, 0u);
+  ASSERT_TRUE(m.Verify().ok()) << m.Verify();
+  const uint64_t end = m.StartGc(now);
+  EXPECT_GT(end, now);
+  EXPECT_TRUE(m.InGc(now));
+  EXPECT_FALSE(m.InGc(end));
+  EXPECT_GE(m.FreeRatio(), m.options().gc_target);
+  s = m.State(now);
+  EXPECT_TRUE(s.gc_active);
+  EXPECT_EQ(s.gc_until_ns, end);
+  EXPECT_GT(s.erases, 0u);
+  EXPECT_GE(s.erase_max, 1u);
+  EXPECT_GT(s.erase_mean, 0.0);
+  EXPECT_EQ(s.forced_gc, 0u);
+  EXPECT_TRUE(m.Verify().ok()) << m.Verify();
+  for (uint64_t lpn = 0; lpn < data; ++lpn) EXPECT_GE(m.DieOf(lpn), 0) << lpn;
+}
+
+TEST(FlashModelTest, AutoGcKeepsFreeBlocksAboveItsThreshold) {
+  FlashModel m(Small(GcMode::kAuto));
+  const FlashGeometry& g = m.options().geometry;
+  std::mt19937_64 rng(7);
+  const uint64_t data = m.logical_pages() * 3 / 4;
+  uint64_t now = kMs;
+  double lowest = 1.0;
+  for (int i = 0; i < 20000; ++i) {
+    m.Write(rng() % data, now);
+    now += kMs;
+    lowest = std::min(lowest, m.FreeRatio());
+  }
+  const FlashState s = m.State(now);
+  EXPECT_GT(s.gc_passes, 0u);
+  EXPECT_GT(s.pages_copied, 0u) << "random overwrites leave victims mixed";
+  EXPECT_EQ(s.forced_gc, 0u);
+  // A die collects once it is below the threshold: at most a block under.
+  EXPECT_GE(lowest, m.options().gc_threshold - 1.0 / g.blocks_per_die);
+  EXPECT_TRUE(m.Verify().ok()) << m.Verify();
+}
+
+TEST(FlashModelTest, AFullDieCollectsEvenUncoordinated) {
+  FlashModel m(Small(GcMode::kCoordinated));
+  std::mt19937_64 rng(9);
+  uint64_t now = kMs;
+  for (int i = 0; i < 20000; ++i) {
+    m.Write(rng() % m.logical_pages(), now);
+    now += kMs;
+  }
+  const FlashState s = m.State(now);
+  EXPECT_GT(s.forced_gc, 0u) << "never told, and out of blocks";
+  EXPECT_TRUE(m.Verify().ok()) << m.Verify();
+}
+
+TEST(FlashModelTest, AReadWaitsForGcOnItsDieOnly) {
+  FlashModel m(Small(GcMode::kCoordinated));
+  const FlashTiming& t = m.options().timing;
+  const uint64_t data = m.logical_pages() / 2;
+  uint64_t now = kMs;
+  for (int round = 0; round < 3; ++round) {
+    for (uint64_t lpn = 0; lpn < data; ++lpn) {
+      m.Write(lpn, now);
+      now += kMs;
+    }
+  }
+  uint64_t on0 = UINT64_MAX, on1 = UINT64_MAX;
+  for (uint64_t lpn = 0; lpn < data; ++lpn) {
+    if (m.DieOf(lpn) == 0 && on0 == UINT64_MAX) on0 = lpn;
+    if (m.DieOf(lpn) == 1 && on1 == UINT64_MAX) on1 = lpn;
+  }
+  ASSERT_NE(on0, UINT64_MAX);
+  ASSERT_NE(on1, UINT64_MAX);
+  now += 10 * kMs;  // every program done
+  const uint64_t end = m.CollectDie(0, now);
+  ASSERT_GE(end, now + t.erase_ns);
+  const auto behind = m.Read(on0, now + 1);
+  EXPECT_TRUE(behind.delayed);
+  EXPECT_EQ(behind.done_ns, end + t.read_ns);
+  const auto beside = m.Read(on1, now + 1);
+  EXPECT_FALSE(beside.delayed);
+  EXPECT_EQ(beside.done_ns, now + 1 + t.read_ns);
+  EXPECT_EQ(m.State(now).reads_behind_gc, 1u);
+}
+
+TEST(FlashModelTest, AFullBufferMakesWritesWait) {
+  FlashModel m(Small(GcMode::kAuto));
+  const FlashTiming& t = m.options().timing;
+  const uint64_t now = kMs;
+  for (uint32_t i = 0; i < t.buffer_pages; ++i) {
+    const auto w = m.Write(i, now);
+    EXPECT_EQ(w.done_ns, now + t.buffer_ns) << i;
+  }
+  const auto waited = m.Write(t.buffer_pages, now);
+  EXPECT_TRUE(waited.delayed) << "waited for the buffer";
+  // The first page's program ends first: its slot is the one taken.
+  EXPECT_EQ(waited.done_ns, now + t.program_ns + t.buffer_ns);
+  EXPECT_EQ(m.State(now).writes_waited, 1u);
+}
+
+TEST(FlashModelTest, IdleGapsArePredictedByAnEwma) {
+  FlashModel m(Small(GcMode::kAuto));
+  m.Read(0, 1 * kMs);
+  m.Read(0, 11 * kMs);  // gap 10 ms: 0.5 * 10
+  EXPECT_EQ(m.State(11 * kMs).predicted_idle_ns, 5 * kMs);
+  m.Read(0, 71 * kMs);  // gap 60 ms: 0.5 * 60 + 0.5 * 5
+  EXPECT_EQ(m.State(71 * kMs).predicted_idle_ns, 32'500'000u);
+  EXPECT_GT(m.State(71 * kMs).predicted_idle_ns, m.options().bg_idle_ns);
+}
+
+}  // namespace
+}  // namespace sroute
