@@ -1,0 +1,251 @@
+#include "stages/flash/flash_endpoint.h"
+
+#include <fcntl.h>
+#include <stdio.h>  // RENAME_EXCHANGE
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include "sswitch/local_endpoint.h"
+#include "util/clock.h"
+#include "util/errno_status.h"
+#include "util/strings.h"
+
+namespace sroute {
+
+namespace {
+constexpr uint32_t kNoPage = UINT32_MAX;
+}  // namespace
+
+struct FlashEndpoint::Due {
+  Io* parent;
+  std::unique_ptr<Io> done;  // the IO the directory performed
+};
+
+absl::StatusOr<std::shared_ptr<FlashEndpoint>> FlashEndpoint::Open(
+    const std::string& dir, const Options& options) {
+  if (absl::Status s = FlashModel::Check(options.model); !s.ok()) return s;
+  if (!(options.dilation >= 1.0) || !std::isfinite(options.dilation)) {
+    return absl::InvalidArgumentError(
+        StrCat("flash: dilation ", options.dilation, " must be at least 1"));
+  }
+  auto inner = LocalEndpoint::Open(dir);
+  if (!inner.ok()) return inner.status();
+  return std::shared_ptr<FlashEndpoint>(
+      new FlashEndpoint(*std::move(inner), options));
+}
+
+FlashEndpoint::FlashEndpoint(std::shared_ptr<Endpoint> inner,
+                             const Options& options)
+    : inner_(std::move(inner)),
+      dilation_(options.dilation),
+      epoch_ns_(MonotonicNanos()),
+      page_bytes_(options.model.geometry.page_bytes),
+      model_(options.model),
+      timer_([this] { TimerLoop(); }) {
+  MutexLock l(&mu_);
+  free_pages_.reserve(model_.logical_pages());
+  for (uint64_t p = model_.logical_pages(); p > 0; --p) {
+    free_pages_.push_back(static_cast<uint32_t>(p - 1));
+  }
+}
+
+FlashEndpoint::~FlashEndpoint() {
+  {
+    MutexLock l(&timer_mu_);
+    stop_ = true;
+    timer_cv_.SignalAll();
+  }
+  timer_.join();
+  // IOs still waiting for their time complete now: none is lost.
+  std::multimap<uint64_t, std::unique_ptr<Due>> left;
+  {
+    MutexLock l(&timer_mu_);
+    left.swap(due_);
+  }
+  for (auto& [at, due] : left) {
+    due->parent->AdoptResults(*due->done);
+    due->parent->Complete(due->done->status);
+  }
+}
+
+uint64_t FlashEndpoint::ModelNow() const {
+  return static_cast<uint64_t>(
+      static_cast<double>(MonotonicNanos() - epoch_ns_) / dilation_);
+}
+
+FlashState FlashEndpoint::State() const {
+  const uint64_t now = ModelNow();
+  MutexLock l(&mu_);
+  return model_.State(now);
+}
+
+uint64_t FlashEndpoint::StartGc() {
+  const uint64_t now = ModelNow();
+  MutexLock l(&mu_);
+  return model_.StartGc(now);
+}
+
+uint64_t FlashEndpoint::used_pages() const {
+  MutexLock l(&mu_);
+  return model_.logical_pages() - free_pages_.size();
+}
+
+void FlashEndpoint::TrimFromLocked(std::vector<uint32_t>& pages,
+                                   uint64_t first_page, uint64_t now) {
+  for (uint64_t p = first_page; p < pages.size(); ++p) {
+    if (pages[p] == kNoPage) continue;
+    model_.Trim(pages[p], now);
+    free_pages_.push_back(pages[p]);
+  }
+  if (first_page < pages.size()) pages.resize(first_page);
+}
+
+absl::StatusOr<uint64_t> FlashEndpoint::Model(const Io& io,
+                                              std::string_view path) {
+  const uint64_t now = ModelNow();
+  const Op op = io.header.op;
+  MutexLock l(&mu_);
+  const uint64_t fast = now + model_.options().timing.buffer_ns;
+  if ((op != Op::kRead && op != Op::kWrite) || io.header.length == 0) {
+    return fast;  // metadata: the controller's DRAM
+  }
+  const uint64_t first = io.header.offset / page_bytes_;
+  const uint64_t last = (io.header.offset + io.header.length - 1) / page_bytes_;
+  uint64_t done = now;
+  if (op == Op::kRead) {
+    auto it = files_.find(absl::string_view(path.data(), path.size()));
+    for (uint64_t p = first; p <= last; ++p) {
+      const bool mapped = it != files_.end() && p < it->second.size() &&
+                          it->second[p] != kNoPage;
+      done = std::max(done,
+                      mapped ? model_.Read(it->second[p], now).done_ns : fast);
+    }
+    return done;
+  }
+  std::vector<uint32_t>& pages = files_[std::string(path)];
+  uint64_t needed = 0;
+  for (uint64_t p = first; p <= last; ++p) {
+    needed += p >= pages.size() || pages[p] == kNoPage ? 1 : 0;
+  }
+  if (needed > free_pages_.size()) {
+    if (pages.empty()) files_.erase(std::string(path));
+    return ErrnoStatus(ENOSPC, StrCat("flash: ", needed, " new pages for ",
+                                      path, ", ", free_pages_.size(), " free"));
+  }
+  if (pages.size() <= last) pages.resize(last + 1, kNoPage);
+  for (uint64_t p = first; p <= last; ++p) {
+    if (pages[p] == kNoPage) {
+      pages[p] = free_pages_.back();
+      free_pages_.pop_back();
+    }
+    done = std::max(done, model_.Write(pages[p], now).done_ns);
+  }
+  return done;
+}
+
+void FlashEndpoint::Submit(Io* io, std::string_view path) {
+  auto when = Model(*io, path);
+  if (!when.ok()) {
+    io->Complete(when.status());
+    return;
+  }
+  auto* child = new Io;
+  child->header = io->header;
+  child->args = io->args;
+  child->read_buffer = io->read_buffer;
+  child->write_data = io->write_data;
+  child->set_completion(
+      [this, io, done = *when, path = std::string(path)](Io& c) {
+        if (c.status.ok()) FollowNamespace(c, path);
+        CompleteAt(io, std::unique_ptr<Io>(&c), done);
+      });
+  inner_->Submit(child, path);
+}
+
+// The namespace changed in the directory: the pages follow the names.
+void FlashEndpoint::FollowNamespace(const Io& c, const std::string& path) {
+  const uint64_t now = ModelNow();
+  const Op op = c.header.op;
+  uint64_t keep = UINT64_MAX;  // bytes a truncate keeps
+  if (op == Op::kTruncate ||
+      (op == Op::kSetattr && (c.args.to_set & kSetSize) != 0)) {
+    keep = c.args.size;
+  } else if ((op == Op::kOpen || op == Op::kCreate) &&
+             (c.args.open_flags & O_TRUNC) != 0) {
+    keep = 0;
+  }
+  MutexLock l(&mu_);
+  auto it = files_.find(path);
+  if (op == Op::kUnlink && it != files_.end()) {
+    TrimFromLocked(it->second, 0, now);
+    files_.erase(it);
+  } else if (keep != UINT64_MAX && it != files_.end()) {
+    TrimFromLocked(it->second, (keep + page_bytes_ - 1) / page_bytes_, now);
+  } else if (op == Op::kRenameFrom && !c.args.second_file.empty()) {
+    const std::string& to = c.args.second_file;
+    std::vector<uint32_t> moved, replaced;
+    if (it != files_.end()) {
+      moved = std::move(it->second);
+      files_.erase(it);
+    }
+    if (auto t = files_.find(to); t != files_.end()) {
+      replaced = std::move(t->second);
+      files_.erase(t);
+    }
+    if ((c.args.rename_flags & RENAME_EXCHANGE) != 0) {
+      if (!replaced.empty()) files_[path] = std::move(replaced);
+    } else {
+      TrimFromLocked(replaced, 0, now);
+    }
+    if (!moved.empty()) files_[to] = std::move(moved);
+  }
+}
+
+void FlashEndpoint::CompleteAt(Io* io, std::unique_ptr<Io> done,
+                               uint64_t model_ns) {
+  const uint64_t wall =
+      epoch_ns_ +
+      static_cast<uint64_t>(static_cast<double>(model_ns) * dilation_);
+  auto due = std::make_unique<Due>();
+  due->parent = io;
+  due->done = std::move(done);
+  MutexLock l(&timer_mu_);
+  const bool first = due_.empty() || wall < due_.begin()->first;
+  due_.emplace(wall, std::move(due));
+  if (first) timer_cv_.Signal();
+}
+
+void FlashEndpoint::TimerLoop() {
+  for (;;) {
+    std::vector<std::unique_ptr<Due>> ready;
+    {
+      MutexLock l(&timer_mu_);
+      for (;;) {
+        if (stop_) return;
+        if (due_.empty()) {
+          timer_cv_.Wait(&timer_mu_);
+          continue;
+        }
+        const uint64_t now = MonotonicNanos();
+        const uint64_t next = due_.begin()->first;
+        if (next > now) {
+          timer_cv_.WaitFor(&timer_mu_, std::chrono::nanoseconds(next - now));
+          continue;
+        }
+        while (!due_.empty() && due_.begin()->first <= now) {
+          ready.push_back(std::move(due_.begin()->second));
+          due_.erase(due_.begin());
+        }
+        break;
+      }
+    }
+    for (auto& d : ready) {
+      d->parent->AdoptResults(*d->done);
+      d->parent->Complete(d->done->status);
+    }
+  }
+}
+
+}  // namespace sroute

@@ -1,0 +1,100 @@
+// An emulated flash device as an endpoint (DESIGN.md §8, issue 24): the
+// files and their bytes live in a real directory (a LocalEndpoint: what is
+// written reads back exactly), and every IO's time comes from a FlashModel.
+// Each page of a file gets one of the device's logical pages when it is
+// first written (writes to pages a file has already written overwrite its
+// logical pages, out of place in the model); unlink and truncate trim them.
+// A device whose logical pages are all taken fails writes of new pages with
+// ENOSPC, as a full disk does.
+//
+// Time: model time runs `dilation` times slower than wall time (dilation
+// 10: a modelled 80 us read takes 800 us), so that a machine with few cores
+// can keep up with the model's parallelism; an IO completes, on the
+// endpoint's timer thread, when the model says it ends.
+//
+//   FlashEndpoint::Options o;
+//   o.model = *FlashModel::Preset("rackblox");
+//   auto ssd = FlashEndpoint::Open("/srv/ssd0", o);
+//
+// Thread-safe.
+#ifndef SROUTE_STAGES_FLASH_FLASH_ENDPOINT_H_
+#define SROUTE_STAGES_FLASH_FLASH_ENDPOINT_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "sswitch/endpoint.h"
+#include "stages/flash/flash_model.h"
+#include "util/mutex.h"
+
+namespace sroute {
+
+class FlashEndpoint : public Endpoint {
+ public:
+  struct Options {
+    FlashOptions model;
+    double dilation = 1.0;  // wall ns per model ns, at least 1
+  };
+  // Fails if `dir` is not an accessible directory or the options do not
+  // pass FlashModel::Check (InvalidArgument naming the field).
+  static absl::StatusOr<std::shared_ptr<FlashEndpoint>> Open(
+      const std::string& dir, const Options& options);
+  ~FlashEndpoint() override;
+
+  void Submit(Io* io, std::string_view path) override;
+
+  // The model's state now.
+  FlashState State() const;
+  // Starts a GC pass now (a coordinator granted it); returns its end in
+  // model time.
+  uint64_t StartGc();
+  // The model's clock now (ns).
+  uint64_t ModelNow() const;
+  // Logical pages files hold.
+  uint64_t used_pages() const;
+
+ private:
+  FlashEndpoint(std::shared_ptr<Endpoint> inner, const Options& options);
+  struct Due;
+  // The model's time for `io` on `path`; the pages it touches are mapped
+  // (writes) or looked up (reads), trimmed (unlink, truncate) or moved
+  // (rename). ResourceExhausted when a write needs pages and none is free.
+  absl::StatusOr<uint64_t> Model(const Io& io, std::string_view path)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  void TrimFromLocked(std::vector<uint32_t>& pages, uint64_t first_page,
+                      uint64_t now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FollowNamespace(const Io& done, const std::string& path)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  void CompleteAt(Io* io, std::unique_ptr<Io> done, uint64_t model_ns);
+  void TimerLoop();
+
+  const std::shared_ptr<Endpoint> inner_;
+  const double dilation_;
+  const uint64_t epoch_ns_;  // wall time at model time 0
+  const uint32_t page_bytes_;
+
+  // Guards the model and the page maps. A leaf.
+  mutable Mutex mu_;
+  FlashModel model_ ABSL_GUARDED_BY(mu_);
+  // A file's logical pages by page index (kNoPage where never written).
+  absl::flat_hash_map<std::string, std::vector<uint32_t>> files_
+      ABSL_GUARDED_BY(mu_);
+  std::vector<uint32_t> free_pages_ ABSL_GUARDED_BY(mu_);  // a stack
+
+  // IOs done in the directory, waiting for their model time.
+  Mutex timer_mu_;
+  CondVar timer_cv_;
+  std::multimap<uint64_t, std::unique_ptr<Due>> due_ ABSL_GUARDED_BY(timer_mu_);
+  bool stop_ ABSL_GUARDED_BY(timer_mu_) = false;
+  std::thread timer_;  // last: starts after everything above
+};
+
+}  // namespace sroute
+
+#endif  // SROUTE_STAGES_FLASH_FLASH_ENDPOINT_H_

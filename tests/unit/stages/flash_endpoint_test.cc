@@ -1,0 +1,179 @@
+// The emulated flash endpoint (stages/flash/flash_endpoint.h): bytes read
+// back exactly across GC, a full device refuses new pages with ENOSPC and
+// takes them back on unlink, names carry their pages, and no IO completes
+// before its modelled time.
+#include "stages/flash/flash_endpoint.h"
+
+#include <fcntl.h>
+
+#include <atomic>
+#include <random>
+#include <string>
+#include <thread>
+
+#include "gtest/gtest.h"
+#include "tests/util/temp_dir.h"
+#include "util/clock.h"
+#include "util/errno_status.h"
+
+namespace sroute {
+namespace {
+
+using ::sroute::testing::TempDir;
+
+class FlashEndpointTest : public ::testing::Test {
+ protected:
+  void Open(double dilation = 1.0, GcMode mode = GcMode::kAuto) {
+    FlashEndpoint::Options o;
+    auto model = FlashModel::Preset("small");
+    ASSERT_TRUE(model.ok());
+    o.model = *model;
+    o.model.mode = mode;
+    o.dilation = dilation;
+    auto ssd = FlashEndpoint::Open(dir_.path(), o);
+    ASSERT_TRUE(ssd.ok()) << ssd.status();
+    ssd_ = *ssd;
+  }
+  absl::Status Run(Io& io, const std::string& path) {
+    std::atomic<bool> done{false};
+    io.set_completion([&done](Io&) {
+      done.store(true);
+      done.notify_one();
+    });
+    ssd_->Submit(&io, path);
+    done.wait(false);
+    return io.status;
+  }
+  absl::Status Make(const std::string& path) {
+    Io io;
+    io.header.op = Op::kCreate;
+    io.args.mode = 0644;
+    io.args.open_flags = O_CREAT | O_WRONLY;
+    return Run(io, path);
+  }
+  absl::Status Write(const std::string& path, uint64_t at,
+                     const std::string& data) {
+    Io io;
+    io.header.op = Op::kWrite;
+    io.header.offset = at;
+    io.header.length = data.size();
+    io.write_data = std::span<const char>(data.data(), data.size());
+    return Run(io, path);
+  }
+  absl::StatusOr<std::string> Read(const std::string& path, uint64_t at,
+                                   size_t n) {
+    std::string buf(n, '\0');
+    Io io;
+    io.header.op = Op::kRead;
+    io.header.offset = at;
+    io.header.length = n;
+    io.read_buffer = std::span<char>(buf.data(), buf.size());
+    if (absl::Status s = Run(io, path); !s.ok()) return s;
+    buf.resize(io.bytes);
+    return buf;
+  }
+  absl::Status Simple(Op op, const std::string& path,
+                      const std::string& second = "") {
+    Io io;
+    io.header.op = op;
+    io.args.second_file = second;
+    return Run(io, path);
+  }
+
+  TempDir dir_;
+  std::shared_ptr<FlashEndpoint> ssd_;
+};
+
+TEST_F(FlashEndpointTest, BytesReadBackExactlyAcrossGc) {
+  Open();
+  constexpr uint64_t kPages = 256;  // half the device's logical pages
+  ASSERT_TRUE(Make("f").ok());
+  std::string model(kPages * 4096, '\0');
+  std::mt19937_64 rng(3);
+  for (int i = 0; i < 3000; ++i) {
+    const uint64_t page = rng() % kPages;
+    std::string block(4096, static_cast<char>('a' + i % 26));
+    block[0] = static_cast<char>(i);
+    ASSERT_TRUE(Write("f", page * 4096, block).ok()) << i;
+    model.replace(page * 4096, 4096, block);
+  }
+  const FlashState s = ssd_->State();
+  EXPECT_GT(s.gc_passes, 0u);
+  EXPECT_GT(s.erases, 0u);
+  auto all = Read("f", 0, model.size());
+  ASSERT_TRUE(all.ok()) << all.status();
+  EXPECT_TRUE(*all == model);
+  EXPECT_EQ(ssd_->used_pages(), kPages);
+}
+
+TEST_F(FlashEndpointTest, AFullDeviceRefusesNewPagesAndTakesThemBack) {
+  Open();
+  const uint64_t pages = FlashModel::Preset("small")->geometry.logical_pages();
+  ASSERT_TRUE(Make("a").ok());
+  ASSERT_TRUE(Write("a", 0, std::string(pages * 4096, 'a')).ok());
+  EXPECT_EQ(ssd_->used_pages(), pages);
+  ASSERT_TRUE(Write("a", 4096, std::string(4096, 'b')).ok())
+      << "an overwrite needs no new page";
+  ASSERT_TRUE(Make("b").ok());
+  absl::Status full = Write("b", 0, "x");
+  EXPECT_EQ(ErrnoOf(full), ENOSPC) << full;
+  auto b = Read("b", 0, 10);
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(*b, "") << "nothing was written";
+  ASSERT_TRUE(Simple(Op::kUnlink, "a").ok());
+  EXPECT_EQ(ssd_->used_pages(), 0u);
+  EXPECT_TRUE(Write("b", 0, "x").ok());
+  EXPECT_EQ(ssd_->State().trims, pages);
+}
+
+TEST_F(FlashEndpointTest, NamesCarryTheirPages) {
+  Open();
+  ASSERT_TRUE(Make("a").ok());
+  ASSERT_TRUE(Write("a", 0, std::string(3 * 4096, 'a')).ok());
+  ASSERT_TRUE(Make("b").ok());
+  ASSERT_TRUE(Write("b", 0, std::string(4096, 'b')).ok());
+  ASSERT_TRUE(Simple(Op::kRenameFrom, "a", "b").ok());  // b's page goes
+  EXPECT_EQ(ssd_->used_pages(), 3u);
+  Io cut;
+  cut.header.op = Op::kTruncate;
+  cut.args.size = 4097;  // two pages stay
+  ASSERT_TRUE(Run(cut, "b").ok());
+  EXPECT_EQ(ssd_->used_pages(), 2u);
+  auto b = Read("b", 0, 8192);
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(b->size(), 4097u);
+  ASSERT_TRUE(Simple(Op::kUnlink, "b").ok());
+  EXPECT_EQ(ssd_->used_pages(), 0u);
+}
+
+TEST_F(FlashEndpointTest, NoIoCompletesBeforeItsModelledTime) {
+  Open(/*dilation=*/10);
+  const FlashTiming t = FlashModel::Preset("small")->timing;
+  ASSERT_TRUE(Make("f").ok());
+  uint64_t start = MonotonicNanos();
+  ASSERT_TRUE(Write("f", 0, std::string(4096, 'w')).ok());
+  EXPECT_GE(MonotonicNanos() - start, 10 * t.buffer_ns);
+  // Once programmed, a read goes to its die.
+  while (ssd_->State().writes == 0 || ssd_->ModelNow() < 2 * t.program_ns) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  start = MonotonicNanos();
+  auto r = Read("f", 0, 4096);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(*r, std::string(4096, 'w'));
+  EXPECT_GE(MonotonicNanos() - start, 10 * t.read_ns);
+}
+
+TEST_F(FlashEndpointTest, OptionsAreChecked) {
+  FlashEndpoint::Options o;
+  o.dilation = 0.5;
+  auto bad = FlashEndpoint::Open(dir_.path(), o);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("dilation"), std::string::npos);
+  o.dilation = 1;
+  auto missing = FlashEndpoint::Open(dir_ / "nope", o);
+  EXPECT_FALSE(missing.ok());
+}
+
+}  // namespace
+}  // namespace sroute
