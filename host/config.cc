@@ -7,6 +7,7 @@
 
 #include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/text_format.h"
+#include "stages/flash/flash_endpoint.h"
 #include "stages/stage.h"
 #include "util/strings.h"
 
@@ -69,8 +70,15 @@ absl::Status CheckHostConfig(const proto::HostConfig& c, HostKind kind,
                       " is newer than this sroute understands (1)"));
   }
   for (const auto& e : c.endpoint()) {
-    if (e.name().empty() || (e.dir().empty() && e.server().empty())) {
-      return bad("every endpoint needs a name and a dir or a server");
+    if (e.name().empty() ||
+        (e.dir().empty() && e.server().empty() && e.flash().empty())) {
+      return bad("every endpoint needs a name and a dir, a server or flash");
+    }
+    if (!e.flash().empty()) {
+      if (auto spec = ParseFlashSpec(e.flash()); !spec.ok()) {
+        return bad(
+            StrCat("endpoint ", e.name(), ": ", spec.status().message()));
+      }
     }
     if (e.name().find('/') != std::string::npos) {
       return bad(StrCat("endpoint name '", e.name(), "' has a '/'"));

@@ -11,12 +11,15 @@ absl::StatusOr<proto::HostConfig::Endpoint> ParseEndpointSpec(
   const size_t eq = spec.find('=');
   if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size()) {
     return absl::InvalidArgumentError(StrCat(
-        "--endpoint wants NAME=DIR or NAME=HOST:PORT, got '", spec, "'"));
+        "--endpoint wants NAME=DIR, NAME=HOST:PORT or NAME=flash:DIR[,...], "
+        "got '", spec, "'"));
   }
   proto::HostConfig::Endpoint e;
   e.set_name(spec.substr(0, eq));
   const std::string where = spec.substr(eq + 1);
-  if (IsServerAddress(where)) {
+  if (where.starts_with("flash:")) {
+    e.set_flash(where.substr(6));
+  } else if (IsServerAddress(where)) {
     e.set_server(where);
   } else {
     e.set_dir(where);
@@ -37,7 +40,8 @@ HostFlags::HostFlags(CLI::App* app, HostKind kind) : kind_(kind) {
   AddParsedFlag(
       app, "--endpoint", ParseEndpointSpec,
       [o](proto::HostConfig::Endpoint e) { *o->add_endpoint() = std::move(e); },
-      "more endpoints: NAME=DIR or a storage server NAME=HOST:PORT "
+      "more endpoints: NAME=DIR, a storage server NAME=HOST:PORT or an "
+      "emulated flash device NAME=flash:DIR[,preset=rackblox,dilation=10,...] "
       "(repeatable)");
   AddParsedFlag(
       app, "--stage", ParseStageSpec,

@@ -6,6 +6,7 @@
 #include "control/control_server.h"
 #include "rpc/handshake.h"
 #include "sswitch/endpoint.h"
+#include "stages/flash/flash_endpoint.h"
 #include "stages/stage.h"
 #include "stages/stage_control.h"
 #include "util/log.h"
@@ -17,6 +18,7 @@ namespace {
 constexpr int kDefaultIoThreads = 2;
 
 std::string WhereOf(const proto::HostConfig::Endpoint& e) {
+  if (!e.flash().empty()) return "flash:" + e.flash();
   return e.dir().empty() ? e.server() : e.dir();
 }
 
@@ -146,8 +148,17 @@ absl::Status HostRuntime::AddEndpoints() {
                                home_where_, ": ", s.message()));
   }
   for (const auto& e : config_.endpoint()) {
-    if (absl::Status s = AddEndpoint(host_, e.name(), WhereOf(e), remote_);
-        !s.ok()) {
+    absl::Status s;
+    if (!e.flash().empty()) {
+      auto spec = ParseFlashSpec(e.flash());
+      auto ssd = spec.ok() ? FlashEndpoint::Open(spec->dir, spec->options)
+                           : spec.status();
+      s = ssd.ok() ? host_.AddEndpoint(e.name(), *std::move(ssd))
+                   : ssd.status();
+    } else {
+      s = AddEndpoint(host_, e.name(), WhereOf(e), remote_);
+    }
+    if (!s.ok()) {
       return absl::Status(s.code(), StrCat("endpoint ", e.name(), "=",
                                            WhereOf(e), ": ", s.message()));
     }

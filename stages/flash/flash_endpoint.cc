@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 
+#include "absl/strings/numbers.h"
 #include "sswitch/local_endpoint.h"
 #include "util/clock.h"
 #include "util/errno_status.h"
@@ -17,6 +18,109 @@ namespace sroute {
 namespace {
 constexpr uint32_t kNoPage = UINT32_MAX;
 }  // namespace
+
+absl::StatusOr<FlashEndpointSpec> ParseFlashSpec(std::string_view spec) {
+  FlashEndpointSpec out;
+  const std::vector<std::string_view> parts = StrSplit(spec, ',');
+  if (parts.empty() || parts[0].empty() ||
+      parts[0].find('=') != std::string_view::npos) {
+    return absl::InvalidArgumentError(
+        StrCat("flash: expected DIR[,key=value...], not '", spec, "'"));
+  }
+  out.dir = std::string(parts[0]);
+  // The preset first, whatever its place: the other keys change it.
+  std::string preset;
+  for (size_t i = 1; i < parts.size(); ++i) {
+    if (parts[i].starts_with("preset=")) preset = parts[i].substr(7);
+  }
+  auto model = FlashModel::Preset(preset);
+  if (!model.ok()) return model.status();
+  FlashOptions& o = out.options.model = *model;
+  FlashGeometry& g = o.geometry;
+  FlashTiming& t = o.timing;
+  for (size_t i = 1; i < parts.size(); ++i) {
+    const std::string_view kv = parts[i];
+    const size_t eq = kv.find('=');
+    if (eq == std::string_view::npos || eq == 0) {
+      return absl::InvalidArgumentError(
+          StrCat("flash: expected key=value, not '", kv, "'"));
+    }
+    const std::string key(kv.substr(0, eq));
+    const std::string value(kv.substr(eq + 1));
+    if (key == "preset") continue;
+    if (key == "mode") {
+      if (value == "auto") {
+        o.mode = GcMode::kAuto;
+      } else if (value == "coordinated") {
+        o.mode = GcMode::kCoordinated;
+      } else {
+        return absl::InvalidArgumentError(
+            StrCat("flash: mode '", value, "' is not auto or coordinated"));
+      }
+      continue;
+    }
+    static constexpr std::string_view kNumbers[] = {
+        "dilation",       "channels",        "dies_per_channel",
+        "blocks_per_die", "pages_per_block", "page_bytes",
+        "spare",          "read_us",         "program_us",
+        "erase_us",       "buffer_us",       "buffer_pages",
+        "soft_threshold", "gc_threshold",    "gc_target",
+        "bg_idle_ms"};
+    if (std::find(std::begin(kNumbers), std::end(kNumbers), key) ==
+        std::end(kNumbers)) {
+      std::string keys = "preset, mode";
+      for (std::string_view k : kNumbers) StrAppend(&keys, ", ", k);
+      return absl::InvalidArgumentError(
+          StrCat("flash: unknown option '", key, "' (", keys, ")"));
+    }
+    double v = 0;
+    if (!absl::SimpleAtod(value, &v) || v < 0) {
+      return absl::InvalidArgumentError(
+          StrCat("flash: ", key, "=", value, " is not a number"));
+    }
+    const auto u32 = static_cast<uint32_t>(v);
+    const auto us = static_cast<uint64_t>(v * 1000);
+    if (key == "dilation") {
+      out.options.dilation = v;
+    } else if (key == "channels") {
+      g.channels = u32;
+    } else if (key == "dies_per_channel") {
+      g.dies_per_channel = u32;
+    } else if (key == "blocks_per_die") {
+      g.blocks_per_die = u32;
+    } else if (key == "pages_per_block") {
+      g.pages_per_block = u32;
+    } else if (key == "page_bytes") {
+      g.page_bytes = u32;
+    } else if (key == "spare") {
+      g.spare = v;
+    } else if (key == "read_us") {
+      t.read_ns = us;
+    } else if (key == "program_us") {
+      t.program_ns = us;
+    } else if (key == "erase_us") {
+      t.erase_ns = us;
+    } else if (key == "buffer_us") {
+      t.buffer_ns = us;
+    } else if (key == "buffer_pages") {
+      t.buffer_pages = u32;
+    } else if (key == "soft_threshold") {
+      o.soft_threshold = v;
+    } else if (key == "gc_threshold") {
+      o.gc_threshold = v;
+    } else if (key == "gc_target") {
+      o.gc_target = v;
+    } else if (key == "bg_idle_ms") {
+      o.bg_idle_ns = static_cast<uint64_t>(v * 1e6);
+    }
+  }
+  if (absl::Status s = FlashModel::Check(o); !s.ok()) return s;
+  if (!(out.options.dilation >= 1.0)) {
+    return absl::InvalidArgumentError(StrCat(
+        "flash: dilation ", out.options.dilation, " must be at least 1"));
+  }
+  return out;
+}
 
 struct FlashEndpoint::Due {
   Io* parent;

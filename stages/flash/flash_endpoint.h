@@ -35,6 +35,15 @@
 
 namespace sroute {
 
+// `--endpoint NAME=flash:DIR[,key=value...]`: the directory, then the
+// model's preset (`preset=rackblox`, the default, or `small`) and any of
+// its numbers: dilation, mode (auto|coordinated), channels,
+// dies_per_channel, blocks_per_die, pages_per_block, page_bytes, spare,
+// read_us, program_us, erase_us, buffer_us, buffer_pages, soft_threshold,
+// gc_threshold, gc_target, bg_idle_ms. Errors name the key.
+struct FlashEndpointSpec;
+absl::StatusOr<FlashEndpointSpec> ParseFlashSpec(std::string_view spec);
+
 class FlashEndpoint : public Endpoint {
  public:
   struct Options {
@@ -93,6 +102,11 @@ class FlashEndpoint : public Endpoint {
   std::multimap<uint64_t, std::unique_ptr<Due>> due_ ABSL_GUARDED_BY(timer_mu_);
   bool stop_ ABSL_GUARDED_BY(timer_mu_) = false;
   std::thread timer_;  // last: starts after everything above
+};
+
+struct FlashEndpointSpec {
+  std::string dir;
+  FlashEndpoint::Options options;
 };
 
 }  // namespace sroute

@@ -86,7 +86,7 @@ TEST(HostConfigTest, BadValuesAreRefusedWithTheirField) {
   EXPECT_EQ(check("version: 2", HostKind::kFuse),
             "c: version 2 is newer than this sroute understands (1)");
   EXPECT_EQ(check("endpoint { name: \"x\" }", HostKind::kFuse),
-            "c: every endpoint needs a name and a dir or a server");
+            "c: every endpoint needs a name and a dir, a server or flash");
   EXPECT_EQ(check("endpoint { name: \"a/b\" dir: \"/d\" }", HostKind::kServer),
             "c: endpoint name 'a/b' has a '/'");
   EXPECT_EQ(check("kernel_cache: \"sometimes\"", HostKind::kFuse),
@@ -130,9 +130,11 @@ TEST(HostFlagsTest, FlagsAddToTheFileAndOverrideIt) {
 TEST(HostFlagsTest, BadFlagsAreClearErrors) {
   auto c = ParseFlags(HostKind::kFuse, {"--endpoint", "nameless"});
   ASSERT_FALSE(c.ok());
-  EXPECT_NE(c.status().message().find(
-                "--endpoint wants NAME=DIR or NAME=HOST:PORT, got 'nameless'"),
-            std::string::npos)
+  EXPECT_NE(
+      c.status().message().find(
+          "--endpoint wants NAME=DIR, NAME=HOST:PORT or NAME=flash:DIR[,...], "
+          "got 'nameless'"),
+      std::string::npos)
       << c.status();
   c = ParseFlags(HostKind::kServer, {"--backing", "/x"});
   ASSERT_FALSE(c.ok());

@@ -10,6 +10,8 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "tests/util/temp_dir.h"
@@ -162,6 +164,37 @@ TEST_F(FlashEndpointTest, NoIoCompletesBeforeItsModelledTime) {
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(*r, std::string(4096, 'w'));
   EXPECT_GE(MonotonicNanos() - start, 10 * t.read_ns);
+}
+
+TEST(FlashSpecTest, ParsesTheDirectoryThePresetAndItsNumbers) {
+  auto spec = ParseFlashSpec(
+      "/srv/ssd0,dilation=10,preset=small,mode=coordinated,read_us=50,"
+      "blocks_per_die=32");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->dir, "/srv/ssd0");
+  EXPECT_EQ(spec->options.dilation, 10);
+  EXPECT_EQ(spec->options.model.mode, GcMode::kCoordinated);
+  EXPECT_EQ(spec->options.model.timing.read_ns, 50'000u);
+  EXPECT_EQ(spec->options.model.geometry.blocks_per_die, 32u);
+  EXPECT_EQ(spec->options.model.geometry.channels, 2u) << "from the preset";
+  auto plain = ParseFlashSpec("/srv/ssd1");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain->options.model.geometry.channels, 8u) << "rackblox";
+  for (const auto& [bad, why] :
+       std::vector<std::pair<std::string, std::string>>{
+           {"", "expected DIR"},
+           {"/d,colour=blue", "unknown option 'colour'"},
+           {"/d,read_us=fast", "read_us=fast is not a number"},
+           {"/d,mode=lazy", "mode 'lazy'"},
+           {"/d,preset=tlc", "no preset named 'tlc'"},
+           {"/d,gc_threshold=0.5", "gc_threshold (0.5)"},
+           {"/d,dilation=0.5", "dilation 0.5"},
+           {"/d,spare", "expected key=value"}}) {
+    auto s = ParseFlashSpec(bad);
+    ASSERT_FALSE(s.ok()) << bad;
+    EXPECT_NE(s.status().message().find(why), std::string::npos)
+        << bad << ": " << s.status();
+  }
 }
 
 TEST_F(FlashEndpointTest, OptionsAreChecked) {
