@@ -12,7 +12,8 @@ absl::StatusOr<proto::HostConfig::Endpoint> ParseEndpointSpec(
   if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size()) {
     return absl::InvalidArgumentError(StrCat(
         "--endpoint wants NAME=DIR, NAME=HOST:PORT or NAME=flash:DIR[,...], "
-        "got '", spec, "'"));
+        "got '",
+        spec, "'"));
   }
   proto::HostConfig::Endpoint e;
   e.set_name(spec.substr(0, eq));
