@@ -98,6 +98,7 @@ proto::ControlResponse HandleControlRequest(
       (*resp.mutable_gauges())["fenced_files"] =
           static_cast<int64_t>(sw.Fences().size());
       AddStageStats(sw, &resp);
+      AddEndpointGauges(sw, resp.mutable_gauges());
       if (add_stats) add_stats(&resp);
       break;
     case proto::ControlRequest::kStages:

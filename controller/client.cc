@@ -225,6 +225,7 @@ StatsSnapshot ControllerClient::Stats() {
       for (HostStats& h : snap.hosts) {
         if (h.sswitch == hs.sswitch()) {
           h.stages.assign(hs.stages().begin(), hs.stages().end());
+          h.gauges = {hs.gauges().begin(), hs.gauges().end()};
         }
       }
     }

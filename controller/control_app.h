@@ -57,6 +57,9 @@ struct HostStats {
   std::vector<RuleStats> rules;  // rules with IO in the interval
   // Its stages with their counters (totals), as of its last report.
   std::vector<proto::StageStats> stages;
+  // Its endpoints' gauges (flash.NAME.free_permille, ...), as of its last
+  // report.
+  std::map<std::string, int64_t> gauges;
 };
 
 struct StatsSnapshot {

@@ -584,6 +584,8 @@ void Controller::Impl::RecordStats(const proto::StatsReport& r) {
   s->in_flight = r.total_in_flight();
   if (r.interval_ms() > 0) s->interval = absl::Milliseconds(r.interval_ms());
   s->stages.assign(r.stages().begin(), r.stages().end());
+  s->gauges.clear();
+  s->gauges.insert(r.gauges().begin(), r.gauges().end());
   // Rules of the host's own and of delegates come and go: keep only those
   // active now. Managed rules keep their totals while they exist.
   for (auto it = s->rules.begin(); it != s->rules.end();) {
@@ -799,6 +801,7 @@ StatsSnapshot Controller::Impl::Stats() {
     h.in_flight = s.in_flight;
     h.interval = s.interval;
     h.stages = s.stages;
+    h.gauges = s.gauges;
     for (const auto& key : s.active) {
       auto it = s.rules.find(key);
       if (it != s.rules.end()) h.rules.push_back(it->second);

@@ -236,6 +236,7 @@ void Controller::Impl::HandleStages(Call& call) {
       proto::HostStages* hs = reply.mutable_stages()->add_hosts();
       hs->set_sswitch(h.sswitch);
       for (const proto::StageStats& st : h.stages) *hs->add_stages() = st;
+      hs->mutable_gauges()->insert(h.gauges.begin(), h.gauges.end());
     }
     ReplyWith(call, std::move(reply));
     return;

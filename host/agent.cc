@@ -557,6 +557,7 @@ void ControllerAgent::Impl::SendStats() {
       *rep->add_stages() = std::move(st);
     }
   }
+  AddEndpointGauges(*sw, rep->mutable_gauges());
   std::unordered_map<uint64_t, uint64_t> cids;
   {
     MutexLock cl(&control_mu);

@@ -205,7 +205,9 @@ absl::Status HostRuntime::StartAgent(const std::string& address) {
   auto describe = [&](const std::string& name, const std::string& where) {
     proto::EndpointInfo* e = ao.host.add_endpoints();
     e->set_name(name);
-    e->set_kind(IsServerAddress(where) ? "server" : "dir");
+    e->set_kind(where.starts_with("flash:") ? "flash"
+                : IsServerAddress(where)    ? "server"
+                                            : "dir");
     e->set_address(where);
   };
   describe(home_name_, home_where_);

@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "absl/functional/any_invocable.h"
+#include "absl/functional/function_ref.h"
 #include "rules/io_header.h"
 #include "sswitch/io.h"
 
@@ -46,6 +47,16 @@ class Endpoint {
   // Where the endpoint's bytes are, for people: a directory, a server's
   // address ("" if nothing useful).
   virtual std::string Describe() const { return ""; }
+  // Numbers that describe the endpoint's state now, for stats (a flash
+  // device's free blocks and GC): add(key, value) for each, keys naming
+  // the endpoint (`name` is the host's name for it). Most have none.
+  // Thread-safe.
+  virtual void Gauges(std::string_view name,
+                      const absl::FunctionRef<void(std::string key,
+                                                   int64_t value)>& add) const {
+    (void)name;
+    (void)add;
+  }
 };
 
 class Stage {

@@ -225,6 +225,17 @@ absl::Status SSwitch::AddStage(const std::string& name,
   return absl::OkStatus();
 }
 
+std::vector<std::pair<std::string, std::shared_ptr<Endpoint>>>
+SSwitch::Endpoints() const {
+  std::shared_ptr<const Snapshot> snap = Current();
+  std::vector<std::pair<std::string, std::shared_ptr<Endpoint>>> out;
+  for (const auto& [name, e] : *snap->endpoints)
+    out.emplace_back(name, e.endpoint);
+  std::sort(out.begin(), out.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  return out;
+}
+
 std::vector<SSwitch::StageInfo> SSwitch::Stages() const {
   std::shared_ptr<const Snapshot> snap = Current();
   std::vector<StageInfo> out;

@@ -79,6 +79,9 @@ class SSwitch {
   absl::Status AddEndpoint(const std::string& name,
                            std::shared_ptr<Endpoint> endpoint);
   absl::Status AddStage(const std::string& name, std::shared_ptr<Stage> stage);
+  // The endpoints now, by name.
+  std::vector<std::pair<std::string, std::shared_ptr<Endpoint>>> Endpoints()
+      const;
   void SetControllerSink(std::shared_ptr<ControllerSink> sink);
 
   // --- Stages, live (the update protocol applied to one stage). While a

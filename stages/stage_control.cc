@@ -80,6 +80,15 @@ void AddStageStats(SSwitch& sw, proto::ControlResponse* resp) {
   }
 }
 
+void AddEndpointGauges(const SSwitch& sw,
+                       google::protobuf::Map<std::string, int64_t>* gauges) {
+  for (const auto& [name, endpoint] : sw.Endpoints()) {
+    endpoint->Gauges(name, [&](std::string key, int64_t value) {
+      (*gauges)[std::move(key)] = value;
+    });
+  }
+}
+
 absl::Status HandleStagesRequest(SSwitch& sw, const proto::Stages& req,
                                  proto::ControlResponse* resp) {
   const absl::Duration timeout = absl::Milliseconds(

@@ -30,6 +30,10 @@ absl::Status HandleStagesRequest(SSwitch& sw, const proto::Stages& request,
 // Every stage's config and counters, into resp->stages, by name.
 void AddStageStats(SSwitch& sw, proto::ControlResponse* resp);
 
+// Every endpoint's gauges (Endpoint::Gauges) into `gauges`.
+void AddEndpointGauges(const SSwitch& sw,
+                       google::protobuf::Map<std::string, int64_t>* gauges);
+
 // Stops every stage of `sw` (write-back caches write back). The first
 // error, naming its stage.
 // REQUIRES: no IO in flight (the host is idle).

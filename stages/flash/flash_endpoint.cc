@@ -185,6 +185,55 @@ FlashState FlashEndpoint::State() const {
   return model_.State(now);
 }
 
+std::string FlashEndpoint::Describe() const {
+  return StrCat("flash ", inner_->Describe());
+}
+
+void FlashEndpoint::Gauges(
+    std::string_view name,
+    const absl::FunctionRef<void(std::string, int64_t)>& add) const {
+  const uint64_t now = ModelNow();
+  FlashState st;
+  uint64_t used = 0, logical = 0;
+  {
+    MutexLock l(&mu_);
+    st = model_.State(now);
+    logical = model_.logical_pages();
+    used = logical - free_pages_.size();
+  }
+  const std::string prefix = StrCat("flash.", name, ".");
+  auto put = [&](std::string_view key, double value) {
+    add(StrCat(prefix, key), static_cast<int64_t>(value));
+  };
+  put("free_permille", st.free_ratio * 1000 + 0.5);
+  put("gc_active", st.gc_active ? 1 : 0);
+  put("gc_need", static_cast<int>(st.need));
+  put("predicted_idle_us", static_cast<double>(st.predicted_idle_ns) / 1000);
+  put("used_pages", static_cast<double>(used));
+  put("logical_pages", static_cast<double>(logical));
+  put("reads", static_cast<double>(st.reads));
+  put("writes", static_cast<double>(st.writes));
+  put("trims", static_cast<double>(st.trims));
+  put("reads_behind_gc", static_cast<double>(st.reads_behind_gc));
+  put("writes_waited", static_cast<double>(st.writes_waited));
+  put("gc_passes", static_cast<double>(st.gc_passes));
+  put("forced_gc", static_cast<double>(st.forced_gc));
+  put("pages_copied", static_cast<double>(st.pages_copied));
+  put("erases", static_cast<double>(st.erases));
+  put("erase_min", static_cast<double>(st.erase_min));
+  put("erase_max", static_cast<double>(st.erase_max));
+  put("erase_mean_milli", st.erase_mean * 1000);
+  put("erase_variance_milli", st.erase_variance * 1000);
+  uint64_t granted[3];
+  {
+    MutexLock l(&mu_);
+    std::copy(granted_, granted_ + 3, granted);
+  }
+  put("gc_soft", static_cast<double>(granted[0]));
+  put("gc_regular", static_cast<double>(granted[1]));
+  put("gc_bg", static_cast<double>(granted[2]));
+}
+
 uint64_t FlashEndpoint::StartGc() {
   const uint64_t now = ModelNow();
   MutexLock l(&mu_);
@@ -249,7 +298,79 @@ absl::StatusOr<uint64_t> FlashEndpoint::Model(const Io& io,
   return done;
 }
 
+std::string FlashEndpoint::StateText() const {
+  const uint64_t now = ModelNow();
+  FlashState st;
+  GcMode mode;
+  bool bg_ok;
+  {
+    MutexLock l(&mu_);
+    st = model_.State(now);
+    mode = model_.options().mode;
+    // Background GC is worth it: a gap long enough is predicted, and a
+    // pass would gain blocks.
+    bg_ok = st.predicted_idle_ns >= model_.options().bg_idle_ns &&
+            st.free_ratio < model_.options().gc_target;
+  }
+  const double left_ns =
+      st.gc_until_ns > now
+          ? static_cast<double>(st.gc_until_ns - now) * dilation_
+          : 0.0;
+  return StrCat(
+      "free_permille=", static_cast<int>(st.free_ratio * 1000 + 0.5),
+      " need=", GcNeedName(st.need), " gc=", st.gc_active ? 1 : 0,
+      " gc_left_us=", static_cast<uint64_t>(left_ns / 1000), " idle_us=",
+      static_cast<uint64_t>(static_cast<double>(st.predicted_idle_ns) *
+                            dilation_ / 1000),
+      " bg_ok=", bg_ok ? 1 : 0,
+      " mode=", mode == GcMode::kAuto ? "auto" : "coordinated",
+      " passes=", st.gc_passes);
+}
+
+void FlashEndpoint::Control(Io* io) {
+  if (io->args.caller.set) {
+    io->Complete(ErrnoStatus(
+        EPERM,
+        StrCat(io->args.xattr_name, ": the sSwitch's own, not a user's")));
+    return;
+  }
+  if (io->header.op == Op::kGetxattr &&
+      io->args.xattr_name == kFlashStateXattr) {
+    io->data = StateText();
+    io->Complete();
+    return;
+  }
+  if (io->header.op != Op::kSetxattr || io->args.xattr_name != kFlashGcXattr) {
+    io->Complete(ErrnoStatus(
+        EINVAL, StrCat(OpName(io->header.op), " of ", io->args.xattr_name,
+                       ": not a flash control")));
+    return;
+  }
+  const std::string_view kind(io->write_data.data(), io->write_data.size());
+  const int k = kind == "soft"      ? 0
+                : kind == "regular" ? 1
+                : kind == "bg"      ? 2
+                                    : -1;
+  if (k < 0) {
+    io->Complete(ErrnoStatus(EINVAL, StrCat(kFlashGcXattr, ": '", kind,
+                                            "' is not soft, regular or bg")));
+    return;
+  }
+  const uint64_t now = ModelNow();
+  {
+    MutexLock l(&mu_);
+    ++granted_[k];
+    model_.StartGc(now);
+  }
+  io->Complete();
+}
+
 void FlashEndpoint::Submit(Io* io, std::string_view path) {
+  if ((io->header.op == Op::kGetxattr || io->header.op == Op::kSetxattr) &&
+      io->args.xattr_name.starts_with("sroute.flash.")) {
+    Control(io);
+    return;
+  }
   auto when = Model(*io, path);
   if (!when.ok()) {
     io->Complete(when.status());

@@ -42,6 +42,21 @@ namespace sroute {
 // read_us, program_us, erase_us, buffer_us, buffer_pages, soft_threshold,
 // gc_threshold, gc_target, bg_idle_ms. Errors name the key.
 struct FlashEndpointSpec;
+
+// A flash endpoint's control, through xattrs of any of its names (so that
+// it reaches a device wherever the rules place it, on this host or behind
+// a server), for the sSwitch's own IOs only (an IO with a caller, a user's,
+// gets EPERM):
+//  - getxattr kFlashStateXattr: the state, "key=value" words:
+//    free_permille, need (none|soft|regular), gc (0|1), gc_left_us (wall
+//    time until the GC under way ends), idle_us (the predicted idle gap,
+//    wall time), mode (auto|coordinated), passes (GC passes so far);
+//  - setxattr kFlashGcXattr with value soft|regular|bg: a coordinator
+//    grants a GC pass (counted by kind), which starts now.
+// A directory that is not a flash device answers both with an error
+// (EOPNOTSUPP, or ENODATA): it is not one.
+inline constexpr char kFlashStateXattr[] = "sroute.flash.state";
+inline constexpr char kFlashGcXattr[] = "sroute.flash.gc";
 absl::StatusOr<FlashEndpointSpec> ParseFlashSpec(std::string_view spec);
 
 class FlashEndpoint : public Endpoint {
@@ -58,8 +73,21 @@ class FlashEndpoint : public Endpoint {
 
   void Submit(Io* io, std::string_view path) override;
 
+  std::string Describe() const override;
+  // flash.NAME.KEY: free_permille (free blocks per mille), gc_active (0 or
+  // 1), gc_need (0 none, 1 soft, 2 regular), predicted_idle_us,
+  // used_pages, logical_pages, the counters of FlashState (reads, writes,
+  // trims, reads_behind_gc, writes_waited, gc_passes, forced_gc,
+  // pages_copied, erases) and wear (erase_min, erase_max,
+  // erase_mean_milli, erase_variance_milli: erases per block x 1000).
+  void Gauges(
+      std::string_view name,
+      const absl::FunctionRef<void(std::string, int64_t)>& add) const override;
+
   // The model's state now.
   FlashState State() const;
+  // State() as kFlashStateXattr's words.
+  std::string StateText() const;
   // Starts a GC pass now (a coordinator granted it); returns its end in
   // model time.
   uint64_t StartGc();
@@ -81,6 +109,8 @@ class FlashEndpoint : public Endpoint {
   void FollowNamespace(const Io& done, const std::string& path)
       ABSL_LOCKS_EXCLUDED(mu_);
   void CompleteAt(Io* io, std::unique_ptr<Io> done, uint64_t model_ns);
+  // kFlashStateXattr and kFlashGcXattr.
+  void Control(Io* io);
   void TimerLoop();
 
   const std::shared_ptr<Endpoint> inner_;
@@ -95,6 +125,8 @@ class FlashEndpoint : public Endpoint {
   absl::flat_hash_map<std::string, std::vector<uint32_t>> files_
       ABSL_GUARDED_BY(mu_);
   std::vector<uint32_t> free_pages_ ABSL_GUARDED_BY(mu_);  // a stack
+  // GC passes granted, by kind (soft, regular, bg).
+  uint64_t granted_[3] ABSL_GUARDED_BY(mu_) = {0, 0, 0};
 
   // IOs done in the directory, waiting for their model time.
   Mutex timer_mu_;
