@@ -65,6 +65,11 @@ class ReplicaSetStage : public HostStage {
     // Its last 64 read times (0: none yet), for hedging.
     std::array<std::atomic<uint64_t>, 64> samples{};
     std::atomic<uint32_t> next_sample{0};
+    // Its device's GC as the stage last saw it (gc.cc): MonotonicNanos
+    // until which it collects (0: it does not), and whether it is a flash
+    // device at all.
+    std::atomic<uint64_t> gc_until_ns{0};
+    std::atomic<bool> flash{false};
     void Sample(uint64_t ns);
     // When to ask another member: the `percentile` of its recent read
     // times (10 ms until 8 are known; at least 50 us).
@@ -196,6 +201,31 @@ class ReplicaSetStage : public HostStage {
   // Runs `fn` on the timer thread `delay_ns` from now.
   void After(uint64_t delay_ns, absl::AnyInvocable<void()> fn);
 
+  // --- GC coordination with flash members (gc.cc) ------------------------
+  enum class GcMode { kOff, kRedirect, kDelay, kBackground };
+  // A member's device state, as its kFlashStateXattr words say.
+  struct DeviceState {
+    int free_permille = 0;
+    std::string need;  // none, soft, regular
+    bool gc = false;
+    uint64_t gc_left_us = 0;
+    bool bg_ok = false;
+  };
+  // Asks every member in the set for its device's state and grants GC as
+  // the mode says; returns how long to wait before the next turn (ns).
+  uint64_t CoordinateGc();
+  absl::StatusOr<DeviceState> AskDevice(const std::string& member);
+  absl::Status GrantGc(const std::string& member, const std::string& kind);
+  // Notes a GC pass of `member` in the timeline (one under way is
+  // extended, not noted twice).
+  void NoteGc(const std::string& member, const std::string& kind,
+              uint64_t until_mono_ns) ABSL_LOCKS_EXCLUDED(gc_mu_);
+  void GcLoop();
+  // Moves the members whose devices collect to the back of `live`
+  // (keeping the order of the others): reads go to them last.
+  void AvoidCollecting(std::vector<int>& live)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   // --- Background (resync.cc) --------------------------------------------
   void Background();
   void Probe();
@@ -276,10 +306,27 @@ class ReplicaSetStage : public HostStage {
   // Background thread: wakes every 100 ms, or when kicked, or to stop.
   Mutex bg_mu_;
   CondVar bg_cv_;
+  CondVar gc_cv_;  // wakes GcLoop (on bg_mu_)
   bool stopping_ ABSL_GUARDED_BY(bg_mu_) = false;
   std::thread background_;
   uint64_t throttle_start_ns_ = 0, throttle_bytes_ = 0;  // background only
   uint64_t throttle_seen_ios_ = 0;  // clients' IOs at the last Throttle
+
+  std::atomic<GcMode> gc_mode_{GcMode::kOff};
+  std::atomic<uint32_t> gc_poll_us_{1000};
+  // The GC timeline: the latest kMaxGcEvents passes, oldest first.
+  struct GcPass {
+    std::string member, kind;
+    uint64_t start_mono_ns, end_mono_ns;
+  };
+  mutable Mutex gc_mu_;
+  std::deque<GcPass> gc_events_ ABSL_GUARDED_BY(gc_mu_);
+  // Soft requests waiting for a partner's GC to end, by member.
+  absl::flat_hash_map<std::string, bool> soft_waiting_ ABSL_GUARDED_BY(gc_mu_);
+  std::thread gc_thread_;
+  std::atomic<uint64_t> gc_redirects_{0}, gc_soft_delayed_{0};
+  std::atomic<uint64_t> gc_granted_soft_{0}, gc_granted_regular_{0},
+      gc_granted_bg_{0}, gc_device_passes_{0};
 
   std::atomic<uint32_t> hedge_percentile_{95};
   // The timer thread's state, apart from the stage's: the stage's last

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/strings/numbers.h"
+#include "absl/time/clock.h"
 #include "rules/io_header.h"
 #include "sswitch/sswitch.h"
 #include "stages/replica_set/replica_set_impl.h"
@@ -121,6 +122,7 @@ absl::StatusOr<std::shared_ptr<ReplicaSetStage>> ReplicaSetStage::Make(
   if (absl::Status s = stage->Persist(UINT64_MAX); !s.ok()) return s;
   stage->background_ = std::thread([raw = stage.get()] { raw->Background(); });
   stage->timer_thread_ = std::thread([t = stage->timers_] { TimerLoop(*t); });
+  stage->gc_thread_ = std::thread([raw = stage.get()] { raw->GcLoop(); });
   return stage;
 }
 
@@ -142,6 +144,7 @@ absl::Status ReplicaSetStage::Stop() {
     MutexLock l(&bg_mu_);
     stopping_ = true;
     bg_cv_.SignalAll();
+    gc_cv_.SignalAll();
   }
   // The last reference to the stage may be dropped on its timer thread (a
   // read a timer held): that one is let go, not joined; it touches only
@@ -155,6 +158,7 @@ absl::Status ReplicaSetStage::Stop() {
     }
   };
   join(background_);
+  join(gc_thread_);
   std::multimap<uint64_t, absl::AnyInvocable<void()>> dropped;
   {
     MutexLock l(&timers_->mu);
@@ -324,6 +328,17 @@ absl::Status ReplicaSetStage::Check(const proto::StageConfig& c) {
                  "' is not a member"));
     }
   }
+  if (!o.gc().empty() && o.gc() != "off" && o.gc() != "redirect" &&
+      o.gc() != "delay" && o.gc() != "background") {
+    return absl::InvalidArgumentError(
+        StrCat("replica_set: gc '", o.gc(),
+               "' is not off, redirect, delay or background"));
+  }
+  if (o.has_gc_poll_us() &&
+      (o.gc_poll_us() < 100 || o.gc_poll_us() > 10'000'000)) {
+    return absl::InvalidArgumentError(StrCat(
+        "replica_set: gc_poll_us ", o.gc_poll_us(), " is not 100..10000000"));
+  }
   if (o.hedge_percentile() > 99) {
     return absl::InvalidArgumentError(StrCat("replica_set: hedge_percentile ",
                                              o.hedge_percentile(),
@@ -447,6 +462,11 @@ void ReplicaSetStage::Apply(const proto::StageConfig& c, bool initial) {
       << 20;
   paused_ = o.resync_paused();
   probe_ms_ = o.has_probe_ms() ? o.probe_ms() : kDefaultProbeMs;
+  gc_mode_.store(o.gc() == "redirect"     ? GcMode::kRedirect
+                 : o.gc() == "delay"      ? GcMode::kDelay
+                 : o.gc() == "background" ? GcMode::kBackground
+                                          : GcMode::kOff);
+  gc_poll_us_.store(o.has_gc_poll_us() ? o.gc_poll_us() : 1000);
   // A member's counters stay with it.
   std::vector<std::unique_ptr<Load>> old_load = std::move(load_);
   load_.clear();
@@ -547,6 +567,33 @@ void ReplicaSetStage::Report(proto::StageStats* out) const {
     c[p + "resynced_bytes"] =
         moved == resynced_to_.end() ? 0 : static_cast<int64_t>(moved->second);
     in += out_[i] ? 0 : 1;
+  }
+  if (gc_mode_.load() != GcMode::kOff) {
+    c["gc_redirects"] = static_cast<int64_t>(gc_redirects_.load());
+    c["gc_soft_delayed"] = static_cast<int64_t>(gc_soft_delayed_.load());
+    c["gc_granted_soft"] = static_cast<int64_t>(gc_granted_soft_.load());
+    c["gc_granted_regular"] = static_cast<int64_t>(gc_granted_regular_.load());
+    c["gc_granted_bg"] = static_cast<int64_t>(gc_granted_bg_.load());
+    c["gc_device_passes"] = static_cast<int64_t>(gc_device_passes_.load());
+    const uint64_t now = MonotonicNanos();
+    for (size_t i = 0; i < members_.size(); ++i) {
+      if (!load_[i]->flash.load()) continue;
+      c[StrCat("member.", members_[i], ".gc")] =
+          load_[i]->gc_until_ns.load() > now ? 1 : 0;
+    }
+    const int64_t unix_now = absl::ToUnixMicros(absl::Now());
+    auto unix_us = [&](uint64_t mono) {
+      return unix_now -
+             (static_cast<int64_t>(now) - static_cast<int64_t>(mono)) / 1000;
+    };
+    MutexLock g(&gc_mu_);
+    for (const GcPass& p : gc_events_) {
+      proto::GcEvent* e = out->add_gc_events();
+      e->set_member(p.member);
+      e->set_kind(p.kind);
+      e->set_start_unix_us(unix_us(p.start_mono_ns));
+      e->set_end_unix_us(unix_us(p.end_mono_ns));
+    }
   }
   c["members_in"] = in;
   c["conflicts"] = conflicts;
@@ -678,6 +725,7 @@ std::vector<int> ReplicaSetStage::Live(uint64_t exclude, ReadPolicy read) {
     }
   }
   if (first != live.end()) std::rotate(live.begin(), first, live.end());
+  AvoidCollecting(live);
   return live;
 }
 

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 
 #include <atomic>
+#include <map>
 #include <random>
 #include <string>
 #include <thread>
@@ -164,6 +165,56 @@ TEST_F(FlashEndpointTest, NoIoCompletesBeforeItsModelledTime) {
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(*r, std::string(4096, 'w'));
   EXPECT_GE(MonotonicNanos() - start, 10 * t.read_ns);
+}
+
+// The sSwitch's own IOs read the device's state and grant GC through its
+// xattrs; a user's are refused, and the device's gauges say what it did.
+TEST_F(FlashEndpointTest, ItsControlIsTheSwitchsOnly) {
+  Open(1.0, GcMode::kCoordinated);
+  ASSERT_TRUE(Make("f").ok());
+  // Over-writes: about 11 of each die's 16 blocks fill, mostly garbage.
+  for (int i = 0; i < 700; ++i) {
+    ASSERT_TRUE(Write("f", (i % 100) * 4096, std::string(4096, 'x')).ok());
+  }
+  Io state;
+  state.header.op = Op::kGetxattr;
+  state.args.xattr_name = kFlashStateXattr;
+  ASSERT_TRUE(Run(state, "").ok()) << state.status;
+  EXPECT_NE(state.data.find("free_permille="), std::string::npos) << state.data;
+  EXPECT_NE(state.data.find("mode=coordinated"), std::string::npos);
+  EXPECT_NE(state.data.find(" gc=0"), std::string::npos) << state.data;
+  const uint64_t passes = ssd_->State().gc_passes;
+
+  Io user;
+  user.header.op = Op::kSetxattr;
+  user.args.xattr_name = kFlashGcXattr;
+  user.write_data = std::span<const char>("soft", 4);
+  user.args.caller = Credentials::Of(1000, 1000);
+  EXPECT_EQ(ErrnoOf(Run(user, "f")), EPERM);
+  EXPECT_EQ(ssd_->State().gc_passes, passes);
+
+  Io bad;
+  bad.header.op = Op::kSetxattr;
+  bad.args.xattr_name = kFlashGcXattr;
+  bad.write_data = std::span<const char>("now", 3);
+  EXPECT_EQ(ErrnoOf(Run(bad, "")), EINVAL);
+
+  Io grant;
+  grant.header.op = Op::kSetxattr;
+  grant.args.xattr_name = kFlashGcXattr;
+  grant.write_data = std::span<const char>("soft", 4);
+  ASSERT_TRUE(Run(grant, "f").ok()) << grant.status;
+  EXPECT_GT(ssd_->State().gc_passes, passes);
+  std::map<std::string, int64_t> gauges;
+  ssd_->Gauges("ssd0", [&](std::string key, int64_t value) {
+    gauges[std::move(key)] = value;
+  });
+  EXPECT_EQ(gauges["flash.ssd0.gc_soft"], 1);
+  EXPECT_EQ(gauges["flash.ssd0.gc_passes"],
+            static_cast<int64_t>(ssd_->State().gc_passes));
+  EXPECT_EQ(gauges["flash.ssd0.used_pages"], 100);
+  EXPECT_GT(gauges["flash.ssd0.free_permille"], 0);
+  EXPECT_TRUE(gauges.contains("flash.ssd0.erase_variance_milli"));
 }
 
 TEST(FlashSpecTest, ParsesTheDirectoryThePresetAndItsNumbers) {

@@ -1,0 +1,212 @@
+// GC coordination with members on emulated flash (RackBlox §3.4-3.5): the
+// replica set is where every read and write of its members passes, as
+// RackBlox's top-of-rack switch is, so it holds the tables RackBlox keeps
+// there: for each member (a vSSD) its replicas (the other members) and its
+// GC status (Load::gc_until_ns). A read's choice of member reads that
+// status in the data path, with no controller round trip; the status comes
+// from the devices themselves, asked every gc_poll_us through the
+// kFlashStateXattr control (so a device behind a storage server is asked
+// like a local one), and from the grants the stage makes.
+//
+// Modes (ReplicaSetOptions.gc): redirect (reads avoid collecting members),
+// delay (the stage grants GC: regular at once, soft only while no other
+// member collects: two replicas of one vSSD never collect at once unless
+// one must), background (also GC in a device's predicted idle gap).
+#include <algorithm>
+#include <chrono>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "sswitch/sswitch.h"
+#include "stages/flash/flash_endpoint.h"
+#include "stages/replica_set/replica_set_impl.h"
+#include "util/clock.h"
+#include "util/errno_status.h"
+#include "util/log.h"
+#include "util/strings.h"
+
+namespace sroute {
+namespace {
+
+constexpr size_t kMaxGcEvents = 256;
+constexpr uint64_t kIdleTurnNs = 100'000'000;  // mode off: look again then
+
+}  // namespace
+
+void ReplicaSetStage::AvoidCollecting(std::vector<int>& live) {
+  if (live.size() < 2 ||
+      gc_mode_.load(std::memory_order_relaxed) == GcMode::kOff) {
+    return;
+  }
+  const uint64_t now = MonotonicNanos();
+  auto collecting = [&](int m) {
+    return load_[m]->gc_until_ns.load(std::memory_order_relaxed) > now;
+  };
+  const bool first_collects = collecting(live.front());
+  if (!first_collects && std::none_of(live.begin(), live.end(), collecting)) {
+    return;
+  }
+  std::stable_partition(live.begin(), live.end(),
+                        [&](int m) { return !collecting(m); });
+  if (first_collects && !collecting(live.front())) {
+    gc_redirects_.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
+absl::StatusOr<ReplicaSetStage::DeviceState> ReplicaSetStage::AskDevice(
+    const std::string& member) {
+  Io io;
+  io.header.op = Op::kGetxattr;
+  io.args.xattr_name = kFlashStateXattr;
+  if (absl::Status s = Call(io, StrCat("//", member, "/")); !s.ok()) return s;
+  DeviceState st;
+  for (absl::string_view word : absl::StrSplit(io.data, ' ')) {
+    const size_t eq = word.find('=');
+    if (eq == absl::string_view::npos) continue;
+    const absl::string_view key = word.substr(0, eq);
+    const absl::string_view value = word.substr(eq + 1);
+    uint64_t n = 0;
+    const bool number = absl::SimpleAtoi(value, &n);
+    if (key == "free_permille" && number) {
+      st.free_permille = static_cast<int>(n);
+    } else if (key == "need") {
+      st.need = std::string(value);
+    } else if (key == "gc") {
+      st.gc = value == "1";
+    } else if (key == "gc_left_us" && number) {
+      st.gc_left_us = n;
+    } else if (key == "bg_ok") {
+      st.bg_ok = value == "1";
+    }
+  }
+  return st;
+}
+
+absl::Status ReplicaSetStage::GrantGc(const std::string& member,
+                                      const std::string& kind) {
+  Io io;
+  io.header.op = Op::kSetxattr;
+  io.args.xattr_name = kFlashGcXattr;
+  io.write_data = std::span<const char>(kind.data(), kind.size());
+  return Call(io, StrCat("//", member, "/"));
+}
+
+void ReplicaSetStage::NoteGc(const std::string& member, const std::string& kind,
+                             uint64_t until) {
+  const uint64_t now = MonotonicNanos();
+  // A pass seen again (or extended) within two turns is the same pass.
+  const uint64_t slack =
+      2ull * gc_poll_us_.load(std::memory_order_relaxed) * 1000;
+  MutexLock l(&gc_mu_);
+  for (auto it = gc_events_.rbegin(); it != gc_events_.rend(); ++it) {
+    if (it->member != member) continue;
+    if (it->end_mono_ns + slack >= now) {
+      it->end_mono_ns = std::max(it->end_mono_ns, until);
+      return;
+    }
+    break;
+  }
+  if (kind == "device") gc_device_passes_.fetch_add(1);
+  gc_events_.push_back(GcPass{member, kind, now, until});
+  while (gc_events_.size() > kMaxGcEvents) gc_events_.pop_front();
+}
+
+uint64_t ReplicaSetStage::CoordinateGc() {
+  const GcMode mode = gc_mode_.load(std::memory_order_relaxed);
+  const uint64_t turn =
+      uint64_t{gc_poll_us_.load(std::memory_order_relaxed)} * 1000;
+  if (mode == GcMode::kOff) return kIdleTurnNs;
+  std::vector<std::string> in;
+  {
+    MutexLock l(&mu_);
+    for (size_t i = 0; i < members_.size(); ++i) {
+      if (!out_[i]) in.push_back(members_[i]);
+    }
+  }
+  struct Seen {
+    std::string member;
+    DeviceState state;
+    uint64_t until = 0;  // MonotonicNanos until which it collects
+  };
+  std::vector<Seen> seen;
+  for (const std::string& m : in) {
+    auto st = AskDevice(m);
+    if (!st.ok()) continue;  // not a flash device, or it failed: no GC view
+    Seen& s = seen.emplace_back();
+    s.member = m;
+    s.state = *std::move(st);
+    if (s.state.gc) {
+      s.until = MonotonicNanos() + s.state.gc_left_us * 1000;
+      NoteGc(m, "device", s.until);
+    }
+  }
+  if (mode == GcMode::kDelay || mode == GcMode::kBackground) {
+    auto others_collect = [&](const Seen& self) {
+      const uint64_t now = MonotonicNanos();
+      return std::any_of(seen.begin(), seen.end(), [&](const Seen& o) {
+        return &o != &self && o.until > now;
+      });
+    };
+    auto grant = [&](Seen& s, const std::string& kind) {
+      if (absl::Status g = GrantGc(s.member, kind); !g.ok()) {
+        LogWarning("replica set ", name_, ": GC of ", s.member, ": ",
+                   g.message());
+        return;
+      }
+      auto after = AskDevice(s.member);
+      s.until = MonotonicNanos() + (after.ok() ? after->gc_left_us * 1000 : 0);
+      NoteGc(s.member, kind, s.until);
+      (kind == "regular" ? gc_granted_regular_
+       : kind == "soft"  ? gc_granted_soft_
+                         : gc_granted_bg_)
+          .fetch_add(1, std::memory_order_relaxed);
+      MutexLock l(&gc_mu_);
+      soft_waiting_[s.member] = false;
+    };
+    // Regular requests first: they are always granted.
+    for (Seen& s : seen) {
+      if (!s.state.gc && s.state.need == "regular") grant(s, "regular");
+    }
+    for (Seen& s : seen) {
+      if (s.until > MonotonicNanos()) continue;
+      const bool blocked = others_collect(s);
+      if (s.state.need == "soft") {
+        if (!blocked) {
+          grant(s, "soft");
+        } else {
+          MutexLock l(&gc_mu_);
+          bool& waiting = soft_waiting_[s.member];
+          if (!waiting) gc_soft_delayed_.fetch_add(1);
+          waiting = true;
+        }
+      } else if (mode == GcMode::kBackground && s.state.bg_ok && !blocked) {
+        grant(s, "bg");
+      }
+    }
+  }
+  // The data path's view: who collects, until when.
+  {
+    MutexLock l(&mu_);
+    for (size_t i = 0; i < members_.size(); ++i) {
+      auto it = std::find_if(seen.begin(), seen.end(), [&](const Seen& s) {
+        return s.member == members_[i];
+      });
+      load_[i]->flash.store(it != seen.end(), std::memory_order_relaxed);
+      load_[i]->gc_until_ns.store(it != seen.end() ? it->until : 0,
+                                  std::memory_order_relaxed);
+    }
+  }
+  return turn;
+}
+
+void ReplicaSetStage::GcLoop() {
+  for (;;) {
+    const uint64_t wait_ns = CoordinateGc();
+    MutexLock l(&bg_mu_);
+    if (stopping_) return;
+    gc_cv_.WaitFor(&bg_mu_, std::chrono::nanoseconds(wait_ns));
+    if (stopping_) return;
+  }
+}
+
+}  // namespace sroute
