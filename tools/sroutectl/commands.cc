@@ -383,6 +383,20 @@ const std::vector<Command>& Commands() {
            },
        .run = [](const Args& a,
                  ControlTarget& t) { return ReplicasChange(a, t, "resolve"); }},
+      {.path = "gc",
+       .help = "GC coordination of replica sets over flash devices (the "
+               "gc_redirect app)"},
+      {.path = "gc status",
+       .help = "per replica set: its GC mode and counters (reads "
+               "redirected, GC granted and delayed), its members' GC now, "
+               "and the timeline of the latest GC passes",
+       .setup =
+           [](CLI::App& c, Args& a) {
+             c.add_option("NAME", a.name, "only this replica set");
+             c.add_option("--last", a.last, "passes shown (default 20)");
+             JsonFlag(c, a, "print a JSON array");
+           },
+       .run = [](const Args& a, ControlTarget& t) { return GcStatus(a, t); }},
       {.path = "cache", .help = "the cache_sizing app (--controller)"},
       {.path = "cache mrc",
        .help = "the miss-ratio curves the app built: cache size in bytes "

@@ -31,6 +31,7 @@ struct Args {
   uint64_t after = 0;         // traces --after
   int64_t threshold_ms = -1;  // slow --threshold-ms
   bool clear = false;         // slow --clear
+  int last = 20;              // gc status --last
   bool json = false;
 };
 

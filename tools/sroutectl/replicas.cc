@@ -201,6 +201,102 @@ int ReplicasList(const Args& args, ControlTarget& target, bool members) {
   return 0;
 }
 
+Report GcStatusReport(const proto::StageLists& lists, const std::string& only,
+                      int last) {
+  Report report;
+  std::vector<std::string> json;
+  for (const proto::HostStages& h : lists.hosts()) {
+    for (const proto::StageStats& s : h.stages()) {
+      if (s.config().kind() != "replica_set") continue;
+      if (!only.empty() && s.config().name() != only) continue;
+      const proto::ReplicaSetOptions& o = s.config().replica_set();
+      const std::string mode = o.gc().empty() ? "off" : o.gc();
+      if (mode == "off" && only.empty()) continue;
+      const uint32_t poll = o.has_gc_poll_us() ? o.gc_poll_us() : 1000;
+      const JsonObject counts = {
+          {"redirects", std::to_string(CounterOf(s, "gc_redirects"))},
+          {"granted_soft", std::to_string(CounterOf(s, "gc_granted_soft"))},
+          {"soft_delayed", std::to_string(CounterOf(s, "gc_soft_delayed"))},
+          {"granted_regular",
+           std::to_string(CounterOf(s, "gc_granted_regular"))},
+          {"granted_bg", std::to_string(CounterOf(s, "gc_granted_bg"))},
+          {"device_passes", std::to_string(CounterOf(s, "gc_device_passes"))},
+      };
+      report.text += "replica set " + s.config().name() +
+                     (h.sswitch().empty() ? "" : " at " + h.sswitch()) +
+                     ": gc " + mode + ", devices asked every " +
+                     std::to_string(poll) + " us\n";
+      std::string line = " ";
+      for (const auto& [key, value] : counts) line += " " + key + " " + value;
+      report.text += line + "\n";
+      std::vector<std::vector<std::string>> members = {{"MEMBER", "GC"}};
+      std::vector<std::string> mjson;
+      for (const std::string& m : o.member()) {
+        const int64_t gc = CounterOf(s, "member." + m + ".gc");
+        const std::string state = gc < 0 ? "not flash"
+                                  : gc   ? "collecting"
+                                         : "idle";
+        members.push_back({m, state});
+        mjson.push_back(
+            ToJson({{"name", JsonString(m)}, {"gc", JsonString(state)}}));
+      }
+      report.text += Table(members);
+      const int n = s.gc_events_size();
+      const int first = std::max(0, n - last);
+      std::vector<std::vector<std::string>> rows = {
+          {"MEMBER", "KIND", "START", "LASTED"}};
+      std::vector<std::string> ejson;
+      for (int i = first; i < n; ++i) {
+        const proto::GcEvent& e = s.gc_events(i);
+        const absl::Time start = absl::FromUnixMicros(e.start_unix_us());
+        rows.push_back(
+            {e.member(), e.kind(),
+             absl::FormatTime("%H:%M:%E3S", start, absl::LocalTimeZone()),
+             Printf("%.1f ms",
+                    static_cast<double>(e.end_unix_us() - e.start_unix_us()) /
+                        1000)});
+        ejson.push_back(
+            ToJson({{"member", JsonString(e.member())},
+                    {"kind", JsonString(e.kind())},
+                    {"start_unix_us", std::to_string(e.start_unix_us())},
+                    {"end_unix_us", std::to_string(e.end_unix_us())}}));
+      }
+      report.text += n == 0 ? "no GC pass yet\n"
+                            : "the latest " + std::to_string(n - first) +
+                                  " GC passes:\n" + Table(rows);
+      JsonObject obj = {{"sswitch", JsonString(h.sswitch())},
+                        {"set", JsonString(s.config().name())},
+                        {"mode", JsonString(mode)},
+                        {"poll_us", std::to_string(poll)}};
+      obj.insert(obj.end(), counts.begin(), counts.end());
+      obj.push_back({"members", JsonArray(mjson)});
+      obj.push_back({"timeline", JsonArray(ejson)});
+      json.push_back(ToJson(obj));
+    }
+  }
+  report.json = JsonArray(json) + "\n";
+  return report;
+}
+
+int GcStatus(const Args& args, ControlTarget& target) {
+  proto::Stages req;
+  req.set_action(proto::Stages::LIST);
+  auto lists = target.StageStates(req);
+  if (!lists.ok()) {
+    std::cerr << "sroutectl: " << lists.status().message() << "\n";
+    return absl::IsUnavailable(lists.status()) ? 2 : 1;
+  }
+  const Report r = GcStatusReport(*lists, args.name, args.last);
+  if (!args.json && r.text.empty()) {
+    std::cerr << "sroutectl: no replica set coordinates GC"
+              << (args.name.empty() ? "" : " named " + args.name)
+              << " (the gc_redirect app, or stages set NAME gc=MODE)\n";
+    return 1;
+  }
+  std::cout << (args.json ? r.json : r.text);
+  return 0;
+}
+
 int ReplicasChange(const Args& args, ControlTarget& target,
                    const std::string& what) {
   auto fail = [](const absl::Status& s) {

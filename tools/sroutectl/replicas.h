@@ -16,8 +16,15 @@ namespace sroute::ctl {
 Report ReplicaSetsReport(const proto::StageLists& lists,
                          const std::string& only, bool members, bool bars);
 
+// The GC coordination of the replica sets with flash members (`gc
+// status`): each set's mode and counters, its members' GC now, and the
+// timeline of the latest `last` passes (times as the hosts' clocks say).
+Report GcStatusReport(const proto::StageLists& lists, const std::string& only,
+                      int last);
+
 // The commands' bodies (commands.cc lists them).
 int ReplicasList(const Args& args, ControlTarget& target, bool members);
+int GcStatus(const Args& args, ControlTarget& target);
 // Sets stage `args.name`'s options to what `edit` makes of its config.
 int ReplicasChange(const Args& args, ControlTarget& target,
                    const std::string& what);
