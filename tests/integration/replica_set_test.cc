@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <functional>
 #include <random>
+#include <regex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -621,6 +622,142 @@ TEST_F(ReplicaSetVolumeTest, ExerciserMatchesTheModelOnAFlashPairWithGc) {
     EXPECT_TRUE(::sroute::testing::ReadAll(f1 / f) == want) << f << " on F1";
     EXPECT_TRUE(::sroute::testing::ReadAll(f2 / f) == want) << f << " on F2";
   }
+}
+
+// GC events of `gc status --json` for set `set`: member, kind, start, end.
+struct GcPassSeen {
+  std::string member, kind;
+  int64_t start, end;
+};
+std::vector<GcPassSeen> GcTimeline(const std::string& json) {
+  std::vector<GcPassSeen> out;
+  const std::regex event(
+      "\\{\"member\": \"([^\"]*)\", \"kind\": \"([^\"]*)\", "
+      "\"start_unix_us\": ([0-9]+), \"end_unix_us\": ([0-9]+)\\}");
+  for (auto it = std::sregex_iterator(json.begin(), json.end(), event);
+       it != std::sregex_iterator(); ++it) {
+    out.push_back(GcPassSeen{(*it)[1], (*it)[2], std::stoll((*it)[3]),
+                             std::stoll((*it)[4])});
+  }
+  return out;
+}
+
+// Two storage servers keep their files on emulated flash devices whose GC
+// waits for a grant (mode=coordinated); the volume replicates rep/ on them
+// and the controller runs gc_redirect, which learns from the servers'
+// gauges that the members are flash devices and sets the stage's GC
+// coordination up. Under write pressure the devices collect in turn (two
+// passes overlap only where one had to run), reads go around the member
+// that collects, `sroutectl gc status` shows it; a server SIGKILLed
+// mid-run and started again loses no acknowledged write (an acknowledged
+// write is in the device's backing file: the kernel keeps it when the
+// process dies), and resync makes both devices equal.
+TEST_F(ReplicaSetVolumeTest, FlashMembersBehindServersCollectInTurn) {
+  testing::TempDir db, f1, f2;
+  testing::ServerProcess controller(
+      SROUTE_CONTROLLER_BINARY,
+      {"--db", db / "db", "--secret-file", secret_, "--listen", "127.0.0.1:0",
+       "--stats-interval-ms", "200", "--app",
+       "gc_redirect:mode=delay,poll_us=500"});
+  ASSERT_TRUE(controller.ok());
+  ASSERT_EQ(mkdir((home_ / "rep").c_str(), 0755), 0);
+  testing::TempDir* flash[] = {&f1, &f2};
+  const char* names[] = {"S1", "S2"};
+  auto server_args = [&](int i) {
+    return std::vector<std::string>{
+        "--endpoint",
+        std::string("ssd=flash:") + flash[i]->path() +
+            ",preset=small,mode=coordinated",
+        "--rule",
+        std::string("<*, *, //") + names[i] + "/*> -> <IO, //ssd/*>",
+        "--controller",
+        controller.address()};
+  };
+  int ports[2];
+  ServerProcess* servers[2];
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_EQ(mkdir((*flash[i] / "rep").c_str(), 0755), 0);
+    servers[i] =
+        StartServer(names[i], i == 0 ? r1_.path() : r2_.path(), server_args(i));
+    ASSERT_TRUE(servers[i]->ok());
+    ports[i] = servers[i]->port();
+  }
+  Mount({"S1=" + servers[0]->address(), "S2=" + servers[1]->address()}, kRules,
+        {"--stage",
+         "rs=replica_set:member=S1,member=S2,read=random,degrade=true,"
+         "probe_ms=100,region_size=64K",
+         "--controller", controller.address()});
+  const std::string status =
+      "--host unix:" + (ctl_ / "sock") + " gc status rs --json --last 256";
+  bool set_up = false;
+  for (int i = 0; i < 300 && !set_up; ++i) {
+    auto [rc, out] = Ctl(status);
+    set_up = rc == 0 && out.find("\"mode\": \"delay\"") != std::string::npos;
+    if (!set_up) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_TRUE(set_up) << "gc_redirect never set the stage up: "
+                      << Ctl(status).second;
+
+  constexpr uint64_t kPages = 200;
+  std::string model(kPages * kBlock, '\0');
+  WriteWholeFile(mnt_ / "rep/f", model);
+  const int fd = open((mnt_ / "rep/f").c_str(), O_RDWR);
+  ASSERT_GE(fd, 0);
+  std::mt19937_64 rng(24);
+  // Acknowledged writes only enter the model; one that fails is the
+  // caller's to retry (none should while a member is up).
+  auto write_some = [&](int n) {
+    for (int i = 0; i < n; ++i) {
+      const uint64_t page = rng() % kPages;
+      std::string block(kBlock, static_cast<char>('a' + rng() % 26));
+      block[0] = static_cast<char>(i);
+      ASSERT_EQ(pwrite(fd, block.data(), kBlock, page * kBlock),
+                static_cast<ssize_t>(kBlock))
+          << strerror(errno);
+      model.replace(page * kBlock, kBlock, block);
+      if (i % 8 == 0) {
+        std::string back(kBlock, '\0');
+        ASSERT_EQ(pread(fd, back.data(), kBlock, page * kBlock),
+                  static_cast<ssize_t>(kBlock));
+        ASSERT_TRUE(back == model.substr(page * kBlock, kBlock)) << page;
+      }
+    }
+  };
+  write_some(3000);
+  auto [rc, out] = Ctl(status);
+  ASSERT_EQ(rc, 0) << out;
+  const std::vector<GcPassSeen> passes = GcTimeline(out);
+  ASSERT_GT(passes.size(), 2u) << out;
+  int soft = 0;
+  for (size_t i = 0; i < passes.size(); ++i) {
+    soft += passes[i].kind == "soft" ? 1 : 0;
+    for (size_t j = i + 1; j < passes.size(); ++j) {
+      const GcPassSeen& a = passes[i];
+      const GcPassSeen& b = passes[j];
+      if (a.member == b.member) continue;
+      const bool overlap = a.start < b.end && b.start < a.end;
+      const bool had_to = a.kind == "regular" || a.kind == "device" ||
+                          b.kind == "regular" || b.kind == "device";
+      EXPECT_TRUE(!overlap || had_to)
+          << a.member << " " << a.kind << " and " << b.member << " " << b.kind;
+    }
+  }
+  EXPECT_GT(soft, 0) << out;
+  auto [text_rc, text] =
+      Ctl("--host unix:" + (ctl_ / "sock") + " gc status rs");
+  EXPECT_EQ(text_rc, 0);
+  EXPECT_NE(text.find("GC passes"), std::string::npos) << text;
+
+  servers[1]->Kill();
+  write_some(500);  // degraded: S1 alone
+  servers[1] = StartServer(names[1], r2_.path(), server_args(1), ports[1]);
+  ASSERT_TRUE(servers[1]->ok());
+  write_some(300);
+  close(fd);
+  EXPECT_TRUE(WaitState("S2", "current"));
+  EXPECT_TRUE(ReadWholeFile(mnt_ / "rep/f") == model);
+  EXPECT_TRUE(ReadWholeFile(f1 / "rep/f") == model) << "S1's device";
+  EXPECT_TRUE(ReadWholeFile(f2 / "rep/f") == model) << "S2's device";
 }
 
 // The replica_control app: a read-only flow reads from every member; the
