@@ -151,10 +151,17 @@ absl::Status HostRuntime::AddEndpoints() {
     absl::Status s;
     if (!e.flash().empty()) {
       auto spec = ParseFlashSpec(e.flash());
-      auto ssd = spec.ok() ? FlashEndpoint::Open(spec->dir, spec->options)
-                           : spec.status();
-      s = ssd.ok() ? host_.AddEndpoint(e.name(), *std::move(ssd))
-                   : ssd.status();
+      if (!spec.ok()) s = spec.status();
+      for (const FlashEndpointSpec::Part& part :
+           spec.ok() ? spec->Parts(e.name())
+                     : std::vector<FlashEndpointSpec::Part>{}) {
+        std::error_code ec;
+        if (spec->vssds > 1) std::filesystem::create_directories(part.dir, ec);
+        auto ssd = FlashEndpoint::Open(part.dir, part.options);
+        s = ssd.ok() ? host_.AddEndpoint(part.name, *std::move(ssd))
+                     : ssd.status();
+        if (!s.ok()) break;
+      }
     } else {
       s = AddEndpoint(host_, e.name(), WhereOf(e), remote_);
     }
@@ -211,7 +218,17 @@ absl::Status HostRuntime::StartAgent(const std::string& address) {
     e->set_address(where);
   };
   describe(home_name_, home_where_);
-  for (const auto& e : config_.endpoint()) describe(e.name(), WhereOf(e));
+  for (const auto& e : config_.endpoint()) {
+    auto spec = e.flash().empty() ? absl::StatusOr<FlashEndpointSpec>()
+                                  : ParseFlashSpec(e.flash());
+    if (!spec.ok() || spec->vssds <= 1) {
+      describe(e.name(), WhereOf(e));
+      continue;
+    }
+    for (const FlashEndpointSpec::Part& part : spec->Parts(e.name())) {
+      describe(part.name, "flash:" + part.dir);
+    }
+  }
   auto agent = ControllerAgent::Start(&host_.sswitch(), threads_.get(), ao);
   if (!agent.ok()) return agent.status();
   agent_ = *std::move(agent);

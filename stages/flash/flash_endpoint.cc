@@ -59,13 +59,23 @@ absl::StatusOr<FlashEndpointSpec> ParseFlashSpec(std::string_view spec) {
       }
       continue;
     }
-    static constexpr std::string_view kNumbers[] = {
-        "dilation",       "channels",        "dies_per_channel",
-        "blocks_per_die", "pages_per_block", "page_bytes",
-        "spare",          "read_us",         "program_us",
-        "erase_us",       "buffer_us",       "buffer_pages",
-        "soft_threshold", "gc_threshold",    "gc_target",
-        "bg_idle_ms"};
+    static constexpr std::string_view kNumbers[] = {"dilation",
+                                                    "channels",
+                                                    "dies_per_channel",
+                                                    "blocks_per_die",
+                                                    "pages_per_block",
+                                                    "page_bytes",
+                                                    "spare",
+                                                    "read_us",
+                                                    "program_us",
+                                                    "erase_us",
+                                                    "buffer_us",
+                                                    "buffer_pages",
+                                                    "soft_threshold",
+                                                    "gc_threshold",
+                                                    "gc_target",
+                                                    "bg_idle_ms",
+                                                    "vssds"};
     if (std::find(std::begin(kNumbers), std::end(kNumbers), key) ==
         std::end(kNumbers)) {
       std::string keys = "preset, mode";
@@ -82,6 +92,8 @@ absl::StatusOr<FlashEndpointSpec> ParseFlashSpec(std::string_view spec) {
     const auto us = static_cast<uint64_t>(v * 1000);
     if (key == "dilation") {
       out.options.dilation = v;
+    } else if (key == "vssds") {
+      out.vssds = u32;
     } else if (key == "channels") {
       g.channels = u32;
     } else if (key == "dies_per_channel") {
@@ -114,12 +126,30 @@ absl::StatusOr<FlashEndpointSpec> ParseFlashSpec(std::string_view spec) {
       o.bg_idle_ns = static_cast<uint64_t>(v * 1e6);
     }
   }
+  if (out.vssds == 0 || out.vssds > g.channels || g.channels % out.vssds != 0) {
+    return absl::InvalidArgumentError(StrCat(
+        "flash: vssds=", out.vssds, " must divide channels=", g.channels));
+  }
   if (absl::Status s = FlashModel::Check(o); !s.ok()) return s;
   if (!(out.options.dilation >= 1.0)) {
     return absl::InvalidArgumentError(StrCat(
         "flash: dilation ", out.options.dilation, " must be at least 1"));
   }
   return out;
+}
+
+std::vector<FlashEndpointSpec::Part> FlashEndpointSpec::Parts(
+    const std::string& name) const {
+  if (vssds <= 1) return {Part{name, dir, options}};
+  std::vector<Part> parts;
+  for (uint32_t i = 0; i < vssds; ++i) {
+    Part p{StrCat(name, ".v", i), StrCat(dir, "/v", i), options};
+    p.options.model.geometry.channels /= vssds;
+    p.options.model.timing.buffer_pages =
+        std::max<uint32_t>(1, options.model.timing.buffer_pages / vssds);
+    parts.push_back(std::move(p));
+  }
+  return parts;
 }
 
 struct FlashEndpoint::Due {

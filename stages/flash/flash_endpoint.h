@@ -40,7 +40,8 @@ namespace sroute {
 // its numbers: dilation, mode (auto|coordinated), channels,
 // dies_per_channel, blocks_per_die, pages_per_block, page_bytes, spare,
 // read_us, program_us, erase_us, buffer_us, buffer_pages, soft_threshold,
-// gc_threshold, gc_target, bg_idle_ms. Errors name the key.
+// gc_threshold, gc_target, bg_idle_ms; vssds=N splits it into N vSSDs by
+// channel (FlashEndpointSpec::Parts). Errors name the key.
 struct FlashEndpointSpec;
 
 // A flash endpoint's control, through xattrs of any of its names (so that
@@ -139,6 +140,16 @@ class FlashEndpoint : public Endpoint {
 struct FlashEndpointSpec {
   std::string dir;
   FlashEndpoint::Options options;
+  // Split into this many vSSDs (RackBlox §3.2): each its own channels
+  // (channels / vssds of them, so no die is shared), write buffer
+  // (buffer_pages / vssds) and directory (DIR/vI), endpoint NAME.vI.
+  uint32_t vssds = 1;
+  // The vSSDs' names, directories and options (NAME alone if not split).
+  struct Part {
+    std::string name, dir;
+    FlashEndpoint::Options options;
+  };
+  std::vector<Part> Parts(const std::string& name) const;
 };
 
 }  // namespace sroute

@@ -46,8 +46,17 @@ void ReplicaSetStage::AvoidCollecting(std::vector<int>& live) {
   if (!first_collects && std::none_of(live.begin(), live.end(), collecting)) {
     return;
   }
-  std::stable_partition(live.begin(), live.end(),
-                        [&](int m) { return !collecting(m); });
+  // Collecting members to the back, in order (stable, without the buffer
+  // std::stable_partition would allocate: a set has few members).
+  auto end = live.end();
+  for (auto it = live.begin(); it != end;) {
+    if (collecting(*it)) {
+      std::rotate(it, it + 1, live.end());
+      --end;
+    } else {
+      ++it;
+    }
+  }
   if (first_collects && !collecting(live.front())) {
     gc_redirects_.fetch_add(1, std::memory_order_relaxed);
   }

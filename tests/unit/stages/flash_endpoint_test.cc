@@ -240,12 +240,34 @@ TEST(FlashSpecTest, ParsesTheDirectoryThePresetAndItsNumbers) {
            {"/d,preset=tlc", "no preset named 'tlc'"},
            {"/d,gc_threshold=0.5", "gc_threshold (0.5)"},
            {"/d,dilation=0.5", "dilation 0.5"},
-           {"/d,spare", "expected key=value"}}) {
+           {"/d,spare", "expected key=value"},
+           {"/d,vssds=3", "vssds=3 must divide channels=8"},
+           {"/d,vssds=0", "vssds=0"}}) {
     auto s = ParseFlashSpec(bad);
     ASSERT_FALSE(s.ok()) << bad;
     EXPECT_NE(s.status().message().find(why), std::string::npos)
         << bad << ": " << s.status();
   }
+}
+
+// vssds=N: N devices by channel group, each with its share of the
+// channels and of the write buffer, its own directory and name.
+TEST(FlashSpecTest, VssdsSplitTheDeviceByChannels) {
+  auto spec = ParseFlashSpec("/srv/ssd0,vssds=4");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  const auto parts = spec->Parts("ssd0");
+  ASSERT_EQ(parts.size(), 4u);
+  for (uint32_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(parts[i].name, "ssd0.v" + std::to_string(i));
+    EXPECT_EQ(parts[i].dir, "/srv/ssd0/v" + std::to_string(i));
+    EXPECT_EQ(parts[i].options.model.geometry.channels, 2u);
+    EXPECT_EQ(parts[i].options.model.geometry.dies_per_channel, 4u);
+    EXPECT_EQ(parts[i].options.model.timing.buffer_pages, 256u);
+  }
+  const auto whole = ParseFlashSpec("/srv/ssd1")->Parts("ssd1");
+  ASSERT_EQ(whole.size(), 1u);
+  EXPECT_EQ(whole[0].name, "ssd1");
+  EXPECT_EQ(whole[0].dir, "/srv/ssd1");
 }
 
 TEST_F(FlashEndpointTest, OptionsAreChecked) {
