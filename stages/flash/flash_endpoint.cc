@@ -2,10 +2,12 @@
 
 #include <fcntl.h>
 #include <stdio.h>  // RENAME_EXCHANGE
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <random>
 
 #include "absl/strings/numbers.h"
 #include "sswitch/local_endpoint.h"
@@ -167,12 +169,13 @@ absl::StatusOr<std::shared_ptr<FlashEndpoint>> FlashEndpoint::Open(
   auto inner = LocalEndpoint::Open(dir);
   if (!inner.ok()) return inner.status();
   return std::shared_ptr<FlashEndpoint>(
-      new FlashEndpoint(*std::move(inner), options));
+      new FlashEndpoint(dir, *std::move(inner), options));
 }
 
-FlashEndpoint::FlashEndpoint(std::shared_ptr<Endpoint> inner,
+FlashEndpoint::FlashEndpoint(std::string dir, std::shared_ptr<Endpoint> inner,
                              const Options& options)
-    : inner_(std::move(inner)),
+    : dir_(std::move(dir)),
+      inner_(std::move(inner)),
       dilation_(options.dilation),
       epoch_ns_(MonotonicNanos()),
       page_bytes_(options.model.geometry.page_bytes),
@@ -213,6 +216,42 @@ FlashState FlashEndpoint::State() const {
   const uint64_t now = ModelNow();
   MutexLock l(&mu_);
   return model_.State(now);
+}
+
+absl::Status FlashEndpoint::Warm(const std::string& path, uint64_t bytes,
+                                 double overwrites, uint64_t seed) {
+  const std::string file = StrCat(dir_, "/", path);
+  const int fd = ::open(file.c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
+  if (fd < 0 || ::ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
+    const int err = errno;
+    if (fd >= 0) ::close(fd);
+    return ErrnoStatus(err, StrCat("warm ", file));
+  }
+  ::close(fd);
+  const uint64_t n = (bytes + page_bytes_ - 1) / page_bytes_;
+  MutexLock l(&mu_);
+  std::vector<uint32_t>& pages = files_[path];
+  if (pages.size() < n) pages.resize(n, kNoPage);
+  uint64_t missing = 0;
+  for (uint32_t p : pages) missing += p == kNoPage ? 1 : 0;
+  if (missing > free_pages_.size()) {
+    return absl::ResourceExhaustedError(StrCat(
+        "warm ", path, ": ", missing, " pages, ", free_pages_.size(), " free"));
+  }
+  for (uint32_t& p : pages) {
+    if (p == kNoPage) {
+      p = free_pages_.back();
+      free_pages_.pop_back();
+    }
+    model_.Write(p, 0);
+  }
+  std::mt19937_64 rng(seed);
+  const auto more = static_cast<uint64_t>(overwrites * static_cast<double>(n));
+  for (uint64_t i = 0; i < more && n > 0; ++i)
+    model_.Write(pages[rng() % n], 0);
+  model_.StartGc(0);  // as a device left idle a while collects
+  model_.ForgetTime();
+  return absl::OkStatus();
 }
 
 std::string FlashEndpoint::Describe() const {
@@ -337,10 +376,7 @@ std::string FlashEndpoint::StateText() const {
     MutexLock l(&mu_);
     st = model_.State(now);
     mode = model_.options().mode;
-    // Background GC is worth it: a gap long enough is predicted, and a
-    // pass would gain blocks.
-    bg_ok = st.predicted_idle_ns >= model_.options().bg_idle_ns &&
-            st.free_ratio < model_.options().gc_target;
+    bg_ok = st.bg_ok;
   }
   const double left_ns =
       st.gc_until_ns > now

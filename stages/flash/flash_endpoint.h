@@ -92,13 +92,24 @@ class FlashEndpoint : public Endpoint {
   // Starts a GC pass now (a coordinator granted it); returns its end in
   // model time.
   uint64_t StartGc();
+  // Warms the device up as if it had been in use: file `path` (made if
+  // missing) becomes `bytes` long (zeros where nothing was written), each
+  // of its pages is mapped to a logical page and written, then
+  // `overwrites` times as many random pages of it are written again (the
+  // blocks fill with garbage, GC has work) and a GC pass runs, all at no
+  // time: the model then forgets time (FlashModel::ForgetTime).
+  // ResourceExhausted if the device has too few free pages. For benchmarks:
+  // REQUIRES no IO in flight.
+  absl::Status Warm(const std::string& path, uint64_t bytes, double overwrites,
+                    uint64_t seed);
   // The model's clock now (ns).
   uint64_t ModelNow() const;
   // Logical pages files hold.
   uint64_t used_pages() const;
 
  private:
-  FlashEndpoint(std::shared_ptr<Endpoint> inner, const Options& options);
+  FlashEndpoint(std::string dir, std::shared_ptr<Endpoint> inner,
+                const Options& options);
   struct Due;
   // The model's time for `io` on `path`; the pages it touches are mapped
   // (writes) or looked up (reads), trimmed (unlink, truncate) or moved
@@ -114,6 +125,7 @@ class FlashEndpoint : public Endpoint {
   void Control(Io* io);
   void TimerLoop();
 
+  const std::string dir_;
   const std::shared_ptr<Endpoint> inner_;
   const double dilation_;
   const uint64_t epoch_ns_;  // wall time at model time 0

@@ -90,7 +90,7 @@ FlashModel::FlashModel(const FlashOptions& options)
 }
 
 void FlashModel::NoteIo(uint64_t now) {
-  if (last_io_ns_ != 0 && now > last_io_ns_) {
+  if (last_io_ns_ != 0 && now >= last_io_ns_ + o_.idle_min_ns) {
     const double gap = static_cast<double>(now - last_io_ns_);
     predicted_idle_ns_ =
         o_.idle_alpha * gap + (1 - o_.idle_alpha) * predicted_idle_ns_;
@@ -266,6 +266,17 @@ uint64_t FlashModel::StartGc(uint64_t now) {
   return end;
 }
 
+void FlashModel::ForgetTime() {
+  for (Die& d : dies_) {
+    d.read_free_ns = d.program_free_ns = d.gc_until_ns = 0;
+  }
+  std::fill(buffered_until_.begin(), buffered_until_.end(), 0);
+  buffer_ = {};
+  last_io_ns_ = 0;
+  predicted_idle_ns_ = 0;
+  counters_ = FlashState{};
+}
+
 uint64_t FlashModel::CollectDie(uint32_t die, uint64_t now) {
   return CollectLocked(die, now);
 }
@@ -298,6 +309,9 @@ FlashState FlashModel::State(uint64_t now) const {
     s.gc_until_ns = std::max(s.gc_until_ns, d.gc_until_ns);
   }
   s.gc_active = s.gc_until_ns > now;
+  s.idle_for_ns = now > last_io_ns_ ? now - last_io_ns_ : 0;
+  s.bg_ok = s.idle_for_ns >= o_.idle_min_ns &&
+            s.predicted_idle_ns >= o_.bg_idle_ns && s.free_ratio < o_.gc_target;
   uint64_t n = 0, sum = 0, sum_sq = 0;
   s.erase_min = UINT64_MAX;
   for (const Die& d : dies_) {

@@ -86,8 +86,12 @@ struct FlashOptions {
   double gc_target = 0.40;       // a GC pass stops at this free share
   // Background GC: the predicted idle gap (EWMA of the gaps between IOs)
   // above which a coordinator may collect without asking.
+  // Gaps shorter than idle_min_ns are the load's own rhythm, not idle
+  // periods: they do not enter the EWMA, and a device is idle (may start
+  // background GC) once no IO came for idle_min_ns.
   double idle_alpha = 0.5;
   uint64_t bg_idle_ns = 30'000'000;
+  uint64_t idle_min_ns = 1'000'000;
 };
 
 // The state a model reports (to its sSwitch, to stats, to a coordinator).
@@ -96,6 +100,10 @@ struct FlashState {
   bool gc_active = false;    // some die collects at the time asked
   uint64_t gc_until_ns = 0;  // when the last die's GC ends
   uint64_t predicted_idle_ns = 0;
+  uint64_t idle_for_ns = 0;  // since the last IO
+  // Background GC is worth it now: idle for idle_min_ns, an idle period
+  // of bg_idle_ns predicted, and a pass would gain blocks.
+  bool bg_ok = false;
   GcNeed need = GcNeed::kNone;
   uint64_t erase_min = 0, erase_max = 0;
   double erase_mean = 0, erase_variance = 0;
@@ -139,6 +147,10 @@ class FlashModel {
   // Runs a GC pass from `now` on every die (each until its free share
   // reaches gc_target). Returns when the last die is done.
   uint64_t StartGc(uint64_t now);
+  // Forgets time: every die idle, the buffer empty, the counters zero;
+  // pages, blocks and wear stay. For a device warmed up (written and
+  // over-written at time 0) before it is used.
+  void ForgetTime();
   // The same on one die only (tests; a die short of blocks).
   uint64_t CollectDie(uint32_t die, uint64_t now);
 

@@ -103,20 +103,29 @@ absl::Status ReplicaSetStage::GrantGc(const std::string& member,
 void ReplicaSetStage::NoteGc(const std::string& member, const std::string& kind,
                              uint64_t until) {
   const uint64_t now = MonotonicNanos();
-  // A pass seen again (or extended) within two turns is the same pass.
-  const uint64_t slack =
-      2ull * gc_poll_us_.load(std::memory_order_relaxed) * 1000;
+  // A pass seen again while it is under way, ending as predicted (give
+  // or take the time an answer takes), is the same pass. Seen ending
+  // later, the device went on collecting on its own (a die with no free
+  // block left): that is a pass of the device's from the predicted end.
+  // One seen after the end is another of the device's (a pass the stage
+  // grants is noted when granted).
+  constexpr uint64_t kJitterNs = 500'000;
+  uint64_t start = now;
   MutexLock l(&gc_mu_);
   for (auto it = gc_events_.rbegin(); it != gc_events_.rend(); ++it) {
     if (it->member != member) continue;
-    if (it->end_mono_ns + slack >= now) {
-      it->end_mono_ns = std::max(it->end_mono_ns, until);
-      return;
+    if (now <= it->end_mono_ns + kJitterNs) {
+      if (until <= it->end_mono_ns + kJitterNs) return;  // the same pass
+      if (it->kind == kind) {  // the device's own, going on
+        it->end_mono_ns = until;
+        return;
+      }
+      start = it->end_mono_ns;
     }
     break;
   }
   if (kind == "device") gc_device_passes_.fetch_add(1);
-  gc_events_.push_back(GcPass{member, kind, now, until});
+  gc_events_.push_back(GcPass{member, kind, start, until});
   while (gc_events_.size() > kMaxGcEvents) gc_events_.pop_front();
 }
 
@@ -140,7 +149,21 @@ uint64_t ReplicaSetStage::CoordinateGc() {
   std::vector<Seen> seen;
   for (const std::string& m : in) {
     auto st = AskDevice(m);
-    if (!st.ok()) continue;  // not a flash device, or it failed: no GC view
+    if (!st.ok()) {
+      // Not a flash device; or one that did not answer this time: it
+      // keeps what was known of its GC (a partner must not start
+      // collecting because one answer was lost).
+      MutexLock l(&mu_);
+      auto it = std::find(members_.begin(), members_.end(), m);
+      if (it == members_.end()) continue;
+      const Load& load = *load_[static_cast<size_t>(it - members_.begin())];
+      if (!load.flash.load(std::memory_order_relaxed)) continue;
+      Seen& s = seen.emplace_back();
+      s.member = m;
+      s.state.need = "none";
+      s.until = load.gc_until_ns.load(std::memory_order_relaxed);
+      continue;
+    }
     Seen& s = seen.emplace_back();
     s.member = m;
     s.state = *std::move(st);

@@ -739,7 +739,9 @@ TEST_F(ReplicaSetVolumeTest, FlashMembersBehindServersCollectInTurn) {
       const bool had_to = a.kind == "regular" || a.kind == "device" ||
                           b.kind == "regular" || b.kind == "device";
       EXPECT_TRUE(!overlap || had_to)
-          << a.member << " " << a.kind << " and " << b.member << " " << b.kind;
+          << a.member << " " << a.kind << " [" << a.start << ", " << a.end
+          << ") and " << b.member << " " << b.kind << " [" << b.start << ", "
+          << b.end << ")";
     }
   }
   EXPECT_GT(soft, 0) << out;

@@ -200,6 +200,31 @@ TEST(FlashModelTest, IdleGapsArePredictedByAnEwma) {
   m.Read(0, 71 * kMs);  // gap 60 ms: 0.5 * 60 + 0.5 * 5
   EXPECT_EQ(m.State(71 * kMs).predicted_idle_ns, 32'500'000u);
   EXPECT_GT(m.State(71 * kMs).predicted_idle_ns, m.options().bg_idle_ns);
+  m.Read(0, 71 * kMs + 100'000);  // 0.1 ms: the load's rhythm, not idle
+  EXPECT_EQ(m.State(72 * kMs).predicted_idle_ns, 32'500'000u);
+  // Background GC once idle for idle_min_ns, and only with blocks to gain.
+  EXPECT_FALSE(m.State(71 * kMs + 500'000).bg_ok) << "not idle yet";
+  EXPECT_FALSE(m.State(73 * kMs).bg_ok) << "nothing to collect";
+}
+
+// A device written and over-written at time 0, then made to forget time:
+// its pages and blocks stay as written (so GC has work), it is idle and
+// its counters start from zero.
+TEST(FlashModelTest, AWarmedDeviceForgetsTimeNotPages) {
+  FlashModel m(Small(GcMode::kAuto));
+  std::mt19937_64 rng(5);
+  const uint64_t pages = m.logical_pages() * 8 / 10;
+  for (uint64_t lpn = 0; lpn < pages; ++lpn) m.Write(lpn, 0);
+  for (uint64_t i = 0; i < 2 * pages; ++i) m.Write(rng() % pages, 0);
+  const double free = m.FreeRatio();
+  m.ForgetTime();
+  EXPECT_TRUE(m.Verify().ok()) << m.Verify();
+  EXPECT_EQ(m.FreeRatio(), free);
+  const FlashState s = m.State(kMs);
+  EXPECT_FALSE(s.gc_active);
+  EXPECT_EQ(s.writes, 0u);
+  EXPECT_GT(s.erase_max, 0u) << "wear stays";
+  EXPECT_LT(m.Read(3, kMs).done_ns, kMs + 2 * m.options().timing.read_ns);
 }
 
 }  // namespace
