@@ -1,9 +1,10 @@
 // gc_ycsb: YCSB-style mixes on a replicated pair of emulated flash vSSDs
 // under GC pressure (issue 24's benchmark), through the real data path: a
 // Host, a replica_set stage of two FlashEndpoints, reads at random between
-// the replicas. The devices are warmed up first (85 % of their logical
-// pages written, then as many again over-written at random: GC has work
-// from the first write on). Four set-ups, side by side in one run:
+// the replicas. The devices are warmed up first (60 % of their logical
+// pages written, then as many again over-written at random, then a GC
+// pass: garbage is there, GC soon has work). Four set-ups, side by side
+// in one run:
 //   a  GC-oblivious: gc=off, the devices collect on their own (mode=auto)
 //   b  redirection only: gc=redirect, devices as in a
 //   c  redirection and delayed GC: gc=delay, devices mode=coordinated

@@ -220,11 +220,12 @@ uint64_t ReplicaSetStage::CoordinateGc() {
   {
     MutexLock l(&mu_);
     for (size_t i = 0; i < members_.size(); ++i) {
-      auto it = std::find_if(seen.begin(), seen.end(), [&](const Seen& s) {
-        return s.member == members_[i];
-      });
-      load_[i]->flash.store(it != seen.end(), std::memory_order_relaxed);
-      load_[i]->gc_until_ns.store(it != seen.end() ? it->until : 0,
+      const Seen* found = nullptr;
+      for (const Seen& s : seen) {
+        if (s.member == members_[i]) found = &s;
+      }
+      load_[i]->flash.store(found != nullptr, std::memory_order_relaxed);
+      load_[i]->gc_until_ns.store(found != nullptr ? found->until : 0,
                                   std::memory_order_relaxed);
     }
   }
