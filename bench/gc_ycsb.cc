@@ -9,13 +9,15 @@
 //   b  redirection only: gc=redirect, devices as in a
 //   c  redirection and delayed GC: gc=delay, devices mode=coordinated
 //   d  c and background GC: gc=background
-// Load: `threads` closed-loop clients, zipfian keys (theta 0.99, hot keys
-// scattered), 4 KiB records (one page each); bursts of 190 ms of model
-// time then 60 ms idle (background GC needs idle periods to predict).
+// Load: `threads` clients issuing `rate` operations a second between them
+// (exponential gaps, each client waiting for its previous operation),
+// zipfian keys (theta 0.99, hot keys scattered), 4 KiB records (one page
+// each); bursts of 190 ms of model time then 60 ms idle (background GC
+// needs idle periods to predict).
 // Times are model times: wall times divided by the dilation.
 //
 //   gc_ycsb [workload=A,B,C,D,E,F,W] [seconds=10] [threads=8]
-//           [dilation=10] [cdf_dir=DIR]
+//           [rate=4000] [dilation=10] [cdf_dir=DIR]
 //
 // Workloads (YCSB core): A 50 % updates, B 5 %, C none, D 5 % inserts
 // and reads of the latest, E 95 % short scans (1-16 records) and 5 %
@@ -53,6 +55,7 @@ struct Options {
   double seconds = 10;
   int threads = 8;
   double dilation = 10;
+  double rate = 4000;  // operations a second (model time), all clients
   std::string cdf_dir;
 };
 
@@ -205,7 +208,16 @@ Result RunOne(char setup, char workload, const Options& opt) {
         if (key >= records) key = loaded + key % (records - loaded);
         write(key);
       };
+      // Paced: each client issues its share of `rate` at exponential
+      // intervals (an open load while the device keeps up); latency is
+      // from the issue.
+      std::exponential_distribution<double> gap(opt.rate / opt.threads);
+      uint64_t due = MonotonicNanos();
       for (;;) {
+        due += static_cast<uint64_t>(gap(rng) * 1e9 * d);
+        if (const uint64_t at = MonotonicNanos(); due > at) {
+          std::this_thread::sleep_for(std::chrono::nanoseconds(due - at));
+        }
         const uint64_t now = MonotonicNanos();
         if (now >= end) break;
         if ((now - start) % period >= period - idle) {
@@ -313,13 +325,15 @@ int Main(int argc, char** argv) {
       opt.seconds = std::stod(value);
     } else if (key == "threads") {
       opt.threads = std::stoi(value);
+    } else if (key == "rate") {
+      opt.rate = std::stod(value);
     } else if (key == "dilation") {
       opt.dilation = std::stod(value);
     } else if (key == "cdf_dir") {
       opt.cdf_dir = value;
     } else {
       std::cerr << "gc_ycsb: unknown argument '" << a
-                << "' (workload, seconds, threads, dilation, cdf_dir)\n";
+                << "' (workload, seconds, threads, rate, dilation, cdf_dir)\n";
       return 2;
     }
   }

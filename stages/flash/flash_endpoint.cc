@@ -96,6 +96,8 @@ absl::StatusOr<FlashEndpointSpec> ParseFlashSpec(std::string_view spec) {
       out.options.dilation = v;
     } else if (key == "vssds") {
       out.vssds = u32;
+    } else if (key == "gc_yields") {
+      o.gc_yields = v != 0;
     } else if (key == "channels") {
       g.channels = u32;
     } else if (key == "dies_per_channel") {

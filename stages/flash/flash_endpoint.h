@@ -40,8 +40,8 @@ namespace sroute {
 // its numbers: dilation, mode (auto|coordinated), channels,
 // dies_per_channel, blocks_per_die, pages_per_block, page_bytes, spare,
 // read_us, program_us, erase_us, buffer_us, buffer_pages, soft_threshold,
-// gc_threshold, gc_target, bg_idle_ms; vssds=N splits it into N vSSDs by
-// channel (FlashEndpointSpec::Parts). Errors name the key.
+// gc_threshold, gc_target, bg_idle_ms, gc_yields (1 or 0); vssds=N splits it
+// into N vSSDs by channel (FlashEndpointSpec::Parts). Errors name the key.
 struct FlashEndpointSpec;
 
 // A flash endpoint's control, through xattrs of any of its names (so that

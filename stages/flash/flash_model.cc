@@ -106,8 +106,9 @@ FlashModel::Result FlashModel::Read(uint64_t lpn, uint64_t now) {
     return {now + o_.timing.buffer_ns, false};  // zeros, or from DRAM
   }
   Die& d = dies_[ppn / (g_.blocks_per_die * g_.pages_per_block)];
-  const bool behind_gc = d.gc_until_ns > now;
-  const uint64_t start = std::max({now, d.read_free_ns, d.gc_until_ns});
+  const uint64_t gc_free = GcFreeAt(d, now);
+  const bool behind_gc = gc_free > now;
+  const uint64_t start = std::max({now, d.read_free_ns, gc_free});
   d.read_free_ns = start + o_.timing.read_ns;
   if (behind_gc) ++counters_.reads_behind_gc;
   return {d.read_free_ns, behind_gc};
@@ -128,7 +129,7 @@ FlashModel::Result FlashModel::Write(uint64_t lpn, uint64_t now) {
   const uint32_t ppn = AllocatePage(die, in_buffer);
   Die& d = dies_[die];
   const uint64_t start =
-      std::max({in_buffer, d.program_free_ns, d.gc_until_ns});
+      std::max({in_buffer, d.program_free_ns, GcFreeAt(d, in_buffer)});
   d.program_free_ns = start + o_.timing.program_ns;
   if (l2p_[lpn] != kUnmapped) Invalidate(l2p_[lpn]);
   l2p_[lpn] = ppn;
@@ -202,8 +203,18 @@ uint32_t FlashModel::AllocatePage(uint32_t die, uint64_t now) {
 
 uint64_t FlashModel::CollectLocked(uint32_t die, uint64_t from) {
   Die& d = dies_[die];
+  // A pass that yields to host IO begins at once (after a pass under
+  // way); one that holds the die waits for the IO queued on it.
   uint64_t t =
-      std::max({from, d.gc_until_ns, d.program_free_ns, d.read_free_ns});
+      o_.gc_yields
+          ? std::max(from, d.gc_until_ns)
+          : std::max({from, d.gc_until_ns, d.program_free_ns, d.read_free_ns});
+  // A pass after the last one ended has steps of its own; one that
+  // follows a pass under way adds to its steps.
+  if (d.gc_until_ns <= from) {
+    d.gc_steps.clear();
+    d.gc_from_ns = t;
+  }
   const double target = o_.gc_target * g_.blocks_per_die;
   bool erased = false;
   for (uint32_t pass = 0; pass < g_.blocks_per_die &&
@@ -239,6 +250,7 @@ uint64_t FlashModel::CollectLocked(uint32_t die, uint64_t from) {
       p2l_[from_ppn] = kUnmapped;
       --d.blocks[v].valid;
       t += o_.timing.read_ns + o_.timing.program_ns;
+      if (o_.gc_yields) d.gc_steps.push_back(t);
       ++counters_.pages_copied;
     }
     if (d.blocks[v].valid != 0) break;
@@ -249,12 +261,13 @@ uint64_t FlashModel::CollectLocked(uint32_t die, uint64_t from) {
     d.free_blocks.push_back(v);
     ++free_blocks_;
     t += o_.timing.erase_ns;
+    if (o_.gc_yields) d.gc_steps.push_back(t);
     ++counters_.erases;
     erased = true;
   }
   if (erased) ++counters_.gc_passes;
   d.gc_until_ns = std::max(d.gc_until_ns, t);
-  d.program_free_ns = std::max(d.program_free_ns, t);
+  if (!o_.gc_yields) d.program_free_ns = std::max(d.program_free_ns, t);
   return d.gc_until_ns;
 }
 
@@ -266,9 +279,19 @@ uint64_t FlashModel::StartGc(uint64_t now) {
   return end;
 }
 
+uint64_t FlashModel::GcFreeAt(const Die& d, uint64_t now) const {
+  if (d.gc_until_ns <= now) return now;
+  if (!o_.gc_yields) return d.gc_until_ns;
+  if (now < d.gc_from_ns) return now;  // it has not begun
+  // The end of the step under way at `now`.
+  auto it = std::upper_bound(d.gc_steps.begin(), d.gc_steps.end(), now);
+  return it == d.gc_steps.end() ? d.gc_until_ns : *it;
+}
+
 void FlashModel::ForgetTime() {
   for (Die& d : dies_) {
-    d.read_free_ns = d.program_free_ns = d.gc_until_ns = 0;
+    d.read_free_ns = d.program_free_ns = d.gc_until_ns = d.gc_from_ns = 0;
+    d.gc_steps.clear();
   }
   std::fill(buffered_until_.begin(), buffered_until_.end(), 0);
   buffer_ = {};

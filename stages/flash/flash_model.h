@@ -16,7 +16,9 @@
 // What is modelled, and what is not:
 //  - A die does one thing at a time: reads queue behind reads, programs
 //    behind programs; a read suspends a program (as firmware does), so it
-//    waits for other reads and for GC, not for programs. GC holds the die.
+//    waits for other reads and for GC, not for programs. GC holds the die
+//    one step at a time (a page copied, a block erased: host IO waits for
+//    the step under way), or for the whole pass (gc_yields false).
 //  - Channel buses are not modelled (a page's transfer is in read_ns).
 //  - Writes go to the write buffer and are acknowledged there; each page is
 //    programmed to the next die in turn, and its buffer slot is free again
@@ -89,6 +91,12 @@ struct FlashOptions {
   // Gaps shorter than idle_min_ns are the load's own rhythm, not idle
   // periods: they do not enter the EWMA, and a device is idle (may start
   // background GC) once no IO came for idle_min_ns.
+  // A GC pass yields its die to host IO between its steps (a page copied,
+  // a block erased), as devices with preemptible GC do: a read or a
+  // program behind GC waits for the step under way (an erase at most, 3
+  // ms), and the pass is not made longer for it (host IO fills the gaps
+  // GC leaves). false: the pass holds its die whole.
+  bool gc_yields = true;
   double idle_alpha = 0.5;
   uint64_t bg_idle_ns = 30'000'000;
   uint64_t idle_min_ns = 1'000'000;
@@ -186,7 +194,15 @@ class FlashModel {
     uint64_t read_free_ns = 0;          // when its last queued read ends
     uint64_t program_free_ns = 0;
     uint64_t gc_until_ns = 0;  // GC holds it until then
+    // The ends of the steps (a page copied, a block erased) of the pass
+    // under way, in order: with gc_yields, host IO waits for the step
+    // under way only.
+    std::vector<uint64_t> gc_steps;
+    uint64_t gc_from_ns = 0;  // when the first of them began
   };
+  // When host IO at `now` may use die `d`: now, or the end of the GC step
+  // under way (of the whole pass without gc_yields).
+  uint64_t GcFreeAt(const Die& d, uint64_t now) const;
 
   bool HasRoom(const Die& d) const;
   // Makes a free block `d`'s active one (the one before it is full).

@@ -306,6 +306,15 @@ class ReplicaSetVolumeTest : public ServerTest {
     return s == std::string::npos ? -1 : atoll(st.c_str() + s + key.size());
   }
   int ports_[3] = {0, 0, 0};
+  // A controller (its store in `db`) running control app `app`, with
+  // stats every 200 ms.
+  testing::ServerProcess StartController(const testing::TempDir& db,
+                                         const std::string& app) {
+    return testing::ServerProcess(
+        SROUTE_CONTROLLER_BINARY,
+        {"--db", db / "db", "--secret-file", secret_, "--listen", "127.0.0.1:0",
+         "--stats-interval-ms", "200", "--app", app});
+  }
 };
 
 // 4 writers and 4 readers on one replicated file; a member (each in turn,
@@ -654,11 +663,8 @@ std::vector<GcPassSeen> GcTimeline(const std::string& json) {
 // process dies), and resync makes both devices equal.
 TEST_F(ReplicaSetVolumeTest, FlashMembersBehindServersCollectInTurn) {
   testing::TempDir db, f1, f2;
-  testing::ServerProcess controller(
-      SROUTE_CONTROLLER_BINARY,
-      {"--db", db / "db", "--secret-file", secret_, "--listen", "127.0.0.1:0",
-       "--stats-interval-ms", "200", "--app",
-       "gc_redirect:mode=delay,poll_us=500"});
+  testing::ServerProcess controller =
+      StartController(db, "gc_redirect:mode=delay,poll_us=500");
   ASSERT_TRUE(controller.ok());
   ASSERT_EQ(mkdir((home_ / "rep").c_str(), 0755), 0);
   testing::TempDir* flash[] = {&f1, &f2};
@@ -771,11 +777,8 @@ TEST_F(ReplicaSetVolumeTest, FlashMembersBehindServersCollectInTurn) {
 // yet), and no read or write fails.
 TEST_F(ReplicaSetVolumeTest, ControlSpreadsReadOnlyFlowsAndReadsNeverGoBack) {
   testing::TempDir db;
-  testing::ServerProcess controller(
-      SROUTE_CONTROLLER_BINARY,
-      {"--db", db / "db", "--secret-file", secret_, "--listen", "127.0.0.1:0",
-       "--stats-interval-ms", "200", "--app",
-       "replica_control:stage=rs,flows=//home/rep/*,idle=1,spread=random"});
+  testing::ServerProcess controller = StartController(
+      db, "replica_control:stage=rs,flows=//home/rep/*,idle=1,spread=random");
   ASSERT_TRUE(controller.ok());
   StartSet("", {"--controller", controller.address()});
   constexpr uint32_t kBlocks = 64;
@@ -871,11 +874,8 @@ TEST_F(ReplicaSetVolumeTest, ControlSpreadsReadOnlyFlowsAndReadsNeverGoBack) {
 TEST_F(ReplicaSetVolumeTest,
        ControlAcrossHostsKeepsAReaderOnAnotherHostCurrent) {
   testing::TempDir db;
-  testing::ServerProcess controller(
-      SROUTE_CONTROLLER_BINARY,
-      {"--db", db / "db", "--secret-file", secret_, "--listen", "127.0.0.1:0",
-       "--stats-interval-ms", "200", "--app",
-       "replica_control:stage=rs,flows=//home/rep/*,idle=1,spread=random"});
+  testing::ServerProcess controller = StartController(
+      db, "replica_control:stage=rs,flows=//home/rep/*,idle=1,spread=random");
   ASSERT_TRUE(controller.ok());
   StartSet("", {"--controller", controller.address()});
   MountSecondHost();

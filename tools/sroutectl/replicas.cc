@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <functional>
 #include <iostream>
 
 #include "tools/sroutectl/format.h"
@@ -182,7 +183,13 @@ Report ReplicaSetsReport(const proto::StageLists& lists,
   return report;
 }
 
-int ReplicasList(const Args& args, ControlTarget& target, bool members) {
+namespace {
+
+// Lists the stages of `target` and prints the report `make` draws from
+// them (as JSON with --json); `none` (an error) when it has no text.
+int ShowStages(const Args& args, ControlTarget& target,
+               const std::function<Report(const proto::StageLists&)>& make,
+               const std::string& none) {
   proto::Stages req;
   req.set_action(proto::Stages::LIST);
   auto lists = target.StageStates(req);
@@ -190,15 +197,25 @@ int ReplicasList(const Args& args, ControlTarget& target, bool members) {
     std::cerr << "sroutectl: " << lists.status().message() << "\n";
     return absl::IsUnavailable(lists.status()) ? 2 : 1;
   }
-  const Report r = ReplicaSetsReport(*lists, args.name, members,
-                                     !args.json && ::isatty(1) != 0);
+  const Report r = make(*lists);
   if (!args.json && r.text.empty()) {
-    std::cerr << "sroutectl: no replica set"
-              << (args.name.empty() ? "" : " named " + args.name) << "\n";
+    std::cerr << "sroutectl: " << none << "\n";
     return 1;
   }
   std::cout << (args.json ? r.json : r.text);
   return 0;
+}
+
+}  // namespace
+
+int ReplicasList(const Args& args, ControlTarget& target, bool members) {
+  return ShowStages(
+      args, target,
+      [&](const proto::StageLists& lists) {
+        return ReplicaSetsReport(lists, args.name, members,
+                                 !args.json && ::isatty(1) != 0);
+      },
+      "no replica set" + (args.name.empty() ? "" : " named " + args.name));
 }
 
 Report GcStatusReport(const proto::StageLists& lists, const std::string& only,
@@ -279,22 +296,14 @@ Report GcStatusReport(const proto::StageLists& lists, const std::string& only,
 }
 
 int GcStatus(const Args& args, ControlTarget& target) {
-  proto::Stages req;
-  req.set_action(proto::Stages::LIST);
-  auto lists = target.StageStates(req);
-  if (!lists.ok()) {
-    std::cerr << "sroutectl: " << lists.status().message() << "\n";
-    return absl::IsUnavailable(lists.status()) ? 2 : 1;
-  }
-  const Report r = GcStatusReport(*lists, args.name, args.last);
-  if (!args.json && r.text.empty()) {
-    std::cerr << "sroutectl: no replica set coordinates GC"
-              << (args.name.empty() ? "" : " named " + args.name)
-              << " (the gc_redirect app, or stages set NAME gc=MODE)\n";
-    return 1;
-  }
-  std::cout << (args.json ? r.json : r.text);
-  return 0;
+  return ShowStages(
+      args, target,
+      [&](const proto::StageLists& lists) {
+        return GcStatusReport(lists, args.name, args.last);
+      },
+      "no replica set coordinates GC" +
+          (args.name.empty() ? "" : " named " + args.name) +
+          " (the gc_redirect app, or stages set NAME gc=MODE)");
 }
 
 int ReplicasChange(const Args& args, ControlTarget& target,
