@@ -214,6 +214,10 @@ uint64_t ReplicaSetStage::CoordinateGc() {
       } else if (mode == GcMode::kBackground && s.state.bg_ok && !blocked) {
         grant(s, "bg");
       }
+      if (s.state.need == "none") {
+        MutexLock l(&gc_mu_);
+        soft_waiting_[s.member] = false;  // a later soft request is new
+      }
     }
   }
   // The data path's view: who collects, until when.
