@@ -15,7 +15,6 @@
 #include <filesystem>
 #include <functional>
 #include <random>
-#include <regex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -640,13 +639,34 @@ struct GcPassSeen {
 };
 std::vector<GcPassSeen> GcTimeline(const std::string& json) {
   std::vector<GcPassSeen> out;
-  const std::regex event(
-      "\\{\"member\": \"([^\"]*)\", \"kind\": \"([^\"]*)\", "
-      "\"start_unix_us\": ([0-9]+), \"end_unix_us\": ([0-9]+)\\}");
-  for (auto it = std::sregex_iterator(json.begin(), json.end(), event);
-       it != std::sregex_iterator(); ++it) {
-    out.push_back(GcPassSeen{(*it)[1], (*it)[2], std::stoll((*it)[3]),
-                             std::stoll((*it)[4])});
+  // Each event is {"member": "M", "kind": "K", "start_unix_us": N,
+  // "end_unix_us": N} (sroutectl's JSON).
+  auto text = [&](size_t& at, const std::string& key) {
+    const std::string k = "\"" + key + "\": \"";
+    at = json.find(k, at);
+    if (at == std::string::npos) return std::string();
+    at += k.size();
+    const size_t end = json.find('"', at);
+    std::string v = json.substr(at, end - at);
+    at = end;
+    return v;
+  };
+  auto number = [&](size_t& at, const std::string& key) -> int64_t {
+    const std::string k = "\"" + key + "\": ";
+    at = json.find(k, at);
+    if (at == std::string::npos) return 0;
+    at += k.size();
+    return std::stoll(json.substr(at, 20));
+  };
+  size_t at = 0;
+  while ((at = json.find("{\"member\": ", at)) != std::string::npos) {
+    GcPassSeen p;
+    p.member = text(at, "member");
+    p.kind = text(at, "kind");
+    p.start = number(at, "start_unix_us");
+    p.end = number(at, "end_unix_us");
+    if (at == std::string::npos) break;
+    out.push_back(std::move(p));
   }
   return out;
 }
