@@ -104,9 +104,10 @@ void ReplicaSetStage::NoteGc(const std::string& member, const std::string& kind,
                              uint64_t until) {
   const uint64_t now = MonotonicNanos();
   // A pass seen again while it is under way, ending as predicted (give
-  // or take the time an answer takes), is the same pass. Seen ending
-  // later, the device went on collecting on its own (a die with no free
-  // block left): that is a pass of the device's from the predicted end.
+  // or take the time an answer takes), is the same pass; its end is the
+  // latest seen. Seen ending later, the device went on collecting on its
+  // own (a die with no free block left): that is a pass of the device's
+  // from the predicted end.
   // One seen after the end is another of the device's (a pass the stage
   // grants is noted when granted).
   constexpr uint64_t kJitterNs = 500'000;
@@ -115,8 +116,9 @@ void ReplicaSetStage::NoteGc(const std::string& member, const std::string& kind,
   for (auto it = gc_events_.rbegin(); it != gc_events_.rend(); ++it) {
     if (it->member != member) continue;
     if (now <= it->end_mono_ns + kJitterNs) {
-      if (until <= it->end_mono_ns + kJitterNs) return;  // the same pass
-      if (it->kind == kind) {  // the device's own, going on
+      // The same pass: its end as the stage now sees it (the view its
+      // decisions use, so that the timeline shows what they saw).
+      if (until <= it->end_mono_ns + kJitterNs || it->kind == kind) {
         it->end_mono_ns = until;
         return;
       }
