@@ -119,7 +119,7 @@ void ReplicaSetStage::NoteGc(const std::string& member, const std::string& kind,
       // The same pass: its end as the stage now sees it (the view its
       // decisions use, so that the timeline shows what they saw).
       if (until <= it->end_mono_ns + kJitterNs || it->kind == kind) {
-        it->end_mono_ns = until;
+        it->end_mono_ns = std::max(until, it->start_mono_ns);
         return;
       }
       start = it->end_mono_ns;
@@ -127,7 +127,7 @@ void ReplicaSetStage::NoteGc(const std::string& member, const std::string& kind,
     break;
   }
   if (kind == "device") gc_device_passes_.fetch_add(1);
-  gc_events_.push_back(GcPass{member, kind, start, until});
+  gc_events_.push_back(GcPass{member, kind, start, std::max(until, start)});
   while (gc_events_.size() > kMaxGcEvents) gc_events_.pop_front();
 }
 
