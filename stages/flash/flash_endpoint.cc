@@ -61,23 +61,13 @@ absl::StatusOr<FlashEndpointSpec> ParseFlashSpec(std::string_view spec) {
       }
       continue;
     }
-    static constexpr std::string_view kNumbers[] = {"dilation",
-                                                    "channels",
-                                                    "dies_per_channel",
-                                                    "blocks_per_die",
-                                                    "pages_per_block",
-                                                    "page_bytes",
-                                                    "spare",
-                                                    "read_us",
-                                                    "program_us",
-                                                    "erase_us",
-                                                    "buffer_us",
-                                                    "buffer_pages",
-                                                    "soft_threshold",
-                                                    "gc_threshold",
-                                                    "gc_target",
-                                                    "bg_idle_ms",
-                                                    "vssds"};
+    static constexpr std::string_view kNumbers[] = {
+        "dilation",       "channels",        "dies_per_channel",
+        "blocks_per_die", "pages_per_block", "page_bytes",
+        "spare",          "read_us",         "program_us",
+        "erase_us",       "buffer_us",       "buffer_pages",
+        "soft_threshold", "gc_threshold",    "gc_target",
+        "bg_idle_ms",     "vssds",           "gc_yields"};
     if (std::find(std::begin(kNumbers), std::end(kNumbers), key) ==
         std::end(kNumbers)) {
       std::string keys = "preset, mode";
@@ -266,11 +256,13 @@ void FlashEndpoint::Gauges(
   const uint64_t now = ModelNow();
   FlashState st;
   uint64_t used = 0, logical = 0;
+  uint64_t granted[3];
   {
     MutexLock l(&mu_);
     st = model_.State(now);
     logical = model_.logical_pages();
     used = logical - free_pages_.size();
+    std::copy(granted_, granted_ + 3, granted);
   }
   const std::string prefix = StrCat("flash.", name, ".");
   auto put = [&](std::string_view key, double value) {
@@ -295,11 +287,6 @@ void FlashEndpoint::Gauges(
   put("erase_max", static_cast<double>(st.erase_max));
   put("erase_mean_milli", st.erase_mean * 1000);
   put("erase_variance_milli", st.erase_variance * 1000);
-  uint64_t granted[3];
-  {
-    MutexLock l(&mu_);
-    std::copy(granted_, granted_ + 3, granted);
-  }
   put("gc_soft", static_cast<double>(granted[0]));
   put("gc_regular", static_cast<double>(granted[1]));
   put("gc_bg", static_cast<double>(granted[2]));

@@ -231,6 +231,10 @@ TEST(FlashSpecTest, ParsesTheDirectoryThePresetAndItsNumbers) {
   EXPECT_EQ(spec->options.model.timing.read_ns, 50'000u);
   EXPECT_EQ(spec->options.model.geometry.blocks_per_die, 32u);
   EXPECT_EQ(spec->options.model.geometry.channels, 2u) << "from the preset";
+  EXPECT_TRUE(spec->options.model.gc_yields) << "the default";
+  auto holding = ParseFlashSpec("/srv/ssd0,gc_yields=0");
+  ASSERT_TRUE(holding.ok()) << holding.status();
+  EXPECT_FALSE(holding->options.model.gc_yields);
   auto plain = ParseFlashSpec("/srv/ssd1");
   ASSERT_TRUE(plain.ok());
   EXPECT_EQ(plain->options.model.geometry.channels, 8u) << "rackblox";
