@@ -4,6 +4,7 @@
 #include <utility>
 #include <vector>
 
+#include "control/copy_tree.h"
 #include "rpc/io_codec.h"
 #include "rules/parser.h"
 #include "stages/stage_control.h"
@@ -271,6 +272,9 @@ proto::ControlResponse HandleControlRequest(
       }
       break;
     }
+    case proto::ControlRequest::kCopy:
+      status = CopyTree(sw, req.copy(), resp.mutable_copy());
+      break;
     case proto::ControlRequest::REQUEST_NOT_SET:
       status = absl::InvalidArgumentError("empty control request");
       break;

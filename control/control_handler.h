@@ -1,5 +1,6 @@
 // The control requests of proto/control.proto served against one sSwitch:
-// list, add and delete rules, quiesce, drain, stats and stages. Every host's
+// list, add and delete rules, quiesce, drain, stats, stages and copies of
+// data between its endpoints (control/copy_tree.h). Every host's
 // control port (a FUSE daemon's unix socket, a storage server's RPC port)
 // answers with this.
 #ifndef SROUTE_CONTROL_CONTROL_HANDLER_H_
@@ -14,9 +15,10 @@ namespace sroute {
 
 inline constexpr uint32_t kControlProtocolVersion = 1;
 
-// Serves `request`. Drain blocks up to its timeout (at most 10 minutes): call
-// from a thread that may wait. `add_stats`, if set, adds the host's gauges to
-// stats responses. *rules_changed tells whether rules were added or deleted.
+// Serves `request`. Drain blocks up to its timeout (at most 10 minutes), a
+// copy up to its budget: call from a thread that may wait. `add_stats`, if set,
+// adds the host's gauges to stats responses. *rules_changed tells whether rules
+// were added or deleted.
 proto::ControlResponse HandleControlRequest(
     SSwitch& sw, const proto::ControlRequest& request,
     const std::function<void(proto::ControlResponse*)>& add_stats,

@@ -135,6 +135,21 @@ absl::StatusOr<proto::ControlResponse> ControllerClient::ControlAt(
   return std::move(*r->mutable_control());
 }
 
+absl::StatusOr<proto::CopyProgress> ControllerClient::Copy(
+    const std::string& sswitch, const proto::Copy& request) {
+  proto::ControllerRequest req;
+  req.mutable_control_at()->set_sswitch(sswitch);
+  *req.mutable_control_at()->mutable_request()->mutable_copy() = request;
+  auto r = Call(std::move(req),
+                absl::Milliseconds(request.budget_ms()) + options_.timeout);
+  if (!r.ok()) return r.status();
+  const proto::ControlResponse& c = r->control();
+  if (c.code() != 0) {
+    return absl::Status(static_cast<absl::StatusCode>(c.code()), c.message());
+  }
+  return c.copy();
+}
+
 absl::Status ControllerClient::Quiesce(const std::string& sswitch,
                                        const std::string& pattern, bool on) {
   proto::ControllerRequest req;

@@ -46,6 +46,8 @@ class ControllerClient : public ControllerApi {
   StatsSnapshot Stats() override;
   absl::StatusOr<std::vector<proto::StageStats>> Stages(
       const std::string& sswitch, const proto::Stages& request) override;
+  absl::StatusOr<proto::CopyProgress> Copy(const std::string& sswitch,
+                                           const proto::Copy& request) override;
   void AddTimer(absl::Duration period, std::function<void()> fn) override;
   // Runs `fn` on Run's thread after its next wait for events.
   void Post(std::function<void()> fn) override;
@@ -74,8 +76,8 @@ class ControllerClient : public ControllerApi {
   // out: its rules are gone).
   absl::StatusOr<uint64_t> RenewLease(const std::string& owner,
                                       absl::Duration ttl);
-  // A read-only control request (traces, slow_ops, stats) answered by the
-  // host of `sswitch`.
+  // A control request that changes no rule (traces, slow_ops, stats, copy)
+  // answered by the host of `sswitch`.
   absl::StatusOr<proto::ControlResponse> ControlAt(
       const std::string& sswitch, const proto::ControlRequest& request);
 

@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <map>
 #include <thread>
 
@@ -127,6 +128,39 @@ absl::Status LoadControlAppPlugin(const std::string& path) {
 ControlAppRegistration::ControlAppRegistration(const char* name,
                                                ControlAppFactory factory) {
   (void)ControlAppRegistry::Global().Register(name, std::move(factory));
+}
+
+std::vector<EndpointWear> WearOf(const std::map<std::string, int64_t>& gauges) {
+  std::map<std::string, EndpointWear> by_name;
+  for (const auto& [key, value] : gauges) {
+    if (!key.starts_with("flash.")) continue;
+    const size_t dot = key.rfind('.');
+    if (dot <= 6) continue;
+    const std::string name = key.substr(6, dot - 6);
+    const std::string_view what = std::string_view(key).substr(dot + 1);
+    if (what == "erase_mean_milli") {
+      by_name[name].name = name;
+      by_name[name].erase_mean = static_cast<double>(value) / 1000;
+    } else if (what == "erases") {
+      by_name[name].name = name;
+      by_name[name].erases = static_cast<uint64_t>(std::max<int64_t>(value, 0));
+    }
+  }
+  std::vector<EndpointWear> out;
+  for (auto& [name, w] : by_name) out.push_back(std::move(w));
+  return out;
+}
+
+double WearVariance(const std::vector<EndpointWear>& wear) {
+  if (wear.size() < 2) return 0;
+  double mean = 0;
+  for (const EndpointWear& w : wear) mean += w.erase_mean;
+  mean /= static_cast<double>(wear.size());
+  double var = 0;
+  for (const EndpointWear& w : wear) {
+    var += (w.erase_mean - mean) * (w.erase_mean - mean);
+  }
+  return var / static_cast<double>(wear.size());
 }
 
 }  // namespace sroute

@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -61,6 +62,20 @@ struct HostStats {
   // report.
   std::map<std::string, int64_t> gauges;
 };
+
+// One flash endpoint's wear, from its host's gauges.
+struct EndpointWear {
+  std::string name;
+  double erase_mean = 0;  // erases per block
+  uint64_t erases = 0;    // total
+};
+
+// The flash endpoints of a host's gauges (flash.NAME.erase_mean_milli,
+// flash.NAME.erases), by name.
+std::vector<EndpointWear> WearOf(const std::map<std::string, int64_t>& gauges);
+
+// The variance of the endpoints' mean erase counts (0 for fewer than two).
+double WearVariance(const std::vector<EndpointWear>& wear);
 
 struct StatsSnapshot {
   absl::Time at;
@@ -135,6 +150,12 @@ class ControllerApi {
   // after. A change parks, drains and goes on at the host.
   virtual absl::StatusOr<std::vector<proto::StageStats>> Stages(
       const std::string& sswitch, const proto::Stages& request) = 0;
+  // Copies data between the endpoints of `sswitch`'s host (proto/
+  // control.proto Copy, control/copy_tree.h): a step of at most about
+  // request.budget_ms, with its progress. An error of the host's copy is
+  // returned as the status.
+  virtual absl::StatusOr<proto::CopyProgress> Copy(
+      const std::string& sswitch, const proto::Copy& request) = 0;
   // Runs `fn` every `period` on the app's thread.
   virtual void AddTimer(absl::Duration period, std::function<void()> fn) = 0;
   // Runs `fn` once on the app's thread, after what is queued there (an app

@@ -217,6 +217,23 @@ absl::Status LocalApi::Drain(const std::string& sswitch,
 
 StatsSnapshot LocalApi::Stats() { return impl_->Stats(); }
 
+absl::StatusOr<proto::CopyProgress> LocalApi::Copy(const std::string& sswitch,
+                                                   const proto::Copy& request) {
+  proto::Command c;
+  *c.mutable_control()->mutable_copy() = request;
+  auto r = impl_->SendCommand(
+      sswitch, std::move(c),
+      absl::Milliseconds(request.budget_ms()) + impl_->options.command_timeout);
+  if (!r.ok()) return r.status();
+  if (absl::Status s = ResultStatus(*r); !s.ok()) return s;
+  const proto::ControlResponse& resp = r->control();
+  if (resp.code() != 0) {
+    return absl::Status(static_cast<absl::StatusCode>(resp.code()),
+                        resp.message());
+  }
+  return resp.copy();
+}
+
 absl::StatusOr<std::vector<proto::StageStats>> LocalApi::Stages(
     const std::string& sswitch, const proto::Stages& request) {
   proto::Command c;

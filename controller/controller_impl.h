@@ -114,6 +114,8 @@ class LocalApi : public ControllerApi {
   absl::Status Drain(const std::string& sswitch, const std::string& pattern,
                      absl::Duration timeout) override;
   StatsSnapshot Stats() override;
+  absl::StatusOr<proto::CopyProgress> Copy(const std::string& sswitch,
+                                           const proto::Copy& request) override;
   absl::StatusOr<std::vector<proto::StageStats>> Stages(
       const std::string& sswitch, const proto::Stages& request) override;
   void AddTimer(absl::Duration period, std::function<void()> fn) override;

@@ -118,15 +118,22 @@ void Controller::Impl::HandleControlAt(Call& call) {
   const auto what = at.request().request_case();
   if (what != proto::ControlRequest::kTraces &&
       what != proto::ControlRequest::kSlowOps &&
-      what != proto::ControlRequest::kStats) {
+      what != proto::ControlRequest::kStats &&
+      what != proto::ControlRequest::kCopy) {
     call.ReplyStatus(absl::InvalidArgumentError(
-        "through the controller: traces, slow_ops and stats requests only "
-        "(rules change by updates)"));
+        "through the controller: traces, slow_ops, stats and copy requests "
+        "only (rules change by updates)"));
     return;
   }
   proto::Command c;
   *c.mutable_control() = at.request();
-  auto r = SendCommand(at.sswitch(), std::move(c), options.command_timeout);
+  // A copy takes up to its budget at the host.
+  const absl::Duration wait =
+      options.command_timeout +
+      absl::Milliseconds(what == proto::ControlRequest::kCopy
+                             ? at.request().copy().budget_ms()
+                             : 0);
+  auto r = SendCommand(at.sswitch(), std::move(c), wait);
   if (!r.ok()) {
     call.ReplyStatus(r.status());
     return;

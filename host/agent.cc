@@ -423,14 +423,15 @@ void ControllerAgent::Impl::Execute(const proto::Command& c) {
       status = HandleStagesRequest(*sw, c.stages(), &stages);
       break;
     case proto::Command::kControl: {
-      // Read-only: the controller's rules change by updates alone.
+      // No rule change: the controller's rules change by updates alone.
       const auto what = c.control().request_case();
       if (what != proto::ControlRequest::kTraces &&
           what != proto::ControlRequest::kSlowOps &&
-          what != proto::ControlRequest::kStats) {
+          what != proto::ControlRequest::kStats &&
+          what != proto::ControlRequest::kCopy) {
         status = absl::InvalidArgumentError(
-            "through the controller a host answers traces, slow_ops and "
-            "stats requests only");
+            "through the controller a host answers traces, slow_ops, stats "
+            "and copy requests only");
         break;
       }
       bool changed = false;

@@ -788,6 +788,100 @@ TEST_F(ReplicaSetVolumeTest, FlashMembersBehindServersCollectInTurn) {
   EXPECT_TRUE(ReadWholeFile(f2 / "rep/f") == model) << "S2's device";
 }
 
+// The wear_level app: a server's flash device split in two vSSDs, one
+// holding a file that is overwritten (hot), the other a file written once
+// (cold). Once the hot vSSD's mean erase count pulls away, the app copies
+// each vSSD's data to the other while the writes go on, parks the flows,
+// syncs, and moves the server's rules: every acknowledged write reads back
+// through the volume, the rules name the new folders, the old copies are
+// gone, and `sroutectl wear status` tells what was done.
+TEST_F(ReplicaSetVolumeTest, WearLevelSwapsHotAndColdDataLive) {
+  testing::TempDir db, flash;
+  testing::ServerProcess controller =
+      StartController(db, "wear_level:variance=0.5,cooldown=3600,rate=8M");
+  ASSERT_TRUE(controller.ok());
+  ServerProcess* server = StartServer(
+      "S1", r1_.path(),
+      {"--endpoint", "ssd=flash:" + flash.path() + ",preset=small,vssds=2",
+       "--controller", controller.address()});
+  ASSERT_TRUE(server->ok());
+  ASSERT_EQ(mkdir((home_ / "wl").c_str(), 0755), 0);
+  Mount({"S1=" + server->address()}, "<*, *, //home/wl/*> -> <IO, //S1/*>\n");
+  const std::string at = "--controller " + controller.address() +
+                         " --secret-file " + secret_ + " ";
+  for (const char* rule : {"'<*, *, //S1/hot/*> -> <IO, //ssd.v0/hot/*>'",
+                           "'<*, *, //S1/cold/*> -> <IO, //ssd.v1/cold/*>'"}) {
+    int rc = 1;
+    std::string out;
+    for (int i = 0; i < 100 && rc != 0; ++i) {  // until S1 registered
+      std::tie(rc, out) = Ctl(at + "rules add --host S1 " + rule);
+      if (rc != 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    ASSERT_EQ(rc, 0) << out;
+  }
+  ASSERT_EQ(mkdir((mnt_ / "wl/hot").c_str(), 0755), 0);
+  ASSERT_EQ(mkdir((mnt_ / "wl/cold").c_str(), 0755), 0);
+  std::string cold(100 * kBlock, '\0');
+  for (size_t i = 0; i < cold.size(); ++i) cold[i] = static_cast<char>(i * 7);
+  WriteWholeFile(mnt_ / "wl/cold/c", cold);
+  constexpr uint64_t kPages = 128;
+  std::string hot(kPages * kBlock, 'h');
+  WriteWholeFile(mnt_ / "wl/hot/h", hot);
+  ASSERT_TRUE(ReadWholeFile(flash / "v0/hot/h") == hot) << "on vSSD 0";
+
+  const int fd = open((mnt_ / "wl/hot/h").c_str(), O_RDWR);
+  ASSERT_GE(fd, 0);
+  std::mt19937_64 rng(31);
+  bool swapped = false;
+  std::string status;
+  int after_swap = 0;
+  // Overwrites go on before, during and after the swap; only acknowledged
+  // ones enter the model.
+  for (int i = 0; i < 60000 && after_swap < 300; ++i) {
+    const uint64_t page = rng() % kPages;
+    std::string block(kBlock, static_cast<char>('a' + rng() % 26));
+    std::memcpy(block.data(), &i, sizeof(i));
+    ASSERT_EQ(pwrite(fd, block.data(), kBlock, page * kBlock),
+              static_cast<ssize_t>(kBlock))
+        << strerror(errno);
+    hot.replace(page * kBlock, kBlock, block);
+    if (swapped) ++after_swap;
+    if (!swapped && i % 200 == 0) {
+      status = Ctl(at + "wear status --json").second;
+      swapped = status.find("\"status\": \"swapped S1") != std::string::npos;
+    }
+  }
+  close(fd);
+  ASSERT_TRUE(swapped) << "no swap: " << status;
+  EXPECT_TRUE(ReadWholeFile(mnt_ / "wl/hot/h") == hot);
+  EXPECT_TRUE(ReadWholeFile(mnt_ / "wl/cold/c") == cold);
+
+  // The rules name the new folders: hot data on vSSD 1, cold on vSSD 0.
+  auto [rc, rules] = Ctl(at + "rules ls --host S1");
+  ASSERT_EQ(rc, 0) << rules;
+  const size_t hot_rule = rules.find("//ssd.v1/.sroute-wl-");
+  const size_t cold_rule = rules.find("//ssd.v0/.sroute-wl-");
+  ASSERT_NE(hot_rule, std::string::npos) << rules;
+  ASSERT_NE(cold_rule, std::string::npos) << rules;
+  auto folder_of = [&](size_t from) {
+    const size_t b = rules.find(".sroute-wl-", from);
+    return rules.substr(b, rules.find('/', b) - b);
+  };
+  EXPECT_TRUE(ReadWholeFile(flash / ("v1/" + folder_of(hot_rule) + "/hot/h")) ==
+              hot);
+  EXPECT_TRUE(ReadWholeFile(
+                  flash / ("v0/" + folder_of(cold_rule) + "/cold/c")) == cold);
+  EXPECT_FALSE(std::filesystem::exists(flash / "v0/hot")) << "old copy gone";
+  EXPECT_FALSE(std::filesystem::exists(flash / "v1/cold")) << "old copy gone";
+  auto [text_rc, text] = Ctl(at + "wear status");
+  EXPECT_EQ(text_rc, 0) << text;
+  EXPECT_NE(text.find("swapped S1 ssd.v0 <-> ssd.v1"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("S1: variance of the mean erase counts"),
+            std::string::npos)
+      << text;
+}
+
 // The replica_control app: a read-only flow reads from every member; the
 // first write of each burst waits while the app sends the flow's reads back
 // to the primary, and after a second without writes they spread again.

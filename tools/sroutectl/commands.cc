@@ -410,6 +410,14 @@ const std::vector<Command>& Commands() {
            [](const Args& a, ControlTarget& t) {
              return Show(t.CacheCurves(a.name), a.json);
            }},
+      {.path = "wear", .help = "the wear_level app (--controller)"},
+      {.path = "wear status",
+       .help = "the swap under way (or the last) and every host's flash "
+               "endpoints' wear",
+       .setup = [](CLI::App& c,
+                   Args& a) { JsonFlag(c, a, "print one JSON object"); },
+       .run = [](const Args& a,
+                 ControlTarget& t) { return Show(t.WearStatus(), a.json); }},
       {.path = "hosts",
        .help = "the hosts registered at the controller (--controller)",
        .setup = [](CLI::App& c,

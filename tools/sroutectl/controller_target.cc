@@ -3,11 +3,13 @@
 // act on one sSwitch act on the one --host names, or on the only one
 // registered.
 #include <algorithm>
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_format.h"
 #include "controller/client.h"
 #include "proto/controller.pb.h"
 #include "rpc/handshake.h"
@@ -265,6 +267,49 @@ class ControllerTarget : public ControlTarget {
     return absl::InvalidArgumentError(
         "records live on storage servers: give --host HOST:PORT, not "
         "--controller");
+  }
+
+  absl::StatusOr<Report> WearStatus() override {
+    if (absl::Status s = Connect(); !s.ok()) return s;
+    auto status = client_->GetAppState("wear_level", "status");
+    if (absl::IsNotFound(status.status())) {
+      return absl::NotFoundError(
+          "no wear_level state: is the controller running --app wear_level?");
+    }
+    if (!status.ok()) return Classify(status.status());
+    proto::Stages list;
+    list.set_action(proto::Stages::LIST);
+    auto lists = client_->StagesAt("", list);
+    if (!lists.ok()) return Classify(lists.status());
+    Report report;
+    report.text = StrCat("wear_level: ", *status, "\n");
+    std::vector<std::string> hosts;
+    for (const proto::HostStages& h : lists->hosts()) {
+      const std::map<std::string, int64_t> gauges(h.gauges().begin(),
+                                                  h.gauges().end());
+      const std::vector<EndpointWear> wear = WearOf(gauges);
+      if (wear.empty()) continue;
+      const double variance = WearVariance(wear);
+      StrAppend(&report.text, h.sswitch(),
+                ": variance of the mean erase "
+                "counts ",
+                absl::StrFormat("%.3f", variance), "\n");
+      std::vector<std::string> eps;
+      for (const EndpointWear& w : wear) {
+        StrAppend(&report.text, "  ", w.name, "  mean ",
+                  absl::StrFormat("%.3f", w.erase_mean), "  erases ", w.erases,
+                  "\n");
+        eps.push_back(StrCat("{\"name\": ", JsonString(w.name),
+                             ", \"erase_mean\": ", w.erase_mean,
+                             ", \"erases\": ", w.erases, "}"));
+      }
+      hosts.push_back(StrCat("{\"sswitch\": ", JsonString(h.sswitch()),
+                             ", \"variance\": ", variance,
+                             ", \"endpoints\": ", JsonArray(eps), "}"));
+    }
+    report.json = StrCat("{\"status\": ", JsonString(*status),
+                         ", \"hosts\": ", JsonArray(hosts), "}\n");
+    return report;
   }
 
   absl::StatusOr<Report> CacheCurves(const std::string& tenant) override {

@@ -330,6 +330,11 @@ class HostTarget : public ControlTarget {
         "the curves are the cache_sizing app's: give --controller HOST:PORT");
   }
 
+  absl::StatusOr<Report> WearStatus() override {
+    return absl::InvalidArgumentError(
+        "wear levelling is the wear_level app's: give --controller HOST:PORT");
+  }
+
   absl::StatusOr<proto::StageLists> StageStates(
       const proto::Stages& request) override {
     proto::ControlRequest req;

@@ -103,6 +103,9 @@ class ControlTarget {
   // The miss-ratio curves of the cache_sizing app (of `tenant`, or every
   // tenant's): size in bytes and miss ratio, a point a line.
   virtual absl::StatusOr<Report> CacheCurves(const std::string& tenant) = 0;
+  // The wear_level app's state (its swap under way or its last) and the
+  // wear of every host's flash endpoints.
+  virtual absl::StatusOr<Report> WearStatus() = 0;
 };
 
 // One control request to the host at `host` (unix:PATH or HOST:PORT, with

@@ -1,0 +1,395 @@
+#include "control/copy_tree.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <chrono>
+#include <span>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "util/clock.h"
+#include "util/errno_status.h"
+#include "util/mutex.h"
+#include "util/strings.h"
+
+namespace sroute {
+namespace {
+
+constexpr uint64_t kChunk = 64 << 10;
+constexpr int kMaxDepth = 256;
+constexpr std::string_view kReserved = ".sroute-wl-";
+
+bool IsGone(const absl::Status& s) {
+  return absl::IsNotFound(s) || ErrnoOf(s) == ENOENT;
+}
+
+// One IO at a time, waited for. Not absl::Notification: Debian's abseil is
+// not built with ThreadSanitizer, which then sees no order between the IO
+// thread's writes to the Io and ours.
+class Caller {
+ public:
+  explicit Caller(SSwitch& sw) : sw_(sw) {}
+
+  absl::Status Call(Io& io, const std::string& file) {
+    io.header.source = "sroute-copy";
+    io.header.file = file;
+    bool done = false;
+    io.set_completion([&](Io&) {
+      MutexLock l(&mu_);
+      done = true;
+      cv_.SignalAll();
+    });
+    sw_.SubmitOwn(&io, file);
+    MutexLock l(&mu_);
+    while (!done) cv_.Wait(&mu_);
+    if (!io.status.ok()) {
+      return absl::Status(
+          io.status.code(),
+          StrCat(OpName(io.header.op), " ", file, ": ", io.status.message()));
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  SSwitch& sw_;
+  Mutex mu_;
+  CondVar cv_;
+};
+
+// "a/b/c" -> {"a", "b", "c"}.
+std::vector<std::string> Components(std::string_view path) {
+  std::vector<std::string> out;
+  for (std::string_view c : StrSplit(path, '/')) {
+    if (!c.empty()) out.emplace_back(c);
+  }
+  return out;
+}
+
+class TreeCopy {
+ public:
+  TreeCopy(SSwitch& sw, const proto::Copy& request,
+           proto::CopyProgress* progress)
+      : caller_(sw),
+        req_(request),
+        progress_(progress),
+        after_(Components(request.after())),
+        start_ns_(MonotonicNanos()),
+        deadline_ns_(request.budget_ms() == 0
+                         ? UINT64_MAX
+                         : start_ns_ +
+                               uint64_t{request.budget_ms()} * 1'000'000) {}
+
+  absl::Status Run() {
+    for (const std::string* p : {&req_.from(), &req_.to()}) {
+      if (p == &req_.to() && req_.mode() != proto::Copy::COPY &&
+          req_.mode() != proto::Copy::SYNC) {
+        continue;
+      }
+      if (!p->starts_with("//") || p->size() < 3 ||
+          p->find("/..") != std::string::npos) {
+        return absl::InvalidArgumentError(
+            StrCat("copy: '", *p, "' is not a name //ENDPOINT/PATH"));
+      }
+    }
+    from_ = Trim(req_.from());
+    to_ = Trim(req_.to());
+    if (req_.mode() == proto::Copy::COPY || req_.mode() == proto::Copy::SYNC) {
+      if (to_ == from_ ||
+          to_.starts_with(from_.back() == '/' ? from_ : from_ + "/")) {
+        return absl::InvalidArgumentError(
+            StrCat("copy: ", req_.to(), " lies in ", req_.from()));
+      }
+    }
+    if (req_.mode() == proto::Copy::REMOVE) {
+      absl::Status s = Remove(from_, 0);
+      progress_->set_done(s.ok());
+      return s;
+    }
+    std::vector<std::string> at;
+    absl::Status s = Entry(at, 0);
+    if (s.ok() || absl::IsAborted(s)) {
+      progress_->set_done(s.ok());
+      return absl::OkStatus();
+    }
+    return s;
+  }
+
+ private:
+  // "//ep/a/" -> "//ep/a"; an endpoint's root is "//ep/".
+  static std::string Trim(std::string p) {
+    while (p.size() > 3 && p.back() == '/') p.pop_back();
+    if (p.find('/', 2) == std::string::npos) p += '/';
+    return p;
+  }
+  static std::string Join(const std::string& base,
+                          const std::vector<std::string>& rel) {
+    std::string out = base;
+    for (const std::string& c : rel) {
+      StrAppend(&out, out.back() == '/' ? "" : "/", c);
+    }
+    return out;
+  }
+  // A wear-levelling swap's own folder: right under an endpoint's root.
+  static bool Reserved(const std::string& full) {
+    const size_t slash = full.find('/', 2);
+    if (slash == std::string::npos) return false;
+    const std::string_view rest = std::string_view(full).substr(slash + 1);
+    return rest.starts_with(kReserved) &&
+           rest.find('/') == std::string_view::npos;
+  }
+
+  // Where `rel` lies against the resume point: 0 at or before it and
+  // done, 1 a folder that holds it (only what is inside goes on), 2 after
+  // it.
+  int Place(const std::vector<std::string>& rel) const {
+    if (after_.empty()) return 2;
+    const size_t n = std::min(rel.size(), after_.size());
+    for (size_t i = 0; i < n; ++i) {
+      if (rel[i] != after_[i]) return rel[i] < after_[i] ? 0 : 2;
+    }
+    return rel.size() < after_.size() ? 1 : 0;
+  }
+
+  absl::Status Entry(std::vector<std::string>& rel, int depth) {
+    if (depth > kMaxDepth) {
+      return absl::FailedPreconditionError(
+          StrCat("copy: ", Join(from_, rel), " lies too deep"));
+    }
+    const std::string src = Join(from_, rel);
+    const std::string dst = Join(to_, rel);
+    const int place = Place(rel);
+    if (place == 0) return absl::OkStatus();
+    Io st;
+    st.header.op = Op::kGetattr;
+    absl::Status s = caller_.Call(st, src);
+    if (IsGone(s) && !rel.empty()) return absl::OkStatus();  // removed since
+    if (!s.ok()) return s;
+    const mode_t type = st.attr.st_mode & S_IFMT;
+    const bool write = req_.mode() != proto::Copy::COUNT;
+    if (place == 2) {
+      if (write) {
+        if (s = Make(src, dst, st.attr); !s.ok()) return s;
+      }
+      if (type == S_IFREG) {
+        const uint64_t size = static_cast<uint64_t>(st.attr.st_size);
+        if (write) {
+          if (s = Bytes(src, dst, size); !s.ok()) return s;
+        }
+        progress_->set_files(progress_->files() + 1);
+        progress_->set_bytes(progress_->bytes() + size);
+      }
+      if (write && type != S_IFDIR) {
+        if (s = Attrs(dst, st.attr); !s.ok()) return s;
+      }
+    }
+    if (type == S_IFDIR) {
+      Io list;
+      list.header.op = Op::kReaddir;
+      if (s = caller_.Call(list, src); !s.ok()) return s;
+      std::vector<std::string> names;
+      for (const DirEntry& e : list.entries) {
+        if (e.name == "." || e.name == "..") continue;
+        if (Reserved(Join(src, {e.name}))) continue;
+        names.push_back(e.name);
+      }
+      std::sort(names.begin(), names.end());
+      if (req_.mode() == proto::Copy::SYNC) {
+        if (s = RemoveExtra(dst, names, depth); !s.ok()) return s;
+      }
+      for (const std::string& name : names) {
+        rel.push_back(name);
+        s = Entry(rel, depth + 1);
+        rel.pop_back();
+        if (!s.ok()) return s;
+      }
+      // Times last: making what is inside changed them.
+      if (write && place == 2) {
+        if (s = Attrs(dst, st.attr); !s.ok()) return s;
+      }
+    }
+    if (place == 2) {
+      progress_->set_after(rel.empty() ? "" : Join("", rel).substr(1));
+      if (type != S_IFDIR &&
+          (MonotonicNanos() >= deadline_ns_ ||
+           (req_.max_files() != 0 && ++files_ >= req_.max_files()))) {
+        return absl::AbortedError("budget spent");
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  // `dst` as a name of `src`'s type (one of another type is replaced).
+  absl::Status Make(const std::string& src, const std::string& dst,
+                    const struct stat& attr) {
+    const mode_t type = attr.st_mode & S_IFMT;
+    Io have;
+    have.header.op = Op::kGetattr;
+    absl::Status s = caller_.Call(have, dst);
+    if (s.ok()) {
+      if ((have.attr.st_mode & S_IFMT) == type && type != S_IFLNK) {
+        return absl::OkStatus();
+      }
+      if (s = Remove(dst, 0); !s.ok()) return s;
+    } else if (!IsGone(s)) {
+      return s;
+    }
+    Io make;
+    make.args.mode = attr.st_mode & 07777;
+    if (type == S_IFREG) {
+      make.header.op = Op::kCreate;
+      make.args.open_flags = O_CREAT | O_WRONLY;
+      make.args.mode |= S_IWUSR;  // its bytes go in before its mode
+    } else if (type == S_IFDIR) {
+      make.header.op = Op::kMkdir;
+      make.args.mode |= S_IWUSR | S_IXUSR;
+    } else if (type == S_IFLNK) {
+      Io text;
+      text.header.op = Op::kReadlink;
+      if (s = caller_.Call(text, src); !s.ok()) return s;
+      make.header.op = Op::kSymlink;
+      make.args.symlink_text = text.data;
+    } else {
+      return absl::OkStatus();  // device nodes and pipes stay behind
+    }
+    return caller_.Call(make, dst);
+  }
+
+  absl::Status Bytes(const std::string& src, const std::string& dst,
+                     uint64_t size) {
+    const bool sync = req_.mode() == proto::Copy::SYNC;
+    std::string buf(kChunk, '\0'), have(sync ? kChunk : 0, '\0');
+    for (uint64_t off = 0; off < size; off += kChunk) {
+      const uint64_t n = std::min(kChunk, size - off);
+      Io r;
+      r.header.op = Op::kRead;
+      r.header.offset = off;
+      r.header.length = static_cast<uint32_t>(n);
+      r.read_buffer = std::span<char>(buf.data(), n);
+      if (absl::Status s = caller_.Call(r, src); !s.ok()) return s;
+      const uint64_t got = r.bytes;
+      if (got == 0) break;
+      if (sync) {
+        Io d;
+        d.header.op = Op::kRead;
+        d.header.offset = off;
+        d.header.length = static_cast<uint32_t>(got);
+        d.read_buffer = std::span<char>(have.data(), got);
+        if (absl::Status s = caller_.Call(d, dst); !s.ok()) return s;
+        if (d.bytes == got &&
+            std::equal(buf.begin(), buf.begin() + got, have.begin())) {
+          continue;
+        }
+      }
+      Io w;
+      w.header.op = Op::kWrite;
+      w.header.offset = off;
+      w.header.length = static_cast<uint32_t>(got);
+      w.write_data = std::span<const char>(buf.data(), got);
+      if (absl::Status s = caller_.Call(w, dst); !s.ok()) return s;
+      progress_->set_bytes_written(progress_->bytes_written() + got);
+      Pace();
+      if (got < n) break;
+    }
+    return absl::OkStatus();
+  }
+
+  // Sleeps so that the bytes written stay within the rate.
+  void Pace() {
+    const uint64_t rate = req_.rate_bytes_per_s();
+    if (rate == 0) return;
+    const uint64_t due =
+        start_ns_ + progress_->bytes_written() * 1'000'000'000 / rate;
+    const uint64_t now = MonotonicNanos();
+    if (due > now)
+      std::this_thread::sleep_for(std::chrono::nanoseconds(due - now));
+  }
+
+  // Size, mode, owner and times of `dst` as `attr`.
+  absl::Status Attrs(const std::string& dst, const struct stat& attr) {
+    Io set;
+    set.header.op = Op::kSetattr;
+    set.args.to_set = kSetMode | kSetUid | kSetGid | kSetAtime | kSetMtime;
+    if (S_ISREG(attr.st_mode)) set.args.to_set |= kSetSize;
+    if (S_ISLNK(attr.st_mode)) set.args.to_set &= ~kSetMode;
+    set.args.mode = attr.st_mode & 07777;
+    set.args.uid = attr.st_uid;
+    set.args.gid = attr.st_gid;
+    set.args.size = static_cast<uint64_t>(attr.st_size);
+    set.args.atime = attr.st_atim;
+    set.args.mtime = attr.st_mtim;
+    return caller_.Call(set, dst);
+  }
+
+  // SYNC: the names of folder `dst` that `src` has not are removed.
+  absl::Status RemoveExtra(const std::string& dst,
+                           const std::vector<std::string>& keep, int depth) {
+    Io list;
+    list.header.op = Op::kReaddir;
+    absl::Status s = caller_.Call(list, dst);
+    if (IsGone(s)) return absl::OkStatus();
+    if (!s.ok()) return s;
+    for (const DirEntry& e : list.entries) {
+      if (e.name == "." || e.name == "..") continue;
+      const std::string full = Join(dst, {e.name});
+      if (Reserved(full)) continue;
+      if (std::binary_search(keep.begin(), keep.end(), e.name)) continue;
+      if (s = Remove(full, depth + 1); !s.ok()) return s;
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Remove(const std::string& at, int depth) {
+    if (depth > kMaxDepth) {
+      return absl::FailedPreconditionError(
+          StrCat("copy: ", at, " lies too deep"));
+    }
+    Io st;
+    st.header.op = Op::kGetattr;
+    absl::Status s = caller_.Call(st, at);
+    if (IsGone(s)) return absl::OkStatus();
+    if (!s.ok()) return s;
+    const bool root = at.find('/', 2) == at.size() - 1;
+    if (S_ISDIR(st.attr.st_mode)) {
+      Io list;
+      list.header.op = Op::kReaddir;
+      if (s = caller_.Call(list, at); !s.ok()) return s;
+      for (const DirEntry& e : list.entries) {
+        if (e.name == "." || e.name == "..") continue;
+        const std::string full = Join(at, {e.name});
+        if (Reserved(full)) continue;
+        if (s = Remove(full, depth + 1); !s.ok()) return s;
+      }
+    }
+    if (root) return absl::OkStatus();  // an endpoint's root stays
+    Io rm;
+    rm.header.op = S_ISDIR(st.attr.st_mode) ? Op::kRmdir : Op::kUnlink;
+    s = caller_.Call(rm, at);
+    if (IsGone(s)) return absl::OkStatus();
+    if (!s.ok()) return s;
+    progress_->set_removed(progress_->removed() + 1);
+    return absl::OkStatus();
+  }
+
+  Caller caller_;
+  const proto::Copy& req_;
+  proto::CopyProgress* progress_;
+  const std::vector<std::string> after_;
+  const uint64_t start_ns_;
+  const uint64_t deadline_ns_;
+  std::string from_, to_;
+  uint32_t files_ = 0;  // names other than folders finished
+};
+
+}  // namespace
+
+absl::Status CopyTree(SSwitch& sw, const proto::Copy& request,
+                      proto::CopyProgress* progress) {
+  progress->Clear();
+  progress->set_after(request.after());
+  return TreeCopy(sw, request, progress).Run();
+}
+
+}  // namespace sroute

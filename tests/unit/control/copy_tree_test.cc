@@ -1,0 +1,188 @@
+// Copies between a host's endpoints (control/copy_tree.h): in budgeted
+// steps that resume where the last ended, a sync pass that writes only what
+// differs and removes what the source lost, counting, removing, and bad
+// names refused. Real directories behind local endpoints.
+#include "control/copy_tree.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "sswitch/host.h"
+#include "tests/util/temp_dir.h"
+
+namespace sroute {
+namespace {
+
+namespace fs = std::filesystem;
+using ::sroute::testing::TempDir;
+using ::testing::HasSubstr;
+
+void Put(const fs::path& p, const std::string& bytes) {
+  fs::create_directories(p.parent_path());
+  std::ofstream(p, std::ios::binary) << bytes;
+}
+
+std::string Get(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// Every name under `root` (but the reserved folders at its top) with what
+// it holds: a file's bytes and mode, a link's text, "dir" and mode.
+std::map<std::string, std::string> Tree(const fs::path& root) {
+  std::map<std::string, std::string> out;
+  for (auto it = fs::recursive_directory_iterator(root);
+       it != fs::recursive_directory_iterator(); ++it) {
+    const std::string rel = fs::relative(it->path(), root).string();
+    if (rel.starts_with(".sroute-wl-")) {
+      it.disable_recursion_pending();
+      continue;
+    }
+    struct stat st;
+    lstat(it->path().c_str(), &st);
+    const std::string mode = std::to_string(st.st_mode & 07777);
+    if (it->is_symlink()) {
+      out[rel] = "link " + fs::read_symlink(it->path()).string();
+    } else if (it->is_directory()) {
+      out[rel] = "dir " + mode;
+    } else {
+      out[rel] = mode + " " + Get(it->path());
+    }
+  }
+  return out;
+}
+
+class CopyTreeTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(host_.AddLocalEndpoint("A", a_.path()).ok());
+    ASSERT_TRUE(host_.AddLocalEndpoint("B", b_.path()).ok());
+    Put(a_ / "top", "t");
+    Put(a_ / "d/big", std::string(300 << 10, 'x'));
+    Put(a_ / "d/e/small", "hello");
+    Put(a_ / "d/empty", "");
+    Put(a_ / "z/last", "z");
+    fs::create_symlink("d/e/small", a_ / "ln");
+    chmod((a_ / "top").c_str(), 0640);
+    chmod((a_ / "d/e").c_str(), 0750);
+    Put(a_ / ".sroute-wl-7/not-mine", "skipped");
+  }
+
+  absl::Status Run(proto::Copy::Mode mode, const std::string& from,
+                   const std::string& to, uint32_t max_files, int* calls,
+                   proto::CopyProgress* total) {
+    proto::Copy req;
+    req.set_mode(mode);
+    req.set_from(from);
+    req.set_to(to);
+    req.set_max_files(max_files);
+    *calls = 0;
+    total->Clear();
+    for (;;) {
+      proto::CopyProgress p;
+      absl::Status s = CopyTree(host_.sswitch(), req, &p);
+      ++*calls;
+      if (!s.ok()) return s;
+      total->set_files(total->files() + p.files());
+      total->set_bytes(total->bytes() + p.bytes());
+      total->set_bytes_written(total->bytes_written() + p.bytes_written());
+      total->set_removed(total->removed() + p.removed());
+      if (p.done()) return absl::OkStatus();
+      EXPECT_NE(p.after(), req.after()) << "a step that did nothing";
+      req.set_after(p.after());
+      if (*calls > 100) return absl::InternalError("never done");
+    }
+  }
+
+  TempDir a_, b_;
+  Host host_{"h"};
+};
+
+TEST_F(CopyTreeTest, CopiesInStepsThatResume) {
+  int calls = 0;
+  proto::CopyProgress p;
+  ASSERT_EQ(Run(proto::Copy::COUNT, "//A/", "", 0, &calls, &p),
+            absl::OkStatus());
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(p.files(), 5u);
+  EXPECT_EQ(p.bytes(), (300u << 10) + 1 + 5 + 1);
+  EXPECT_EQ(p.bytes_written(), 0u);
+  EXPECT_TRUE(Tree(b_.path()).empty());
+
+  // One file (or link) a step: six steps, each going on from the last, and
+  // one that finds nothing left.
+  ASSERT_TRUE(
+      Run(proto::Copy::COPY, "//A/", "//B/.sroute-wl-1/", 1, &calls, &p).ok());
+  EXPECT_EQ(calls, 7);
+  EXPECT_EQ(p.files(), 5u) << "each file copied once";
+  EXPECT_EQ(p.bytes_written(), (300u << 10) + 1 + 5 + 1);
+  EXPECT_EQ(Tree(b_ / ".sroute-wl-1"), Tree(a_.path()));
+  EXPECT_FALSE(fs::exists(b_ / ".sroute-wl-1/.sroute-wl-7"))
+      << "a swap's folder is not data";
+}
+
+TEST_F(CopyTreeTest, SyncWritesOnlyWhatDiffersAndRemovesWhatWent) {
+  int calls = 0;
+  proto::CopyProgress p;
+  ASSERT_TRUE(Run(proto::Copy::COPY, "//A/d", "//B/d", 0, &calls, &p).ok());
+  // The writers go on after the first pass.
+  {
+    std::fstream f(a_ / "d/big", std::ios::in | std::ios::out);
+    f.seekp(200 << 10);
+    f << "changed";
+  }
+  Put(a_ / "d/e/small", "hi");  // shorter
+  Put(a_ / "d/new", "n");
+  fs::remove(a_ / "d/empty");
+  Put(b_ / "d/stray/x", "only at B");
+  ASSERT_TRUE(Run(proto::Copy::SYNC, "//A/d", "//B/d", 0, &calls, &p).ok());
+  EXPECT_EQ(Tree(b_ / "d"), Tree(a_ / "d"));
+  // One 64 KiB chunk of big, small's 2 bytes, new's 1.
+  EXPECT_EQ(p.bytes_written(), (64u << 10) + 2 + 1);
+  EXPECT_EQ(p.removed(), 3u) << "empty, stray and stray/x";
+  // Nothing differs: nothing written.
+  ASSERT_TRUE(Run(proto::Copy::SYNC, "//A/d", "//B/d", 0, &calls, &p).ok());
+  EXPECT_EQ(p.bytes_written(), 0u);
+}
+
+TEST_F(CopyTreeTest, RemoveKeepsTheRootAndTheSwapsFolders) {
+  int calls = 0;
+  proto::CopyProgress p;
+  ASSERT_TRUE(Run(proto::Copy::REMOVE, "//A/", "", 0, &calls, &p).ok());
+  EXPECT_TRUE(fs::exists(a_.path()));
+  EXPECT_EQ(Get(a_ / ".sroute-wl-7/not-mine"), "skipped");
+  EXPECT_TRUE(Tree(a_.path()).empty());
+  EXPECT_EQ(p.removed(), 9u);  // top, ln, d, d/*, d/e/*, z, z/last
+}
+
+TEST_F(CopyTreeTest, BadNamesAreRefused) {
+  proto::Copy req;
+  proto::CopyProgress p;
+  req.set_from("A/x");
+  req.set_to("//B/x");
+  EXPECT_THAT(CopyTree(host_.sswitch(), req, &p).message(),
+              HasSubstr("is not a name //ENDPOINT/PATH"));
+  req.set_from("//A/d");
+  req.set_to("//A/d/inside");
+  EXPECT_THAT(CopyTree(host_.sswitch(), req, &p).message(),
+              HasSubstr("lies in"));
+  req.set_to("//B/../etc");
+  EXPECT_THAT(CopyTree(host_.sswitch(), req, &p).message(),
+              HasSubstr("is not a name"));
+  req.set_from("//nowhere/x");
+  req.set_to("//B/x");
+  absl::Status s = CopyTree(host_.sswitch(), req, &p);
+  EXPECT_FALSE(s.ok());
+  EXPECT_THAT(s.message(), HasSubstr("//nowhere/x"));
+  EXPECT_FALSE(p.done());
+}
+
+}  // namespace
+}  // namespace sroute
