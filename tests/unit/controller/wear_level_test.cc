@@ -4,6 +4,10 @@
 // tests/integration/replica_set_test.cc).
 #include "controller/apps/wear_level.h"
 
+#include <map>
+#include <string>
+#include <vector>
+
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "rules/parser.h"
@@ -96,6 +100,166 @@ TEST(WearTest, RulesMoveToTheNewFoldersKeepingTheRest) {
   EXPECT_EQ(swapped.detours[0].target.file, "//ssd.v1/.sroute-wl-10/r/*");
   EXPECT_EQ(swapped.detours[1].target.file, "//ssd.v0/.sroute-wl-11/r/*");
   EXPECT_EQ(swapped.detours[2].target.file, "//disk/r/*");
+}
+
+// A controller that records what the app asks (the app's own logic only:
+// its copies against real hosts are in the integration test).
+class FakeApi : public ControllerApi {
+ public:
+  std::vector<proto::ManagedRule> rules;
+  bool update_fails = false;
+  std::vector<std::string> log;  // "copy MODE FROM TO", "quiesce P on", ...
+  std::vector<UpdateSpec> updates;
+  std::map<std::string, std::string> state;
+
+  std::vector<TopologyHost> Topology() override { return {}; }
+  absl::StatusOr<std::vector<proto::ManagedRule>> Rules(
+      const std::string&) override {
+    return rules;
+  }
+  absl::StatusOr<UpdateOutcome> Update(const UpdateSpec& spec) override {
+    log.push_back("update");
+    if (update_fails) return absl::AbortedError("a host said no");
+    updates.push_back(spec);
+    return UpdateOutcome{.version = 7, .cids = {}};
+  }
+  absl::Status Quiesce(const std::string&, const std::string& pattern,
+                       bool on) override {
+    log.push_back("quiesce " + pattern + (on ? " on" : " off"));
+    return absl::OkStatus();
+  }
+  absl::Status Drain(const std::string&, const std::string& pattern,
+                     absl::Duration) override {
+    log.push_back("drain " + pattern);
+    return absl::OkStatus();
+  }
+  StatsSnapshot Stats() override { return {}; }
+  absl::StatusOr<std::vector<proto::StageStats>> Stages(
+      const std::string&, const proto::Stages&) override {
+    return std::vector<proto::StageStats>{};
+  }
+  absl::StatusOr<proto::CopyProgress> Copy(const std::string&,
+                                           const proto::Copy& r) override {
+    log.push_back("copy " + proto::Copy::Mode_Name(r.mode()) + " " + r.from() +
+                  (r.to().empty() ? "" : " " + r.to()));
+    proto::CopyProgress p;
+    p.set_done(true);
+    p.set_bytes(4096);
+    return p;
+  }
+  void AddTimer(absl::Duration, std::function<void()>) override {}
+  void Post(std::function<void()> fn) override { fn(); }
+  absl::Status PutState(const std::string& key,
+                        const std::string& value) override {
+    state[key] = value;
+    return absl::OkStatus();
+  }
+  absl::StatusOr<std::string> GetState(const std::string& key) override {
+    auto it = state.find(key);
+    if (it == state.end()) return absl::NotFoundError(key);
+    return it->second;
+  }
+};
+
+proto::ManagedRule Managed(uint64_t cid, const std::string& text) {
+  proto::ManagedRule m;
+  m.set_cid(cid);
+  m.set_text(FormatRule(*ParseRule(text)));
+  m.set_owner("admin");
+  return m;
+}
+
+// Two reports: the first tells the erase counts, the second what grew.
+void Report(WearLevel& app, int64_t v0_mean_milli, int64_t v0_erases,
+            int64_t v1_erases) {
+  for (int64_t step : {0, 1}) {
+    StatsSnapshot snap;
+    HostStats h;
+    h.sswitch = "S1";
+    h.connected = true;
+    h.gauges = {{"flash.ssd.v0.erase_mean_milli", v0_mean_milli},
+                {"flash.ssd.v0.erases", v0_erases * step},
+                {"flash.ssd.v1.erase_mean_milli", 0},
+                {"flash.ssd.v1.erases", v1_erases * step}};
+    snap.hosts.push_back(h);
+    app.OnStats(snap);
+  }
+}
+
+class WearLevelAppTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    api_.rules = {Managed(1, "<*, *, //S1/hot/*> -> <IO, //ssd.v0/hot/*>"),
+                  Managed(2, "<*, *, //S1/cold/*> -> <IO, //ssd.v1/cold/*>"),
+                  Managed(3, "<*, *, //S1/disk/*> -> <IO, //disk/*>")};
+    ASSERT_TRUE(app_.Start(api_).ok());
+  }
+  FakeApi api_;
+  WearLevel app_{*ParseWearLevelArgs("variance=1,cooldown=0")};
+};
+
+TEST_F(WearLevelAppTest, SwapsCopiesParksSyncsMovesTheRulesAndRemovesTheOld) {
+  Report(app_, 4000, 100, 0);  // means 4 and 0: variance 4
+  EXPECT_EQ(api_.log, (std::vector<std::string>{
+                          "copy COUNT //ssd.v0/",
+                          "copy COUNT //ssd.v1/",
+                          "copy COPY //ssd.v0/ //ssd.v1/.sroute-wl-1/",
+                          "copy COPY //ssd.v1/ //ssd.v0/.sroute-wl-2/",
+                          "quiesce <*, *, //S1/hot/*> on",
+                          "drain <*, *, //S1/hot/*>",
+                          "quiesce <*, *, //S1/cold/*> on",
+                          "drain <*, *, //S1/cold/*>",
+                          "copy SYNC //ssd.v0/ //ssd.v1/.sroute-wl-1/",
+                          "copy SYNC //ssd.v1/ //ssd.v0/.sroute-wl-2/",
+                          "update",
+                          "quiesce <*, *, //S1/hot/*> off",
+                          "quiesce <*, *, //S1/cold/*> off",
+                          "copy REMOVE //ssd.v0/",
+                          "copy REMOVE //ssd.v1/",
+                      }));
+  ASSERT_EQ(api_.updates.size(), 1u);
+  const RuleChanges& c = api_.updates[0].changes.at(0);
+  EXPECT_EQ(c.remove, (std::vector<uint64_t>{1, 2}));
+  EXPECT_EQ(c.insert,
+            (std::vector<std::string>{
+                FormatRule(*ParseRule(
+                    "<*, *, //S1/hot/*> -> <IO, //ssd.v1/.sroute-wl-1/hot/*>")),
+                FormatRule(*ParseRule("<*, *, //S1/cold/*> -> "
+                                      "<IO, //ssd.v0/.sroute-wl-2/cold/*>"))}));
+  EXPECT_EQ(api_.updates[0].owner, "admin") << "the rules keep their owner";
+  EXPECT_EQ(api_.state["status"], "swapped S1 ssd.v0 <-> ssd.v1");
+  EXPECT_EQ(api_.state["generation"], "2") << "folders never used twice";
+}
+
+TEST_F(WearLevelAppTest, AFailedUpdateRemovesOnlyTheNewCopies) {
+  api_.update_fails = true;
+  Report(app_, 4000, 100, 0);
+  const std::vector<std::string> tail(api_.log.end() - 5, api_.log.end());
+  EXPECT_EQ(tail, (std::vector<std::string>{
+                      "update",
+                      "quiesce <*, *, //S1/hot/*> off",
+                      "quiesce <*, *, //S1/cold/*> off",
+                      "copy REMOVE //ssd.v1/.sroute-wl-1/",
+                      "copy REMOVE //ssd.v0/.sroute-wl-2/",
+                  }));
+  EXPECT_THAT(api_.state["status"], HasSubstr("failed S1 ssd.v0 <-> ssd.v1"));
+  EXPECT_THAT(api_.state["status"], HasSubstr("a host said no"));
+}
+
+TEST_F(WearLevelAppTest, NoSwapBelowTheVarianceOrWhenTheWornOneCooled) {
+  Report(app_, 1900, 100, 0);  // variance 0.9 < 1
+  EXPECT_TRUE(api_.log.empty());
+  // Worn, but the other endpoint takes the erases now: it levels itself.
+  Report(app_, 4000, 10, 50);
+  EXPECT_TRUE(api_.log.empty());
+}
+
+TEST_F(WearLevelAppTest, RulesWithADelegateAreNotMoved) {
+  api_.rules.push_back(
+      Managed(4, "<*, w, //S1/log/*> -> track_writes(); <IO, //ssd.v1/log/*>"));
+  Report(app_, 4000, 100, 0);
+  EXPECT_TRUE(api_.log.empty()) << "nothing copied";
+  EXPECT_THAT(api_.state["status"], HasSubstr("has a delegate"));
 }
 
 }  // namespace
