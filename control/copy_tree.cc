@@ -110,7 +110,7 @@ class TreeCopy {
     }
     std::vector<std::string> at;
     absl::Status s = Entry(at, 0);
-    if (s.ok() || absl::IsAborted(s)) {
+    if (s.ok() || budget_spent_) {
       progress_->set_done(s.ok());
       return absl::OkStatus();
     }
@@ -215,6 +215,7 @@ class TreeCopy {
       if (type != S_IFDIR &&
           (MonotonicNanos() >= deadline_ns_ ||
            (req_.max_files() != 0 && ++files_ >= req_.max_files()))) {
+        budget_spent_ = true;  // not an IO's error: the call ends here
         return absl::AbortedError("budget spent");
       }
     }
@@ -381,6 +382,7 @@ class TreeCopy {
   const uint64_t deadline_ns_;
   std::string from_, to_;
   uint32_t files_ = 0;  // names other than folders finished
+  bool budget_spent_ = false;
 };
 
 }  // namespace
