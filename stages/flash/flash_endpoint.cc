@@ -415,7 +415,9 @@ void FlashEndpoint::Control(Io* io) {
   {
     MutexLock l(&mu_);
     ++granted_[k];
-    model_.StartGc(now);
+    // Background GC uses the idle time the device foresees, no more: a
+    // pass to gc_target would hold dies past it when IO comes back.
+    model_.StartGc(now, k == 2 ? now + model_.predicted_idle_ns() : UINT64_MAX);
   }
   io->Complete();
 }

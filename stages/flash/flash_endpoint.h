@@ -53,7 +53,8 @@ struct FlashEndpointSpec;
 //    time until the GC under way ends), idle_us (the predicted idle gap,
 //    wall time), mode (auto|coordinated), passes (GC passes so far);
 //  - setxattr kFlashGcXattr with value soft|regular|bg: a coordinator
-//    grants a GC pass (counted by kind), which starts now.
+//    grants a GC pass (counted by kind), which starts now; a bg pass
+//    takes no victim after the idle time the device predicts.
 // A directory that is not a flash device answers both with an error
 // (EOPNOTSUPP, or ENODATA): it is not one.
 inline constexpr char kFlashStateXattr[] = "sroute.flash.state";

@@ -201,7 +201,8 @@ uint32_t FlashModel::AllocatePage(uint32_t die, uint64_t now) {
   return Ppn(die, b, d.blocks[b].next_page++);
 }
 
-uint64_t FlashModel::CollectLocked(uint32_t die, uint64_t from) {
+uint64_t FlashModel::CollectLocked(uint32_t die, uint64_t from,
+                                   uint64_t until) {
   Die& d = dies_[die];
   // A pass that yields to host IO begins at once (after a pass under
   // way); one that holds the die waits for the IO queued on it.
@@ -220,6 +221,7 @@ uint64_t FlashModel::CollectLocked(uint32_t die, uint64_t from) {
   for (uint32_t pass = 0; pass < g_.blocks_per_die &&
                           static_cast<double>(d.free_blocks.size()) < target;
        ++pass) {
+    if (t >= until) break;  // a background pass: the idle time is over
     // Greedy: the full block with the fewest valid pages.
     int32_t victim = -1;
     for (uint32_t b = 0; b < g_.blocks_per_die; ++b) {
@@ -271,10 +273,10 @@ uint64_t FlashModel::CollectLocked(uint32_t die, uint64_t from) {
   return d.gc_until_ns;
 }
 
-uint64_t FlashModel::StartGc(uint64_t now) {
+uint64_t FlashModel::StartGc(uint64_t now, uint64_t until_ns) {
   uint64_t end = now;
   for (uint32_t die = 0; die < g_.dies(); ++die) {
-    end = std::max(end, CollectLocked(die, now));
+    end = std::max(end, CollectLocked(die, now, until_ns));
   }
   return end;
 }

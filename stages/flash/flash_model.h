@@ -153,8 +153,15 @@ class FlashModel {
   void Trim(uint64_t lpn, uint64_t now);
 
   // Runs a GC pass from `now` on every die (each until its free share
-  // reaches gc_target). Returns when the last die is done.
-  uint64_t StartGc(uint64_t now);
+  // reaches gc_target). Returns when the last die is done. A background
+  // pass gives `until_ns`, the end of the idle time predicted: a die
+  // takes no victim after it, so the pass holds what that time holds
+  // (and a read that comes early waits for one victim at most).
+  uint64_t StartGc(uint64_t now, uint64_t until_ns = UINT64_MAX);
+  // The EWMA of the idle gaps between IOs (0 before any gap).
+  uint64_t predicted_idle_ns() const {
+    return static_cast<uint64_t>(predicted_idle_ns_);
+  }
   // Forgets time: every die idle, the buffer empty, the counters zero;
   // pages, blocks and wear stay. For a device warmed up (written and
   // over-written at time 0) before it is used.
@@ -212,8 +219,9 @@ class FlashModel {
   // (and collecting first if none is left). Returns the physical page.
   uint32_t AllocatePage(uint32_t die, uint64_t now);
   // Collects victims on `die` from `start` until its free share reaches
-  // gc_target; returns when it ends.
-  uint64_t CollectLocked(uint32_t die, uint64_t start);
+  // gc_target, taking none after `until`; returns when it ends.
+  uint64_t CollectLocked(uint32_t die, uint64_t start,
+                         uint64_t until = UINT64_MAX);
   void Invalidate(uint32_t ppn);
   uint32_t Ppn(uint32_t die, uint32_t block, uint32_t page) const {
     return (die * g_.blocks_per_die + block) * g_.pages_per_block + page;

@@ -113,6 +113,46 @@ TEST(FlashModelTest, CoordinatedGcWaitsToBeToldAndReclaims) {
   for (uint64_t lpn = 0; lpn < data; ++lpn) EXPECT_GE(m.DieOf(lpn), 0) << lpn;
 }
 
+// A background pass holds what the predicted idle time holds: its dies take
+// no victim after it, so it ends within one victim of that time and gains
+// less than a pass to gc_target, which a later pass completes.
+TEST(FlashModelTest, ABackgroundPassEndsWithTheIdleTime) {
+  auto fill = [](FlashModel& m, uint64_t* now) {
+    const uint64_t data = m.logical_pages() / 2;
+    for (uint64_t lpn = 0; lpn < data; ++lpn, *now += kMs) m.Write(lpn, *now);
+    for (uint64_t lpn = 0; m.Need() != GcNeed::kRegular;
+         lpn = (lpn + 1) % data, *now += kMs) {
+      m.Write(lpn, *now);
+    }
+  };
+  FlashModel bounded(Small(GcMode::kCoordinated));
+  FlashModel whole(Small(GcMode::kCoordinated));
+  uint64_t now_b = kMs, now_w = kMs;
+  fill(bounded, &now_b);
+  fill(whole, &now_w);
+  ASSERT_EQ(now_b, now_w);
+  const FlashTiming& t = bounded.options().timing;
+  const uint64_t victim_max =
+      bounded.options().geometry.pages_per_block * (t.read_ns + t.program_ns) +
+      t.erase_ns;
+  const uint64_t idle = 2 * t.erase_ns;
+  const uint64_t end_whole = whole.StartGc(now_w);
+  const uint64_t end_bounded = bounded.StartGc(now_b, now_b + idle);
+  EXPECT_GT(end_bounded, now_b) << "it takes a victim";
+  EXPECT_LE(end_bounded, now_b + idle + victim_max);
+  EXPECT_LT(end_bounded, end_whole);
+  EXPECT_LT(bounded.FreeRatio(), whole.FreeRatio());
+  EXPECT_LT(bounded.FreeRatio(), bounded.options().gc_target);
+  // Nothing after the idle time: a pass that begins past it takes nothing.
+  const FlashState before = bounded.State(end_bounded);
+  EXPECT_EQ(bounded.StartGc(end_bounded, end_bounded), end_bounded);
+  EXPECT_EQ(bounded.State(end_bounded).erases, before.erases);
+  // A regular pass later reaches gc_target.
+  bounded.StartGc(end_bounded);
+  EXPECT_GE(bounded.FreeRatio(), bounded.options().gc_target);
+  EXPECT_TRUE(bounded.Verify().ok()) << bounded.Verify();
+}
+
 TEST(FlashModelTest, AutoGcKeepsFreeBlocksAboveItsThreshold) {
   FlashModel m(Small(GcMode::kAuto));
   const FlashGeometry& g = m.options().geometry;
