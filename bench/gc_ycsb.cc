@@ -5,7 +5,9 @@
 // pages written, then as many again over-written at random, then a GC
 // pass: garbage is there, GC soon has work). Four set-ups, side by side
 // in one run:
-//   a  GC-oblivious: gc=off, the devices collect on their own (mode=auto)
+//   a  GC-oblivious: gc=off, the devices collect on their own (own_gc:
+//      mode=self, a pass of the whole vSSD at gc_threshold, as RackBlox's
+//      vSSDs do; or mode=auto, each die on its own)
 //   b  redirection only: gc=redirect, devices as in a
 //   c  redirection and delayed GC: gc=delay, devices mode=coordinated
 //   d  c and background GC: gc=background
@@ -17,7 +19,7 @@
 // Times are model times: wall times divided by the dilation.
 //
 //   gc_ycsb [workload=A,B,C,D,E,F,W] [seconds=10] [threads=8]
-//           [rate=4000] [dilation=10] [cdf_dir=DIR]
+//           [rate=4000] [dilation=10] [own_gc=self|auto] [cdf_dir=DIR]
 //
 // Workloads (YCSB core): A 50 % updates, B 5 %, C none, D 5 % inserts
 // and reads of the latest, E 95 % short scans (1-16 records) and 5 %
@@ -56,6 +58,7 @@ struct Options {
   int threads = 8;
   double dilation = 10;
   double rate = 4000;  // operations a second (model time), all clients
+  GcMode own_gc = GcMode::kSelf;  // the devices of set-ups a and b
   std::string cdf_dir;
 };
 
@@ -101,7 +104,7 @@ struct Result {
   uint64_t gc_passes = 0, reads_behind_gc = 0;
 };
 
-FlashOptions Device(bool coordinated) {
+FlashOptions Device(GcMode mode) {
   FlashOptions o = *FlashModel::Preset("rackblox");
   // 8 dies of 32 blocks of 64 pages (64 MiB raw): small enough to warm
   // up at once and to keep in real files, GC working as on the preset.
@@ -110,7 +113,7 @@ FlashOptions Device(bool coordinated) {
   o.geometry.blocks_per_die = 32;
   o.geometry.pages_per_block = 64;
   o.timing.buffer_pages = 1024;
-  o.mode = coordinated ? GcMode::kCoordinated : GcMode::kAuto;
+  o.mode = mode;
   return o;
 }
 
@@ -123,7 +126,8 @@ Result RunOne(char setup, char workload, const Options& opt) {
   testing::TempDir dirs[2], state;
   Host host("bench");
   std::shared_ptr<FlashEndpoint> ssd[2];
-  const FlashOptions model = Device(setup == 'c' || setup == 'd');
+  const FlashOptions model =
+      Device(setup == 'c' || setup == 'd' ? GcMode::kCoordinated : opt.own_gc);
   // Data on 60 % of the logical pages (half the raw ones): a GC pass can
   // reach its target (40 % of blocks free) by collecting garbage.
   const uint64_t records = model.geometry.logical_pages() * 60 / 100;
@@ -331,20 +335,25 @@ int Main(int argc, char** argv) {
       opt.dilation = std::stod(value);
     } else if (key == "cdf_dir") {
       opt.cdf_dir = value;
+    } else if (key == "own_gc" && (value == "self" || value == "auto")) {
+      opt.own_gc = value == "self" ? GcMode::kSelf : GcMode::kAuto;
     } else {
       std::cerr << "gc_ycsb: unknown argument '" << a
-                << "' (workload, seconds, threads, rate, dilation, cdf_dir)\n";
+                << "' (workload, seconds, threads, rate, dilation, "
+                   "own_gc=self|auto, cdf_dir)\n";
       return 2;
     }
   }
   for (char w : opt.workloads) {
     if (w == ',') continue;
     std::printf(
-        "workload %c (model us; %d clients, dilation %g, %g s a set-up)\n"
+        "workload %c (model us; %d clients, dilation %g, %g s a set-up; "
+        "devices of a and b: mode=%s)\n"
         "setup  read_mean  read_p99  read_p99.9  write_mean  write_p99  "
         "write_p99.9  kops/s  redirects  soft(delayed)  regular  bg  "
         "device  passes  reads_behind_gc\n",
-        w, opt.threads, opt.dilation, opt.seconds);
+        w, opt.threads, opt.dilation, opt.seconds,
+        opt.own_gc == GcMode::kSelf ? "self" : "auto");
     for (char setup : std::string("abcd")) {
       Result r = RunOne(setup, w, opt);
       std::printf(

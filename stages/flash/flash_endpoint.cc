@@ -55,9 +55,11 @@ absl::StatusOr<FlashEndpointSpec> ParseFlashSpec(std::string_view spec) {
         o.mode = GcMode::kAuto;
       } else if (value == "coordinated") {
         o.mode = GcMode::kCoordinated;
+      } else if (value == "self") {
+        o.mode = GcMode::kSelf;
       } else {
-        return absl::InvalidArgumentError(
-            StrCat("flash: mode '", value, "' is not auto or coordinated"));
+        return absl::InvalidArgumentError(StrCat(
+            "flash: mode '", value, "' is not auto, self or coordinated"));
       }
       continue;
     }
@@ -377,8 +379,10 @@ std::string FlashEndpoint::StateText() const {
       " gc_left_us=", static_cast<uint64_t>(left_ns / 1000), " idle_us=",
       static_cast<uint64_t>(static_cast<double>(st.predicted_idle_ns) *
                             dilation_ / 1000),
-      " bg_ok=", bg_ok ? 1 : 0,
-      " mode=", mode == GcMode::kAuto ? "auto" : "coordinated",
+      " bg_ok=", bg_ok ? 1 : 0, " mode=",
+      mode == GcMode::kAuto   ? "auto"
+      : mode == GcMode::kSelf ? "self"
+                              : "coordinated",
       " passes=", st.gc_passes);
 }
 

@@ -37,7 +37,7 @@ namespace sroute {
 
 // `--endpoint NAME=flash:DIR[,key=value...]`: the directory, then the
 // model's preset (`preset=rackblox`, the default, or `small`) and any of
-// its numbers: dilation, mode (auto|coordinated), channels,
+// its numbers: dilation, mode (auto|self|coordinated), channels,
 // dies_per_channel, blocks_per_die, pages_per_block, page_bytes, spare,
 // read_us, program_us, erase_us, buffer_us, buffer_pages, soft_threshold,
 // gc_threshold, gc_target, bg_idle_ms, gc_yields (1 or 0); vssds=N splits it
@@ -51,7 +51,7 @@ struct FlashEndpointSpec;
 //  - getxattr kFlashStateXattr: the state, "key=value" words:
 //    free_permille, need (none|soft|regular), gc (0|1), gc_left_us (wall
 //    time until the GC under way ends), idle_us (the predicted idle gap,
-//    wall time), mode (auto|coordinated), passes (GC passes so far);
+//    wall time), mode (auto|self|coordinated), passes (GC passes so far);
 //  - setxattr kFlashGcXattr with value soft|regular|bg: a coordinator
 //    grants a GC pass (counted by kind), which starts now; a bg pass
 //    takes no victim after the idle time the device predicts.

@@ -187,6 +187,7 @@ uint32_t FlashModel::AllocatePage(uint32_t die, uint64_t now) {
                                         o_.gc_threshold * g_.blocks_per_die) {
       CollectLocked(die, now);
     }
+    if (o_.mode == GcMode::kSelf && Need() == GcNeed::kRegular) StartGc(now);
     if (!HasRoom(d)) {  // (GC may have opened a block with room)
       if (d.free_blocks.empty()) {
         // Check() leaves every die spare blocks and writes go to the dies

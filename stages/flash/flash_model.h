@@ -24,7 +24,10 @@
 //    programmed to the next die in turn, and its buffer slot is free again
 //    once programmed. A full buffer makes writes wait for the oldest slot.
 //  - GC: with GcMode::kAuto a die collects as soon as its free blocks fall
-//    below gc_threshold (a GC-oblivious device). With kCoordinated it
+//    below gc_threshold (a GC-oblivious device). With kSelf the device
+//    collects every die at once, on its own, as soon as its free blocks
+//    fall below gc_threshold (a vSSD whose FTL collects the whole of it,
+//    as RackBlox's do; a coordinator sees one pass). With kCoordinated it
 //    collects only when StartGc() says so (the coordinator grants soft or
 //    regular requests, or background GC), or when a die has no free block
 //    left to write (forced, counted).
@@ -73,7 +76,7 @@ struct FlashTiming {
   uint32_t buffer_pages = 1024;   // the write buffer (4 MiB of 4 KiB)
 };
 
-enum class GcMode { kAuto, kCoordinated };
+enum class GcMode { kAuto, kCoordinated, kSelf };
 
 // What a model asks its coordinator for (RackBlox §3.5).
 enum class GcNeed { kNone, kSoft, kRegular };

@@ -232,6 +232,9 @@ TEST(FlashSpecTest, ParsesTheDirectoryThePresetAndItsNumbers) {
   EXPECT_EQ(spec->options.model.geometry.blocks_per_die, 32u);
   EXPECT_EQ(spec->options.model.geometry.channels, 2u) << "from the preset";
   EXPECT_TRUE(spec->options.model.gc_yields) << "the default";
+  auto self = ParseFlashSpec("/srv/ssd0,mode=self");
+  ASSERT_TRUE(self.ok()) << self.status();
+  EXPECT_EQ(self->options.model.mode, GcMode::kSelf);
   auto holding = ParseFlashSpec("/srv/ssd0,gc_yields=0");
   ASSERT_TRUE(holding.ok()) << holding.status();
   EXPECT_FALSE(holding->options.model.gc_yields);
