@@ -101,7 +101,7 @@ struct Result {
   uint64_t ops = 0;
   double model_seconds = 0;
   int64_t redirects = 0, soft = 0, delayed = 0, regular = 0, bg = 0, device = 0;
-  uint64_t gc_passes = 0, reads_behind_gc = 0;
+  uint64_t gc_passes = 0, reads_behind_gc = 0, writes_waited = 0;
 };
 
 FlashOptions Device(GcMode mode) {
@@ -285,6 +285,7 @@ Result RunOne(char setup, char workload, const Options& opt) {
     const FlashState st = s->State();
     r.gc_passes += st.gc_passes;
     r.reads_behind_gc += st.reads_behind_gc;
+    r.writes_waited += st.writes_waited;
   }
   (void)(*stage)->Stop();
   return r;
@@ -354,14 +355,14 @@ int Main(int argc, char** argv) {
         "devices of a and b: mode=%s)\n"
         "setup  read_mean  read_p99  read_p99.9  write_mean  write_p99  "
         "write_p99.9  kops/s  redirects  soft(delayed)  regular  bg  "
-        "device  passes  reads_behind_gc\n",
+        "device  passes  reads_behind_gc  writes_waited\n",
         w, opt.threads, opt.dilation, opt.seconds,
         opt.own_gc == GcMode::kSelf ? "self" : "auto");
     for (char setup : std::string("abcd")) {
       Result r = RunOne(setup, w, opt);
       std::printf(
           "%c      %9.0f  %8.0f  %10.0f  %10.0f  %9.0f  %11.0f  %6.1f  "
-          "%9lld  %5lld(%lld)  %7lld  %2lld  %6lld  %6llu  %llu\n",
+          "%9lld  %5lld(%lld)  %7lld  %2lld  %6lld  %6llu  %15llu  %llu\n",
           setup, Mean(r.read_ns), Percentile(r.read_ns, 0.99),
           Percentile(r.read_ns, 0.999), Mean(r.write_ns),
           Percentile(r.write_ns, 0.99), Percentile(r.write_ns, 0.999),
@@ -370,7 +371,8 @@ int Main(int argc, char** argv) {
           static_cast<long long>(r.delayed), static_cast<long long>(r.regular),
           static_cast<long long>(r.bg), static_cast<long long>(r.device),
           static_cast<unsigned long long>(r.gc_passes),
-          static_cast<unsigned long long>(r.reads_behind_gc));
+          static_cast<unsigned long long>(r.reads_behind_gc),
+          static_cast<unsigned long long>(r.writes_waited));
       std::fflush(stdout);
       if (!opt.cdf_dir.empty()) {
         WriteCdf(opt.cdf_dir + "/" + w + "_" + setup + ".dat", r.read_ns);
