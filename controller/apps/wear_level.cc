@@ -195,10 +195,8 @@ void WearLevel::OnStats(const StatsSnapshot& stats) {
     LogInfo("wear_level: ", h.sswitch, ": variance of the mean erase counts ",
             variance, " >= ", options_.variance, "; ", hot.name, " (mean ",
             hot.erase_mean, ", ", lately[hot.name],
-            " erases lately) swaps its "
-            "data with ",
-            cold.name, " (mean ", cold.erase_mean, ", ", lately[cold.name],
-            ")");
+            " erases lately) swaps its data with ", cold.name, " (mean ",
+            cold.erase_mean, ", ", lately[cold.name], ")");
     absl::Status s = Swap(h.sswitch, hot.name, cold.name);
     if (s.ok()) {
       LogInfo("wear_level: ", h.sswitch, ": ", hot.name, " and ", cold.name,
