@@ -365,7 +365,8 @@ std::string FlashEndpoint::StateText() const {
   bool bg_ok;
   {
     MutexLock l(&mu_);
-    st = model_.State(now);
+    // Asked every poll, under the lock IOs take: no wear (O(blocks)).
+    st = model_.State(now, /*wear=*/false);
     mode = model_.options().mode;
     bg_ok = st.bg_ok;
   }

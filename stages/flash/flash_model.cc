@@ -326,7 +326,7 @@ bool FlashModel::InGc(uint64_t now) const {
   return false;
 }
 
-FlashState FlashModel::State(uint64_t now) const {
+FlashState FlashModel::State(uint64_t now, bool wear) const {
   FlashState s = counters_;
   s.free_ratio = FreeRatio();
   s.need = Need();
@@ -338,6 +338,7 @@ FlashState FlashModel::State(uint64_t now) const {
   s.idle_for_ns = now > last_io_ns_ ? now - last_io_ns_ : 0;
   s.bg_ok = s.idle_for_ns >= o_.idle_min_ns &&
             s.predicted_idle_ns >= o_.bg_idle_ns && s.free_ratio < o_.gc_target;
+  if (!wear) return s;
   uint64_t n = 0, sum = 0, sum_sq = 0;
   s.erase_min = UINT64_MAX;
   for (const Die& d : dies_) {

@@ -172,7 +172,9 @@ class FlashModel {
   // The same on one die only (tests; a die short of blocks).
   uint64_t CollectDie(uint32_t die, uint64_t now);
 
-  FlashState State(uint64_t now) const;
+  // The state at `now`; with `wear` false the wear fields stay 0 (they
+  // take a look at every block: a coordinator's frequent polls skip them).
+  FlashState State(uint64_t now, bool wear = true) const;
   GcNeed Need() const;
   double FreeRatio() const;
   bool InGc(uint64_t now) const;

@@ -109,6 +109,12 @@ TEST(FlashModelTest, CoordinatedGcWaitsToBeToldAndReclaims) {
   EXPECT_GE(s.erase_max, 1u);
   EXPECT_GT(s.erase_mean, 0.0);
   EXPECT_EQ(s.forced_gc, 0u);
+  // A coordinator's poll: the same state, no wear (it looks at every block).
+  const FlashState quick = m.State(now, /*wear=*/false);
+  EXPECT_EQ(quick.gc_until_ns, s.gc_until_ns);
+  EXPECT_EQ(quick.free_ratio, s.free_ratio);
+  EXPECT_EQ(quick.erases, s.erases);
+  EXPECT_EQ(quick.erase_max, 0u);
   EXPECT_TRUE(m.Verify().ok()) << m.Verify();
   for (uint64_t lpn = 0; lpn < data; ++lpn) EXPECT_GE(m.DieOf(lpn), 0) << lpn;
 }
