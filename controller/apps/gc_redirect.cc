@@ -64,13 +64,14 @@ absl::Status GcRedirect::Start(ControllerApi& api) {
 }
 
 bool GcRedirect::IsFlash(const TopologyHost& host, const std::string& member,
+                         const std::vector<TopologyHost>& topology,
                          const StatsSnapshot& stats) const {
   for (const proto::EndpointInfo& e : host.info.endpoints()) {
     if (e.name() != member) continue;
     if (e.kind() == "flash") return true;
     if (e.kind() != "server") return false;
     // A server's devices: it reports their gauges.
-    for (const TopologyHost& t : api_->Topology()) {
+    for (const TopologyHost& t : topology) {
       if (t.info.address() != e.address()) continue;
       const HostStats* s = stats.Host(t.info.sswitch());
       if (s == nullptr) return false;
@@ -84,7 +85,8 @@ bool GcRedirect::IsFlash(const TopologyHost& host, const std::string& member,
 
 void GcRedirect::OnStats(const StatsSnapshot& stats) {
   if (api_ == nullptr) return;
-  for (const TopologyHost& host : api_->Topology()) {
+  const std::vector<TopologyHost> topology = api_->Topology();
+  for (const TopologyHost& host : topology) {
     if (!host.connected) continue;
     const HostStats* hs = stats.Host(host.info.sswitch());
     if (hs == nullptr) continue;
@@ -101,9 +103,10 @@ void GcRedirect::OnStats(const StatsSnapshot& stats) {
           o.gc_poll_us() == options_.poll_us) {
         continue;  // set up already
       }
-      const bool flash = std::any_of(
-          o.member().begin(), o.member().end(),
-          [&](const std::string& m) { return IsFlash(host, m, stats); });
+      const bool flash = std::any_of(o.member().begin(), o.member().end(),
+                                     [&](const std::string& m) {
+                                       return IsFlash(host, m, topology, stats);
+                                     });
       if (!flash) continue;
       proto::Stages set;
       set.set_action(proto::Stages::SET);

@@ -51,6 +51,7 @@ class GcRedirect : public ControlApp {
  private:
   // Whether `member` of a stage on `host` is a flash device.
   bool IsFlash(const TopologyHost& host, const std::string& member,
+               const std::vector<TopologyHost>& topology,
                const StatsSnapshot& stats) const;
 
   const GcRedirectOptions options_;
