@@ -47,6 +47,14 @@ bool IsMemberFailure(const absl::Status& s) {
   return err == EIO || err == ETIMEDOUT || err == ENOSPC || err == EROFS;
 }
 
+// A member out of room (or quota): a failure of its own when another member
+// took the change, but the volume's answer when none could (every member is
+// full: the caller gets ENOSPC and the set stays whole).
+bool IsFull(const absl::Status& s) {
+  const int err = ErrnoOf(s);
+  return err == ENOSPC || err == EDQUOT;
+}
+
 // Files with conflicting regions named in the counters ("conflict.PATH").
 constexpr int kConflictFilesNamed = 20;
 
@@ -1171,6 +1179,9 @@ void ReplicaSetStage::FinishChange(const std::shared_ptr<ChangeJoin>& join) {
     ack_count = ack_count_;
     degrade = degrade_;
   }
+  const bool any_applied =
+      std::any_of(join->children.begin(), join->children.end(),
+                  [](const std::unique_ptr<Io>& c) { return c->status.ok(); });
   for (size_t i = 0; i < join->children.size(); ++i) {
     const Io& c = *join->children[i];
     const uint64_t bit = MemberBit(join->members[i]);
@@ -1180,7 +1191,8 @@ void ReplicaSetStage::FinishChange(const std::shared_ptr<ChangeJoin>& join) {
       // The answer (attributes) is the primary's when it has one, as for
       // reads of attributes: the name's inode stays the same.
       if (first_ok == nullptr || bit == primary_bit) first_ok = &c;
-    } else if (IsMemberFailure(c.status)) {
+    } else if (IsMemberFailure(c.status) &&
+               !(IsFull(c.status) && !any_applied)) {
       TakeOut(join->members[i], c.status);
       failed |= bit;
     } else if (answer == nullptr) {

@@ -1150,6 +1150,93 @@ TEST_F(ReplicaSetVolumeTest, NamesCrossTheSetsEdgeOnlyByCopy) {
   ExpectMembersIdentical();
 }
 
+// An SQLite session as `user` on `path` (journal `mode`): a table of rows
+// and their count, then transactions of two rows each while go_on(rows
+// committed) says so (two minutes at most); "ok" if every transaction
+// committed and the database checks whole with every row, else what went
+// wrong.
+std::string SqliteSessionAs(const testing::User& user, const std::string& path,
+                            const std::string& mode,
+                            const std::function<bool(int)>& go_on) {
+  return testing::RunAs(user, [&]() -> std::string {
+    sqlite3* db = nullptr;
+    if (sqlite3_open(path.c_str(), &db) != SQLITE_OK) return "open failed";
+    auto exec = [&](const std::string& sql) -> std::string {
+      char* err = nullptr;
+      if (sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err) == SQLITE_OK) {
+        return "";
+      }
+      std::string e = sql + ": " + (err != nullptr ? err : "?");
+      sqlite3_free(err);
+      return e;
+    };
+    std::string e = exec("PRAGMA journal_mode=" + mode +
+                         "; CREATE TABLE t(k INTEGER PRIMARY KEY, v BLOB);"
+                         "CREATE TABLE total(n INTEGER);"
+                         "INSERT INTO total VALUES (0);");
+    int committed = 0;
+    const auto until =
+        std::chrono::steady_clock::now() + std::chrono::minutes(2);
+    while (e.empty() && go_on(committed) &&
+           std::chrono::steady_clock::now() < until) {
+      e = exec(
+          "BEGIN; INSERT INTO t(v) VALUES (randomblob(3000)), "
+          "(randomblob(500)); UPDATE total SET n = n + 2; COMMIT;");
+      if (e.empty()) committed += 2;
+    }
+    auto value = [&](const char* sql) {
+      sqlite3_stmt* st = nullptr;
+      std::string out = "<error>";
+      if (sqlite3_prepare_v2(db, sql, -1, &st, nullptr) == SQLITE_OK &&
+          sqlite3_step(st) == SQLITE_ROW) {
+        const auto* t = sqlite3_column_text(st, 0);
+        out = t != nullptr ? reinterpret_cast<const char*>(t) : "";
+      }
+      sqlite3_finalize(st);
+      return out;
+    };
+    if (e.empty()) {
+      const std::string check = value("PRAGMA integrity_check");
+      const std::string rows = value("SELECT count(*) FROM t");
+      const std::string total = value("SELECT n FROM total");
+      if (check != "ok") {
+        e = "integrity_check: " + check;
+      } else if (rows != std::to_string(committed) || total != rows) {
+        e = "rows " + rows + ", total " + total + ", committed " +
+            std::to_string(committed);
+      }
+    }
+    sqlite3_close(db);
+    return e.empty() ? "ok" : e;
+  });
+}
+
+// `script` run by `user` in `dir` (its HOME) with git's identity set: its
+// output, or "exit N: output" if it failed.
+std::string GitAs(const testing::User& user, const std::string& dir,
+                  const std::string& script) {
+  return testing::RunAs(user, [&]() -> std::string {
+    const std::string cmd =
+        "cd '" + dir + "' && export HOME='" + dir +
+        "' GIT_CONFIG_NOSYSTEM=1 GIT_AUTHOR_NAME=u "
+        "GIT_AUTHOR_EMAIL=u@x GIT_COMMITTER_NAME=u GIT_COMMITTER_EMAIL=u@x "
+        "&& (" +
+        script + ") 2>&1";
+    std::string out;
+    FILE* p = popen(cmd.c_str(), "r");
+    if (p == nullptr) return "popen failed";
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+    const int rc = pclose(p);
+    return rc == 0 ? out : "exit " + std::to_string(rc) + ": " + out;
+  });
+}
+
+bool GitOk(const std::string& out) {
+  return out.rfind("exit ", 0) != 0 && out.find("<child failed") == out.npos;
+}
+
 // SQLite, run by an ordinary user, on the replicated folder (rollback
 // journal and WAL): a member is SIGKILLed midway and brought back while
 // transactions go on; none fails, every committed row is there, the
@@ -1167,57 +1254,8 @@ TEST_F(ReplicaSetVolumeTest, SqliteAsAUserSurvivesAKilledMember) {
     const std::string stop_file = flags / ("stop-" + mode);
     std::string result;
     std::thread app([&] {
-      result = testing::RunAs(user, [&]() -> std::string {
-        sqlite3* db = nullptr;
-        if (sqlite3_open(path.c_str(), &db) != SQLITE_OK) return "open failed";
-        auto exec = [&](const std::string& sql) -> std::string {
-          char* err = nullptr;
-          if (sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err) ==
-              SQLITE_OK) {
-            return "";
-          }
-          std::string e = sql + ": " + (err != nullptr ? err : "?");
-          sqlite3_free(err);
-          return e;
-        };
-        std::string e = exec("PRAGMA journal_mode=" + mode +
-                             "; CREATE TABLE t(k INTEGER PRIMARY KEY, v BLOB);"
-                             "CREATE TABLE total(n INTEGER);"
-                             "INSERT INTO total VALUES (0);");
-        int committed = 0;
-        const auto until =
-            std::chrono::steady_clock::now() + std::chrono::minutes(2);
-        while (e.empty() && (access(stop_file.c_str(), F_OK) != 0) &&
-               std::chrono::steady_clock::now() < until) {
-          e = exec(
-              "BEGIN; INSERT INTO t(v) VALUES (randomblob(3000)), "
-              "(randomblob(500)); UPDATE total SET n = n + 2; COMMIT;");
-          if (e.empty()) committed += 2;
-        }
-        auto value = [&](const char* sql) {
-          sqlite3_stmt* st = nullptr;
-          std::string out = "<error>";
-          if (sqlite3_prepare_v2(db, sql, -1, &st, nullptr) == SQLITE_OK &&
-              sqlite3_step(st) == SQLITE_ROW) {
-            const auto* t = sqlite3_column_text(st, 0);
-            out = t != nullptr ? reinterpret_cast<const char*>(t) : "";
-          }
-          sqlite3_finalize(st);
-          return out;
-        };
-        if (e.empty()) {
-          const std::string check = value("PRAGMA integrity_check");
-          const std::string rows = value("SELECT count(*) FROM t");
-          const std::string total = value("SELECT n FROM total");
-          if (check != "ok") {
-            e = "integrity_check: " + check;
-          } else if (rows != std::to_string(committed) || total != rows) {
-            e = "rows " + rows + ", total " + total + ", committed " +
-                std::to_string(committed);
-          }
-        }
-        sqlite3_close(db);
-        return e.empty() ? "ok" : e;
+      result = SqliteSessionAs(user, path, mode, [&](int) {
+        return access(stop_file.c_str(), F_OK) != 0;
       });
     });
     std::this_thread::sleep_for(std::chrono::milliseconds(700));
@@ -1245,26 +1283,9 @@ TEST_F(ReplicaSetVolumeTest, GitAsAUserSurvivesAKilledMember) {
   ASSERT_EQ(mkdir(dir.c_str(), 0755), 0);
   ASSERT_EQ(chown(dir.c_str(), user.uid, user.gid), 0);
   auto git = [&](const std::string& script) {
-    return testing::RunAs(user, [&]() -> std::string {
-      const std::string cmd =
-          "cd '" + dir + "' && export HOME='" + dir +
-          "' GIT_CONFIG_NOSYSTEM=1 GIT_AUTHOR_NAME=u "
-          "GIT_AUTHOR_EMAIL=u@x GIT_COMMITTER_NAME=u GIT_COMMITTER_EMAIL=u@x "
-          "&& (" +
-          script + ") 2>&1";
-      std::string out;
-      FILE* p = popen(cmd.c_str(), "r");
-      if (p == nullptr) return "popen failed";
-      char buf[4096];
-      size_t n;
-      while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-      const int rc = pclose(p);
-      return rc == 0 ? out : "exit " + std::to_string(rc) + ": " + out;
-    });
+    return GitAs(user, dir, script);
   };
-  auto ok = [](const std::string& out) {
-    return out.rfind("exit ", 0) != 0 && out.find("<child failed") == out.npos;
-  };
+  auto ok = GitOk;
   std::string out = git(
       "git init -q repo && cd repo && for i in $(seq 1 40); do "
       "mkdir -p d$((i % 5)) && seq 1 $((i * 50)) > d$((i % 5))/f$i; done && "
@@ -1286,6 +1307,93 @@ TEST_F(ReplicaSetVolumeTest, GitAsAUserSurvivesAKilledMember) {
   out = git("cd repo && git status --porcelain && cat moved/f1 | tail -1");
   EXPECT_EQ(out, "change\n");
   ExpectMembersIdentical();
+}
+
+// Real programs as ordinary users on a replicated pair of emulated flash
+// devices whose GC the replica set coordinates (gc=delay: the devices wait
+// for its grants): SQLite (rollback journal and WAL) and git, every
+// transaction and commit is there, fsck and integrity_check find them
+// whole. Then the volume fills up: the write that finds both devices full
+// fails with ENOSPC and the set stays whole (a full device is not a failed
+// one when no member could take the write), and takes writes again once a
+// file is gone. The set granted GC passes, and both devices hold the same
+// bytes.
+TEST_F(ReplicaSetVolumeTest, SqliteAndGitAsUsersOnAFlashPairWithCoordinatedGc) {
+  testing::TempDir f1, f2;
+  // Ordinary users reach rep/ on the volume and on both devices (the
+  // endpoints act as the caller).
+  for (auto* d : {&f1, &f2, &home_}) {
+    ASSERT_EQ(chmod(d->path().c_str(), 0755), 0);
+    ASSERT_EQ(mkdir((*d / "rep").c_str(), 0755), 0);
+  }
+  // 32 MiB devices (half spare) with fast timing: about bytes, not time.
+  const std::string model =
+      ",preset=small,blocks_per_die=128,mode=coordinated,read_us=5,"
+      "program_us=20,erase_us=100,buffer_us=1";
+  Mount({"F1=flash:" + f1.path() + model, "F2=flash:" + f2.path() + model},
+        kRules,
+        {"--stage",
+         "rs=replica_set:member=F1,member=F2,read=random,gc=delay,"
+         "gc_poll_us=500"});
+  const testing::User nobody = testing::Nobody();
+  const testing::User grouped = testing::Grouped();
+  const std::string db_dir = mnt_ / "rep/db", git_dir = mnt_ / "rep/git";
+  ASSERT_EQ(mkdir(db_dir.c_str(), 0755), 0);
+  ASSERT_EQ(chown(db_dir.c_str(), nobody.uid, nobody.gid), 0);
+  ASSERT_EQ(mkdir(git_dir.c_str(), 0755), 0);
+  ASSERT_EQ(chown(git_dir.c_str(), grouped.uid, grouped.gid), 0);
+  for (const std::string mode : {"DELETE", "WAL"}) {
+    EXPECT_EQ(SqliteSessionAs(nobody, db_dir + "/" + mode + ".db", mode,
+                              [](int rows) { return rows < 800; }),
+              "ok")
+        << mode;
+  }
+  std::string out = GitAs(
+      grouped, git_dir,
+      "git init -q repo && cd repo && for i in $(seq 1 60); do "
+      "mkdir -p d$((i % 6)) && seq 1 $((i * 80)) > d$((i % 6))/f$i; done && "
+      "git add -A && git commit -qm one && "
+      "for i in $(seq 1 60); do echo change >> d$((i % 6))/f$i; done && "
+      "git commit -qam two && git gc -q && "
+      "git fsck --full --strict && git log --format=%s");
+  ASSERT_TRUE(GitOk(out)) << out;
+  EXPECT_NE(out.find("two\none\n"), std::string::npos) << out;
+
+  const std::string fill = mnt_ / "rep/fill";
+  const int fd = open(fill.c_str(), O_WRONLY | O_CREAT, 0644);
+  ASSERT_GE(fd, 0) << strerror(errno);
+  const std::string chunk(256 << 10, 'f');
+  int err = 0;
+  for (int i = 0; i < 200 && err == 0; ++i) {  // 50 MiB: more than there is
+    if (write(fd, chunk.data(), chunk.size()) < 0) err = errno;
+  }
+  close(fd);
+  EXPECT_EQ(err, ENOSPC) << strerror(err);
+  EXPECT_EQ(StateOf("F1"), "current");
+  EXPECT_EQ(StateOf("F2"), "current");
+  ASSERT_EQ(unlink(fill.c_str()), 0) << strerror(errno);
+  WriteWholeFile(mnt_ / "rep/after", chunk);
+  EXPECT_TRUE(ReadWholeFile(mnt_ / "rep/after") == chunk);
+
+  auto [rc, status] =
+      Ctl("--host unix:" + (ctl_ / "sock") + " gc status rs --json");
+  ASSERT_EQ(rc, 0) << status;
+  EXPECT_NE(status.find("\"mode\": \"delay\""), std::string::npos) << status;
+  auto count = [&](const std::string& key) {
+    const size_t at = status.find("\"" + key + "\": ");
+    return at == std::string::npos
+               ? -1
+               : atoll(status.c_str() + at + key.size() + 4);
+  };
+  EXPECT_GT(count("granted_soft") + count("granted_regular"), 0)
+      << "the devices never collected: " << status;
+  for (const char* f : {"rep/db/DELETE.db", "rep/db/WAL.db",
+                        "rep/git/repo/.git/index", "rep/after"}) {
+    const std::string want = ::sroute::testing::ReadAll(mnt_ / f);
+    EXPECT_FALSE(want.empty()) << f;
+    EXPECT_TRUE(::sroute::testing::ReadAll(f1 / f) == want) << f << " on F1";
+    EXPECT_TRUE(::sroute::testing::ReadAll(f2 / f) == want) << f << " on F2";
+  }
 }
 
 // sroutectl replicas: ls and status show the set; set-primary and rm/add
