@@ -16,21 +16,6 @@ constexpr std::string_view kFolder = ".sroute-wl-";
 constexpr uint32_t kStepMs = 2000;  // a copy step's budget at the host
 constexpr absl::Duration kDrain = absl::Seconds(10);
 
-absl::StatusOr<uint64_t> ParseSize(const std::string& v) {
-  char* end = nullptr;
-  const double n = std::strtod(v.c_str(), &end);
-  uint64_t unit = 1;
-  const std::string_view rest(end);
-  if (rest == "K" || rest == "k") unit = 1 << 10;
-  if (rest == "M" || rest == "m") unit = 1 << 20;
-  if (rest == "G" || rest == "g") unit = 1 << 30;
-  if (v.empty() || end == v.c_str() || (unit == 1 && !rest.empty()) ||
-      !(n > 0)) {
-    return absl::InvalidArgumentError("");
-  }
-  return static_cast<uint64_t>(n * static_cast<double>(unit));
-}
-
 // "//ep/PATH" -> its data folder ("//ep/" or "//ep/.sroute-wl-N/") and the
 // rest of PATH.
 std::pair<std::string, std::string> DataFolder(const std::string& file) {
@@ -75,13 +60,13 @@ absl::StatusOr<WearLevelOptions> ParseWearLevelArgs(const std::string& args) {
       }
       o.variance = v;
     } else if (key == "rate") {
-      auto n = ParseSize(value);
-      if (!n.ok()) {
+      uint64_t n = 0;
+      if (!ParseByteSize(value, &n) || n == 0) {
         return absl::InvalidArgumentError(
             StrCat("wear_level: rate: bytes per second (e.g. 16M), not '",
                    value, "'"));
       }
-      o.rate_bytes_per_s = *n;
+      o.rate_bytes_per_s = n;
     } else if (key == "cooldown") {
       char* end = nullptr;
       const long n = std::strtol(value.c_str(), &end, 10);
