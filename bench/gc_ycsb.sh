@@ -7,7 +7,7 @@
 # latency CDF per mix (OUT/cdf_MIX.png, gnuplot; installed with apt-get if
 # missing).
 #
-#   bench/gc_ycsb.sh [OUT] [gc_ycsb arguments...]
+#   [MIXES="A F"] bench/gc_ycsb.sh [OUT] [gc_ycsb arguments...]
 #   bench/gc_ycsb.sh bench/gc_ycsb seconds=10 threads=16 dilation=5 rate=4000
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,7 +19,7 @@ if ! command -v gnuplot >/dev/null; then
   apt-get install -y -qq gnuplot-nox >/dev/null
 fi
 mkdir -p "$out/data"
-mixes="A B C D E F W"
+mixes=${MIXES:-"A B C D E F W"}  # MIXES="A F" for some
 : > "$out/results.txt"
 for mix in $mixes; do
   "$bin" workload="$mix" cdf_dir="$out/data" "$@" | tee -a "$out/results.txt"
