@@ -168,6 +168,10 @@ class TreeCopy {
     if (IsGone(s) && !rel.empty()) return absl::OkStatus();  // removed since
     if (!s.ok()) return s;
     const mode_t type = st.attr.st_mode & S_IFMT;
+    // Device nodes, pipes and sockets stay behind (not data to move).
+    if (type != S_IFREG && type != S_IFDIR && type != S_IFLNK) {
+      return absl::OkStatus();
+    }
     const bool write = req_.mode() != proto::Copy::COUNT;
     if (place == 2) {
       if (write) {
@@ -246,14 +250,12 @@ class TreeCopy {
     } else if (type == S_IFDIR) {
       make.header.op = Op::kMkdir;
       make.args.mode |= S_IWUSR | S_IXUSR;
-    } else if (type == S_IFLNK) {
+    } else {  // a symbolic link (Entry copies nothing else)
       Io text;
       text.header.op = Op::kReadlink;
       if (s = caller_.Call(text, src); !s.ok()) return s;
       make.header.op = Op::kSymlink;
       make.args.symlink_text = text.data;
-    } else {
-      return absl::OkStatus();  // device nodes and pipes stay behind
     }
     return caller_.Call(make, dst);
   }
@@ -264,37 +266,40 @@ class TreeCopy {
     std::string buf(kChunk, '\0'), have(sync ? kChunk : 0, '\0');
     for (uint64_t off = 0; off < size; off += kChunk) {
       const uint64_t n = std::min(kChunk, size - off);
-      Io r;
-      r.header.op = Op::kRead;
-      r.header.offset = off;
-      r.header.length = static_cast<uint32_t>(n);
-      r.read_buffer = std::span<char>(buf.data(), n);
-      if (absl::Status s = caller_.Call(r, src); !s.ok()) return s;
-      const uint64_t got = r.bytes;
-      if (got == 0) break;
+      auto got = ReadAt(src, off, std::span<char>(buf.data(), n));
+      if (!got.ok()) return got.status();
+      if (*got == 0) break;
       if (sync) {
-        Io d;
-        d.header.op = Op::kRead;
-        d.header.offset = off;
-        d.header.length = static_cast<uint32_t>(got);
-        d.read_buffer = std::span<char>(have.data(), got);
-        if (absl::Status s = caller_.Call(d, dst); !s.ok()) return s;
-        if (d.bytes == got &&
-            std::equal(buf.begin(), buf.begin() + got, have.begin())) {
+        auto had = ReadAt(dst, off, std::span<char>(have.data(), *got));
+        if (!had.ok()) return had.status();
+        if (*had == *got &&
+            std::equal(buf.begin(), buf.begin() + *got, have.begin())) {
           continue;
         }
       }
       Io w;
       w.header.op = Op::kWrite;
       w.header.offset = off;
-      w.header.length = static_cast<uint32_t>(got);
-      w.write_data = std::span<const char>(buf.data(), got);
+      w.header.length = static_cast<uint32_t>(*got);
+      w.write_data = std::span<const char>(buf.data(), *got);
       if (absl::Status s = caller_.Call(w, dst); !s.ok()) return s;
-      progress_->set_bytes_written(progress_->bytes_written() + got);
+      progress_->set_bytes_written(progress_->bytes_written() + *got);
       Pace();
-      if (got < n) break;
+      if (*got < n) break;
     }
     return absl::OkStatus();
+  }
+
+  // Reads up to into.size() bytes of `file` at `off`; returns how many.
+  absl::StatusOr<uint64_t> ReadAt(const std::string& file, uint64_t off,
+                                  std::span<char> into) {
+    Io r;
+    r.header.op = Op::kRead;
+    r.header.offset = off;
+    r.header.length = static_cast<uint32_t>(into.size());
+    r.read_buffer = into;
+    if (absl::Status s = caller_.Call(r, file); !s.ok()) return s;
+    return r.bytes;
   }
 
   // Sleeps so that the bytes written stay within the rate.

@@ -34,8 +34,9 @@ std::string Get(const fs::path& p) {
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
-// Every name under `root` (but the reserved folders at its top) with what
-// it holds: a file's bytes and mode, a link's text, "dir" and mode.
+// Every name under `root` (but the reserved folders at its top and special
+// files) with what it holds: a file's bytes and mode, a link's text, "dir" and
+// mode.
 std::map<std::string, std::string> Tree(const fs::path& root) {
   std::map<std::string, std::string> out;
   for (auto it = fs::recursive_directory_iterator(root);
@@ -52,6 +53,8 @@ std::map<std::string, std::string> Tree(const fs::path& root) {
       out[rel] = "link " + fs::read_symlink(it->path()).string();
     } else if (it->is_directory()) {
       out[rel] = "dir " + mode;
+    } else if (!it->is_regular_file()) {
+      continue;  // a pipe or device node: not data (and never copied)
     } else {
       out[rel] = mode + " " + Get(it->path());
     }
@@ -70,6 +73,7 @@ class CopyTreeTest : public ::testing::Test {
     Put(a_ / "d/empty", "");
     Put(a_ / "z/last", "z");
     fs::create_symlink("d/e/small", a_ / "ln");
+    ASSERT_EQ(mkfifo((a_ / "d/pipe").c_str(), 0644), 0);  // stays behind
     chmod((a_ / "top").c_str(), 0640);
     chmod((a_ / "d/e").c_str(), 0750);
     Put(a_ / ".sroute-wl-7/not-mine", "skipped");
@@ -124,6 +128,7 @@ TEST_F(CopyTreeTest, CopiesInStepsThatResume) {
   EXPECT_EQ(p.files(), 5u) << "each file copied once";
   EXPECT_EQ(p.bytes_written(), (300u << 10) + 1 + 5 + 1);
   EXPECT_EQ(Tree(b_ / ".sroute-wl-1"), Tree(a_.path()));
+  EXPECT_FALSE(fs::exists(b_ / ".sroute-wl-1/d/pipe")) << "not data";
   EXPECT_FALSE(fs::exists(b_ / ".sroute-wl-1/.sroute-wl-7"))
       << "a swap's folder is not data";
 }
@@ -159,7 +164,7 @@ TEST_F(CopyTreeTest, RemoveKeepsTheRootAndTheSwapsFolders) {
   EXPECT_TRUE(fs::exists(a_.path()));
   EXPECT_EQ(Get(a_ / ".sroute-wl-7/not-mine"), "skipped");
   EXPECT_TRUE(Tree(a_.path()).empty());
-  EXPECT_EQ(p.removed(), 9u);  // top, ln, d, d/*, d/e/*, z, z/last
+  EXPECT_EQ(p.removed(), 10u);  // top, ln, d, d/* (pipe too), d/e/*, z, z/last
 }
 
 TEST_F(CopyTreeTest, BadNamesAreRefused) {
