@@ -793,8 +793,9 @@ TEST_F(ReplicaSetVolumeTest, FlashMembersBehindServersCollectInTurn) {
 // (cold). Once the hot vSSD's mean erase count pulls away, the app copies
 // each vSSD's data to the other while the writes go on, parks the flows,
 // syncs, and moves the server's rules: every acknowledged write reads back
-// through the volume, the rules name the new folders, the old copies are
-// gone, and `sroutectl wear status` tells what was done.
+// through the volume, the file keeps its owner (a user) and mode, the rules
+// name the new folders, the old copies are gone, and `sroutectl wear
+// status` tells what was done.
 TEST_F(ReplicaSetVolumeTest, WearLevelSwapsHotAndColdDataLive) {
   testing::TempDir db, flash;
   testing::ServerProcess controller =
@@ -828,6 +829,10 @@ TEST_F(ReplicaSetVolumeTest, WearLevelSwapsHotAndColdDataLive) {
   std::string hot(kPages * kBlock, 'h');
   WriteWholeFile(mnt_ / "wl/hot/h", hot);
   ASSERT_TRUE(ReadWholeFile(flash / "v0/hot/h") == hot) << "on vSSD 0";
+  // The files are a user's: the swap keeps who owns them and their mode.
+  const testing::User owner = testing::Nobody();
+  ASSERT_EQ(chown((mnt_ / "wl/hot/h").c_str(), owner.uid, owner.gid), 0);
+  ASSERT_EQ(chmod((mnt_ / "wl/hot/h").c_str(), 0640), 0);
 
   const int fd = open((mnt_ / "wl/hot/h").c_str(), O_RDWR);
   ASSERT_GE(fd, 0);
@@ -871,6 +876,11 @@ TEST_F(ReplicaSetVolumeTest, WearLevelSwapsHotAndColdDataLive) {
               hot);
   EXPECT_TRUE(ReadWholeFile(
                   flash / ("v0/" + folder_of(cold_rule) + "/cold/c")) == cold);
+  struct stat st {};
+  ASSERT_EQ(stat((mnt_ / "wl/hot/h").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, owner.uid);
+  EXPECT_EQ(st.st_gid, owner.gid);
+  EXPECT_EQ(st.st_mode & 07777, 0640u);
   EXPECT_FALSE(std::filesystem::exists(flash / "v0/hot")) << "old copy gone";
   EXPECT_FALSE(std::filesystem::exists(flash / "v1/cold")) << "old copy gone";
   auto [text_rc, text] = Ctl(at + "wear status");
