@@ -17,12 +17,14 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
 #include "controller/controller.h"
 #include "host/agent.h"
 #include "rpc/io_threads.h"
+#include "rpc/remote_endpoint.h"
 #include "rules/parser.h"
 #include "server/record_store.h"
 #include "server/storage_server.h"
@@ -253,6 +255,80 @@ BENCHMARK(BM_RecoverDelegateRules)
     ->Iterations(3)
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond);
+
+// Random 4 KiB writes over a 1 GiB file under track_writes, through a real
+// server (in process, over loopback RPC): the records S2 keeps and its state
+// directory's size, against the writes and the FUSE host's read rules.
+// Issue 25's target: state below 10 MB after a million writes.
+uint64_t DiskUse(const std::string& dir) {
+  uint64_t n = 0;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir)) {
+    if (e.is_regular_file()) n += e.file_size();
+  }
+  return n;
+}
+
+void BM_TrackedWritesState(benchmark::State& state) {
+  const uint64_t writes = static_cast<uint64_t>(state.range(0));
+  constexpr uint64_t kFile = 1ull << 30, kBlock = 4096;
+  const std::string dir = TempDir();
+  std::filesystem::create_directories(dir + "/s2");
+  std::filesystem::create_directories(dir + "/home");
+  std::ofstream(dir + "/s2/vhd.tmp").put('x');
+  std::ofstream(dir + "/home/vhd").put('x');
+  IoThreads threads(2);
+  proto::HostConfig so;
+  so.set_name("S2");
+  so.set_root(dir + "/s2");
+  so.set_state_dir(dir + "/s2-state");
+  so.set_listen("127.0.0.1:0");
+  auto server = *StorageServer::Start(so, {.secret = kSecret, .limits = {}});
+  Host host("fuse-bench");
+  (void)host.AddLocalEndpoint("home", dir + "/home");
+  RemoteContext remote{&threads, kSecret, "fuse-bench", "fuse",
+                       absl::Seconds(10)};
+  if (absl::Status s = AddEndpoint(host, "S2", server->address(), remote);
+      !s.ok()) {
+    state.SkipWithError(std::string(s.message()).c_str());
+    return;
+  }
+  (void)host.LoadRules(
+      "<*, w, //home/vhd> -> track_writes(); <IO, //S2/vhd.tmp>");
+  std::mt19937_64 rng(25);
+  const std::string block(kBlock, 'w');
+  uint64_t peak_state = 0;
+  for (auto _ : state) {
+    for (uint64_t i = 0; i < writes; ++i) {
+      const uint64_t off = (rng() % (kFile / kBlock)) * kBlock;
+      auto n = host.Write("", "//home/vhd", off, block);
+      if (!n.ok()) {
+        state.SkipWithError(std::string(n.status().message()).c_str());
+        break;
+      }
+      if (i % 65536 == 0) {
+        peak_state = std::max(peak_state, DiskUse(dir + "/s2-state"));
+      }
+    }
+  }
+  const uint64_t end_state = DiskUse(dir + "/s2-state");
+  state.counters["writes"] = static_cast<double>(writes);
+  state.counters["records"] =
+      static_cast<double>(server->records().CountForTesting());
+  state.counters["read_rules"] =
+      static_cast<double>(host.sswitch().ListRules().size() - 1);
+  state.counters["state_MB"] = static_cast<double>(end_state) / 1e6;
+  state.counters["peak_state_MB"] =
+      static_cast<double>(std::max(peak_state, end_state)) / 1e6;
+  state.counters["writes_per_s"] = benchmark::Counter(
+      static_cast<double>(writes), benchmark::Counter::kIsRate);
+  server.reset();
+  std::filesystem::remove_all(dir);
+}
+BENCHMARK(BM_TrackedWritesState)
+    ->Arg(100000)
+    ->Arg(1000000)
+    ->Iterations(1)
+    ->Unit(benchmark::kSecond);
 
 }  // namespace
 }  // namespace sroute

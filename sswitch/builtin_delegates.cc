@@ -174,15 +174,46 @@ class TrackWrites : public Delegate {
   Decision OnRequest(const IoHeader&, DelegateContext&) override { return {}; }
   bool wants_response() const override { return true; }
 
-  // The read rule a write makes: reads of its range follow it. (Merging
-  // with neighbours is left to Restore, which replays records in order.)
+  // The read rule a write makes: reads of its range follow it. The rule
+  // names the whole run of tracked bytes around the write that follow the
+  // same targets (as the read rules will once the write succeeds), so that
+  // the server storing it drops the records of the run's earlier writes:
+  // sequential or overlapping writes leave one record per run, not one
+  // per write. Bytes tracked elsewhere are not claimed; writes in flight
+  // at once claim only what had completed, which stays true (the update
+  // protocol drains a rule's writes before its targets change).
   bool makes_durable_rules() const override { return true; }
-  std::vector<Rule> DurableRules(
-      const IoHeader& h,
-      const std::vector<std::string>& targets) const override {
+  std::vector<Rule> DurableRules(const IoHeader& h,
+                                 const std::vector<std::string>& targets,
+                                 DelegateContext& ctx) const override {
     if (h.op != Op::kWrite || h.length == 0) return {};
+    uint64_t a = h.offset, b = h.end();
+    auto state = StateOf(ctx);
+    {
+      MutexLock l(&state->mu);
+      auto f = state->files.find(KeyOf(h.file));
+      if (f != state->files.end()) {
+        const Ranges& ranges = f->second;
+        // The run that reaches `a` from the left and the one that reaches
+        // `b` from the right, if they follow the same targets.
+        auto it = ranges.upper_bound(a);
+        if (it != ranges.begin()) {
+          auto left = std::prev(it);
+          if (left->second.end >= a && left->second.targets == targets) {
+            a = left->first;
+          }
+        }
+        auto right = ranges.upper_bound(b);
+        if (right != ranges.begin()) {
+          --right;
+          if (right->second.end > b && right->second.targets == targets) {
+            b = right->second.end;
+          }
+        }
+      }
+    }
     std::vector<Rule> out;
-    out.push_back(ReadRule(source_, h.file, h.offset, h.end(), targets));
+    out.push_back(ReadRule(source_, h.file, a, b, targets));
     return out;
   }
 

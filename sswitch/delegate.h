@@ -84,9 +84,18 @@ class Delegate {
   // written range). The sSwitch sends them with the IO as records, and the
   // host that stores the IO stores them too (DESIGN.md §5), so they survive
   // a restart of this sSwitch. Only called when `makes_durable_rules()`.
+  //
+  // A durable rule on one exact file with a byte range states what this
+  // delegate's rules say for the whole range once the IO succeeds; it may
+  // cover more than the IO (track_writes names the whole run of bytes that
+  // follow the same targets), and it supersedes, over that range, older
+  // durable rules of the same delegate whose pattern differs only by the
+  // range: the host storing it drops what it covers (server/record_store.h),
+  // so records stay proportional to distinct ranges.
   virtual std::vector<Rule> DurableRules(
-      const IoHeader& io, const std::vector<std::string>& targets) const {
-    (void)io, (void)targets;
+      const IoHeader& io, const std::vector<std::string>& targets,
+      DelegateContext& ctx) const {
+    (void)io, (void)targets, (void)ctx;
     return {};
   }
   virtual bool makes_durable_rules() const { return false; }

@@ -635,9 +635,10 @@ bool SSwitch::Decide(Io* io, const RuleEntry* entry, Io::Frame* frame,
   const InstalledRule* rule = AsInstalled(entry);
   const Rule& r = rule->rule();
   Decision decision;
+  std::optional<Context> ctx;
   if (rule->delegate) {
-    Context ctx(this, rule);
-    decision = rule->delegate->OnRequest(io->header, ctx);
+    ctx.emplace(this, rule);
+    decision = rule->delegate->OnRequest(io->header, *ctx);
     if (decision.trace && io->trace == nullptr) {
       io->trace = std::make_shared<Trace>();
       frame->sampled = true;
@@ -692,7 +693,7 @@ bool SSwitch::Decide(Io* io, const RuleEntry* entry, Io::Frame* frame,
     }
     if (rule->delegate_durable && decision.reject.ok() && bad_choice.ok()) {
       for (const Rule& made :
-           rule->delegate->DurableRules(io->header, frame->targets)) {
+           rule->delegate->DurableRules(io->header, frame->targets, *ctx)) {
         io->records.push_back(DelegateRuleRecord{name_, NextRecordSeq(),
                                                  FormatRule(made),
                                                  FormatPattern(r.pattern)});

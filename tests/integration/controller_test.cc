@@ -16,6 +16,8 @@
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <random>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -28,11 +30,13 @@
 #include "tests/util/run_command.h"
 #include "tests/util/server_process.h"
 #include "tests/util/temp_dir.h"
+#include "util/strings.h"
 
 namespace sroute {
 namespace {
 
 using ::sroute::testing::MountedVolume;
+using ::sroute::testing::OutputLines;
 using ::sroute::testing::ReadWholeFile;
 using ::sroute::testing::RunCommand;
 using ::sroute::testing::ServerProcess;
@@ -357,10 +361,15 @@ TEST_F(ControllerTest, TwoPhaseUpdateUnderWritersIsNeverMixed) {
   EXPECT_GT(seen, 0) << stats;
 }
 
+// Many overlapping tracked writes leave S2 one record per run of bytes
+// the FUSE host's read rules route (not one per write), and after a
+// SIGKILL of the FUSE host those records bring back read rules that send
+// every range to its newest bytes.
 TEST_F(ControllerTest, TrackWritesRulesComeBackAfterTheVolumeIsKilled) {
   StartController();
   ServerProcess* s2 = StartServer("S2", r2_.path());
-  WriteWholeFile(home_ / "vhd", std::string(256 * 1024, 'o'));
+  constexpr size_t kSize = 1 << 20;
+  WriteWholeFile(home_ / "vhd", std::string(kSize, 'o'));
   WriteWholeFile(r2_ / "vhd.tmp", "");
   Mount({"S2=" + s2->address()});
   ASSERT_TRUE(Eventually([&] { return Connected(kFuse); }));
@@ -369,24 +378,54 @@ TEST_F(ControllerTest, TrackWritesRulesComeBackAfterTheVolumeIsKilled) {
                           "<*, w, //home/vhd> -> track_writes(); "
                           "<IO, //S2/vhd.tmp>")
                   .ok());
-  std::string model(256 * 1024, 'o');
-  for (int i = 0; i < 40; ++i) {
-    const off_t off = (i * 37 % 60) * 4096;
-    const std::string block(4096 + (i % 3) * 100,
-                            static_cast<char>('A' + i % 26));
+  std::string model(kSize, 'o');
+  std::mt19937 rng(11);
+  const int kWrites = 1500;
+  for (int i = 0; i < kWrites; ++i) {
+    // Unaligned, overlapping, mostly in the first half (runs merge there,
+    // stay apart in the rest).
+    const size_t off = rng() % 3 == 0 ? rng() % kSize : rng() % (kSize / 2);
+    const size_t len = std::min<size_t>(kSize - off, 1 + rng() % 6000);
+    const std::string block(len, static_cast<char>('A' + i % 26));
     ASSERT_EQ(PwriteAll(mnt_ / "vhd", block, off), 0);
-    model.replace(off, block.size(), block);
+    model.replace(off, len, block);
   }
   EXPECT_EQ(ReadWholeFile(mnt_ / "vhd"), model);
   // The home copy is stale: only the rules know where the data is.
   EXPECT_NE(ReadWholeFile(home_ / "vhd"), model);
+  auto read_rules = [&] {
+    std::set<std::string> out;
+    for (const std::string& line :
+         OutputLines(HostRules("unix:" + (ctl_ / "sock")))) {
+      std::string text = line.substr(line.find(": ") + 2);
+      text = text.substr(0, text.find("  # owner="));
+      if (text.find("<*, r, //home/vhd[") == 0) out.insert(text);
+    }
+    return out;
+  };
+  const std::set<std::string> before = read_rules();
+  ASSERT_GT(before.size(), 1u);
+  ASSERT_LT(before.size(), 200u);
+  auto [rc, out] =
+      RunCommand(std::string(SROUTECTL_BINARY) + " --host " + s2->address() +
+                 " --secret-file " + secret_ + " records --sswitch " + kFuse);
+  ASSERT_EQ(rc, 0) << out;
+  std::set<std::string> records;
+  for (const std::string& line : OutputLines(out)) {
+    const size_t a = line.find(' '), b = line.find(' ', a + 1);
+    records.insert(line.substr(b + 1));
+  }
+  EXPECT_EQ(records, before);
   volume_->Kill();
   volume_.reset();
   Mount({"S2=" + s2->address()});
   EXPECT_EQ(ReadWholeFile(mnt_ / "vhd"), model);
-  auto [rc, out] = RunCommand(std::string(SROUTECTL_BINARY) + " --host unix:" +
-                              (ctl_ / "sock") + " stats --json");
-  EXPECT_NE(out.find("\"delegate_rules_restored\": 40"), std::string::npos)
+  EXPECT_EQ(read_rules(), before);
+  std::tie(rc, out) =
+      RunCommand(std::string(SROUTECTL_BINARY) +
+                 " --host unix:" + (ctl_ / "sock") + " stats --json");
+  EXPECT_NE(out.find(StrCat("\"delegate_rules_restored\": ", before.size())),
+            std::string::npos)
       << out;
 }
 
@@ -598,19 +637,12 @@ class TraceThroughControllerTest : public ControllerTest {
     for (const std::string& host :
          {"unix:" + (ctl_ / "sock"), servers_["S1"]->address(),
           servers_["S2"]->address()}) {
-      for (const std::string& line : Lines(HostRules(host))) {
+      for (const std::string& line : OutputLines(HostRules(host))) {
         if (line.find("owner=sroute-trace:") != std::string::npos) ++n;
       }
     }
     return n;
   }
-  static std::vector<std::string> Lines(const std::string& text) {
-    std::vector<std::string> out;
-    std::istringstream in(text);
-    for (std::string l; std::getline(in, l);) out.push_back(l);
-    return out;
-  }
-
   std::vector<uint64_t> cids_;
   std::atomic<bool> stop_{false};
   std::thread writer_;
@@ -633,7 +665,7 @@ TEST_F(TraceThroughControllerTest, FollowsThePathAcrossHosts) {
   }
   // The table: each hop with its host and the controller's rule id.
   auto row = [&](const std::string& host, const std::string& kind) {
-    for (const std::string& l : Lines(out)) {
+    for (const std::string& l : OutputLines(out)) {
       std::istringstream in(l);
       std::string h, k, rule;
       in >> h >> k >> rule;
@@ -646,7 +678,7 @@ TEST_F(TraceThroughControllerTest, FollowsThePathAcrossHosts) {
   EXPECT_EQ(row("S2", "rule"), std::to_string(cids_[2])) << out;
   EXPECT_EQ(row("S2", "stage"), std::to_string(cids_[2])) << out;
   std::string slowest;
-  for (const std::string& l : Lines(out)) {
+  for (const std::string& l : OutputLines(out)) {
     if (l.find("<- slowest") != std::string::npos) slowest = l;
   }
   EXPECT_NE(slowest.find("S2"), std::string::npos) << out;

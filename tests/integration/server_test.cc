@@ -52,6 +52,7 @@ namespace {
 using ::sroute::testing::DelayProxy;
 using ::sroute::testing::MountedVolume;
 using ::sroute::testing::Nobody;
+using ::sroute::testing::OutputLines;
 using ::sroute::testing::ReadWholeFile;
 using ::sroute::testing::RunAs;
 using ::sroute::testing::RunCommand;
@@ -70,16 +71,6 @@ std::vector<std::string> List(const std::string& dir) {
   closedir(d);
   std::sort(names.begin(), names.end());
   return names;
-}
-
-std::vector<std::string> Lines(const std::string& text) {
-  std::vector<std::string> out;
-  std::stringstream ss(text);
-  std::string line;
-  while (std::getline(ss, line)) {
-    if (!line.empty()) out.push_back(line);
-  }
-  return out;
 }
 
 // Writes `data` at `offset` of `path`; returns errno (0 when all was
@@ -467,7 +458,7 @@ TEST_F(ServerTest, TrackWritesLeavesExactlyItsRulesOnTheServer) {
   auto [rc, out] = Ctl("--host unix:" + (ctl_ / "sock") + " rules ls");
   ASSERT_EQ(rc, 0) << out;
   std::set<std::string> host_rules;
-  for (const std::string& line : Lines(out)) {
+  for (const std::string& line : OutputLines(out)) {
     std::string text = line.substr(line.find(": ") + 2);
     text = text.substr(0, text.find("  # owner="));
     if (text.find("<*, r, //home/vhd[") == 0) host_rules.insert(text);
@@ -478,7 +469,7 @@ TEST_F(ServerTest, TrackWritesLeavesExactlyItsRulesOnTheServer) {
                           secret_ + " records --sswitch fuse-test");
   ASSERT_EQ(rc, 0) << out;
   std::set<std::string> records;
-  for (const std::string& line : Lines(out)) {
+  for (const std::string& line : OutputLines(out)) {
     // "SSWITCH SEQ RULE"
     const size_t a = line.find(' '), b = line.find(' ', a + 1);
     EXPECT_EQ(line.substr(0, a), "fuse-test");
@@ -956,7 +947,7 @@ std::map<std::string, std::string> JsonFields(std::string_view line) {
 std::vector<std::map<std::string, std::string>> TraceHops(
     const std::string& json) {
   std::vector<std::map<std::string, std::string>> hops;
-  for (const std::string& line : Lines(json)) {
+  for (const std::string& line : OutputLines(json)) {
     if (line.find("\"row\":") == std::string::npos) continue;
     hops.push_back(JsonFields(line));
   }
@@ -1040,7 +1031,7 @@ class TraceToolTest : public ServerTest {
     auto [rc, out] = Ctl(Host() + " rules ls");
     EXPECT_EQ(rc, 0) << out;
     int n = 0;
-    for (const std::string& l : Lines(out)) {
+    for (const std::string& l : OutputLines(out)) {
       if (l.find("owner=sroute-trace:") != std::string::npos) ++n;
     }
     return n;
@@ -1122,7 +1113,7 @@ TEST_F(TraceToolTest, TextTableAndSigint) {
             std::string::npos)
       << out;
   std::string slow_line;
-  for (const std::string& l : Lines(out)) {
+  for (const std::string& l : OutputLines(out)) {
     if (l.find("<- slowest") != std::string::npos) slow_line = l;
   }
   EXPECT_NE(slow_line.find("S2"), std::string::npos) << out;

@@ -9,8 +9,10 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <sstream>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace sroute::testing {
 
@@ -22,6 +24,16 @@ inline std::pair<int, std::string> RunCommand(const std::string& cmd) {
   while (size_t n = fread(buf, 1, sizeof(buf), p)) out.append(buf, n);
   const int rc = pclose(p);
   return {WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, out};
+}
+
+// The non-empty lines of a command's output.
+inline std::vector<std::string> OutputLines(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty()) out.push_back(line);
+  }
+  return out;
 }
 
 // Starts a shell command in the background, its stdout and stderr in
