@@ -5,9 +5,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 #include <span>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "util/clock.h"
@@ -58,6 +60,18 @@ class Caller {
   Mutex mu_;
   CondVar cv_;
 };
+
+// Sleeps so that `written` bytes since `start_ns` stay within `rate` bytes
+// per second (0: no limit).
+void PaceWrites(uint64_t start_ns, uint64_t written, uint64_t rate) {
+  if (rate == 0) return;
+  const uint64_t due = start_ns + static_cast<uint64_t>(
+      static_cast<unsigned __int128>(written) * 1'000'000'000 / rate);
+  const uint64_t now = MonotonicNanos();
+  if (due > now) {
+    std::this_thread::sleep_for(std::chrono::nanoseconds(due - now));
+  }
+}
 
 // "a/b/c" -> {"a", "b", "c"}.
 std::vector<std::string> Components(std::string_view path) {
@@ -302,15 +316,8 @@ class TreeCopy {
     return r.bytes;
   }
 
-  // Sleeps so that the bytes written stay within the rate.
   void Pace() {
-    const uint64_t rate = req_.rate_bytes_per_s();
-    if (rate == 0) return;
-    const uint64_t due =
-        start_ns_ + progress_->bytes_written() * 1'000'000'000 / rate;
-    const uint64_t now = MonotonicNanos();
-    if (due > now)
-      std::this_thread::sleep_for(std::chrono::nanoseconds(due - now));
+    PaceWrites(start_ns_, progress_->bytes_written(), req_.rate_bytes_per_s());
   }
 
   // Size, mode, owner and times of `dst` as `attr`.
@@ -390,12 +397,186 @@ class TreeCopy {
   bool budget_spent_ = false;
 };
 
+// RECLAIM: rewrites through the host's rules, chunk by chunk, every range
+// a track_writes read rule sends away from its file, until none is left.
+class Reclaim {
+ public:
+  Reclaim(SSwitch& sw, const proto::Copy& request,
+          proto::CopyProgress* progress)
+      : sw_(sw),
+        req_(request),
+        progress_(progress),
+        start_ns_(MonotonicNanos()),
+        deadline_ns_(request.budget_ms() == 0
+                         ? UINT64_MAX
+                         : start_ns_ +
+                               uint64_t{request.budget_ms()} * 1'000'000),
+        chunk_(request.chunk_bytes() == 0 ? 1 << 20 : request.chunk_bytes()) {}
+
+  absl::Status Run() {
+    const std::string& prefix = req_.from();
+    if (!prefix.starts_with("//") || prefix.size() < 3 ||
+        prefix.find("/..") != std::string::npos) {
+      return absl::InvalidArgumentError(
+          StrCat("reclaim: '", prefix, "' is not a name //ENDPOINT/PATH"));
+    }
+    std::optional<Away> last;
+    while (true) {
+      std::vector<Away> away = Ranges();
+      uint64_t left = 0;
+      for (const Away& r : away) left += r.end - r.start;
+      progress_->set_bytes(left);
+      if (away.empty()) {
+        progress_->set_done(true);
+        return absl::OkStatus();
+      }
+      if (MonotonicNanos() >= deadline_ns_) return absl::OkStatus();
+      const Away& r = away.front();
+      if (last && last->file == r.file && last->start == r.start &&
+          last->end == r.end) {
+        return absl::FailedPreconditionError(
+            StrCat("reclaim: writing ", r.file, "[", r.start, ":", r.end,
+                   "] again did not bring it home: the rule that sends "
+                   "writes of the file home must be track_writes()"));
+      }
+      last = r;
+      if (absl::Status s = Move(r); !s.ok()) return s;
+    }
+  }
+
+ private:
+  // A range a delegate's read rule sends to another file.
+  struct Away {
+    std::string file;
+    uint64_t start, end;
+    std::string source;  // the rule's tenant, or "" for any
+  };
+
+  std::vector<Away> Ranges() const {
+    std::vector<Away> out;
+    for (const RuleInfo& info : sw_.ListRules()) {
+      if (!info.owner.starts_with("delegate:")) continue;
+      const HeaderPattern& p = info.rule.pattern;
+      if (p.ops != kOpClassRead || p.file.kind != FilePattern::Kind::kExact ||
+          !p.file.range || !p.file.text.starts_with(req_.from()) ||
+          p.source.kind == SourcePattern::Kind::kStage) {
+        continue;
+      }
+      bool home = info.rule.detours.size() == 1 &&
+                  info.rule.detours[0].target.kind == Target::Kind::kFile &&
+                  info.rule.detours[0].target.file == p.file.text;
+      if (home) continue;
+      out.push_back(Away{p.file.text, p.file.range->start, p.file.range->end,
+                         p.source.kind == SourcePattern::Kind::kTenant
+                             ? p.source.name
+                             : std::string()});
+    }
+    std::sort(out.begin(), out.end(), [](const Away& x, const Away& y) {
+      return std::tie(x.file, x.start) < std::tie(y.file, y.start);
+    });
+    return out;
+  }
+
+  // Moves the first chunk of `r` home.
+  absl::Status Move(const Away& r) {
+    const uint64_t a = r.start, b = std::min(r.end, r.start + chunk_);
+    IoHeader w;
+    w.source = r.source;
+    w.op = Op::kWrite;
+    w.file = r.file;
+    w.offset = a;
+    w.length = b - a;
+    if (const std::string to = sw_.RouteOf(w); to != r.file) {
+      return absl::FailedPreconditionError(
+          StrCat("reclaim: writes of ", r.file, " go to ",
+                 to.empty() ? "a stage or the controller" : to,
+                 ", not home: send them home (track_writes() to the file "
+                 "itself) before reclaiming"));
+    }
+    HeaderPattern hold;
+    hold.ops = kOpClassWrite;
+    hold.file.kind = FilePattern::Kind::kExact;
+    hold.file.text = r.file;
+    hold.file.range = ByteRange{a, b};
+    if (absl::Status s = sw_.Quiesce(hold, true); !s.ok()) return s;
+    absl::Status s = sw_.Drain(hold, absl::Seconds(30));
+    if (s.ok()) s = Rewrite(w);
+    (void)sw_.Quiesce(hold, false);
+    if (!s.ok()) return s;
+    progress_->set_files(progress_->files() + 1);
+    progress_->set_bytes_written(progress_->bytes_written() + (b - a));
+    Pace();
+    return absl::OkStatus();
+  }
+
+  // Reads the range where the rules send reads now and writes it where
+  // they send writes (home), both through the quiesce.
+  absl::Status Rewrite(const IoHeader& w) {
+    std::vector<char> buf(w.length);
+    Io rd;
+    rd.header = w;
+    rd.header.op = Op::kRead;
+    rd.read_buffer = std::span<char>(buf.data(), buf.size());
+    if (absl::Status s = Routed(rd); !s.ok()) return s;
+    // A short read: the file ends there; the rest of the range holds no
+    // bytes (a later truncate), so write only what is there.
+    if (rd.bytes == 0) return absl::OkStatus();
+    Io wr;
+    wr.header = w;
+    wr.header.length = rd.bytes;
+    wr.write_data = std::span<const char>(buf.data(), rd.bytes);
+    if (absl::Status s = Routed(wr); !s.ok()) return s;
+    if (wr.bytes != rd.bytes) {
+      return absl::DataLossError(StrCat("reclaim: short write of ", w.file,
+                                        " at ", w.offset, ": ", wr.bytes,
+                                        " of ", rd.bytes, " bytes"));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Routed(Io& io) {
+    io.passes_quiesce = true;
+    bool done = false;
+    io.set_completion([&](Io&) {
+      MutexLock l(&mu_);
+      done = true;
+      cv_.SignalAll();
+    });
+    sw_.Route(&io);
+    MutexLock l(&mu_);
+    while (!done) cv_.Wait(&mu_);
+    if (!io.status.ok()) {
+      return absl::Status(
+          io.status.code(),
+          StrCat("reclaim: ", OpName(io.header.op), " ", io.header.file, " at ",
+                 io.header.offset, ": ", io.status.message()));
+    }
+    return absl::OkStatus();
+  }
+
+  void Pace() {
+    PaceWrites(start_ns_, progress_->bytes_written(), req_.rate_bytes_per_s());
+  }
+
+  SSwitch& sw_;
+  const proto::Copy& req_;
+  proto::CopyProgress* progress_;
+  const uint64_t start_ns_;
+  const uint64_t deadline_ns_;
+  const uint64_t chunk_;
+  Mutex mu_;
+  CondVar cv_;
+};
+
 }  // namespace
 
 absl::Status CopyTree(SSwitch& sw, const proto::Copy& request,
                       proto::CopyProgress* progress) {
   progress->Clear();
   progress->set_after(request.after());
+  if (request.mode() == proto::Copy::RECLAIM) {
+    return Reclaim(sw, request, progress).Run();
+  }
   return TreeCopy(sw, request, progress).Run();
 }
 

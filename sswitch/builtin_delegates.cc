@@ -132,6 +132,11 @@ class Notify : public Delegate {
 // one rule. State is shared by every track_writes rule of the sSwitch, so a
 // rule that moves writes back (reclaim) takes over the ranges.
 //
+// A write whose target is the file itself (a rule that brings writes home,
+// `<*, w, X> -> track_writes(); <IO, X>`) retires the tracked ranges it
+// covers instead: reads of those bytes take the file's own route again, and
+// no rule is kept for them. Once every range is home, no read rule is left.
+//
 // Each write carries the read rule it makes as a record (DurableRules), and
 // Restore rebuilds the ranges from those records after a restart.
 class TrackWrites : public Delegate {
@@ -188,11 +193,16 @@ class TrackWrites : public Delegate {
                                  DelegateContext& ctx) const override {
     if (h.op != Op::kWrite || h.length == 0) return {};
     uint64_t a = h.offset, b = h.end();
+    const bool home = IsHome(h.file, targets);
     auto state = StateOf(ctx);
     {
       MutexLock l(&state->mu);
       auto f = state->files.find(KeyOf(h.file));
-      if (f != state->files.end()) {
+      if (home) {
+        // A write home needs a record only to outdate tracked ranges (whose
+        // records may be on other servers); its own bytes make no run.
+        if (f == state->files.end() || !Overlaps(f->second, a, b)) return {};
+      } else if (f != state->files.end()) {
         const Ranges& ranges = f->second;
         // The run that reaches `a` from the left and the one that reaches
         // `b` from the right, if they follow the same targets.
@@ -226,8 +236,13 @@ class TrackWrites : public Delegate {
     Ranges& ranges = state->files[key];
     std::vector<std::pair<uint64_t, Tracked>> erased;
     std::vector<uint64_t> fresh;
-    Assign(ranges, h.offset, h.offset + out.bytes, out.targets, &erased,
-           &fresh);
+    if (IsHome(h.file, out.targets)) {
+      if (!Overlaps(ranges, h.offset, h.offset + out.bytes)) return;
+      Retire(ranges, h.offset, h.offset + out.bytes, &erased, &fresh);
+    } else {
+      Assign(ranges, h.offset, h.offset + out.bytes, out.targets, &erased,
+             &fresh);
+    }
     std::vector<uint64_t> remove;
     for (const auto& [start, t] : erased) {
       if (t.rule_id != 0) remove.push_back(t.rule_id);
@@ -272,8 +287,13 @@ class TrackWrites : public Delegate {
       }
       std::vector<std::pair<uint64_t, Tracked>> erased;
       std::vector<uint64_t> fresh;
-      Assign(replayed[KeyOf(f.text)], f.range->start, f.range->end, targets,
-             &erased, &fresh);
+      if (IsHome(f.text, targets)) {
+        Retire(replayed[KeyOf(f.text)], f.range->start, f.range->end, &erased,
+               &fresh);
+      } else {
+        Assign(replayed[KeyOf(f.text)], f.range->start, f.range->end, targets,
+               &erased, &fresh);
+      }
     }
     auto state = StateOf(ctx);
     MutexLock l(&state->mu);
@@ -321,6 +341,28 @@ class TrackWrites : public Delegate {
       r.detours.push_back(std::move(d));
     }
     return r;
+  }
+
+  // Whether a write to `file` sent to `targets` went to the file itself.
+  static bool IsHome(const std::string& file,
+                     const std::vector<std::string>& targets) {
+    return targets.size() == 1 && targets[0] == file;
+  }
+  static bool Overlaps(const Ranges& ranges, uint64_t a, uint64_t b) {
+    auto it = ranges.upper_bound(a);
+    if (it != ranges.begin() && std::prev(it)->second.end > a) return true;
+    return it != ranges.end() && it->first < b;
+  }
+  // Makes [a, b) of `ranges` follow the file's own route: as Assign, but
+  // the range itself is not tracked (no rule).
+  static void Retire(Ranges& ranges, uint64_t a, uint64_t b,
+                     std::vector<std::pair<uint64_t, Tracked>>* erased,
+                     std::vector<uint64_t>* fresh) {
+    static const std::vector<std::string> kNone;
+    Assign(ranges, a, b, kNone, erased, fresh);
+    // Assign merged nothing into it (no tracked range has no targets).
+    ranges.erase(a);
+    std::erase(*fresh, a);
   }
 
   // Makes [a, b) of `ranges` follow `targets`: ranges it overlaps are cut

@@ -541,7 +541,7 @@ void SSwitch::Admit(Io* io) {
     const Snapshot* snap = io->snapshot_.get();
     QuiesceGate* gate = nullptr;
     for (const auto& g : snap->quiesced) {
-      if (g->matcher.Matches(io->header)) {
+      if (!io->passes_quiesce && g->matcher.Matches(io->header)) {
         gate = g.get();
         break;
       }

@@ -7,15 +7,20 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <random>
 #include <string>
+#include <thread>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "rules/parser.h"
 #include "sswitch/host.h"
 #include "tests/util/temp_dir.h"
+#include "util/mutex.h"
 
 namespace sroute {
 namespace {
@@ -187,6 +192,96 @@ TEST_F(CopyTreeTest, BadNamesAreRefused) {
   EXPECT_FALSE(s.ok());
   EXPECT_THAT(s.message(), HasSubstr("//nowhere/x"));
   EXPECT_FALSE(p.done());
+}
+
+}  // namespace
+}  // namespace sroute
+
+namespace sroute {
+namespace {
+
+size_t DelegateReadRules(SSwitch& sw) {
+  size_t n = 0;
+  for (const RuleInfo& r : sw.ListRules()) {
+    if (r.owner.starts_with("delegate:")) ++n;
+  }
+  return n;
+}
+
+// RECLAIM: the ranges track_writes keeps on B come home to A in budgeted
+// steps while a writer goes on writing the file; afterwards no read rule
+// is left, A's file holds every byte, and reads agree with the writer.
+TEST_F(CopyTreeTest, ReclaimBringsTrackedRangesHomeUnderLiveWrites) {
+  constexpr size_t kSize = 1 << 20;
+  Put(a_ / "vhd", std::string(kSize, 'o'));
+  Put(b_ / "tmp", "");
+  auto& sw = host_.sswitch();
+  auto away =
+      sw.Insert(*ParseRule("<*, w, //A/vhd> -> track_writes(); <IO, //B/tmp>"));
+  ASSERT_TRUE(away.ok());
+  std::mt19937_64 rng(3);
+  std::string model(kSize, 'o');
+  Mutex mu;
+  auto write = [&](uint64_t off, uint64_t len, char c) {
+    const std::string data(len, c);
+    ASSERT_TRUE(host_
+                    .Write("t", "//A/vhd", off,
+                           std::span<const char>(data.data(), data.size()))
+                    .ok());
+    MutexLock l(&mu);
+    model.replace(off, len, data);
+  };
+  for (int i = 0; i < 300; ++i) {
+    const uint64_t off = rng() % kSize;
+    write(off, std::min<uint64_t>(kSize - off, 1 + rng() % 20000),
+          static_cast<char>('a' + i % 26));
+  }
+  ASSERT_GT(DelegateReadRules(sw), 5u);
+  proto::Copy req;
+  req.set_mode(proto::Copy::RECLAIM);
+  req.set_from("//A/");
+  req.set_budget_ms(5);
+  req.set_chunk_bytes(64 << 10);
+  req.set_rate_bytes_per_s(16 << 20);  // about 80 KiB per step
+  proto::CopyProgress p;
+  // Writes still go away: nothing to do but say so.
+  absl::Status refused = CopyTree(sw, req, &p);
+  EXPECT_TRUE(absl::IsFailedPrecondition(refused)) << refused;
+  EXPECT_THAT(std::string(refused.message()), HasSubstr("not home"));
+  ASSERT_TRUE(
+      sw.Update(
+            {*ParseRule("<*, w, //A/vhd> -> track_writes(); <IO, //A/vhd>")},
+            {*away})
+          .ok());
+  std::atomic<bool> stop{false};
+  std::thread writer([&] {
+    std::mt19937_64 r(4);
+    for (int i = 0; !stop; ++i) {
+      const uint64_t off = r() % kSize;
+      write(off, std::min<uint64_t>(kSize - off, 1 + r() % 9000),
+            static_cast<char>('A' + i % 26));
+    }
+  });
+  int calls = 0;
+  uint64_t moved = 0;
+  for (p.Clear(); !p.done() && calls < 10000; ++calls) {
+    absl::Status s = CopyTree(sw, req, &p);
+    ASSERT_TRUE(s.ok()) << s;
+    moved += p.bytes_written();
+  }
+  stop = true;
+  writer.join();
+  EXPECT_TRUE(p.done());
+  EXPECT_GT(calls, 1);
+  EXPECT_GT(moved, 0u);
+  EXPECT_EQ(p.bytes(), 0u);
+  EXPECT_EQ(DelegateReadRules(sw), 0u);
+  MutexLock l(&mu);
+  EXPECT_EQ(Get(a_ / "vhd"), model);
+  std::string back(kSize, '\0');
+  auto n = host_.Read("t", "//A/vhd", 0, std::span<char>(back));
+  ASSERT_TRUE(n.ok());
+  EXPECT_EQ(back, model);
 }
 
 }  // namespace
