@@ -65,8 +65,9 @@ class Caller {
 // per second (0: no limit).
 void PaceWrites(uint64_t start_ns, uint64_t written, uint64_t rate) {
   if (rate == 0) return;
-  const uint64_t due = start_ns + static_cast<uint64_t>(
-      static_cast<unsigned __int128>(written) * 1'000'000'000 / rate);
+  const uint64_t due =
+      start_ns + static_cast<uint64_t>(static_cast<unsigned __int128>(written) *
+                                       1'000'000'000 / rate);
   const uint64_t now = MonotonicNanos();
   if (due > now) {
     std::this_thread::sleep_for(std::chrono::nanoseconds(due - now));
@@ -436,8 +437,9 @@ class Reclaim {
           last->end == r.end) {
         return absl::FailedPreconditionError(
             StrCat("reclaim: writing ", r.file, "[", r.start, ":", r.end,
-                   "] again did not bring it home: the rule that sends "
-                   "writes of the file home must be track_writes()"));
+                   "] again did not bring it home: send the file's writes "
+                   "home first (track_writes(home) to where its other IO "
+                   "goes, or track_writes() to the file itself)"));
       }
       last = r;
       if (absl::Status s = Move(r); !s.ok()) return s;
@@ -486,13 +488,6 @@ class Reclaim {
     w.file = r.file;
     w.offset = a;
     w.length = b - a;
-    if (const std::string to = sw_.RouteOf(w); to != r.file) {
-      return absl::FailedPreconditionError(
-          StrCat("reclaim: writes of ", r.file, " go to ",
-                 to.empty() ? "a stage or the controller" : to,
-                 ", not home: send them home (track_writes() to the file "
-                 "itself) before reclaiming"));
-    }
     HeaderPattern hold;
     hold.ops = kOpClassWrite;
     hold.file.kind = FilePattern::Kind::kExact;

@@ -132,10 +132,14 @@ class Notify : public Delegate {
 // one rule. State is shared by every track_writes rule of the sSwitch, so a
 // rule that moves writes back (reclaim) takes over the ranges.
 //
-// A write whose target is the file itself (a rule that brings writes home,
-// `<*, w, X> -> track_writes(); <IO, X>`) retires the tracked ranges it
-// covers instead: reads of those bytes take the file's own route again, and
-// no rule is kept for them. Once every range is home, no read rule is left.
+// A write home retires the tracked ranges it covers instead: reads of
+// those bytes take the route they took before any tracking (the rules
+// below), and no rule is kept for them; once every range is home, no read
+// rule is left. A write is home when its target is the file itself
+// (`<*, w, X> -> track_writes(); <IO, X>`) or when the rule says so:
+// `@2 <*, w, X> -> track_writes(home); <IO, //S1/x>`, written above a
+// rule that sends X to //S1/x, brings the writes an off-load sent
+// elsewhere back to //S1/x (the tail-latency app's reclaim).
 //
 // Each write carries the read rule it makes as a record (DurableRules), and
 // Restore rebuilds the ranges from those records after a restart.
@@ -158,8 +162,13 @@ class TrackWrites : public Delegate {
 
   static absl::StatusOr<std::unique_ptr<Delegate>> Create(
       const DelegateSpec& spec, const Rule& rule) {
-    if (!spec.args.empty()) {
-      return absl::InvalidArgumentError("takes no arguments");
+    bool home = false;
+    if (spec.args.size() == 1 && spec.args[0].key.empty() &&
+        spec.args[0].value == "home") {
+      home = true;
+    } else if (!spec.args.empty()) {
+      return absl::InvalidArgumentError(
+          "takes no arguments but 'home' (writes it routes go home)");
     }
     if (!(rule.pattern.ops & kOpClassWrite)) {
       return absl::InvalidArgumentError(
@@ -171,10 +180,11 @@ class TrackWrites : public Delegate {
             "writes can only be tracked to file targets");
       }
     }
-    return std::make_unique<TrackWrites>(rule.pattern.source);
+    return std::make_unique<TrackWrites>(rule.pattern.source, home);
   }
 
-  explicit TrackWrites(SourcePattern source) : source_(std::move(source)) {}
+  TrackWrites(SourcePattern source, bool home)
+      : source_(std::move(source)), home_(home) {}
 
   Decision OnRequest(const IoHeader&, DelegateContext&) override { return {}; }
   bool wants_response() const override { return true; }
@@ -287,7 +297,7 @@ class TrackWrites : public Delegate {
       }
       std::vector<std::pair<uint64_t, Tracked>> erased;
       std::vector<uint64_t> fresh;
-      if (IsHome(f.text, targets)) {
+      if (WentHome(ctx.rule(), f.text, targets)) {
         Retire(replayed[KeyOf(f.text)], f.range->start, f.range->end, &erased,
                &fresh);
       } else {
@@ -343,10 +353,25 @@ class TrackWrites : public Delegate {
     return r;
   }
 
-  // Whether a write to `file` sent to `targets` went to the file itself.
-  static bool IsHome(const std::string& file,
-                     const std::vector<std::string>& targets) {
-    return targets.size() == 1 && targets[0] == file;
+  // Whether a write to `file` this rule sent to `targets` went home.
+  bool IsHome(const std::string& file,
+              const std::vector<std::string>& targets) const {
+    return home_ || (targets.size() == 1 && targets[0] == file);
+  }
+  // Whether a record (of this rule or of another with the same pattern)
+  // sent `file`'s bytes home: to the file itself, or, when this rule goes
+  // home, where this rule sends them.
+  bool WentHome(const Rule& own, const std::string& file,
+                const std::vector<std::string>& targets) const {
+    if (targets.size() == 1 && targets[0] == file) return true;
+    if (!home_) return false;
+    std::vector<std::string> mine;
+    for (const Detour& d : own.detours) {
+      if (d.what == Detour::What::kIo && d.target.kind == Target::Kind::kFile) {
+        mine.push_back(ResolveTargetFile(d.target, own.pattern.file, file));
+      }
+    }
+    return mine == targets;
   }
   static bool Overlaps(const Ranges& ranges, uint64_t a, uint64_t b) {
     auto it = ranges.upper_bound(a);
@@ -435,6 +460,7 @@ class TrackWrites : public Delegate {
   }
 
   const SourcePattern source_;
+  const bool home_;
 };
 
 // trace(P) or trace(sample=P): samples a share P (in [0, 1]; default 1,

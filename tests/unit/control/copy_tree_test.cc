@@ -247,7 +247,7 @@ TEST_F(CopyTreeTest, ReclaimBringsTrackedRangesHomeUnderLiveWrites) {
   // Writes still go away: nothing to do but say so.
   absl::Status refused = CopyTree(sw, req, &p);
   EXPECT_TRUE(absl::IsFailedPrecondition(refused)) << refused;
-  EXPECT_THAT(std::string(refused.message()), HasSubstr("not home"));
+  EXPECT_THAT(std::string(refused.message()), HasSubstr("home first"));
   ASSERT_TRUE(
       sw.Update(
             {*ParseRule("<*, w, //A/vhd> -> track_writes(); <IO, //A/vhd>")},

@@ -1052,6 +1052,61 @@ TEST_F(SSwitchTest, TrackWritesHomeRetiresTheRangesItCovers) {
   EXPECT_EQ(ReadAll(host_, "//A/vhd", kSize), model);
 }
 
+// An off-load above a flow's rule, then track_writes(home) to the flow's
+// own target: writes home retire ranges (no rule kept), and a new sSwitch
+// given the records rebuilds exactly the ranges still away.
+TEST(TrackWritesRestoreTest, WritesHomeToTheFlowsTargetRetireRanges) {
+  TempDir a, b;
+  constexpr size_t kSize = 64 * 1024;
+  WriteWholeFile(a / "home", std::string(kSize, 'o'));
+  auto endpoint = [](const std::string& dir) {
+    return std::make_shared<RecordKeepingEndpoint>(*LocalEndpoint::Open(dir));
+  };
+  auto ea = endpoint(a.path()), eb = endpoint(b.path());
+  Host first("fuse-1");
+  ASSERT_TRUE(first.AddEndpoint("A", ea).ok());
+  ASSERT_TRUE(first.AddEndpoint("B", eb).ok());
+  ASSERT_TRUE(first.AddLocalEndpoint("V", a.path()).ok());
+  auto& sw = first.sswitch();
+  const char* kFlow = "<*, *, //V/vhd> -> <IO, //A/home>";
+  const char* kAway = "@1 <*, w, //V/vhd> -> track_writes(); <IO, //B/tmp>";
+  const char* kHome =
+      "@1 <*, w, //V/vhd> -> track_writes(home); <IO, //A/home>";
+  ASSERT_TRUE(sw.Insert(R(kFlow)).ok());
+  auto away = sw.Insert(R(kAway));
+  ASSERT_TRUE(away.ok());
+  std::string model(kSize, 'o');
+  auto write = [&](Host& h, uint64_t off, uint64_t len, char c) {
+    const std::string data(len, c);
+    ASSERT_TRUE(h.Write("t", "//V/vhd", off, Bytes(data)).ok());
+    model.replace(off, len, data);
+  };
+  write(first, 0, 10000, 'a');
+  write(first, 30000, 10000, 'b');
+  EXPECT_EQ(DelegateRules(sw).size(), 2u);
+  ASSERT_TRUE(sw.Update({R(kHome)}, {*away}).ok());
+  write(first, 5000, 30000, 'h');  // retires [5000, 35000)
+  EXPECT_EQ(
+      DelegateRules(sw),
+      (std::set<std::string>{"<*, r, //V/vhd[0:5000]> -> <IO, //B/tmp>",
+                             "<*, r, //V/vhd[35000:40000]> -> <IO, //B/tmp>"}));
+  EXPECT_EQ(ReadAll(first, "//V/vhd", kSize), model);
+  write(first, 50000, 100, 'n');  // nothing away there: no record
+  std::vector<DelegateRuleRecord> records = ea->kept;
+  EXPECT_EQ(records.size(), 1u);
+  records.insert(records.end(), eb->kept.begin(), eb->kept.end());
+
+  Host second("fuse-1");
+  ASSERT_TRUE(second.AddLocalEndpoint("A", a.path()).ok());
+  ASSERT_TRUE(second.AddLocalEndpoint("B", b.path()).ok());
+  ASSERT_TRUE(second.AddLocalEndpoint("V", a.path()).ok());
+  ASSERT_TRUE(second.sswitch().Insert(R(kFlow)).ok());
+  ASSERT_TRUE(second.sswitch().Insert(R(kHome)).ok());
+  ASSERT_TRUE(second.sswitch().RestoreDelegateRules(records).ok());
+  EXPECT_EQ(DelegateRules(second.sswitch()), DelegateRules(sw));
+  EXPECT_EQ(ReadAll(second, "//V/vhd", kSize), model);
+}
+
 TEST_F(SSwitchTest, WritesToADetourMakeItsFileAndParents) {
   WriteWholeFile(a_ / "x", "home");
   ASSERT_TRUE(host_.LoadRules("<*, w, //A/x> -> <IO, //B/deep/er/x>").ok());
