@@ -231,6 +231,7 @@ absl::StatusOr<proto::CopyProgress> LocalApi::Copy(const std::string& sswitch,
     return absl::Status(static_cast<absl::StatusCode>(resp.code()),
                         resp.message());
   }
+  impl_->ForgetAfterReclaim(sswitch, request, resp.copy());
   return resp.copy();
 }
 
@@ -387,6 +388,37 @@ RpcChannel* Controller::Impl::ServerChannel(const std::string& address) {
     ch = *std::move(c);
   }
   return ch.get();
+}
+
+void Controller::Impl::ForgetAfterReclaim(const std::string& sswitch,
+                                          const proto::Copy& req,
+                                          const proto::CopyProgress& progress) {
+  if (req.mode() != proto::Copy::RECLAIM || req.forget_anchor().empty() ||
+      !progress.done()) {
+    return;
+  }
+  proto::HostInfo host;
+  {
+    MutexLock l(&mu);
+    auto it = sessions.find(sswitch);
+    if (it == sessions.end()) return;
+    host = it->second.host;
+  }
+  std::set<std::string> asked;
+  for (const proto::EndpointInfo& e : host.endpoints()) {
+    if (e.kind() != "server" || !asked.insert(e.address()).second) continue;
+    RpcChannel* ch = ServerChannel(e.address());
+    if (ch == nullptr) continue;
+    proto::RpcRequest rq;
+    rq.mutable_forget_records()->set_sswitch(sswitch);
+    rq.mutable_forget_records()->set_anchor(req.forget_anchor());
+    auto reply = ch->CallSync(rq, options.command_timeout);
+    if (!reply.ok()) {
+      LogWarning("dropping the records of ", sswitch, " under ",
+                 req.forget_anchor(), " on ", e.name(), ": ",
+                 reply.status().message());
+    }
+  }
 }
 
 absl::StatusOr<std::vector<proto::DelegateRecord>>

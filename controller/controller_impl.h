@@ -200,6 +200,12 @@ struct Controller::Impl {
   absl::StatusOr<std::vector<proto::DelegateRecord>> RecoverRecords(
       const proto::HostInfo& host);
   RpcChannel* ServerChannel(const std::string& address);
+  // After a reclaim step that left nothing away (proto/control.proto Copy
+  // forget_anchor): drops the records of `sswitch` under the request's
+  // anchor on every server its host reaches; failures are logged (the
+  // records are then only larger than needed, never wrong).
+  void ForgetAfterReclaim(const std::string& sswitch, const proto::Copy& req,
+                          const proto::CopyProgress& progress);
 
   // --- The update protocol (update.cc). Update runs the phases below, one
   // update at a time; each phase runs with update_mu held and mu free.

@@ -142,6 +142,9 @@ void Controller::Impl::HandleControlAt(Call& call) {
     call.ReplyStatus(s);
     return;
   }
+  if (what == proto::ControlRequest::kCopy && r->control().code() == 0) {
+    ForgetAfterReclaim(at.sswitch(), at.request().copy(), r->control().copy());
+  }
   proto::ControllerReply reply;
   *reply.mutable_control() = std::move(*r->mutable_control());
   ReplyWith(call, std::move(reply));

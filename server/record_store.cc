@@ -5,6 +5,7 @@
 #include <rocksdb/write_batch.h>
 
 #include <algorithm>
+#include <filesystem>
 
 #include "rules/parser.h"
 #include "util/rocksdb_status.h"
@@ -100,6 +101,10 @@ absl::StatusOr<std::unique_ptr<RecordStore>> RecordStore::Open(
   options.target_file_size_base = 1 << 20;
   options.table_properties_collector_factories.emplace_back(
       rocksdb::NewCompactOnDeletionCollectorFactory(1024, 256));
+  // RocksDB makes the folder itself, but first complains in its log that
+  // it cannot list it.
+  std::error_code ignored;  // DB::Open reports what matters
+  std::filesystem::create_directories(dir, ignored);
   rocksdb::DB* raw = nullptr;
   rocksdb::Status s = rocksdb::DB::Open(options, dir, &raw);
   if (!s.ok()) {

@@ -81,12 +81,19 @@ class ControllerTest : public ::testing::Test {
     controller_.reset();
   }
 
-  void StartController(int port = 0) {
-    controller_ = std::make_unique<ServerProcess>(
-        SROUTE_CONTROLLER_BINARY,
-        std::vector<std::string>{
-            "--db", db_ / "db", "--secret-file", secret_, "--listen",
-            "127.0.0.1:" + std::to_string(port), "--stats-interval-ms", "200"});
+  void StartController(int port = 0,
+                       const std::vector<std::string>& extra = {}) {
+    std::vector<std::string> args = {"--db",
+                                     db_ / "db",
+                                     "--secret-file",
+                                     secret_,
+                                     "--listen",
+                                     "127.0.0.1:" + std::to_string(port),
+                                     "--stats-interval-ms",
+                                     "200"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    controller_ =
+        std::make_unique<ServerProcess>(SROUTE_CONTROLLER_BINARY, args);
     ASSERT_TRUE(controller_->ok()) << "sroute-controller did not start";
   }
   ServerProcess* StartServer(const std::string& name, const std::string& root,
@@ -427,6 +434,178 @@ TEST_F(ControllerTest, TrackWritesRulesComeBackAfterTheVolumeIsKilled) {
   EXPECT_NE(out.find(StrCat("\"delegate_rules_restored\": ", before.size())),
             std::string::npos)
       << out;
+}
+
+// Blocks of a file written with their number, a version and a checksum,
+// so that a reader can tell a block is whole and not older than one it
+// knows was acknowledged.
+constexpr size_t kBlock = 4096;
+
+std::string VersionedBlock(uint32_t block, uint32_t version) {
+  std::string b(kBlock, '\0');
+  std::memcpy(b.data(), &block, 4);
+  std::memcpy(b.data() + 4, &version, 4);
+  uint32_t x = block * 2654435761u ^ version;
+  uint32_t sum = 0;
+  for (size_t i = 12; i < kBlock; ++i) {
+    x = x * 1664525u + 1013904223u;
+    b[i] = static_cast<char>(x >> 24);
+    sum = sum * 31 + static_cast<unsigned char>(b[i]);
+  }
+  std::memcpy(b.data() + 8, &sum, 4);
+  return b;
+}
+
+// The version of a whole block `block`, or -1 if it is not one.
+int64_t VersionOfBlock(const std::string& b, uint32_t block) {
+  if (b.size() != kBlock) return -1;
+  uint32_t id, version;
+  std::memcpy(&id, b.data(), 4);
+  std::memcpy(&version, b.data() + 4, 4);
+  if (id != block && !(version == 0 && id == 0)) return -1;
+  if (version == 0 && id == 0 && b == std::string(kBlock, '\0')) return 0;
+  return b == VersionedBlock(block, version) ? version : -1;
+}
+
+// The tail_latency app end to end: a quiet flow on S1 bursts; the app
+// off-loads its writes to the least loaded other server (S3: S2 serves a
+// flow of its own) while checksumming readers see every block whole and
+// never older than its last acknowledged write; when the burst ends it
+// reclaims: every byte is home on S1, the temporary folder, the app's
+// rules, the read rules and the servers' records are gone.
+TEST_F(ControllerTest, TailLatencyOffLoadsABurstAndReclaimsIt) {
+  StartController(0, {"--app",
+                      "tail_latency:alpha=3,end=1.5,window=1,min_ops=150,"
+                      "hold=1,cooldown=600,rate=64M"});
+  TempDir r3;
+  ServerProcess* s1 = StartServer("S1", r1_.path());
+  ServerProcess* s2 = StartServer("S2", r2_.path());
+  ServerProcess* s3 = StartServer("S3", r3.path());
+  constexpr uint32_t kBlocks = 512;
+  std::filesystem::create_directories(r1_ / "vol");
+  std::filesystem::create_directories(r2_ / "v2");
+  WriteWholeFile(r1_ / "vol/f", std::string(kBlocks * kBlock, '\0'));
+  WriteWholeFile(r2_ / "v2/g", std::string(64 * kBlock, 'g'));
+  std::filesystem::create_directories(home_ / "vol");
+  std::filesystem::create_directories(home_ / "v2");
+  WriteWholeFile(home_ / "vol/f", "");
+  WriteWholeFile(home_ / "v2/g", "");
+  Mount({"S1=" + s1->address(), "S2=" + s2->address(), "S3=" + s3->address()});
+  ASSERT_TRUE(Eventually([&] { return Connected(kFuse); }));
+  ASSERT_TRUE(
+      Client().Insert(kFuse, "<*, *, //home/vol/*> -> <IO, //S1/vol/*>").ok());
+  ASSERT_TRUE(
+      Client().Insert(kFuse, "<*, *, //home/v2/*> -> <IO, //S2/v2/*>").ok());
+
+  // Writer w (0..4) owns the blocks b with b % 5 == w; 4 is the quiet one.
+  std::vector<std::atomic<uint32_t>> acked(kBlocks);
+  std::atomic<bool> burst{false}, stop{false};
+  std::atomic<int> bad{0};
+  std::atomic<uint64_t> reads{0};
+  const std::string f = mnt_ / "vol/f";
+  auto writer = [&](uint32_t w) {
+    const int fd = open(f.c_str(), O_WRONLY);
+    ASSERT_GE(fd, 0);
+    std::mt19937 rng(w);
+    uint32_t version = 0;
+    while (!stop) {
+      const bool active = w == 4 || burst;
+      if (!active) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        continue;
+      }
+      const uint32_t b = (rng() % (kBlocks / 5)) * 5 + w;
+      const std::string data = VersionedBlock(b, ++version);
+      ASSERT_EQ(pwrite(fd, data.data(), kBlock, off_t{b} * kBlock),
+                static_cast<ssize_t>(kBlock));
+      acked[b] = version;
+      if (w == 4) std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    }
+    close(fd);
+  };
+  auto reader = [&] {
+    const int fd = open(f.c_str(), O_RDONLY);
+    ASSERT_GE(fd, 0);
+    std::mt19937 rng(99);
+    std::string buf(kBlock, '\0');
+    while (!stop) {
+      const uint32_t b = rng() % kBlocks;
+      const uint32_t floor = acked[b];
+      ASSERT_EQ(pread(fd, buf.data(), kBlock, off_t{b} * kBlock),
+                static_cast<ssize_t>(kBlock));
+      const int64_t v = VersionOfBlock(buf, b);
+      if (v < 0 || v < floor) {
+        ++bad;
+        ADD_FAILURE() << "block " << b << " read version " << v
+                      << ", acknowledged " << floor;
+      }
+      ++reads;
+      std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    }
+    close(fd);
+  };
+  auto background = [&] {  // S2's own flow
+    const int fd = open((mnt_ / "v2/g").c_str(), O_RDONLY);
+    ASSERT_GE(fd, 0);
+    char c[512];
+    while (!stop) {
+      (void)pread(fd, c, sizeof(c), 0);
+      std::this_thread::sleep_for(std::chrono::milliseconds(15));
+    }
+    close(fd);
+  };
+  std::vector<std::thread> threads;
+  for (uint32_t w = 0; w < 5; ++w) threads.emplace_back(writer, w);
+  threads.emplace_back(reader);
+  threads.emplace_back(background);
+  auto app_rules = [&] {
+    std::vector<std::string> out;
+    auto rules = Client().Rules(kFuse);
+    if (rules.ok()) {
+      for (const auto& r : *rules) {
+        if (r.owner() == "tail_latency") out.push_back(r.text());
+      }
+    }
+    return out;
+  };
+  std::this_thread::sleep_for(std::chrono::seconds(3));  // the quiet norm
+  EXPECT_TRUE(app_rules().empty());
+  burst = true;
+  ASSERT_TRUE(Eventually([&] { return !app_rules().empty(); }));
+  const std::vector<std::string> away = app_rules();
+  ASSERT_EQ(away.size(), 1u);
+  EXPECT_NE(away[0].find("track_writes(); <IO, //S3/.sroute-tl-1/vol/*>"),
+            std::string::npos)
+      << away[0];
+  std::this_thread::sleep_for(std::chrono::seconds(2));  // writes land on S3
+  burst = false;
+  EXPECT_TRUE(std::filesystem::exists(r3 / ".sroute-tl-1/vol/f"));
+  const bool reclaimed = Eventually([&] {
+    return app_rules().empty() && !std::filesystem::exists(r3 / ".sroute-tl-1");
+  });
+  stop = true;
+  for (auto& t : threads) t.join();
+  ASSERT_TRUE(reclaimed) << "app rules: " << app_rules().size();
+  EXPECT_EQ(bad, 0);
+  EXPECT_GT(reads, 100u);
+  // Every byte is home, at its last acknowledged version.
+  const std::string home = ReadWholeFile(r1_ / "vol/f");
+  ASSERT_EQ(home.size(), kBlocks * kBlock);
+  for (uint32_t b = 0; b < kBlocks; ++b) {
+    EXPECT_EQ(VersionOfBlock(home.substr(b * kBlock, kBlock), b),
+              static_cast<int64_t>(acked[b].load()))
+        << "block " << b;
+  }
+  // No read rule, no record left.
+  EXPECT_EQ(HostRules("unix:" + (ctl_ / "sock")).find("delegate:"),
+            std::string::npos);
+  for (ServerProcess* s : {s1, s3}) {
+    auto [rc, out] =
+        RunCommand(std::string(SROUTECTL_BINARY) + " --host " + s->address() +
+                   " --secret-file " + secret_ + " records --sswitch " + kFuse);
+    EXPECT_EQ(rc, 0);
+    EXPECT_EQ(out, "") << s->address();
+  }
 }
 
 // A control app out of process receives the headers that an

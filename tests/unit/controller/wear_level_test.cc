@@ -11,9 +11,12 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "rules/parser.h"
+#include "tests/unit/controller/fake_api.h"
 
 namespace sroute {
 namespace {
+
+using ::sroute::testing::FakeApi;
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
@@ -101,65 +104,6 @@ TEST(WearTest, RulesMoveToTheNewFoldersKeepingTheRest) {
   EXPECT_EQ(swapped.detours[1].target.file, "//ssd.v0/.sroute-wl-11/r/*");
   EXPECT_EQ(swapped.detours[2].target.file, "//disk/r/*");
 }
-
-// A controller that records what the app asks (the app's own logic only:
-// its copies against real hosts are in the integration test).
-class FakeApi : public ControllerApi {
- public:
-  std::vector<proto::ManagedRule> rules;
-  bool update_fails = false;
-  std::vector<std::string> log;  // "copy MODE FROM TO", "quiesce P on", ...
-  std::vector<UpdateSpec> updates;
-  std::map<std::string, std::string> state;
-
-  std::vector<TopologyHost> Topology() override { return {}; }
-  absl::StatusOr<std::vector<proto::ManagedRule>> Rules(
-      const std::string&) override {
-    return rules;
-  }
-  absl::StatusOr<UpdateOutcome> Update(const UpdateSpec& spec) override {
-    log.push_back("update");
-    if (update_fails) return absl::AbortedError("a host said no");
-    updates.push_back(spec);
-    return UpdateOutcome{.version = 7, .cids = {}};
-  }
-  absl::Status Quiesce(const std::string&, const std::string& pattern,
-                       bool on) override {
-    log.push_back("quiesce " + pattern + (on ? " on" : " off"));
-    return absl::OkStatus();
-  }
-  absl::Status Drain(const std::string&, const std::string& pattern,
-                     absl::Duration) override {
-    log.push_back("drain " + pattern);
-    return absl::OkStatus();
-  }
-  StatsSnapshot Stats() override { return {}; }
-  absl::StatusOr<std::vector<proto::StageStats>> Stages(
-      const std::string&, const proto::Stages&) override {
-    return std::vector<proto::StageStats>{};
-  }
-  absl::StatusOr<proto::CopyProgress> Copy(const std::string&,
-                                           const proto::Copy& r) override {
-    log.push_back("copy " + proto::Copy::Mode_Name(r.mode()) + " " + r.from() +
-                  (r.to().empty() ? "" : " " + r.to()));
-    proto::CopyProgress p;
-    p.set_done(true);
-    p.set_bytes(4096);
-    return p;
-  }
-  void AddTimer(absl::Duration, std::function<void()>) override {}
-  void Post(std::function<void()> fn) override { fn(); }
-  absl::Status PutState(const std::string& key,
-                        const std::string& value) override {
-    state[key] = value;
-    return absl::OkStatus();
-  }
-  absl::StatusOr<std::string> GetState(const std::string& key) override {
-    auto it = state.find(key);
-    if (it == state.end()) return absl::NotFoundError(key);
-    return it->second;
-  }
-};
 
 proto::ManagedRule Managed(uint64_t cid, const std::string& text) {
   proto::ManagedRule m;

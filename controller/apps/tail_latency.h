@@ -1,0 +1,146 @@
+// tail_latency: burst off-loading and reclaim (sRoute §3.4 and §5.1,
+// after Everest; DESIGN.md §9.1).
+//
+// A flow is a managed rule of a FUSE host that sends a file (or a prefix
+// of files) with its writes to one file on a storage server:
+//   <SRC, OPS, //home/vol/*> -> <IO, //S1/vol/*>
+// Every stats interval the app sums each server's demand, the IOs per
+// second of the flows homed on it, and keeps a long-run average of it
+// (an exponential average over `window`; it stands still while the
+// server's flows are off-loaded, so that the burst does not become the
+// norm). When a server's demand passes `alpha` times its long-run average
+// (and `min_ops`), and another server the host reaches serves less than
+// the burst divided by `alpha`, the app off-loads the writes of the
+// server's hottest flows (by writes in the interval, `flows` of them) to
+// temporary files on the least loaded such server:
+//   @P+1 <SRC, w, //home/vol/*> -> track_writes(); <IO,
+//   //S2/.sroute-tl-G/vol/*>
+// and reads of every byte written there follow it (track_writes's read
+// rules, durable through the delegate records on S2).
+//
+// When the demand falls below `end` times the long-run average, and the
+// off-load has lasted `hold`, the app reclaims: one consistent update
+// replaces the off-load rule with
+//   @P+1 <SRC, w, //home/vol/*> -> track_writes(home); <IO, //S1/vol/*>
+// (new writes go home and retire the ranges they cover), then the host
+// rewrites every range still away through its rules, a chunk at a time
+// with the applications' writes to it held (proto/control.proto Copy
+// RECLAIM, at `rate` bytes per second), the servers drop the records,
+// the home rule goes and the temporary folder is removed. The server is
+// left alone for `cooldown` after that.
+//
+// Every decision is logged with its reason, and kept (the last 32) in the
+// app's state "decisions"; the flows under way are in its state "flows",
+// from which a restarted controller goes on where it stopped. A crash of
+// any process loses no acknowledged write: the rules are the controller's,
+// the read rules come back from the records, and each step above can run
+// again.
+//
+//   sroute-controller --app tail_latency:alpha=2,end=1.2,window=60
+//
+// Arguments (key=value, comma-separated):
+//   alpha     burst factor over the long-run average (default 2)
+//   end       the burst is over below end x the long-run average (1.2)
+//   window    seconds the long-run average spans (default 60)
+//   min_ops   IOs per second below which no server bursts (default 50)
+//   hold      seconds an off-load lasts at least (default 10)
+//   cooldown  seconds after a reclaim before the server off-loads again
+//             (default 10)
+//   rate      reclaim bytes per second (default 32M)
+//   flows     flows off-loaded per burst (default 1)
+//   hosts     '+'-separated FUSE sSwitches (default: every host)
+#ifndef SROUTE_CONTROLLER_APPS_TAIL_LATENCY_H_
+#define SROUTE_CONTROLLER_APPS_TAIL_LATENCY_H_
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "controller/control_app.h"
+
+namespace sroute {
+
+struct TailLatencyOptions {
+  double alpha = 2;
+  double end = 1.2;
+  absl::Duration window = absl::Seconds(60);
+  double min_ops = 50;
+  absl::Duration hold = absl::Seconds(10);
+  absl::Duration cooldown = absl::Seconds(10);
+  uint64_t rate_bytes_per_s = 32 << 20;
+  int flows = 1;
+  std::vector<std::string> hosts;  // empty: every host
+  // The time (tests run the app on a clock of their own).
+  std::function<absl::Time()> clock = [] { return absl::Now(); };
+};
+
+absl::StatusOr<TailLatencyOptions> ParseTailLatencyArgs(
+    const std::string& args);
+
+class TailLatency : public ControlApp {
+ public:
+  explicit TailLatency(TailLatencyOptions options);
+
+  absl::Status Start(ControllerApi& api) override;
+  void OnStats(const StatsSnapshot& stats) override;
+
+  // A flow the app moved, and how far.
+  struct Moved {
+    enum class Phase { kAway, kReclaiming };
+    Phase phase = Phase::kAway;
+    std::string sswitch;  // the FUSE host
+    std::string flow;     // the flow rule's text
+    std::string server;   // its home server's endpoint name
+    std::string target;   // the server its writes went to
+    std::string folder;   // "//T/.sroute-tl-G"
+    std::string away_rule, home_rule;
+    absl::Time since;
+  };
+
+ private:
+  struct Server {
+    double long_run = -1;  // ops/s; -1 until the first interval
+    double recent = 0;     // demand in the last interval, ops/s
+    double served = 0;     // what it served in the last interval, ops/s
+    absl::Time quiet_until = absl::InfinitePast();
+  };
+  struct Flow {
+    std::string sswitch;
+    std::string text;  // canonical
+    int priority = 0;
+    std::string server;  // endpoint name of its target
+    std::string target;  // its target file pattern, "//S1/vol/*"
+    std::string file;    // its file pattern's text ("//home/vol/" for a prefix)
+    bool prefix = false;
+    std::string source;  // "*", NAME or stage:NAME, as the rule writes it
+    double ops = 0, writes = 0;  // per second, last interval
+  };
+
+  void Decide(const StatsSnapshot& stats);
+  absl::Status OffLoad(const Flow& flow, const std::string& target,
+                       const std::string& reason);
+  // One step of a reclaim (or of finishing one); true when it is done.
+  bool StepReclaim(Moved& m);
+  absl::Status BeginReclaim(Moved& m, const std::string& reason);
+  absl::Status ReplaceRule(const std::string& sswitch,
+                           const std::string& insert,
+                           const std::string& remove);
+  void Note(const std::string& decision);
+  void Save();
+
+  const TailLatencyOptions options_;
+  ControllerApi* api_ = nullptr;
+  std::map<std::string, Server> servers_;  // by endpoint name
+  std::vector<Moved> moved_;
+  std::deque<std::string> decisions_;
+  uint64_t generation_ = 0;
+};
+
+}  // namespace sroute
+
+#endif  // SROUTE_CONTROLLER_APPS_TAIL_LATENCY_H_

@@ -1,0 +1,98 @@
+// FakeApi: a ControllerApi that records what a control app asks, for unit
+// tests of an app's own logic (its effects on real hosts are tested in
+// tests/integration/).
+#ifndef SROUTE_TESTS_UNIT_CONTROLLER_FAKE_API_H_
+#define SROUTE_TESTS_UNIT_CONTROLLER_FAKE_API_H_
+
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "controller/control_app.h"
+
+namespace sroute::testing {
+
+// A controller that records what the app asks (the app's own logic only:
+// its copies against real hosts are in the integration test).
+class FakeApi : public ControllerApi {
+ public:
+  std::vector<proto::ManagedRule> rules;
+  bool update_fails = false;
+  std::vector<std::string> log;  // "copy MODE FROM TO", "quiesce P on", ...
+  std::vector<UpdateSpec> updates;
+  std::map<std::string, std::string> state;
+  std::vector<TopologyHost> topology;
+  // Whether updates change `rules` (inserted rules get cids from next_cid).
+  bool apply_updates = false;
+  uint64_t next_cid = 100;
+
+  std::vector<TopologyHost> Topology() override { return topology; }
+  absl::StatusOr<std::vector<proto::ManagedRule>> Rules(
+      const std::string&) override {
+    return rules;
+  }
+  absl::StatusOr<UpdateOutcome> Update(const UpdateSpec& spec) override {
+    log.push_back("update");
+    if (update_fails) return absl::AbortedError("a host said no");
+    updates.push_back(spec);
+    UpdateOutcome out{.version = 7, .cids = {}};
+    if (!apply_updates) return out;
+    for (const RuleChanges& c : spec.changes) {
+      std::erase_if(rules, [&](const proto::ManagedRule& r) {
+        return std::find(c.remove.begin(), c.remove.end(), r.cid()) !=
+               c.remove.end();
+      });
+      for (const std::string& text : c.insert) {
+        proto::ManagedRule m;
+        m.set_cid(next_cid);
+        m.set_text(text);
+        m.set_owner(spec.owner);
+        rules.push_back(m);
+        out.cids.push_back(next_cid++);
+      }
+    }
+    return out;
+  }
+  absl::Status Quiesce(const std::string&, const std::string& pattern,
+                       bool on) override {
+    log.push_back("quiesce " + pattern + (on ? " on" : " off"));
+    return absl::OkStatus();
+  }
+  absl::Status Drain(const std::string&, const std::string& pattern,
+                     absl::Duration) override {
+    log.push_back("drain " + pattern);
+    return absl::OkStatus();
+  }
+  StatsSnapshot Stats() override { return {}; }
+  absl::StatusOr<std::vector<proto::StageStats>> Stages(
+      const std::string&, const proto::Stages&) override {
+    return std::vector<proto::StageStats>{};
+  }
+  absl::StatusOr<proto::CopyProgress> Copy(const std::string&,
+                                           const proto::Copy& r) override {
+    log.push_back("copy " + proto::Copy::Mode_Name(r.mode()) + " " + r.from() +
+                  (r.to().empty() ? "" : " " + r.to()));
+    proto::CopyProgress p;
+    p.set_done(true);
+    p.set_bytes(4096);
+    return p;
+  }
+  void AddTimer(absl::Duration, std::function<void()>) override {}
+  void Post(std::function<void()> fn) override { fn(); }
+  absl::Status PutState(const std::string& key,
+                        const std::string& value) override {
+    state[key] = value;
+    return absl::OkStatus();
+  }
+  absl::StatusOr<std::string> GetState(const std::string& key) override {
+    auto it = state.find(key);
+    if (it == state.end()) return absl::NotFoundError(key);
+    return it->second;
+  }
+};
+
+}  // namespace sroute::testing
+
+#endif  // SROUTE_TESTS_UNIT_CONTROLLER_FAKE_API_H_

@@ -1,0 +1,187 @@
+// The tail_latency app's own logic against a recording controller: its
+// arguments, when it off-loads and reclaims, where it sends the writes,
+// and that a load hovering at its thresholds does not make it flap (its
+// effects on real hosts: tests/integration/controller_test.cc).
+#include "controller/apps/tail_latency.h"
+
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "rules/parser.h"
+#include "tests/unit/controller/fake_api.h"
+
+namespace sroute {
+namespace {
+
+using ::sroute::testing::FakeApi;
+using ::testing::HasSubstr;
+
+TEST(TailLatencyArgsTest, GoodAndBadArguments) {
+  auto o = ParseTailLatencyArgs("");
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->alpha, 2);
+  EXPECT_EQ(o->hold, absl::Seconds(10));
+  o = ParseTailLatencyArgs("alpha=4,end=1.1,window=30,rate=8M,hosts=a+b");
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->alpha, 4);
+  EXPECT_EQ(o->rate_bytes_per_s, 8u << 20);
+  EXPECT_EQ(o->hosts, (std::vector<std::string>{"a", "b"}));
+  for (const char* bad : {"alpha=0.5", "end=3,alpha=2", "nope=1", "rate=x",
+                          "window=0", "flows=0", "hold"}) {
+    EXPECT_FALSE(ParseTailLatencyArgs(bad).ok()) << bad;
+  }
+  EXPECT_THAT(std::string(ParseTailLatencyArgs("end=3").status().message()),
+              HasSubstr("below alpha"));
+}
+
+class TailLatencyAppTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    TopologyHost h;
+    h.info.set_sswitch("vol");
+    h.connected = true;
+    for (const char* s : {"S1", "S2", "S3"}) {
+      proto::EndpointInfo* e = h.info.add_endpoints();
+      e->set_name(s);
+      e->set_kind("server");
+    }
+    api_.topology.push_back(h);
+    api_.apply_updates = true;
+  }
+  void Start(const std::string& args) {
+    auto o = ParseTailLatencyArgs(args);
+    ASSERT_TRUE(o.ok()) << o.status();
+    o->clock = [this] { return now_; };
+    app_ = std::make_unique<TailLatency>(*std::move(o));
+    ASSERT_TRUE(app_->Start(api_).ok());
+  }
+  // One second's report: the flow on S1 with `s1` IOs (half of them
+  // writes; those of an off-load counted on its rule), S2's flow with `s2`.
+  void Tick(double s1, double s2) {
+    now_ += absl::Seconds(1);
+    StatsSnapshot snap;
+    HostStats h;
+    h.sswitch = "vol";
+    h.connected = true;
+    h.interval = absl::Seconds(1);
+    auto add = [&](const std::string& text, const std::string& owner,
+                   uint64_t reads, uint64_t writes) {
+      RuleStats r;
+      r.cid = h.rules.size() + 1;
+      r.text = FormatRule(*ParseRule(text));
+      r.owner = owner;
+      r.reads = reads;
+      r.writes = writes;
+      h.rules.push_back(r);
+    };
+    const uint64_t half = static_cast<uint64_t>(s1 / 2);
+    const std::string* ours = OurRule();
+    add(kFlow, "admin", half, ours ? 0 : half);
+    if (ours) add(*ours, "tail_latency", 0, half);
+    add("<*, *, //home/b/*> -> <IO, //S2/b/*>", "admin",
+        static_cast<uint64_t>(s2), 0);
+    snap.hosts.push_back(h);
+    app_->OnStats(snap);
+  }
+  // The app's rule installed last, if it still stands.
+  const std::string* OurRule() {
+    if (api_.updates.empty()) return nullptr;
+    const RuleChanges& c = api_.updates.back().changes[0];
+    return c.insert.empty() ? nullptr : &c.insert[0];
+  }
+  int Offloads() {
+    int n = 0;
+    for (const UpdateSpec& u : api_.updates) {
+      const RuleChanges& c = u.changes[0];
+      if (!c.insert.empty() &&
+          c.insert[0].find("track_writes()") != std::string::npos) {
+        ++n;
+      }
+    }
+    return n;
+  }
+
+  static constexpr char kFlow[] = "<*, *, //home/a/*> -> <IO, //S1/a/*>";
+  FakeApi api_;
+  std::unique_ptr<TailLatency> app_;
+  absl::Time now_ = absl::FromUnixSeconds(1'800'000'000);
+};
+
+TEST_F(TailLatencyAppTest, OffLoadsABurstToTheLeastLoadedAndReclaims) {
+  Start("alpha=3,end=1.5,window=5,min_ops=50,hold=3,cooldown=5");
+  for (int i = 0; i < 10; ++i) Tick(100, 40);
+  EXPECT_TRUE(api_.updates.empty());
+  Tick(1000, 40);  // the burst: S3 serves nothing, S2 40 ops/s
+  ASSERT_EQ(api_.updates.size(), 1u);
+  EXPECT_EQ(*OurRule(),
+            "@1 <*, w, //home/a/*> -> track_writes(); "
+            "<IO, //S3/.sroute-tl-1/a/*>");
+  EXPECT_EQ(api_.updates[0].owner, "tail_latency");
+  EXPECT_THAT(api_.state["decisions"], HasSubstr("S1 demand 1000 ops/s > 3"));
+  EXPECT_THAT(api_.state["flows"], HasSubstr("away\tvol\t"));
+  Tick(1000, 40);
+  Tick(100, 40);  // quiet again, but not away long enough
+  EXPECT_EQ(api_.updates.size(), 1u);
+  Tick(100, 40);
+  Tick(100, 40);
+  // Reclaim: the home rule replaces the off-load, the bytes come home, the
+  // home rule goes, the folder is removed.
+  ASSERT_EQ(api_.updates.size(), 3u);
+  EXPECT_EQ(api_.updates[1].changes[0].insert[0],
+            "@1 <*, w, //home/a/*> -> track_writes(home); <IO, //S1/a/*>");
+  EXPECT_TRUE(api_.updates[2].changes[0].insert.empty());
+  EXPECT_THAT(api_.log, ::testing::Contains("copy RECLAIM //home/a/"));
+  EXPECT_THAT(api_.log, ::testing::Contains("copy REMOVE //S3/.sroute-tl-1"));
+  EXPECT_EQ(api_.state["flows"], "");
+  EXPECT_THAT(api_.state["decisions"], HasSubstr("reclaimed"));
+}
+
+TEST_F(TailLatencyAppTest, ResumesAReclaimAfterARestart) {
+  Start("alpha=3,end=1.5,window=5,min_ops=50,hold=0,cooldown=5");
+  for (int i = 0; i < 5; ++i) Tick(100, 0);
+  Tick(1000, 0);
+  ASSERT_EQ(Offloads(), 1);
+  // The controller stops here, its state kept; the next life goes on.
+  Start("alpha=3,end=1.5,window=5,min_ops=50,hold=0,cooldown=5");
+  Tick(100, 0);
+  EXPECT_THAT(api_.log, ::testing::Contains("copy REMOVE //S2/.sroute-tl-1"));
+  // Generations are never used twice.
+  for (int i = 0; i < 10; ++i) Tick(100, 0);
+  Tick(2000, 0);
+  ASSERT_EQ(Offloads(), 2);
+  EXPECT_THAT(*OurRule(), HasSubstr(".sroute-tl-2/"));
+}
+
+TEST_F(TailLatencyAppTest, NoServerWithHeadroomNoOffLoad) {
+  Start("alpha=3,end=1.5,window=5,min_ops=50");
+  api_.topology[0].info.mutable_endpoints()->DeleteSubrange(2, 1);  // no S3
+  for (int i = 0; i < 5; ++i) Tick(100, 600);
+  Tick(1000, 600);  // S2 serves 600 > 1000 / 3
+  EXPECT_TRUE(api_.updates.empty());
+  EXPECT_THAT(api_.state["decisions"], HasSubstr("no other server"));
+}
+
+// A load that swings across both thresholds every second: the app moves
+// at most once per hold + cooldown, not every second.
+TEST_F(TailLatencyAppTest, ALoadHoveringAtTheThresholdsDoesNotFlap) {
+  Start("alpha=2,end=1.5,window=10,min_ops=50,hold=10,cooldown=10");
+  for (int i = 0; i < 20; ++i) Tick(100, 0);
+  int transitions = 0;
+  size_t seen = 0;
+  for (int i = 0; i < 120; ++i) {  // two minutes
+    Tick(i % 2 == 0 ? 260 : 120, 0);
+    if (api_.updates.size() != seen) {
+      transitions += static_cast<int>(api_.updates.size() - seen);
+      seen = api_.updates.size();
+    }
+  }
+  EXPECT_GE(Offloads(), 1);
+  // Each cycle is an off-load and a reclaim of two updates, at least 20 s.
+  EXPECT_LE(Offloads(), 6);
+  EXPECT_LE(transitions, 6 * 3);
+}
+
+}  // namespace
+}  // namespace sroute
