@@ -577,6 +577,19 @@ TEST_F(ControllerTest, TailLatencyOffLoadsABurstAndReclaimsIt) {
   EXPECT_NE(away[0].find("track_writes(); <IO, //S3/.sroute-tl-1/vol/*>"),
             std::string::npos)
       << away[0];
+  // What the app does, as an operator sees it.
+  auto offload_status = [&] {
+    return RunCommand(std::string(SROUTECTL_BINARY) + " --controller " +
+                      controller_->address() + " --secret-file " + secret_ +
+                      " offload status");
+  };
+  auto [src, status] = offload_status();
+  EXPECT_EQ(src, 0) << status;
+  EXPECT_NE(status.find("  away  fuse-test  <*, *, //home/vol/*> -> "
+                        "<IO, //S1/vol/*>  S1 -> S3  (//S3/.sroute-tl-1)"),
+            std::string::npos)
+      << status;
+  EXPECT_NE(status.find("off-load: S1 demand"), std::string::npos) << status;
   std::this_thread::sleep_for(std::chrono::seconds(2));  // writes land on S3
   burst = false;
   EXPECT_TRUE(std::filesystem::exists(r3 / ".sroute-tl-1/vol/f"));
@@ -596,6 +609,11 @@ TEST_F(ControllerTest, TailLatencyOffLoadsABurstAndReclaimsIt) {
               static_cast<int64_t>(acked[b].load()))
         << "block " << b;
   }
+  std::tie(src, status) = offload_status();
+  EXPECT_NE(status.find("FLOWS\nRULES\nDECISIONS\n"), std::string::npos)
+      << status;
+  EXPECT_NE(status.find("reclaimed: every byte of"), std::string::npos)
+      << status;
   // No read rule, no record left.
   EXPECT_EQ(HostRules("unix:" + (ctl_ / "sock")).find("delegate:"),
             std::string::npos);

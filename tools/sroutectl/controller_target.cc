@@ -312,6 +312,69 @@ class ControllerTarget : public ControlTarget {
     return report;
   }
 
+  absl::StatusOr<Report> OffloadStatus() override {
+    if (absl::Status s = Connect(); !s.ok()) return s;
+    // The app's state: "flows" (a line a flow: phase, sSwitch, flow rule,
+    // home server, target server, folder, off-load rule, home rule, since)
+    // and "decisions" (a line each, oldest first).
+    auto flows = client_->GetAppState("tail_latency", "flows");
+    auto decisions = client_->GetAppState("tail_latency", "decisions");
+    if (absl::IsNotFound(flows.status()) &&
+        absl::IsNotFound(decisions.status())) {
+      return absl::NotFoundError(
+          "no tail_latency state: is the controller running --app "
+          "tail_latency?");
+    }
+    for (const auto* st : {&flows, &decisions}) {
+      if (!st->ok() && !absl::IsNotFound(st->status())) {
+        return Classify(st->status());
+      }
+    }
+    Report report;
+    std::vector<std::string> flows_json, decisions_json, rules_json;
+    report.text = "FLOWS\n";
+    if (flows.ok()) {
+      for (std::string_view line : StrSplit(*flows, '\n')) {
+        std::vector<std::string> f;
+        for (std::string_view x : StrSplit(line, '\t')) f.emplace_back(x);
+        if (f.size() != 9) continue;
+        StrAppend(&report.text, "  ", f[0], "  ", f[1], "  ", f[2], "  ", f[3],
+                  " -> ", f[4], "  (", f[5], ")\n");
+        flows_json.push_back(StrCat(
+            "{\"phase\": ", JsonString(f[0]),
+            ", \"sswitch\": ", JsonString(f[1]),
+            ", \"flow\": ", JsonString(f[2]), ", \"home\": ", JsonString(f[3]),
+            ", \"target\": ", JsonString(f[4]),
+            ", \"folder\": ", JsonString(f[5]), ", \"since\": ", f[8], "}"));
+      }
+    }
+    report.text += "RULES\n";
+    for (const TopologyHost& h : client_->Topology()) {
+      auto rules = client_->Rules(h.info.sswitch());
+      if (!rules.ok()) continue;
+      for (const proto::ManagedRule& r : *rules) {
+        if (r.owner() != "tail_latency") continue;
+        StrAppend(&report.text, "  ", r.cid(), "  ", h.info.sswitch(), "  ",
+                  r.text(), "\n");
+        rules_json.push_back(StrCat("{\"cid\": ", r.cid(), ", \"sswitch\": ",
+                                    JsonString(h.info.sswitch()),
+                                    ", \"rule\": ", JsonString(r.text()), "}"));
+      }
+    }
+    report.text += "DECISIONS\n";
+    if (decisions.ok()) {
+      for (std::string_view line : StrSplit(*decisions, '\n')) {
+        if (line.empty()) continue;
+        StrAppend(&report.text, "  ", line, "\n");
+        decisions_json.push_back(JsonString(std::string(line)));
+      }
+    }
+    report.json = StrCat("{\"flows\": ", JsonArray(flows_json),
+                         ", \"rules\": ", JsonArray(rules_json),
+                         ", \"decisions\": ", JsonArray(decisions_json), "}\n");
+    return report;
+  }
+
   absl::StatusOr<Report> CacheCurves(const std::string& tenant) override {
     if (absl::Status s = Connect(); !s.ok()) return s;
     std::vector<std::string> tenants;

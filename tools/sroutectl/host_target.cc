@@ -335,6 +335,11 @@ class HostTarget : public ControlTarget {
         "wear levelling is the wear_level app's: give --controller HOST:PORT");
   }
 
+  absl::StatusOr<Report> OffloadStatus() override {
+    return absl::InvalidArgumentError(
+        "off-loading is the tail_latency app's: give --controller HOST:PORT");
+  }
+
   absl::StatusOr<proto::StageLists> StageStates(
       const proto::Stages& request) override {
     proto::ControlRequest req;

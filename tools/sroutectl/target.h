@@ -106,6 +106,9 @@ class ControlTarget {
   // The wear_level app's state (its swap under way or its last) and the
   // wear of every host's flash endpoints.
   virtual absl::StatusOr<Report> WearStatus() = 0;
+  // The tail_latency app's flows under way (off-loaded or being
+  // reclaimed), the rules it owns and its last decisions.
+  virtual absl::StatusOr<Report> OffloadStatus() = 0;
 };
 
 // One control request to the host at `host` (unix:PATH or HOST:PORT, with
