@@ -473,7 +473,25 @@ int64_t VersionOfBlock(const std::string& b, uint32_t block) {
 // never older than its last acknowledged write; when the burst ends it
 // reclaims: every byte is home on S1, the temporary folder, the app's
 // rules, the read rules and the servers' records are gone.
-TEST_F(ControllerTest, TailLatencyOffLoadsABurstAndReclaimsIt) {
+class TailLatencyTest : public ControllerTest,
+                        public ::testing::WithParamInterface<bool> {
+ protected:
+  // The burst, off-load and reclaim; with `kill_volume`, sroute-fuse is
+  // SIGKILLed while the writes are away and mounted again: the read rules
+  // come back from S3's records, every block reads at its acknowledged
+  // version, and the reclaim still brings every byte home.
+  void Scenario(bool kill_volume);
+};
+
+TEST_P(TailLatencyTest, OffLoadsABurstAndReclaimsIt) { Scenario(GetParam()); }
+
+INSTANTIATE_TEST_SUITE_P(FuseHost, TailLatencyTest,
+                         ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool>& i) {
+                           return i.param ? "KilledWhileAway" : "Running";
+                         });
+
+void TailLatencyTest::Scenario(bool kill_volume) {
   StartController(0, {"--app",
                       "tail_latency:alpha=3,end=1.5,window=1,min_ops=150,"
                       "hold=1,cooldown=600,rate=64M"});
@@ -591,8 +609,26 @@ TEST_F(ControllerTest, TailLatencyOffLoadsABurstAndReclaimsIt) {
       << status;
   EXPECT_NE(status.find("off-load: S1 demand"), std::string::npos) << status;
   std::this_thread::sleep_for(std::chrono::seconds(2));  // writes land on S3
-  burst = false;
   EXPECT_TRUE(std::filesystem::exists(r3 / ".sroute-tl-1/vol/f"));
+  if (kill_volume) {
+    stop = true;  // the burst ends with the volume
+    for (auto& t : threads) t.join();
+    threads.clear();
+    EXPECT_EQ(app_rules(), away) << "killed after the off-load ended";
+    volume_->Kill();
+    volume_.reset();
+    Mount(
+        {"S1=" + s1->address(), "S2=" + s2->address(), "S3=" + s3->address()});
+    ASSERT_TRUE(Eventually([&] { return Connected(kFuse); }));
+    const std::string back = ReadWholeFile(f);
+    ASSERT_EQ(back.size(), kBlocks * kBlock);
+    for (uint32_t b = 0; b < kBlocks; ++b) {
+      ASSERT_EQ(VersionOfBlock(back.substr(b * kBlock, kBlock), b),
+                static_cast<int64_t>(acked[b].load()))
+          << "block " << b << " after the restart";
+    }
+  }
+  burst = false;
   const bool reclaimed = Eventually([&] {
     return app_rules().empty() && !std::filesystem::exists(r3 / ".sroute-tl-1");
   });
