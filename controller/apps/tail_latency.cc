@@ -126,7 +126,7 @@ absl::Status TailLatency::Start(ControllerApi& api) {
     for (std::string_view line : StrSplit(*flows, '\n')) {
       std::vector<std::string> f;
       for (std::string_view x : StrSplit(line, '\t')) f.emplace_back(x);
-      if (f.size() != 9) continue;
+      if (f.size() != 10) continue;
       Moved m;
       m.phase = f[0] == "reclaiming" ? Moved::Phase::kReclaiming
                                      : Moved::Phase::kAway;
@@ -138,6 +138,8 @@ absl::Status TailLatency::Start(ControllerApi& api) {
       m.away_rule = f[6];
       m.home_rule = f[7];
       m.since = absl::FromUnixSeconds(std::strtoll(f[8].c_str(), nullptr, 10));
+      m.long_run = std::strtod(f[9].c_str(), nullptr);
+      servers_[m.server].long_run = m.long_run;
       LogInfo("tail_latency: resuming ", f[0], " of ", m.flow, " on ",
               m.sswitch, " (writes to ", m.target, ")");
       moved_.push_back(std::move(m));
@@ -155,7 +157,7 @@ void TailLatency::Save() {
               m.phase == Moved::Phase::kReclaiming ? "reclaiming" : "away",
               "\t", m.sswitch, "\t", m.flow, "\t", m.server, "\t", m.target,
               "\t", m.folder, "\t", m.away_rule, "\t", m.home_rule, "\t",
-              absl::ToUnixSeconds(m.since), "\n");
+              absl::ToUnixSeconds(m.since), "\t", m.long_run, "\n");
   }
   if (absl::Status s = api_->PutState("flows", flows); !s.ok()) {
     LogWarning("tail_latency: saving its state: ", s.message());
@@ -258,8 +260,9 @@ void TailLatency::Decide(const StatsSnapshot& stats) {
   for (size_t i = 0; i < moved_.size();) {
     Moved& m = moved_[i];
     const Server& s = servers_[m.server];
+    // Below min_ops no server bursts, whatever its average.
     if (m.phase == Moved::Phase::kAway && now - m.since >= options_.hold &&
-        s.recent < options_.end * s.long_run) {
+        s.recent < std::max(options_.end * s.long_run, options_.min_ops)) {
       const std::string reason = StrCat(
           m.server, " demand ", Ops(s.recent), " ops/s < ", options_.end,
           " x long-run ", Ops(s.long_run), " ops/s after ",
@@ -374,6 +377,7 @@ absl::Status TailLatency::OffLoad(const Flow& flow, const std::string& target,
   m.home_rule = Canonical(StrCat(
       prio, flow.source, " -> track_writes(home); <IO, ", flow.target, ">"));
   m.since = options_.clock();
+  m.long_run = servers_[flow.server].long_run;
   ++generation_;
   Save();  // the generation is never used twice
   if (absl::Status s = ReplaceRule(m.sswitch, m.away_rule, ""); !s.ok()) {

@@ -100,6 +100,9 @@ class TailLatency : public ControlApp {
     std::string folder;   // "//T/.sroute-tl-G"
     std::string away_rule, home_rule;
     absl::Time since;
+    // The home server's long-run demand when the burst began (ops/s): the
+    // burst is over below `end` times it, also after a restart.
+    double long_run = 0;
   };
 
  private:

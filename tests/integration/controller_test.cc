@@ -473,28 +473,42 @@ int64_t VersionOfBlock(const std::string& b, uint32_t block) {
 // never older than its last acknowledged write; when the burst ends it
 // reclaims: every byte is home on S1, the temporary folder, the app's
 // rules, the read rules and the servers' records are gone.
+// Who is SIGKILLed (and started again) during the scenario, and when.
+struct Crash {
+  const char* who;  // "", "volume", "S1" (home), "S3" (target), "controller"
+  bool in_reclaim;  // while the bytes come home, rather than while away
+};
+
 class TailLatencyTest : public ControllerTest,
-                        public ::testing::WithParamInterface<bool> {
+                        public ::testing::WithParamInterface<Crash> {
  protected:
-  // The burst, off-load and reclaim; with `kill_volume`, sroute-fuse is
-  // SIGKILLed while the writes are away and mounted again: the read rules
-  // come back from S3's records, every block reads at its acknowledged
-  // version, and the reclaim still brings every byte home.
-  void Scenario(bool kill_volume);
+  // The burst, off-load and reclaim. With a crash, the workload stops, the
+  // process is SIGKILLed and started again (same address, same state): every
+  // block then reads at its acknowledged version, and the reclaim still
+  // brings every byte home.
+  void Scenario(const Crash& crash);
 };
 
 TEST_P(TailLatencyTest, OffLoadsABurstAndReclaimsIt) { Scenario(GetParam()); }
 
-INSTANTIATE_TEST_SUITE_P(FuseHost, TailLatencyTest,
-                         ::testing::Values(false, true),
-                         [](const ::testing::TestParamInfo<bool>& i) {
-                           return i.param ? "KilledWhileAway" : "Running";
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Crashes, TailLatencyTest,
+    ::testing::Values(Crash{"", false}, Crash{"volume", false},
+                      Crash{"volume", true}, Crash{"S1", false},
+                      Crash{"S1", true}, Crash{"S3", false}, Crash{"S3", true},
+                      Crash{"controller", false}, Crash{"controller", true}),
+    [](const ::testing::TestParamInfo<Crash>& i) {
+      if (*i.param.who == '\0') return std::string("NoCrash");
+      return std::string(i.param.who) +
+             (i.param.in_reclaim ? "KilledInReclaim" : "KilledWhileAway");
+    });
 
-void TailLatencyTest::Scenario(bool kill_volume) {
-  StartController(0, {"--app",
-                      "tail_latency:alpha=3,end=1.5,window=1,min_ops=150,"
-                      "hold=1,cooldown=600,rate=64M"});
+void TailLatencyTest::Scenario(const Crash& crash) {
+  // The reclaim is slow enough (about 3 s) to crash something in it.
+  const char* kApp =
+      "tail_latency:alpha=3,end=1.5,window=1,min_ops=150,hold=1,"
+      "cooldown=600,rate=512K";
+  StartController(0, {"--app", kApp});
   TempDir r3;
   ServerProcess* s1 = StartServer("S1", r1_.path());
   ServerProcess* s2 = StartServer("S2", r2_.path());
@@ -610,25 +624,58 @@ void TailLatencyTest::Scenario(bool kill_volume) {
   EXPECT_NE(status.find("off-load: S1 demand"), std::string::npos) << status;
   std::this_thread::sleep_for(std::chrono::seconds(2));  // writes land on S3
   EXPECT_TRUE(std::filesystem::exists(r3 / ".sroute-tl-1/vol/f"));
-  if (kill_volume) {
-    stop = true;  // the burst ends with the volume
+  // Stops the workload, kills `crash.who` and starts it again, then checks
+  // every block through the volume.
+  auto crash_now = [&] {
+    stop = true;
     for (auto& t : threads) t.join();
     threads.clear();
-    EXPECT_EQ(app_rules(), away) << "killed after the off-load ended";
-    volume_->Kill();
-    volume_.reset();
-    Mount(
-        {"S1=" + s1->address(), "S2=" + s2->address(), "S3=" + s3->address()});
+    const std::string who = crash.who;
+    if (who == "volume") {
+      volume_->Kill();
+      volume_.reset();
+      Mount({"S1=" + s1->address(), "S2=" + s2->address(),
+             "S3=" + s3->address()});
+    } else if (who == "S1" || who == "S3") {
+      TempDir& root = who == "S1" ? r1_ : r3;
+      ServerProcess*& s = who == "S1" ? s1 : s3;
+      const int port = s->port();
+      s->Kill();
+      s = StartServer(who, root.path(), port);
+    } else if (who == "controller") {
+      const int port = controller_->port();
+      controller_->Kill();
+      client_.reset();
+      StartController(port, {"--app", kApp});
+    }
     ASSERT_TRUE(Eventually([&] { return Connected(kFuse); }));
-    const std::string back = ReadWholeFile(f);
-    ASSERT_EQ(back.size(), kBlocks * kBlock);
+    std::string back;
+    ASSERT_TRUE(Eventually([&] {
+      back = ReadWholeFile(f);  // the servers may still be reconnecting
+      return back.size() == kBlocks * kBlock;
+    }));
     for (uint32_t b = 0; b < kBlocks; ++b) {
       ASSERT_EQ(VersionOfBlock(back.substr(b * kBlock, kBlock), b),
                 static_cast<int64_t>(acked[b].load()))
-          << "block " << b << " after the restart";
+          << "block " << b << " after " << who << " restarted";
     }
+  };
+  if (*crash.who != '\0' && !crash.in_reclaim) {
+    EXPECT_EQ(app_rules(), away) << "the off-load ended before the crash";
+    crash_now();
   }
   burst = false;
+  if (*crash.who != '\0' && crash.in_reclaim) {
+    ASSERT_TRUE(Eventually([&] {
+      const auto r = app_rules();
+      return r.size() == 1 &&
+             r[0].find("track_writes(home)") != std::string::npos;
+    })) << "no reclaim began";
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    EXPECT_TRUE(std::filesystem::exists(r3 / ".sroute-tl-1"))
+        << "the reclaim ended before the crash";
+    crash_now();
+  }
   const bool reclaimed = Eventually([&] {
     return app_rules().empty() && !std::filesystem::exists(r3 / ".sroute-tl-1");
   });

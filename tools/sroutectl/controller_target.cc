@@ -315,7 +315,8 @@ class ControllerTarget : public ControlTarget {
   absl::StatusOr<Report> OffloadStatus() override {
     if (absl::Status s = Connect(); !s.ok()) return s;
     // The app's state: "flows" (a line a flow: phase, sSwitch, flow rule,
-    // home server, target server, folder, off-load rule, home rule, since)
+    // home server, target server, folder, off-load rule, home rule, since,
+    // the home server's long-run demand)
     // and "decisions" (a line each, oldest first).
     auto flows = client_->GetAppState("tail_latency", "flows");
     auto decisions = client_->GetAppState("tail_latency", "decisions");
@@ -337,7 +338,7 @@ class ControllerTarget : public ControlTarget {
       for (std::string_view line : StrSplit(*flows, '\n')) {
         std::vector<std::string> f;
         for (std::string_view x : StrSplit(line, '\t')) f.emplace_back(x);
-        if (f.size() != 9) continue;
+        if (f.size() < 9) continue;
         StrAppend(&report.text, "  ", f[0], "  ", f[1], "  ", f[2], "  ", f[3],
                   " -> ", f[4], "  (", f[5], ")\n");
         flows_json.push_back(StrCat(
