@@ -283,6 +283,15 @@ absl::StatusOr<std::string> ControllerClient::GetAppState(
   return r->state();
 }
 
+absl::StatusOr<proto::AppList> ControllerClient::Apps(
+    const proto::Apps& request) {
+  proto::ControllerRequest req;
+  *req.mutable_apps() = request;
+  auto r = Call(std::move(req));
+  if (!r.ok()) return r.status();
+  return r->apps();
+}
+
 absl::Status ControllerClient::Run(ControlApp& app) {
   if (absl::Status s = app.Start(*this); !s.ok()) return s;
   uint64_t after = 0;

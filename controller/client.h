@@ -65,6 +65,9 @@ class ControllerClient : public ControllerApi {
   // it has none under `key`.
   absl::StatusOr<std::string> GetAppState(const std::string& app,
                                           const std::string& key);
+  // The controller's own apps (proto/controller.proto Apps): list, start
+  // or stop one; the list after.
+  absl::StatusOr<proto::AppList> Apps(const proto::Apps& request);
   // The stages of `sswitch` after `request`; with no sswitch (a LIST only),
   // every host's as of its last report.
   absl::StatusOr<proto::StageLists> StagesAt(const std::string& sswitch,

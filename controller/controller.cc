@@ -51,15 +51,22 @@ IoHeader FromMsg(const proto::IoHeaderMsg& m, const std::string& file) {
   return h;
 }
 
+// Where the controller keeps the apps started with sroutectl (a line each,
+// "NAME" or "NAME:ARGS"), among the apps' states.
+constexpr char kControllerApp[] = "controller";
+constexpr char kKeptApps[] = "kept-apps";
+
 }  // namespace
 
 // One control application on a thread of its own: Start, then stats,
 // headers and timers, one at a time.
 class AppRunner {
  public:
-  AppRunner(Controller::Impl* impl, std::string name,
-            std::unique_ptr<ControlApp> app)
+  AppRunner(Controller::Impl* impl, std::string name, std::string args,
+            bool from_command_line, std::unique_ptr<ControlApp> app)
       : name_(std::move(name)),
+        args_(std::move(args)),
+        from_command_line_(from_command_line),
         app_(std::move(app)),
         api_(impl, name_, this),
         thread_([this] { Loop(); }) {
@@ -67,6 +74,10 @@ class AppRunner {
       absl::Status s = app_->Start(api_);
       if (!s.ok()) {
         LogError("app ", name_, " failed to start: ", s.message());
+        {
+          MutexLock l(&mu_);
+          failure_ = std::string(s.message());
+        }
         failed_ = true;
       } else {
         LogInfo("app ", name_, " started");
@@ -74,6 +85,16 @@ class AppRunner {
     });
   }
   ~AppRunner() { Stop(); }
+
+  const std::string& name() const { return name_; }
+  const std::string& args() const { return args_; }
+  bool from_command_line() const { return from_command_line_; }
+  // "running", or "failed: WHY".
+  std::string state() ABSL_LOCKS_EXCLUDED(mu_) {
+    if (!failed_) return "running";
+    MutexLock l(&mu_);
+    return "failed: " + failure_;
+  }
 
   // Ends the app's thread (its calls into the controller end with it); the
   // runner stays usable: events delivered afterwards are dropped and turns
@@ -162,10 +183,14 @@ class AppRunner {
   }
 
   const std::string name_;
+  const std::string args_;
+  const bool from_command_line_;
   std::unique_ptr<ControlApp> app_;
   LocalApi api_;
-  // Guards tasks_, timers_, stop_. A leaf: tasks and timers run without it.
+  // Guards tasks_, timers_, stop_, failure_. A leaf: tasks and timers run
+  // without it.
   Mutex mu_;
+  std::string failure_ ABSL_GUARDED_BY(mu_);
   CondVar cv_;
   std::vector<std::function<void()>> tasks_ ABSL_GUARDED_BY(mu_);
   std::vector<Timer> timers_ ABSL_GUARDED_BY(mu_);
@@ -388,6 +413,129 @@ RpcChannel* Controller::Impl::ServerChannel(const std::string& address) {
     ch = *std::move(c);
   }
   return ch.get();
+}
+
+std::shared_ptr<const Controller::Impl::AppList> Controller::Impl::Apps() {
+  MutexLock l(&apps_mu);
+  return apps;
+}
+
+absl::Status Controller::Impl::StartApp(const std::string& spec,
+                                        bool from_command_line, bool keep) {
+  const size_t colon = spec.find(':');
+  const std::string name = spec.substr(0, colon);
+  const std::string args =
+      colon == std::string::npos ? "" : spec.substr(colon + 1);
+  for (const auto& a : *Apps()) {
+    if (a->name() == name) {
+      return absl::AlreadyExistsError(StrCat("app ", name, " runs already"));
+    }
+  }
+  std::string created;
+  auto app = ControlAppRegistry::Global().Create(spec, &created);
+  if (!app.ok()) return app.status();
+  auto runner = std::make_shared<AppRunner>(this, created, args,
+                                            from_command_line, *std::move(app));
+  {
+    MutexLock l(&apps_mu);
+    auto next = std::make_shared<AppList>(*apps);
+    next->push_back(std::move(runner));
+    apps = std::move(next);
+  }
+  if (keep) {
+    auto kept = store->GetAppState(kControllerApp, kKeptApps);
+    std::string list = kept.ok() ? *kept : "";
+    StrAppend(&list, spec, "\n");
+    if (absl::Status s = store->PutAppState(kControllerApp, kKeptApps, list);
+        !s.ok()) {
+      return absl::Status(s.code(), StrCat("app ", name,
+                                           " runs, but will not "
+                                           "after a restart: ",
+                                           s.message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Controller::Impl::StopApp(const std::string& name) {
+  std::shared_ptr<AppRunner> gone;
+  {
+    MutexLock l(&apps_mu);
+    auto next = std::make_shared<AppList>();
+    for (const auto& a : *apps) {
+      if (a->name() == name) {
+        gone = a;
+      } else {
+        next->push_back(a);
+      }
+    }
+    if (gone == nullptr) {
+      return absl::NotFoundError(StrCat("no app ", name, " runs"));
+    }
+    apps = std::move(next);
+  }
+  gone->Stop();
+  LogInfo("app ", name, " stopped");
+  auto kept = store->GetAppState(kControllerApp, kKeptApps);
+  if (kept.ok()) {
+    std::string list;
+    for (std::string_view spec : StrSplit(*kept, '\n')) {
+      if (!spec.empty() && spec.substr(0, spec.find(':')) != name) {
+        StrAppend(&list, spec, "\n");
+      }
+    }
+    return store->PutAppState(kControllerApp, kKeptApps, list);
+  }
+  return absl::OkStatus();
+}
+
+void Controller::Impl::HandleApps(Call& call) {
+  const proto::Apps& req = call.request().controller().apps();
+  absl::Status s;
+  switch (req.action()) {
+    case proto::Apps::START:
+      s = StartApp(
+          req.args().empty() ? req.name() : StrCat(req.name(), ":", req.args()),
+          false, true);
+      break;
+    case proto::Apps::STOP:
+      s = StopApp(req.name());
+      break;
+    default:
+      break;
+  }
+  if (!s.ok()) {
+    call.ReplyStatus(s);
+    return;
+  }
+  proto::ControllerReply reply;
+  proto::AppList* list = reply.mutable_apps();
+  // The rules each app owns, from the store.
+  std::map<std::string, std::vector<uint64_t>> owned;
+  for (const std::string& sswitch : store->SSwitches()) {
+    auto rules = store->Rules(sswitch);
+    if (!rules.ok()) continue;
+    for (const proto::ManagedRule& r : *rules) {
+      owned[r.owner()].push_back(r.cid());
+    }
+  }
+  for (const auto& a : *Apps()) {
+    proto::AppInfo* info = list->add_apps();
+    info->set_name(a->name());
+    info->set_args(a->args());
+    info->set_state(a->state());
+    info->set_from_command_line(a->from_command_line());
+    for (uint64_t cid : owned[a->name()]) info->add_rule_cids(cid);
+    if (auto d = store->GetAppState(a->name(), "decisions"); d.ok()) {
+      for (std::string_view line : StrSplit(*d, '\n')) {
+        if (!line.empty()) info->add_decisions(std::string(line));
+      }
+    }
+  }
+  for (const std::string& n : ControlAppRegistry::Global().Names()) {
+    list->add_available(n);
+  }
+  ReplyWith(call, std::move(reply));
 }
 
 void Controller::Impl::ForgetAfterReclaim(const std::string& sswitch,
@@ -712,7 +860,7 @@ void Controller::Impl::DeliverHeaderEvent(const proto::HeaderEvent& e) {
     he.header = FromMsg(item.header(), item.file());
     he.rule_id = item.rule_id();
     if (item.has_value()) he.value = item.value();
-    for (auto& app : apps) app->OnHeader(he);
+    for (auto& app : *Apps()) app->OnHeader(he);
     proto::Event ev;
     ev.set_sswitch(sswitch);
     *ev.mutable_header() = item;
@@ -749,7 +897,8 @@ void Controller::Impl::Grant(std::unique_ptr<RpcServer::Call> call,
     std::unique_ptr<RpcServer::Call> call;
     uint64_t turn;
   };
-  if (apps.empty()) {
+  const std::shared_ptr<const AppList> apps = Apps();
+  if (apps->empty()) {
     proto::ControllerReply reply;
     reply.set_turn(turn);
     ReplyWith(*call, std::move(reply));
@@ -765,10 +914,10 @@ void Controller::Impl::Grant(std::unique_ptr<RpcServer::Call> call,
     }
   }
   auto p = std::make_shared<Pending>();
-  p->left = apps.size();
+  p->left = apps->size();
   p->call = std::move(call);
   p->turn = turn;
-  for (auto& app : apps) {
+  for (auto& app : *apps) {
     app->OnIoTurn(he, [p] {
       if (p->left.fetch_sub(1) != 1) return;
       proto::ControllerReply reply;
@@ -910,7 +1059,7 @@ void Controller::Impl::Sweep() {
     for (auto& [c, turn] : grants) Grant(std::move(c), turn);
     if (stats_due) {
       StatsSnapshot snap = Stats();
-      for (auto& app : apps) app->OnStats(snap);
+      for (auto& app : *Apps()) app->OnStats(snap);
       proto::Event e;
       e.set_stats(true);
       AddEvent(std::move(e));
@@ -963,11 +1112,19 @@ absl::StatusOr<std::unique_ptr<Controller>> Controller::Start(
       });
   impl->RestoreLeases();
   for (const std::string& spec : impl->options.apps) {
-    std::string name;
-    auto app = ControlAppRegistry::Global().Create(spec, &name);
-    if (!app.ok()) return app.status();
-    impl->apps.push_back(
-        std::make_unique<AppRunner>(impl.get(), name, *std::move(app)));
+    if (absl::Status s = impl->StartApp(spec, true, false); !s.ok()) return s;
+  }
+  // Apps started by an administrator (sroutectl apps start) run again.
+  if (auto kept = impl->store->GetAppState(kControllerApp, kKeptApps);
+      kept.ok()) {
+    for (std::string_view spec : StrSplit(*kept, '\n')) {
+      if (spec.empty()) continue;
+      if (absl::Status s = impl->StartApp(std::string(spec), false, false);
+          !s.ok() && !absl::IsAlreadyExists(s)) {
+        LogWarning("app ", spec,
+                   " (started with sroutectl) does not start: ", s.message());
+      }
+    }
   }
   impl->sweeper = std::thread([p = impl.get()] { p->Sweep(); });
   RpcServer::Options ro;
@@ -999,7 +1156,8 @@ Controller::~Controller() {
   impl_->leases.reset();  // no lease runs out on a controller going away
   // The apps' calls into the controller end first; the apps themselves go
   // last: the RPC threads and the sweeper deliver to them until they stop.
-  for (auto& app : impl_->apps) app->Stop();
+  const auto apps = impl_->Apps();
+  for (auto& app : *apps) app->Stop();
   impl_->rpc.reset();
   {
     MutexLock l(&impl_->mu);
@@ -1011,7 +1169,10 @@ Controller::~Controller() {
   impl_->sweep_cv.SignalAll();
   impl_->sweeper.join();
   impl_->background.reset();
-  impl_->apps.clear();
+  {
+    MutexLock l(&impl_->apps_mu);
+    impl_->apps = std::make_shared<Impl::AppList>();
+  }
   // Channels close (waiting up to seconds for their calls) without the lock.
   std::map<std::string, std::unique_ptr<RpcChannel>> channels;
   {

@@ -305,7 +305,21 @@ struct Controller::Impl {
   // Guards lease_ttls. A leaf.
   Mutex leases_mu;
   std::map<std::string, absl::Duration> lease_ttls ABSL_GUARDED_BY(leases_mu);
-  std::vector<std::unique_ptr<AppRunner>> apps;
+  // The apps running now: an immutable list swapped under apps_mu (a
+  // leaf), so that the threads delivering events take a snapshot and call
+  // the apps without it. A runner stays usable once stopped (it drops
+  // what it is given), so a snapshot may outlive its place in the list.
+  using AppList = std::vector<std::shared_ptr<AppRunner>>;
+  Mutex apps_mu;
+  std::shared_ptr<const AppList> apps ABSL_GUARDED_BY(apps_mu) =
+      std::make_shared<AppList>();
+  std::shared_ptr<const AppList> Apps() ABSL_LOCKS_EXCLUDED(apps_mu);
+  // Starts app `spec` ("NAME" or "NAME:ARGS"); `keep`: remember it in the
+  // store, to run it again at every start until it is stopped.
+  absl::Status StartApp(const std::string& spec, bool from_command_line,
+                        bool keep) ABSL_LOCKS_EXCLUDED(apps_mu);
+  absl::Status StopApp(const std::string& name) ABSL_LOCKS_EXCLUDED(apps_mu);
+  void HandleApps(Call& call);
   std::thread sweeper;
   std::unique_ptr<RpcServer> rpc;  // last: no request before all is set up
 };

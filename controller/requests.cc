@@ -61,6 +61,8 @@ void Controller::Impl::Handle(std::unique_ptr<Call> call) {
       return InBackground(std::move(call), &Impl::HandleRenewLease);
     case R::kControlAt:
       return InBackground(std::move(call), &Impl::HandleControlAt);
+    case R::kApps:
+      return InBackground(std::move(call), &Impl::HandleApps);
     case R::BODY_NOT_SET:
       break;
   }

@@ -709,6 +709,59 @@ void TailLatencyTest::Scenario(const Crash& crash) {
   }
 }
 
+// sroutectl apps: the controller's apps listed, started with arguments
+// (and run again after a restart of the controller), looked at, stopped
+// (and not run again); bad names and arguments refused with the reason.
+TEST_F(ControllerTest, AppsStartStopAndSurviveARestart) {
+  StartController();
+  auto ctl = [&](const std::string& args) {
+    return RunCommand(std::string(SROUTECTL_BINARY) + " --controller " +
+                      controller_->address() + " --secret-file " + secret_ +
+                      " " + args);
+  };
+  auto [rc, out] = ctl("apps ls");
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_EQ(out.find("tail_latency  running"), std::string::npos) << out;
+  EXPECT_NE(out.find("available: "), std::string::npos) << out;
+  EXPECT_NE(out.find("tail_latency"), std::string::npos) << out;
+  std::tie(rc, out) = ctl("apps start nope");
+  EXPECT_EQ(rc, 1) << out;
+  EXPECT_NE(out.find("nope"), std::string::npos) << out;
+  std::tie(rc, out) = ctl("apps start tail_latency alpha=0.5");
+  EXPECT_EQ(rc, 1) << out;
+  EXPECT_NE(out.find("alpha"), std::string::npos) << out;
+  std::tie(rc, out) = ctl("apps start tail_latency alpha=3,end=1.5");
+  ASSERT_EQ(rc, 0) << out;
+  std::tie(rc, out) = ctl("apps start tail_latency");
+  EXPECT_EQ(rc, 1) << out;
+  EXPECT_NE(out.find("runs already"), std::string::npos) << out;
+  std::tie(rc, out) = ctl("apps ls");
+  EXPECT_NE(out.find("tail_latency  running  -  alpha=3,end=1.5"),
+            std::string::npos)
+      << out;
+  // A restarted controller runs it again.
+  const int port = controller_->port();
+  controller_.reset();
+  client_.reset();
+  StartController(port);
+  std::tie(rc, out) = ctl("apps status tail_latency --json");
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("\"state\": \"running\", \"args\": \"alpha=3,end=1.5\""),
+            std::string::npos)
+      << out;
+  std::tie(rc, out) = ctl("apps stop tail_latency");
+  ASSERT_EQ(rc, 0) << out;
+  std::tie(rc, out) = ctl("apps stop tail_latency");
+  EXPECT_EQ(rc, 1) << out;
+  controller_.reset();
+  client_.reset();
+  StartController(port);
+  std::tie(rc, out) = ctl("apps ls");
+  EXPECT_EQ(out.find("tail_latency  running"), std::string::npos) << out;
+  std::tie(rc, out) = ctl("apps status tail_latency");
+  EXPECT_EQ(rc, 1) << out;
+}
+
 // A control app out of process receives the headers that an
 // <IOHeader, controller> detour sends, including those sent while the
 // controller was away; IO never waits for it.

@@ -418,6 +418,51 @@ const std::vector<Command>& Commands() {
                    Args& a) { JsonFlag(c, a, "print one JSON object"); },
        .run = [](const Args& a,
                  ControlTarget& t) { return Show(t.WearStatus(), a.json); }},
+      {.path = "apps", .help = "the controller's control apps (--controller)"},
+      {.path = "apps ls",
+       .help = "the apps the controller runs, their state and rules, and "
+               "the names it can start",
+       .setup = [](CLI::App& c,
+                   Args& a) { JsonFlag(c, a, "print a JSON array"); },
+       .run =
+           [](const Args& a, ControlTarget& t) {
+             return Show(t.Apps(proto::Apps::LIST, "", "", false), a.json);
+           }},
+      {.path = "apps status",
+       .help = "one app's state, arguments, rules and last decisions",
+       .setup =
+           [](CLI::App& c, Args& a) {
+             c.add_option("NAME", a.name, "the app")->required();
+             JsonFlag(c, a, "print one JSON object");
+           },
+       .run =
+           [](const Args& a, ControlTarget& t) {
+             return Show(t.Apps(proto::Apps::LIST, a.name, "", true), a.json);
+           }},
+      {.path = "apps start",
+       .help = "starts an app by name (it runs again after a restart of the "
+               "controller, until stopped)",
+       .setup =
+           [](CLI::App& c, Args& a) {
+             c.add_option("NAME", a.name, "the app")->required();
+             c.add_option("ARGS", a.spec, "its arguments, key=value,...");
+           },
+       .run =
+           [](const Args& a, ControlTarget& t) {
+             return Show(t.Apps(proto::Apps::START, a.name, a.spec, true),
+                         false);
+           }},
+      {.path = "apps stop",
+       .help = "stops an app (its rules stay; started again, it resumes "
+               "from its state)",
+       .setup =
+           [](CLI::App& c, Args& a) {
+             c.add_option("NAME", a.name, "the app")->required();
+           },
+       .run =
+           [](const Args& a, ControlTarget& t) {
+             return Show(t.Apps(proto::Apps::STOP, a.name, "", false), false);
+           }},
       {.path = "offload", .help = "the tail_latency app (--controller)"},
       {.path = "offload status",
        .help = "flows off-loaded or being reclaimed, the app's rules and "

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "controller/client.h"
 #include "proto/controller.pb.h"
 #include "rpc/handshake.h"
@@ -309,6 +310,60 @@ class ControllerTarget : public ControlTarget {
     }
     report.json = StrCat("{\"status\": ", JsonString(*status),
                          ", \"hosts\": ", JsonArray(hosts), "}\n");
+    return report;
+  }
+
+  absl::StatusOr<Report> Apps(proto::Apps::Action action,
+                              const std::string& name, const std::string& args,
+                              bool detail) override {
+    if (absl::Status s = Connect(); !s.ok()) return s;
+    proto::Apps req;
+    req.set_action(action);
+    req.set_name(name);
+    req.set_args(args);
+    auto list = client_->Apps(req);
+    if (!list.ok()) return Classify(list.status());
+    Report report;
+    std::vector<std::string> json;
+    bool found = false;
+    if (!detail) report.text = "NAME  STATE  RULES  ARGS\n";
+    for (const proto::AppInfo& a : list->apps()) {
+      if (detail && a.name() != name) continue;
+      found = true;
+      std::vector<std::string> cids, decisions;
+      for (uint64_t c : a.rule_cids()) cids.push_back(StrCat(c));
+      for (const std::string& d : a.decisions()) {
+        decisions.push_back(JsonString(d));
+      }
+      const std::string rules = cids.empty() ? "-" : absl::StrJoin(cids, ",");
+      const std::string how =
+          a.from_command_line() ? " (--app: runs at every start)" : "";
+      if (detail) {
+        StrAppend(&report.text, "name: ", a.name(), "\nstate: ", a.state(), how,
+                  "\nargs: ", a.args(), "\nrules: ", rules, "\ndecisions:\n");
+        for (const std::string& d : a.decisions()) {
+          StrAppend(&report.text, "  ", d, "\n");
+        }
+      } else {
+        StrAppend(&report.text, a.name(), "  ", a.state(), "  ", rules, "  ",
+                  a.args().empty() ? "-" : a.args(), "\n");
+      }
+      json.push_back(StrCat(
+          "{\"name\": ", JsonString(a.name()), ", \"state\": ",
+          JsonString(a.state()), ", \"args\": ", JsonString(a.args()),
+          ", \"from_command_line\": ", a.from_command_line() ? "true" : "false",
+          ", \"rules\": [", absl::StrJoin(cids, ", "),
+          "], \"decisions\": ", JsonArray(decisions), "}"));
+    }
+    if (detail && !found) {
+      return absl::NotFoundError(StrCat("no app ", name, " runs"));
+    }
+    if (!detail) {
+      std::vector<std::string> names(list->available().begin(),
+                                     list->available().end());
+      StrAppend(&report.text, "available: ", absl::StrJoin(names, ", "), "\n");
+    }
+    report.json = detail ? json.front() + "\n" : JsonArray(json) + "\n";
     return report;
   }
 

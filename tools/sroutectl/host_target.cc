@@ -335,6 +335,12 @@ class HostTarget : public ControlTarget {
         "wear levelling is the wear_level app's: give --controller HOST:PORT");
   }
 
+  absl::StatusOr<Report> Apps(proto::Apps::Action, const std::string&,
+                              const std::string&, bool) override {
+    return absl::InvalidArgumentError(
+        "apps run in the controller: give --controller HOST:PORT");
+  }
+
   absl::StatusOr<Report> OffloadStatus() override {
     return absl::InvalidArgumentError(
         "off-loading is the tail_latency app's: give --controller HOST:PORT");

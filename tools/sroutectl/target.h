@@ -109,6 +109,12 @@ class ControlTarget {
   // The tail_latency app's flows under way (off-loaded or being
   // reclaimed), the rules it owns and its last decisions.
   virtual absl::StatusOr<Report> OffloadStatus() = 0;
+  // The controller's apps after `action` (proto/controller.proto Apps):
+  // LIST every app (a line each), START or STOP `name` (with `args`); with
+  // `detail`, `name`'s state, rules and last decisions only.
+  virtual absl::StatusOr<Report> Apps(proto::Apps::Action action,
+                                      const std::string& name,
+                                      const std::string& args, bool detail) = 0;
 };
 
 // One control request to the host at `host` (unix:PATH or HOST:PORT, with
