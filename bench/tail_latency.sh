@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# Burst absorption (issue 25): the same seeded Exchange-like workload
+# (bench/burst_driver.cc) through one FUSE volume onto three storage
+# servers, once with the controller running no app and once running
+# tail_latency; the tables side by side in OUT/results.txt and the write
+# latency CDF of the bursting flow in OUT/cdf_max.png.
+#
+# Each server keeps its files on an emulated flash device of its own
+# (stages/flash: 2 dies, 2 ms programs, a 32-page write buffer, so about
+# 1 000 writes/s), so a server's capacity is its device's and not this
+# machine's cores: the bursting flow (max, on S1) asks for more writes than
+# S1's device takes, while S3's device (min flow) idles.
+#
+#   bench/tail_latency.sh [OUT] [burst_driver arguments...]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=${1:-bench/tail_latency}
+shift || true
+bin=build
+server=$bin/server/sroute-server
+controller=$bin/controller/sroute-controller
+fuse=$bin/fuse/sroute-fuse
+ctl=$bin/tools/sroutectl/sroutectl
+driver=$bin/bench/burst_driver
+for x in "$server" "$controller" "$fuse" "$ctl" "$driver"; do
+  [ -x "$x" ] || { echo "build first: scripts/build.sh build ($x)" >&2; exit 1; }
+done
+if ! command -v gnuplot >/dev/null; then
+  apt-get install -y -qq gnuplot-nox >/dev/null
+fi
+mkdir -p "$out/data"
+work=$(mktemp -d /tmp/sroute-tl-XXXXXX)
+pids=()
+cleanup() {
+  fusermount3 -u "$work/mnt" 2>/dev/null || true
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+head -c 32 /dev/urandom | base64 > "$work/secret"
+chmod 600 "$work/secret"
+base=$((17600 + RANDOM % 1000))
+flash="preset=small,channels=2,dies_per_channel=1,blocks_per_die=512,pages_per_block=64,read_us=100,program_us=2000,buffer_pages=32"
+driver_args=(--quiet max=50,med=20,min=2 --burst max:40:20:60 --duration 140
+  --compress 2 --seed 1 --workers 128 "$@")
+
+run() {  # NAME APP-ARGS...
+  local name=$1
+  shift
+  rm -rf "$work/run" && mkdir -p "$work/run/home" "$work/mnt"
+  pids=()
+  "$controller" --db "$work/run/db" --listen "127.0.0.1:$base" \
+    --secret-file "$work/secret" --stats-interval-ms 500 "$@" \
+    > "$work/run/controller.log" 2>&1 &
+  pids+=($!)
+  sleep 0.5
+  local eps=()
+  for i in 1 2 3; do
+    mkdir -p "$work/run/s$i" "$work/run/f$i"
+    "$server" --root "$work/run/s$i" --name "S$i" \
+      --listen "127.0.0.1:$((base + i))" --secret-file "$work/secret" \
+      --controller "127.0.0.1:$base" \
+      --endpoint "ssd=flash:$work/run/f$i,$flash" \
+      --rule "<*, *, //S$i/*> -> <IO, //ssd/*>" \
+      > "$work/run/s$i.log" 2>&1 &
+    pids+=($!)
+    eps+=(--endpoint "S$i=127.0.0.1:$((base + i))")
+  done
+  sleep 0.5
+  "$fuse" "$work/mnt" --backing "$work/run/home" --secret-file "$work/secret" \
+    --kernel-cache off --name vol --controller "127.0.0.1:$base" "${eps[@]}" \
+    > "$work/run/fuse.log" 2>&1 &
+  pids+=($!)
+  for _ in $(seq 50); do mountpoint -q "$work/mnt" && break; sleep 0.1; done
+  local c=("$ctl" --controller "127.0.0.1:$base" --secret-file "$work/secret")
+  local i=1
+  for flow in max med min; do
+    mkdir -p "$work/run/home/vol"
+    : > "$work/run/home/$flow"
+    "${c[@]}" rules add --host vol "<*, *, //home/$flow> -> <IO, //S$i/vol/$flow>" >/dev/null
+    dd if=/dev/zero of="$work/mnt/$flow" bs=1M count=16 status=none
+    i=$((i + 1))
+  done
+  "$driver" --file max="$work/mnt/max" --file med="$work/mnt/med" \
+    --file min="$work/mnt/min" "${driver_args[@]}" \
+    --csv "$out/data/$name.csv" | sed "s/^/$name  /" | tee -a "$out/results.txt"
+  if [ "$name" = app ]; then
+    "${c[@]}" offload status | sed "s/^/$name  /" | tee -a "$out/results.txt"
+  fi
+  fusermount3 -u "$work/mnt"
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+}
+
+echo "# bench/tail_latency.sh ${driver_args[*]} ($(git rev-parse --short HEAD))" > "$out/results.txt"
+run none
+run app --app "tail_latency:alpha=3,end=1.5,window=20,min_ops=100,hold=5,cooldown=30,rate=8M"
+
+for name in none app; do
+  awk -F, '$1 == "max" && $2 == "write" && $5 == 1 { print $4 }' \
+    "$out/data/$name.csv" | sort -g |
+    awk '{ v[NR] = $1 } END { for (i = 1; i <= NR; i++) print v[i], i / NR }' \
+    > "$out/data/cdf_$name.dat"
+done
+gnuplot <<GP
+set terminal pngcairo size 800,500 noenhanced
+set output "$out/cdf_max.png"
+set title "max flow, writes during the burst: latency CDF"
+set xlabel "latency (us, from the scheduled time)"
+set ylabel "fraction of writes (1 - 10^-y)"
+set logscale x
+set yrange [0:3.5]
+set ytics ("0" 0, "0.9" 1, "0.99" 2, "0.999" 3)
+set key bottom right
+set grid
+f(p) = -log10(1 - p + 1e-9)
+plot "$out/data/cdf_none.dat" using 1:(f(\$2)) with lines lw 2 title "no app", \
+     "$out/data/cdf_app.dat" using 1:(f(\$2)) with lines lw 2 title "tail_latency"
+GP
+echo "tables: $out/results.txt; plot: $out/cdf_max.png"
