@@ -426,7 +426,8 @@ absl::Status Controller::Impl::StartApp(const std::string& spec,
   const std::string name = spec.substr(0, colon);
   const std::string args =
       colon == std::string::npos ? "" : spec.substr(colon + 1);
-  for (const auto& a : *Apps()) {
+  const std::shared_ptr<const AppList> running = Apps();
+  for (const auto& a : *running) {
     if (a->name() == name) {
       return absl::AlreadyExistsError(StrCat("app ", name, " runs already"));
     }
@@ -519,7 +520,8 @@ void Controller::Impl::HandleApps(Call& call) {
       owned[r.owner()].push_back(r.cid());
     }
   }
-  for (const auto& a : *Apps()) {
+  const std::shared_ptr<const AppList> running = Apps();
+  for (const auto& a : *running) {
     proto::AppInfo* info = list->add_apps();
     info->set_name(a->name());
     info->set_args(a->args());
@@ -860,7 +862,9 @@ void Controller::Impl::DeliverHeaderEvent(const proto::HeaderEvent& e) {
     he.header = FromMsg(item.header(), item.file());
     he.rule_id = item.rule_id();
     if (item.has_value()) he.value = item.value();
-    for (auto& app : *Apps()) app->OnHeader(he);
+    // A named snapshot: a temporary in the range would die before the loop.
+    const std::shared_ptr<const AppList> apps = Apps();
+    for (auto& app : *apps) app->OnHeader(he);
     proto::Event ev;
     ev.set_sswitch(sswitch);
     *ev.mutable_header() = item;
@@ -1059,7 +1063,8 @@ void Controller::Impl::Sweep() {
     for (auto& [c, turn] : grants) Grant(std::move(c), turn);
     if (stats_due) {
       StatsSnapshot snap = Stats();
-      for (auto& app : *Apps()) app->OnStats(snap);
+      const std::shared_ptr<const AppList> apps = Apps();
+      for (auto& app : *apps) app->OnStats(snap);
       proto::Event e;
       e.set_stats(true);
       AddEvent(std::move(e));
