@@ -42,8 +42,10 @@ head -c 32 /dev/urandom | base64 > "$work/secret"
 chmod 600 "$work/secret"
 base=$((17600 + RANDOM % 1000))
 flash="preset=small,channels=2,dies_per_channel=1,blocks_per_die=512,pages_per_block=64,read_us=100,program_us=2000,buffer_pages=32"
+# burst_driver arguments given after OUT replace these.
 driver_args=(--quiet max=50,med=20,min=2 --burst max:40:20:60 --duration 140
-  --compress 2 --seed 1 --workers 128 "$@")
+  --compress 2 --seed 1 --workers 128)
+[ $# -eq 0 ] || driver_args=("$@")
 
 run() {  # NAME APP-ARGS...
   local name=$1
