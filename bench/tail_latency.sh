@@ -6,8 +6,8 @@
 # latency CDF of the bursting flow in OUT/cdf_max.png.
 #
 # Each server keeps its files on an emulated flash device of its own
-# (stages/flash: 2 dies, 2 ms programs, a 32-page write buffer, so about
-# 1 000 writes/s), so a server's capacity is its device's and not this
+# (stages/flash: 2 dies, 2 ms reads, 4 ms programs, a 32-page write buffer,
+# a few hundred IOs/s), so a server's capacity is its device's and not this
 # machine's cores: the bursting flow (max, on S1) asks for more writes than
 # S1's device takes, while S3's device (min flow) idles.
 #
@@ -41,9 +41,9 @@ trap cleanup EXIT
 head -c 32 /dev/urandom | base64 > "$work/secret"
 chmod 600 "$work/secret"
 base=$((17600 + RANDOM % 1000))
-flash="preset=small,channels=2,dies_per_channel=1,blocks_per_die=512,pages_per_block=64,read_us=100,program_us=2000,buffer_pages=32"
+flash="preset=small,channels=2,dies_per_channel=1,blocks_per_die=512,pages_per_block=64,read_us=2000,program_us=4000,buffer_pages=32"
 # burst_driver arguments given after OUT replace these.
-driver_args=(--quiet max=50,med=20,min=2 --burst max:40:20:60 --duration 140
+driver_args=(--quiet max=50,med=20,min=2 --burst max:14:20:60 --duration 140
   --compress 2 --seed 1 --workers 128)
 [ $# -eq 0 ] || driver_args=("$@")
 
@@ -97,7 +97,7 @@ run() {  # NAME APP-ARGS...
 
 echo "# bench/tail_latency.sh ${driver_args[*]} ($(git rev-parse --short HEAD))" > "$out/results.txt"
 run none
-run app --app "tail_latency:alpha=3,end=1.5,window=20,min_ops=100,hold=5,cooldown=30,rate=8M"
+run app --app "tail_latency:alpha=3,end=1.5,window=20,min_ops=100,hold=5,cooldown=30,rate=8M,queue=32"
 
 for name in none app; do
   awk -F, '$1 == "max" && $2 == "write" && $5 == 1 { print $4 }' \

@@ -78,6 +78,9 @@ absl::StatusOr<TailLatencyOptions> ParseTailLatencyArgs(
          : key == "hold" ? o.hold
                          : o.cooldown) = absl::Seconds(*d);
       }
+    } else if (key == "queue") {
+      d = Number(key, value, 0);
+      if (d.ok()) o.queue = static_cast<int64_t>(*d);
     } else if (key == "flows") {
       d = Number(key, value, 1);
       if (d.ok()) o.flows = static_cast<int>(*d);
@@ -96,7 +99,7 @@ absl::StatusOr<TailLatencyOptions> ParseTailLatencyArgs(
       return absl::InvalidArgumentError(
           StrCat("tail_latency: unknown key '", key,
                  "' (known: alpha, end, window, min_ops, hold, cooldown, rate, "
-                 "flows, hosts)"));
+                 "flows, queue, hosts)"));
     }
     if (!d.ok()) return d.status();
   }
@@ -193,6 +196,7 @@ void TailLatency::Decide(const StatsSnapshot& stats) {
   };
   // Demand and service of every server over the interval.
   std::map<std::string, double> demand, served;
+  std::map<std::string, int64_t> queued;
   std::vector<Flow> flows;
   double secs = 1;
   for (const HostStats& h : stats.hosts) {
@@ -213,6 +217,7 @@ void TailLatency::Decide(const StatsSnapshot& stats) {
           } else if (r.text == m.home_rule) {
             demand[m.server] += writes;
             served[m.server] += writes;
+            queued[m.server] += r.in_flight;
           }
         }
         continue;
@@ -243,6 +248,7 @@ void TailLatency::Decide(const StatsSnapshot& stats) {
       f.writes = writes;
       demand[f.server] += ops;
       served[f.server] += ops;
+      queued[f.server] += r.in_flight;
       flows.push_back(std::move(f));
     }
   }
@@ -253,6 +259,7 @@ void TailLatency::Decide(const StatsSnapshot& stats) {
     Server& s = servers_[name];
     s.recent = demand[name];
     s.served = served[name];
+    s.queued = queued[name];
     if (s.long_run < 0) s.long_run = s.recent;
   }
 
@@ -262,7 +269,8 @@ void TailLatency::Decide(const StatsSnapshot& stats) {
     const Server& s = servers_[m.server];
     // Below min_ops no server bursts, whatever its average.
     if (m.phase == Moved::Phase::kAway && now - m.since >= options_.hold &&
-        s.recent < std::max(options_.end * s.long_run, options_.min_ops)) {
+        s.recent < std::max(options_.end * s.long_run, options_.min_ops) &&
+        (options_.queue == 0 || s.queued < options_.queue / 2)) {
       const std::string reason = StrCat(
           m.server, " demand ", Ops(s.recent), " ops/s < ", options_.end,
           " x long-run ", Ops(s.long_run), " ops/s after ",
@@ -285,10 +293,10 @@ void TailLatency::Decide(const StatsSnapshot& stats) {
   // Bursts.
   for (const std::string& name : names) {
     Server& s = servers_[name];
-    if (now < s.quiet_until || s.recent < options_.min_ops ||
-        s.recent <= options_.alpha * s.long_run) {
-      continue;
-    }
+    const bool by_rate =
+        s.recent >= options_.min_ops && s.recent > options_.alpha * s.long_run;
+    const bool by_queue = options_.queue > 0 && s.queued >= options_.queue;
+    if (now < s.quiet_until || (!by_rate && !by_queue)) continue;
     if (std::any_of(moved_.begin(), moved_.end(),
                     [&](const Moved& m) { return m.server == name; })) {
       continue;  // off-loaded already
@@ -311,16 +319,20 @@ void TailLatency::Decide(const StatsSnapshot& stats) {
         const double load = servers_[t].served;
         if (best.empty() || load < least) best = t, least = load;
       }
-      if (best.empty() || least * options_.alpha >= s.recent) {
+      // Headroom: a target that serves well below the burst (below the
+      // choked server's own rate when only its queue tells the burst).
+      if (best.empty() || least * (by_rate ? options_.alpha : 1) >= s.recent) {
         Note(StrCat(name, " bursts (", Ops(s.recent), " ops/s, long-run ",
                     Ops(s.long_run), ") but no other server has headroom"));
         s.quiet_until = now + options_.cooldown;
         break;
       }
-      const std::string reason =
-          StrCat(name, " demand ", Ops(s.recent), " ops/s > ", options_.alpha,
-                 " x long-run ", Ops(s.long_run), " ops/s; ", best, " serves ",
-                 Ops(least), " ops/s");
+      const std::string reason = StrCat(
+          name, " demand ", Ops(s.recent), by_rate ? " ops/s > " : " ops/s, ",
+          by_rate ? StrCat(options_.alpha, " x long-run ") : "long-run ",
+          Ops(s.long_run), " ops/s",
+          by_queue ? StrCat(", ", s.queued, " IOs in flight") : "", "; ", best,
+          " serves ", Ops(least), " ops/s");
       if (absl::Status st = OffLoad(*f, best, reason); !st.ok()) {
         LogWarning("tail_latency: off-loading ", f->text, ": ", st.message());
         s.quiet_until = now + options_.cooldown;

@@ -48,6 +48,9 @@
 //             (default 10)
 //   rate      reclaim bytes per second (default 32M)
 //   flows     flows off-loaded per burst (default 1)
+//   queue     IOs in flight on a server's flows at which it bursts, whatever
+//             its rate (default 32; 0: rates only); a burst does not end
+//             while half as many are in flight
 //   hosts     '+'-separated FUSE sSwitches (default: every host)
 #ifndef SROUTE_CONTROLLER_APPS_TAIL_LATENCY_H_
 #define SROUTE_CONTROLLER_APPS_TAIL_LATENCY_H_
@@ -74,6 +77,10 @@ struct TailLatencyOptions {
   absl::Duration cooldown = absl::Seconds(10);
   uint64_t rate_bytes_per_s = 32 << 20;
   int flows = 1;
+  // IOs in flight on a server's flows at which it bursts whatever its rate
+  // (a choked server completes few IOs: its rate alone says too little);
+  // 0: rates only.
+  int64_t queue = 32;
   std::vector<std::string> hosts;  // empty: every host
   // The time (tests run the app on a clock of their own).
   std::function<absl::Time()> clock = [] { return absl::Now(); };
@@ -110,6 +117,7 @@ class TailLatency : public ControlApp {
     double long_run = -1;  // ops/s; -1 until the first interval
     double recent = 0;     // demand in the last interval, ops/s
     double served = 0;     // what it served in the last interval, ops/s
+    int64_t queued = 0;    // its flows' IOs in flight at the last report
     absl::Time quiet_until = absl::InfinitePast();
   };
   struct Flow {

@@ -59,7 +59,7 @@ class TailLatencyAppTest : public ::testing::Test {
   }
   // One second's report: the flow on S1 with `s1` IOs (half of them
   // writes; those of an off-load counted on its rule), S2's flow with `s2`.
-  void Tick(double s1, double s2) {
+  void Tick(double s1, double s2, int64_t s1_in_flight = 0) {
     now_ += absl::Seconds(1);
     StatsSnapshot snap;
     HostStats h;
@@ -67,8 +67,9 @@ class TailLatencyAppTest : public ::testing::Test {
     h.connected = true;
     h.interval = absl::Seconds(1);
     auto add = [&](const std::string& text, const std::string& owner,
-                   uint64_t reads, uint64_t writes) {
+                   uint64_t reads, uint64_t writes, int64_t in_flight = 0) {
       RuleStats r;
+      r.in_flight = in_flight;
       r.cid = h.rules.size() + 1;
       r.text = FormatRule(*ParseRule(text));
       r.owner = owner;
@@ -78,7 +79,7 @@ class TailLatencyAppTest : public ::testing::Test {
     };
     const uint64_t half = static_cast<uint64_t>(s1 / 2);
     const std::string* ours = OurRule();
-    add(kFlow, "admin", half, ours ? 0 : half);
+    add(kFlow, "admin", half, ours ? 0 : half, s1_in_flight);
     if (ours) add(*ours, "tail_latency", 0, half);
     add("<*, *, //home/b/*> -> <IO, //S2/b/*>", "admin",
         static_cast<uint64_t>(s2), 0);
@@ -152,6 +153,22 @@ TEST_F(TailLatencyAppTest, ResumesAReclaimAfterARestart) {
   Tick(2000, 0);
   ASSERT_EQ(Offloads(), 2);
   EXPECT_THAT(*OurRule(), HasSubstr(".sroute-tl-2/"));
+}
+
+// A choked server completes few IOs: its queue tells the burst, and the
+// burst is not over while IOs still wait.
+TEST_F(TailLatencyAppTest, AQueueOfIosInFlightIsABurstToo) {
+  Start("alpha=3,end=1.5,window=5,min_ops=50,hold=0,cooldown=5,queue=32");
+  for (int i = 0; i < 5; ++i) Tick(100, 0);
+  Tick(120, 0, 10);  // a short queue: nothing
+  EXPECT_TRUE(api_.updates.empty());
+  Tick(120, 0, 40);
+  ASSERT_EQ(Offloads(), 1);
+  EXPECT_THAT(api_.state["decisions"], HasSubstr("40 IOs in flight"));
+  Tick(60, 0, 20);  // rate down, queue still long: stays away
+  EXPECT_EQ(api_.updates.size(), 1u);
+  Tick(60, 0, 2);
+  EXPECT_EQ(api_.updates.size(), 3u);  // reclaimed
 }
 
 TEST_F(TailLatencyAppTest, NoServerWithHeadroomNoOffLoad) {
