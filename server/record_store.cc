@@ -287,8 +287,15 @@ absl::Status RecordStore::AddLocked(
   }
   // The new record keeps what no newer one holds.
   bool first = true;
+  // The piece counter taken here, with the lock held: the analysis does not
+  // follow a lock into a lambda.
+  uint32_t* next_piece = &next_piece_;
   auto emit = [&](uint64_t x, uint64_t y) -> absl::Status {
-    const std::string k = first ? key : NewPieceKeyLocked(key);
+    std::string k = key;
+    if (!first) {
+      k.resize(k.find('\0') + 1 + kSeqBytes);
+      AppendBigEndian(&k, (*next_piece)++, kPieceBytes);
+    }
     first = false;
     if (x == a && y == b) {
       if (!stored) put(k, Serialize(record));
