@@ -942,6 +942,11 @@ class RecordKeepingEndpoint : public Endpoint {
   std::shared_ptr<Endpoint> inner_;
 };
 
+// A local endpoint on `dir` that keeps its writes' records.
+std::shared_ptr<RecordKeepingEndpoint> KeepingRecords(const std::string& dir) {
+  return std::make_shared<RecordKeepingEndpoint>(*LocalEndpoint::Open(dir));
+}
+
 std::set<std::string> DelegateRules(SSwitch& sw) {
   std::set<std::string> out;
   for (const RuleInfo& r : sw.ListRules()) {
@@ -960,10 +965,7 @@ TEST(TrackWritesRestoreTest, RecordsRebuildTheSameReadRules) {
   std::string model(kSize, 'o');
   WriteWholeFile(a / "vhd", model);
   WriteWholeFile(b / "tmp", "");
-  auto endpoint = [](const std::string& dir) {
-    return std::make_shared<RecordKeepingEndpoint>(*LocalEndpoint::Open(dir));
-  };
-  auto ea = endpoint(a.path()), eb = endpoint(b.path());
+  auto ea = KeepingRecords(a.path()), eb = KeepingRecords(b.path());
   Host first("fuse-1");
   ASSERT_TRUE(first.AddEndpoint("A", ea).ok());
   ASSERT_TRUE(first.AddEndpoint("B", eb).ok());
@@ -1059,10 +1061,7 @@ TEST(TrackWritesRestoreTest, WritesHomeToTheFlowsTargetRetireRanges) {
   TempDir a, b;
   constexpr size_t kSize = 64 * 1024;
   WriteWholeFile(a / "home", std::string(kSize, 'o'));
-  auto endpoint = [](const std::string& dir) {
-    return std::make_shared<RecordKeepingEndpoint>(*LocalEndpoint::Open(dir));
-  };
-  auto ea = endpoint(a.path()), eb = endpoint(b.path());
+  auto ea = KeepingRecords(a.path()), eb = KeepingRecords(b.path());
   Host first("fuse-1");
   ASSERT_TRUE(first.AddEndpoint("A", ea).ok());
   ASSERT_TRUE(first.AddEndpoint("B", eb).ok());
