@@ -504,9 +504,11 @@ INSTANTIATE_TEST_SUITE_P(
     });
 
 void TailLatencyTest::Scenario(const Crash& crash) {
-  // The reclaim is slow enough (about 3 s) to crash something in it.
+  // The reclaim is slow enough (about 3 s) to crash something in it. The
+  // quiet load is about 80 IOs/s; the burst (four writers, closed loop)
+  // passes 2x that even under a sanitizer on a busy machine.
   const char* kApp =
-      "tail_latency:alpha=3,end=1.5,window=1,min_ops=150,hold=1,"
+      "tail_latency:alpha=2,end=1.5,window=1,min_ops=100,hold=1,"
       "cooldown=600,rate=512K";
   StartController(0, {"--app", kApp});
   TempDir r3;
