@@ -151,6 +151,13 @@ std::vector<EndpointWear> WearOf(const std::map<std::string, int64_t>& gauges) {
   return out;
 }
 
+std::string EndpointOf(const std::string& file) {
+  if (!file.starts_with("//")) return "";
+  const size_t slash = file.find('/', 2);
+  return file.substr(
+      2, slash == std::string::npos ? std::string::npos : slash - 2);
+}
+
 double WearVariance(const std::vector<EndpointWear>& wear) {
   if (wear.size() < 2) return 0;
   double mean = 0;

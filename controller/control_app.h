@@ -74,6 +74,9 @@ struct EndpointWear {
 // flash.NAME.erases), by name.
 std::vector<EndpointWear> WearOf(const std::map<std::string, int64_t>& gauges);
 
+// The endpoint a file name "//EP/PATH" names ("EP"); "" if it is not one.
+std::string EndpointOf(const std::string& file);
+
 // The variance of the endpoints' mean erase counts (0 for fewer than two).
 double WearVariance(const std::vector<EndpointWear>& wear);
 

@@ -48,6 +48,14 @@ std::string RecordKey(const std::string& sswitch, uint64_t seq) {
   return key;
 }
 
+// Piece `piece` of the record keyed `key` (a record's key, or one of its
+// pieces'): the record's key without any piece number, and `piece`.
+std::string PieceKey(std::string key, uint32_t piece) {
+  key.resize(key.find('\0') + 1 + kSeqBytes);
+  AppendBigEndian(&key, piece, kPieceBytes);
+  return key;
+}
+
 // The rule of a record that names one exact file with a byte range, or
 // nothing.
 std::optional<Rule> RangedRule(const std::string& text) {
@@ -185,12 +193,7 @@ RecordStore::RecordStore(std::unique_ptr<rocksdb::DB> db)
 RecordStore::~RecordStore() = default;
 
 std::string RecordStore::NewPieceKeyLocked(const std::string& key) {
-  // The record's key without any piece number, and a new piece number,
-  // unique in the store.
-  std::string out = key;
-  out.resize(out.find('\0') + 1 + kSeqBytes);
-  AppendBigEndian(&out, next_piece_++, kPieceBytes);
-  return out;
+  return PieceKey(key, next_piece_++);
 }
 
 absl::Status RecordStore::AddLocked(
@@ -291,11 +294,7 @@ absl::Status RecordStore::AddLocked(
   // follow a lock into a lambda.
   uint32_t* next_piece = &next_piece_;
   auto emit = [&](uint64_t x, uint64_t y) -> absl::Status {
-    std::string k = key;
-    if (!first) {
-      k.resize(k.find('\0') + 1 + kSeqBytes);
-      AppendBigEndian(&k, (*next_piece)++, kPieceBytes);
-    }
+    const std::string k = first ? key : PieceKey(key, (*next_piece)++);
     first = false;
     if (x == a && y == b) {
       if (!stored) put(k, Serialize(record));

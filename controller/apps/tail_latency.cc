@@ -17,13 +17,6 @@ constexpr char kFolder[] = ".sroute-tl-";
 constexpr uint32_t kStepMs = 500;  // a reclaim step's budget at the host
 constexpr size_t kDecisionsKept = 32;
 
-std::string EndpointOf(const std::string& file) {
-  if (!file.starts_with("//")) return "";
-  const size_t slash = file.find('/', 2);
-  return file.substr(
-      2, slash == std::string::npos ? std::string::npos : slash - 2);
-}
-
 // "//S1/vol/*" moved into "//T/.sroute-tl-G": "//T/.sroute-tl-G/vol/*".
 std::string Into(const std::string& folder, const std::string& file) {
   const size_t slash = file.find('/', 2);
@@ -239,12 +232,9 @@ void TailLatency::Decide(const StatsSnapshot& stats) {
       f.target = rule->detours[0].target.file;
       f.server = EndpointOf(f.target);
       if (!reach[h.sswitch].contains(f.server)) continue;
-      f.file = rule->pattern.file.text;
-      f.prefix = rule->pattern.file.kind == FilePattern::Kind::kPrefix;
       HeaderPattern w = rule->pattern;
       w.ops = kOpClassWrite;
-      f.source = FormatPattern(w);  // the write pattern, "<SRC, w, FILE>"
-      f.ops = ops;
+      f.write_pattern = FormatPattern(w);
       f.writes = writes;
       demand[f.server] += ops;
       served[f.server] += ops;
@@ -384,10 +374,12 @@ absl::Status TailLatency::OffLoad(const Flow& flow, const std::string& target,
   m.target = target;
   m.folder = StrCat("//", target, "/", kFolder, generation_ + 1);
   const std::string prio = StrCat("@", flow.priority + 1, " ");
-  m.away_rule = Canonical(StrCat(prio, flow.source, " -> track_writes(); <IO, ",
-                                 Into(m.folder, flow.target), ">"));
-  m.home_rule = Canonical(StrCat(
-      prio, flow.source, " -> track_writes(home); <IO, ", flow.target, ">"));
+  m.away_rule =
+      Canonical(StrCat(prio, flow.write_pattern, " -> track_writes(); <IO, ",
+                       Into(m.folder, flow.target), ">"));
+  m.home_rule =
+      Canonical(StrCat(prio, flow.write_pattern,
+                       " -> track_writes(home); <IO, ", flow.target, ">"));
   m.since = options_.clock();
   m.long_run = servers_[flow.server].long_run;
   ++generation_;

@@ -124,12 +124,10 @@ class TailLatency : public ControlApp {
     std::string sswitch;
     std::string text;  // canonical
     int priority = 0;
-    std::string server;  // endpoint name of its target
-    std::string target;  // its target file pattern, "//S1/vol/*"
-    std::string file;    // its file pattern's text ("//home/vol/" for a prefix)
-    bool prefix = false;
-    std::string source;  // "*", NAME or stage:NAME, as the rule writes it
-    double ops = 0, writes = 0;  // per second, last interval
+    std::string server;         // endpoint name of its target
+    std::string target;         // its target file pattern, "//S1/vol/*"
+    std::string write_pattern;  // its pattern for writes: "<SRC, w, FILE>"
+    double writes = 0;          // per second, last interval
   };
 
   void Decide(const StatsSnapshot& stats);

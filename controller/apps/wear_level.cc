@@ -31,13 +31,6 @@ std::pair<std::string, std::string> DataFolder(const std::string& file) {
   return {file.substr(0, slash + 1), path};
 }
 
-std::string EndpointOf(const std::string& file) {
-  if (!file.starts_with("//")) return "";
-  const size_t slash = file.find('/', 2);
-  return file.substr(
-      2, slash == std::string::npos ? std::string::npos : slash - 2);
-}
-
 }  // namespace
 
 absl::StatusOr<WearLevelOptions> ParseWearLevelArgs(const std::string& args) {
