@@ -589,6 +589,18 @@ void TailLatencyTest::Scenario(const Crash& crash) {
     close(fd);
   };
   std::vector<std::thread> threads;
+  // A failed ASSERT returns early: the workload still ends (a joinable
+  // thread destroyed would abort the test and orphan its processes).
+  struct JoinAll {
+    std::atomic<bool>& stop;
+    std::vector<std::thread>& threads;
+    ~JoinAll() {
+      stop = true;
+      for (auto& t : threads) {
+        if (t.joinable()) t.join();
+      }
+    }
+  } join_all{stop, threads};
   for (uint32_t w = 0; w < 5; ++w) threads.emplace_back(writer, w);
   threads.emplace_back(reader);
   threads.emplace_back(background);
