@@ -377,9 +377,20 @@ class ControllerTarget : public ControlTarget {
     auto decisions = client_->GetAppState("tail_latency", "decisions");
     if (absl::IsNotFound(flows.status()) &&
         absl::IsNotFound(decisions.status())) {
-      return absl::NotFoundError(
-          "no tail_latency state: is the controller running --app "
-          "tail_latency?");
+      // No state yet: fine if the app runs (it has decided nothing).
+      proto::Apps req;
+      req.set_action(proto::Apps::LIST);
+      auto list = client_->Apps(req);
+      if (!list.ok()) return Classify(list.status());
+      if (std::none_of(list->apps().begin(), list->apps().end(),
+                       [](const proto::AppInfo& a) {
+                         return a.name() == "tail_latency";
+                       })) {
+        return absl::NotFoundError(
+            "no tail_latency state and the app does not run: start it with "
+            "`apps start tail_latency` or the controller's --app "
+            "tail_latency");
+      }
     }
     for (const auto* st : {&flows, &decisions}) {
       if (!st->ok() && !absl::IsNotFound(st->status())) {
