@@ -141,6 +141,13 @@ class Notify : public Delegate {
 // rule that sends X to //S1/x, brings the writes an off-load sent
 // elsewhere back to //S1/x (the tail-latency app's reclaim).
 //
+// `track_writes(spread)` sends each write to ONE of the rule's IO targets
+// instead of all of them (Everest's write off-loading to several stores):
+// the one its 1 MiB chunk of the file hashes to, so a burst bigger than one
+// server spreads evenly, rewrites of a chunk land where the chunk's earlier
+// writes did, and a sequential run stays on one target per chunk (one read
+// rule). Reads follow each range to the target that holds it.
+//
 // Each write carries the read rule it makes as a record (DurableRules), and
 // Restore rebuilds the ranges from those records after a restart.
 class TrackWrites : public Delegate {
@@ -162,13 +169,17 @@ class TrackWrites : public Delegate {
 
   static absl::StatusOr<std::unique_ptr<Delegate>> Create(
       const DelegateSpec& spec, const Rule& rule) {
-    bool home = false;
+    bool home = false, spread = false;
     if (spec.args.size() == 1 && spec.args[0].key.empty() &&
         spec.args[0].value == "home") {
       home = true;
+    } else if (spec.args.size() == 1 && spec.args[0].key.empty() &&
+               spec.args[0].value == "spread") {
+      spread = true;
     } else if (!spec.args.empty()) {
       return absl::InvalidArgumentError(
-          "takes no arguments but 'home' (writes it routes go home)");
+          "takes no argument, or one of 'home' (the writes it routes go "
+          "home) and 'spread' (each write goes to one of its targets)");
     }
     if (!(rule.pattern.ops & kOpClassWrite)) {
       return absl::InvalidArgumentError(
@@ -180,13 +191,26 @@ class TrackWrites : public Delegate {
             "writes can only be tracked to file targets");
       }
     }
-    return std::make_unique<TrackWrites>(rule.pattern.source, home);
+    std::vector<uint16_t> spread_over;
+    if (spread) spread_over = IoDetourIndices(rule);
+    return std::make_unique<TrackWrites>(rule.pattern.source, home,
+                                         std::move(spread_over));
   }
 
-  TrackWrites(SourcePattern source, bool home)
-      : source_(std::move(source)), home_(home) {}
+  TrackWrites(SourcePattern source, bool home, std::vector<uint16_t> spread)
+      : source_(std::move(source)), home_(home), spread_(std::move(spread)) {}
 
-  Decision OnRequest(const IoHeader&, DelegateContext&) override { return {}; }
+  Decision OnRequest(const IoHeader& h, DelegateContext&) override {
+    Decision d;
+    if (spread_.size() > 1 && h.op == Op::kWrite) {
+      constexpr int kChunkShift = 20;
+      const size_t slot =
+          (std::hash<std::string_view>()(h.file) + (h.offset >> kChunkShift)) %
+          spread_.size();
+      d.use.push_back(spread_[slot]);
+    }
+    return d;
+  }
   bool wants_response() const override { return true; }
 
   // The read rule a write makes: reads of its range follow it. The rule
@@ -461,6 +485,8 @@ class TrackWrites : public Delegate {
 
   const SourcePattern source_;
   const bool home_;
+  // With `spread`: the rule's IO detours, a write goes to one of them.
+  const std::vector<uint16_t> spread_;
 };
 
 // trace(P) or trace(sample=P): samples a share P (in [0, 1]; default 1,

@@ -5,6 +5,7 @@
 #include <set>
 #include <utility>
 
+#include "absl/strings/str_join.h"
 #include "rules/parser.h"
 #include "util/log.h"
 #include "util/strings.h"
@@ -74,9 +75,9 @@ absl::StatusOr<TailLatencyOptions> ParseTailLatencyArgs(
     } else if (key == "queue") {
       d = Number(key, value, 0);
       if (d.ok()) o.queue = static_cast<int64_t>(*d);
-    } else if (key == "flows") {
+    } else if (key == "flows" || key == "spread") {
       d = Number(key, value, 1);
-      if (d.ok()) o.flows = static_cast<int>(*d);
+      if (d.ok()) (key == "flows" ? o.flows : o.spread) = static_cast<int>(*d);
     } else if (key == "rate") {
       if (!ParseByteSize(value, &o.rate_bytes_per_s) ||
           o.rate_bytes_per_s == 0) {
@@ -92,7 +93,7 @@ absl::StatusOr<TailLatencyOptions> ParseTailLatencyArgs(
       return absl::InvalidArgumentError(
           StrCat("tail_latency: unknown key '", key,
                  "' (known: alpha, end, window, min_ops, hold, cooldown, rate, "
-                 "flows, queue, hosts)"));
+                 "flows, spread, queue, hosts)"));
     }
     if (!d.ok()) return d.status();
   }
@@ -129,15 +130,15 @@ absl::Status TailLatency::Start(ControllerApi& api) {
       m.sswitch = f[1];
       m.flow = f[2];
       m.server = f[3];
-      m.target = f[4];
-      m.folder = f[5];
+      for (std::string_view t : StrSplit(f[4], ',')) m.targets.emplace_back(t);
+      for (std::string_view t : StrSplit(f[5], ',')) m.folders.emplace_back(t);
       m.away_rule = f[6];
       m.home_rule = f[7];
       m.since = absl::FromUnixSeconds(std::strtoll(f[8].c_str(), nullptr, 10));
       m.long_run = std::strtod(f[9].c_str(), nullptr);
       servers_[m.server].long_run = m.long_run;
       LogInfo("tail_latency: resuming ", f[0], " of ", m.flow, " on ",
-              m.sswitch, " (writes to ", m.target, ")");
+              m.sswitch, " (writes to ", absl::StrJoin(m.targets, ","), ")");
       moved_.push_back(std::move(m));
     }
   } else if (!absl::IsNotFound(flows.status())) {
@@ -149,11 +150,12 @@ absl::Status TailLatency::Start(ControllerApi& api) {
 void TailLatency::Save() {
   std::string flows;
   for (const Moved& m : moved_) {
-    StrAppend(&flows,
-              m.phase == Moved::Phase::kReclaiming ? "reclaiming" : "away",
-              "\t", m.sswitch, "\t", m.flow, "\t", m.server, "\t", m.target,
-              "\t", m.folder, "\t", m.away_rule, "\t", m.home_rule, "\t",
-              absl::ToUnixSeconds(m.since), "\t", m.long_run, "\n");
+    StrAppend(
+        &flows, m.phase == Moved::Phase::kReclaiming ? "reclaiming" : "away",
+        "\t", m.sswitch, "\t", m.flow, "\t", m.server, "\t",
+        absl::StrJoin(m.targets, ","), "\t", absl::StrJoin(m.folders, ","),
+        "\t", m.away_rule, "\t", m.home_rule, "\t",
+        absl::ToUnixSeconds(m.since), "\t", m.long_run, "\n");
   }
   if (absl::Status s = api_->PutState("flows", flows); !s.ok()) {
     LogWarning("tail_latency: saving its state: ", s.message());
@@ -206,7 +208,9 @@ void TailLatency::Decide(const StatsSnapshot& stats) {
           if (m.sswitch != h.sswitch) continue;
           if (r.text == m.away_rule) {
             demand[m.server] += writes;
-            served[m.target] += writes;
+            for (const std::string& t : m.targets) {
+              served[t] += writes / m.targets.size();
+            }
           } else if (r.text == m.home_rule) {
             demand[m.server] += writes;
             served[m.server] += writes;
@@ -302,28 +306,38 @@ void TailLatency::Decide(const StatsSnapshot& stats) {
       hot.resize(options_.flows);
     }
     for (const Flow* f : hot) {
-      std::string best;
-      double least = 0;
-      for (const std::string& t : reach[f->sswitch]) {
-        if (t == name) continue;
-        const double load = servers_[t].served;
-        if (best.empty() || load < least) best = t, least = load;
-      }
       // Headroom: a target that serves well below the burst (below the
-      // choked server's own rate when only its queue tells the burst).
-      if (best.empty() || least * (by_rate ? options_.alpha : 1) >= s.recent) {
+      // choked server's own rate when only its queue tells the burst); the
+      // least loaded first, up to `spread` of them.
+      std::vector<std::pair<double, std::string>> idle;
+      for (const std::string& t : reach[f->sswitch]) {
+        const double load = servers_[t].served;
+        if (t != name && load * (by_rate ? options_.alpha : 1) < s.recent) {
+          idle.emplace_back(load, t);
+        }
+      }
+      std::sort(idle.begin(), idle.end());
+      if (idle.size() > static_cast<size_t>(options_.spread)) {
+        idle.resize(options_.spread);
+      }
+      if (idle.empty()) {
         Note(StrCat(name, " bursts (", Ops(s.recent), " ops/s, long-run ",
                     Ops(s.long_run), ") but no other server has headroom"));
         s.quiet_until = now + options_.cooldown;
         break;
       }
+      std::vector<std::string> targets, serves;
+      for (const auto& [load, t] : idle) {
+        targets.push_back(t);
+        serves.push_back(StrCat(t, " serves ", Ops(load), " ops/s"));
+      }
       const std::string reason = StrCat(
           name, " demand ", Ops(s.recent), by_rate ? " ops/s > " : " ops/s, ",
           by_rate ? StrCat(options_.alpha, " x long-run ") : "long-run ",
           Ops(s.long_run), " ops/s",
-          by_queue ? StrCat(", ", s.queued, " IOs in flight") : "", "; ", best,
-          " serves ", Ops(least), " ops/s");
-      if (absl::Status st = OffLoad(*f, best, reason); !st.ok()) {
+          by_queue ? StrCat(", ", s.queued, " IOs in flight") : "", "; ",
+          absl::StrJoin(serves, ", "));
+      if (absl::Status st = OffLoad(*f, targets, reason); !st.ok()) {
         LogWarning("tail_latency: off-loading ", f->text, ": ", st.message());
         s.quiet_until = now + options_.cooldown;
       }
@@ -365,18 +379,24 @@ absl::Status TailLatency::ReplaceRule(const std::string& sswitch,
   return api_->Update(spec).status();
 }
 
-absl::Status TailLatency::OffLoad(const Flow& flow, const std::string& target,
+absl::Status TailLatency::OffLoad(const Flow& flow,
+                                  const std::vector<std::string>& targets,
                                   const std::string& reason) {
   Moved m;
   m.sswitch = flow.sswitch;
   m.flow = flow.text;
   m.server = flow.server;
-  m.target = target;
-  m.folder = StrCat("//", target, "/", kFolder, generation_ + 1);
+  m.targets = targets;
+  std::vector<std::string> detours;
+  for (const std::string& t : targets) {
+    m.folders.push_back(StrCat("//", t, "/", kFolder, generation_ + 1));
+    detours.push_back(
+        StrCat("<IO, ", Into(m.folders.back(), flow.target), ">"));
+  }
   const std::string prio = StrCat("@", flow.priority + 1, " ");
-  m.away_rule =
-      Canonical(StrCat(prio, flow.write_pattern, " -> track_writes(); <IO, ",
-                       Into(m.folder, flow.target), ">"));
+  m.away_rule = Canonical(StrCat(prio, flow.write_pattern, " -> track_writes(",
+                                 targets.size() > 1 ? "spread" : "", "); ",
+                                 absl::StrJoin(detours, ", ")));
   m.home_rule =
       Canonical(StrCat(prio, flow.write_pattern,
                        " -> track_writes(home); <IO, ", flow.target, ">"));
@@ -390,7 +410,7 @@ absl::Status TailLatency::OffLoad(const Flow& flow, const std::string& target,
   moved_.push_back(m);
   Save();
   Note(StrCat("off-load: ", reason, ": writes of ", flow.text, " on ",
-              flow.sswitch, " go to ", Into(m.folder, flow.target)));
+              flow.sswitch, " go to ", absl::StrJoin(detours, ", ")));
   return absl::OkStatus();
 }
 
@@ -402,7 +422,8 @@ absl::Status TailLatency::BeginReclaim(Moved& m, const std::string& reason) {
   m.phase = Moved::Phase::kReclaiming;
   Save();
   Note(StrCat("reclaim: ", reason, ": writes of ", m.flow, " on ", m.sswitch,
-              " go home; the bytes in ", m.folder, " follow"));
+              " go home; the bytes in ", absl::StrJoin(m.folders, ", "),
+              " follow"));
   return absl::OkStatus();
 }
 
@@ -421,12 +442,12 @@ bool TailLatency::StepReclaim(Moved& m) {
   req.set_forget_anchor(FormatPattern(home->pattern));
   auto p = api_->Copy(m.sswitch, req);
   if (!p.ok()) {
-    LogWarning("tail_latency: reclaiming ", m.folder, " for ", m.sswitch, ": ",
+    LogWarning("tail_latency: reclaiming ", m.flow, " on ", m.sswitch, ": ",
                p.status().message(), " (trying again)");
     return false;
   }
   if (!p->done()) {
-    LogInfo("tail_latency: reclaiming ", m.folder, ": ", p->bytes_written(),
+    LogInfo("tail_latency: reclaiming ", m.flow, ": ", p->bytes_written(),
             " bytes moved in this step, ", p->bytes(), " still away");
     return false;
   }
@@ -435,15 +456,17 @@ bool TailLatency::StepReclaim(Moved& m) {
                " (trying again)");
     return false;
   }
-  proto::Copy rm;
-  rm.set_mode(proto::Copy::REMOVE);
-  rm.set_from(m.folder);
-  if (auto r = api_->Copy(m.sswitch, rm); !r.ok()) {
-    LogWarning("tail_latency: removing ", m.folder, ": ", r.status().message(),
-               " (no rule reads it any more)");
+  for (const std::string& folder : m.folders) {
+    proto::Copy rm;
+    rm.set_mode(proto::Copy::REMOVE);
+    rm.set_from(folder);
+    if (auto r = api_->Copy(m.sswitch, rm); !r.ok()) {
+      LogWarning("tail_latency: removing ", folder, ": ", r.status().message(),
+                 " (no rule reads it any more)");
+    }
   }
   Note(StrCat("reclaimed: every byte of ", m.flow, " on ", m.sswitch,
-              " is home; ", m.folder, " removed"));
+              " is home; ", absl::StrJoin(m.folders, ", "), " removed"));
   return true;
 }
 

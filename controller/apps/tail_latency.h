@@ -16,7 +16,9 @@
 //   @P+1 <SRC, w, //home/vol/*> -> track_writes(); <IO,
 //   //S2/.sroute-tl-G/vol/*>
 // and reads of every byte written there follow it (track_writes's read
-// rules, durable through the delegate records on S2).
+// rules, durable through the delegate records on S2). With `spread` above
+// 1, the writes go to up to that many such servers, each 1 MiB chunk of a
+// file to one of them (track_writes(spread)).
 //
 // When the demand falls below `end` times the long-run average, and the
 // off-load has lasted `hold`, the app reclaims: one consistent update
@@ -48,6 +50,7 @@
 //             (default 10)
 //   rate      reclaim bytes per second (default 32M)
 //   flows     flows off-loaded per burst (default 1)
+//   spread    the most servers one flow's writes go to (default 1)
 //   queue     IOs in flight on a server's flows at which it bursts, whatever
 //             its rate (default 32; 0: rates only); a burst does not end
 //             while half as many are in flight
@@ -77,6 +80,9 @@ struct TailLatencyOptions {
   absl::Duration cooldown = absl::Seconds(10);
   uint64_t rate_bytes_per_s = 32 << 20;
   int flows = 1;
+  // The most servers a flow's writes spread over (track_writes(spread)):
+  // a burst bigger than one server's headroom goes to several.
+  int spread = 1;
   // IOs in flight on a server's flows at which it bursts whatever its rate
   // (a choked server completes few IOs: its rate alone says too little);
   // 0: rates only.
@@ -103,8 +109,10 @@ class TailLatency : public ControlApp {
     std::string sswitch;  // the FUSE host
     std::string flow;     // the flow rule's text
     std::string server;   // its home server's endpoint name
-    std::string target;   // the server its writes went to
-    std::string folder;   // "//T/.sroute-tl-G"
+    // The servers its writes went to, and the folder on each
+    // ("//T/.sroute-tl-G"); saved comma-separated.
+    std::vector<std::string> targets;
+    std::vector<std::string> folders;
     std::string away_rule, home_rule;
     absl::Time since;
     // The home server's long-run demand when the burst began (ops/s): the
@@ -131,7 +139,8 @@ class TailLatency : public ControlApp {
   };
 
   void Decide(const StatsSnapshot& stats);
-  absl::Status OffLoad(const Flow& flow, const std::string& target,
+  absl::Status OffLoad(const Flow& flow,
+                       const std::vector<std::string>& targets,
                        const std::string& reason);
   // One step of a reclaim (or of finishing one); true when it is done.
   bool StepReclaim(Moved& m);

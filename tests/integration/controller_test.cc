@@ -472,11 +472,13 @@ int64_t VersionOfBlock(const std::string& b, uint32_t block) {
 // flow of its own) while checksumming readers see every block whole and
 // never older than its last acknowledged write; when the burst ends it
 // reclaims: every byte is home on S1, the temporary folder, the app's
-// rules, the read rules and the servers' records are gone.
+// rules, the read rules and the servers' records are gone. With spread=2
+// the writes go to S3 and S2 (each 1 MiB chunk of the file to one).
 // Who is SIGKILLed (and started again) during the scenario, and when.
 struct Crash {
   const char* who;  // "", "volume", "S1" (home), "S3" (target), "controller"
   bool in_reclaim;  // while the bytes come home, rather than while away
+  bool spread = false;  // the app's spread=2
 };
 
 class TailLatencyTest : public ControllerTest,
@@ -496,10 +498,12 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(Crash{"", false}, Crash{"volume", false},
                       Crash{"volume", true}, Crash{"S1", false},
                       Crash{"S1", true}, Crash{"S3", false}, Crash{"S3", true},
-                      Crash{"controller", false}, Crash{"controller", true}),
+                      Crash{"controller", false}, Crash{"controller", true},
+                      Crash{"", false, true}, Crash{"S3", true, true}),
     [](const ::testing::TestParamInfo<Crash>& i) {
-      if (*i.param.who == '\0') return std::string("NoCrash");
-      return std::string(i.param.who) +
+      const std::string spread = i.param.spread ? "Spread" : "";
+      if (*i.param.who == '\0') return spread + "NoCrash";
+      return spread + i.param.who +
              (i.param.in_reclaim ? "KilledInReclaim" : "KilledWhileAway");
     });
 
@@ -508,9 +512,10 @@ void TailLatencyTest::Scenario(const Crash& crash) {
   // quiet load is about 80 IOs/s (up to 115 in an interval on a busy
   // machine, the opens included); the burst (four writers, closed loop) is
   // about 2 000, and passes 300 even under a sanitizer.
-  const char* kApp =
-      "tail_latency:alpha=2,end=1.5,window=1,min_ops=300,hold=1,"
-      "cooldown=600,rate=512K";
+  const std::string app =
+      StrCat("tail_latency:alpha=2,end=1.5,window=1,min_ops=300,hold=1,",
+             "cooldown=600,rate=512K", crash.spread ? ",spread=2" : "");
+  const char* kApp = app.c_str();
   StartController(0, {"--app", kApp});
   TempDir r3;
   ServerProcess* s1 = StartServer("S1", r1_.path());
@@ -633,7 +638,11 @@ void TailLatencyTest::Scenario(const Crash& crash) {
   ASSERT_TRUE(Eventually([&] { return !app_rules().empty(); }));
   const std::vector<std::string> away = app_rules();
   ASSERT_EQ(away.size(), 1u);
-  EXPECT_NE(away[0].find("track_writes(); <IO, //S3/.sroute-tl-1/vol/*>"),
+  EXPECT_NE(away[0].find(crash.spread
+                             ? "track_writes(spread); <IO, "
+                               "//S3/.sroute-tl-1/vol/*>, <IO, "
+                               "//S2/.sroute-tl-1/vol/*>"
+                             : "track_writes(); <IO, //S3/.sroute-tl-1/vol/*>"),
             std::string::npos)
       << away[0];
   // What the app does, as an operator sees it.
@@ -644,13 +653,19 @@ void TailLatencyTest::Scenario(const Crash& crash) {
   };
   auto [src, status] = offload_status();
   EXPECT_EQ(src, 0) << status;
-  EXPECT_NE(status.find("  away  fuse-test  <*, *, //home/vol/*> -> "
-                        "<IO, //S1/vol/*>  S1 -> S3  (//S3/.sroute-tl-1)"),
-            std::string::npos)
+  EXPECT_NE(
+      status.find(StrCat(
+          "  away  fuse-test  <*, *, //home/vol/*> -> <IO, //S1/vol/*>  ",
+          crash.spread ? "S1 -> S3,S2  (//S3/.sroute-tl-1,//S2/.sroute-tl-1)"
+                       : "S1 -> S3  (//S3/.sroute-tl-1)")),
+      std::string::npos)
       << status;
   EXPECT_NE(status.find("off-load: S1 demand"), std::string::npos) << status;
   std::this_thread::sleep_for(std::chrono::seconds(2));  // writes land on S3
   EXPECT_TRUE(std::filesystem::exists(r3 / ".sroute-tl-1/vol/f"));
+  if (crash.spread) {
+    EXPECT_TRUE(std::filesystem::exists(r2_ / ".sroute-tl-1/vol/f"));
+  }
   // Stops the workload, kills `crash.who` and starts it again, then checks
   // every block through the volume.
   auto crash_now = [&] {
@@ -708,7 +723,8 @@ void TailLatencyTest::Scenario(const Crash& crash) {
   const bool reclaimed = Eventually(
       [&] {
         return app_rules().empty() &&
-               !std::filesystem::exists(r3 / ".sroute-tl-1");
+               !std::filesystem::exists(r3 / ".sroute-tl-1") &&
+               !std::filesystem::exists(r2_ / ".sroute-tl-1");
       },
       60);
   stop = true;
@@ -732,7 +748,7 @@ void TailLatencyTest::Scenario(const Crash& crash) {
   // No read rule, no record left.
   EXPECT_EQ(HostRules("unix:" + (ctl_ / "sock")).find("delegate:"),
             std::string::npos);
-  for (ServerProcess* s : {s1, s3}) {
+  for (ServerProcess* s : {s1, s2, s3}) {
     auto [rc, out] =
         RunCommand(std::string(SROUTECTL_BINARY) + " --host " + s->address() +
                    " --secret-file " + secret_ + " records --sswitch " + kFuse);

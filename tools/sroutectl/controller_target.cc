@@ -367,10 +367,20 @@ class ControllerTarget : public ControlTarget {
     return report;
   }
 
+  // "a,b" as the JSON array ["a", "b"].
+  static std::string JsonList(const std::string& comma_separated) {
+    std::vector<std::string> items;
+    for (std::string_view x : StrSplit(comma_separated, ',')) {
+      if (!x.empty()) items.push_back(JsonString(std::string(x)));
+    }
+    return JsonArray(items);
+  }
+
   absl::StatusOr<Report> OffloadStatus() override {
     if (absl::Status s = Connect(); !s.ok()) return s;
     // The app's state: "flows" (a line a flow: phase, sSwitch, flow rule,
-    // home server, target server, folder, off-load rule, home rule, since,
+    // home server, target servers and their folders (comma-separated),
+    // off-load rule, home rule, since,
     // the home server's long-run demand)
     // and "decisions" (a line each, oldest first).
     auto flows = client_->GetAppState("tail_latency", "flows");
@@ -408,11 +418,10 @@ class ControllerTarget : public ControlTarget {
         StrAppend(&report.text, "  ", f[0], "  ", f[1], "  ", f[2], "  ", f[3],
                   " -> ", f[4], "  (", f[5], ")\n");
         flows_json.push_back(StrCat(
-            "{\"phase\": ", JsonString(f[0]),
-            ", \"sswitch\": ", JsonString(f[1]),
-            ", \"flow\": ", JsonString(f[2]), ", \"home\": ", JsonString(f[3]),
-            ", \"target\": ", JsonString(f[4]),
-            ", \"folder\": ", JsonString(f[5]), ", \"since\": ", f[8], "}"));
+            "{\"phase\": ", JsonString(f[0]), ", \"sswitch\": ",
+            JsonString(f[1]), ", \"flow\": ", JsonString(f[2]),
+            ", \"home\": ", JsonString(f[3]), ", \"targets\": ", JsonList(f[4]),
+            ", \"folders\": ", JsonList(f[5]), ", \"since\": ", f[8], "}"));
       }
     }
     report.text += "RULES\n";

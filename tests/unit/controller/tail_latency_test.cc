@@ -139,6 +139,35 @@ TEST_F(TailLatencyAppTest, OffLoadsABurstToTheLeastLoadedAndReclaims) {
   EXPECT_THAT(api_.state["decisions"], HasSubstr("reclaimed"));
 }
 
+// spread=2: the burst's writes go to both servers with headroom, each
+// chunk to one (track_writes(spread)); a server without headroom is left
+// out; the reclaim, also after a restart, removes every folder.
+TEST_F(TailLatencyAppTest, SpreadsABurstOverTheServersWithHeadroom) {
+  Start("alpha=3,end=1.5,window=5,min_ops=50,hold=0,cooldown=5,spread=2");
+  for (int i = 0; i < 10; ++i) Tick(100, 40);
+  Tick(1000, 40);
+  ASSERT_EQ(api_.updates.size(), 1u);
+  EXPECT_EQ(*OurRule(),
+            "@1 <*, w, //home/a/*> -> track_writes(spread); "
+            "<IO, //S3/.sroute-tl-1/a/*>, <IO, //S2/.sroute-tl-1/a/*>");
+  EXPECT_THAT(api_.state["decisions"],
+              HasSubstr("S3 serves 0 ops/s, S2 serves 40 ops/s"));
+  EXPECT_THAT(api_.state["flows"],
+              HasSubstr("\tS3,S2\t//S3/.sroute-tl-1,//S2/.sroute-tl-1\t"));
+  Start("alpha=3,end=1.5,window=5,min_ops=50,hold=0,cooldown=5,spread=2");
+  Tick(100, 40);
+  ASSERT_EQ(api_.updates.size(), 3u);
+  EXPECT_THAT(api_.log, ::testing::Contains("copy REMOVE //S3/.sroute-tl-1"));
+  EXPECT_THAT(api_.log, ::testing::Contains("copy REMOVE //S2/.sroute-tl-1"));
+  // S2 busy (600 x alpha above the burst): only S3 takes the next one.
+  for (int i = 0; i < 10; ++i) Tick(100, 600);
+  Tick(1500, 600);
+  ASSERT_EQ(api_.updates.size(), 4u);
+  EXPECT_EQ(*OurRule(),
+            "@1 <*, w, //home/a/*> -> track_writes(); "
+            "<IO, //S3/.sroute-tl-2/a/*>");
+}
+
 TEST_F(TailLatencyAppTest, ResumesAReclaimAfterARestart) {
   Start("alpha=3,end=1.5,window=5,min_ops=50,hold=0,cooldown=5");
   for (int i = 0; i < 5; ++i) Tick(100, 0);

@@ -919,6 +919,59 @@ TEST_F(SSwitchTest, TrackWritesReadsTheLastWrittenBytes) {
   EXPECT_LT(sw.ListRules().size(), 1500u);
 }
 
+// track_writes(spread): each write lands on one target, by its 1 MiB chunk;
+// reads follow every range to the target that holds it.
+TEST_F(SSwitchTest, TrackWritesSpreadSendsEachChunkToOneTarget) {
+  constexpr size_t kSize = 8 << 20;
+  std::mt19937_64 rng(5);
+  std::string model(kSize, 'o');
+  WriteWholeFile(a_ / "vhd", model);
+  std::filesystem::create_directories(b_ / "s1");
+  std::filesystem::create_directories(b_ / "s2");
+  WriteWholeFile(b_ / "s1/vhd", "");
+  WriteWholeFile(b_ / "s2/vhd", "");
+  auto& sw = host_.sswitch();
+  EXPECT_FALSE(
+      sw.Insert(R("<*, w, //A/vhd> -> track_writes(spread, home); <IO, //B/x>"))
+          .ok());
+  ASSERT_TRUE(sw.Insert(R("<*, w, //A/vhd> -> track_writes(spread); "
+                          "<IO, //B/s1/vhd>, <IO, //B/s2/vhd>"))
+                  .ok());
+  // Writes up to 96 KiB, inside a chunk (the last 100 across chunks too).
+  auto write = [&](int i, bool across) {
+    uint64_t off = rng() % (kSize - 96 * 1024);
+    uint64_t len = 1 + rng() % (96 * 1024);
+    if (!across && (off >> 20) != ((off + len - 1) >> 20)) {
+      len = (((off >> 20) + 1) << 20) - off;
+    }
+    const std::string data(len, static_cast<char>('a' + i % 26));
+    ASSERT_TRUE(host_.Write("t", "//A/vhd", off, Bytes(data)).ok());
+    model.replace(off, data.size(), data);
+  };
+  for (int i = 0; i < 400; ++i) write(i, false);
+  EXPECT_EQ(ReadAll(host_, "//A/vhd", kSize), model);
+  // Both targets took writes; the home file none.
+  EXPECT_GT(std::filesystem::file_size(b_ / "s1/vhd"), 0u);
+  EXPECT_GT(std::filesystem::file_size(b_ / "s2/vhd"), 0u);
+  EXPECT_EQ(ReadWholeFile(a_ / "vhd"), std::string(kSize, 'o'));
+  // Every read rule starting in a chunk names that chunk's one target.
+  std::map<uint64_t, std::set<std::string>> targets_of_chunk;
+  for (const RuleInfo& r : sw.ListRules()) {
+    if (!r.owner.starts_with("delegate:")) continue;
+    ASSERT_EQ(r.rule.detours.size(), 1u) << FormatRule(r.rule);
+    targets_of_chunk[r.rule.pattern.file.range->start >> 20].insert(
+        r.rule.detours[0].target.file);
+  }
+  std::set<std::string> all;
+  for (const auto& [chunk, targets] : targets_of_chunk) {
+    EXPECT_EQ(targets.size(), 1u) << "chunk " << chunk;
+    all.insert(targets.begin(), targets.end());
+  }
+  EXPECT_EQ(all, (std::set<std::string>{"//B/s1/vhd", "//B/s2/vhd"}));
+  for (int i = 400; i < 500; ++i) write(i, true);
+  EXPECT_EQ(ReadAll(host_, "//A/vhd", kSize), model);
+}
+
 // An endpoint that keeps the delegate records of the writes it stores, as a
 // storage server does.
 class RecordKeepingEndpoint : public Endpoint {
