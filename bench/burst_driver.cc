@@ -199,6 +199,13 @@ int main(int argc, char** argv) {
 
   std::atomic<size_t> next{0};
   const Clock::time_point start = Clock::now() + std::chrono::milliseconds(50);
+  // The schedule's zero on the wall clock, to line the IOs up with other
+  // logs (the tail_latency app's reclaim).
+  std::fprintf(stderr, "burst_driver: schedule starts at unix %.3f\n",
+               std::chrono::duration<double>(
+                   std::chrono::system_clock::now().time_since_epoch())
+                       .count() +
+                   0.05);
   std::vector<std::thread> threads;
   for (int w = 0; w < workers; ++w) {
     threads.emplace_back([&] {

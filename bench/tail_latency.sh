@@ -6,12 +6,17 @@
 # latency CDF of the bursting flow in OUT/cdf_max.png.
 #
 # Each server keeps its files on an emulated flash device of its own
-# (stages/flash: 2 dies, 2 ms reads, 4 ms programs, a 32-page write buffer,
-# a few hundred IOs/s), so a server's capacity is its device's and not this
-# machine's cores: the bursting flow (max, on S1) asks for more writes than
-# S1's device takes, while S3's device (min flow) idles.
+# (stages/flash: 2 dies, 4 ms reads, 8 ms programs, a 4-page write buffer:
+# 250 writes/s and 500 reads/s), so a server's capacity is its device's and
+# not this machine's cores: the bursting flow (max, on S1) asks for more
+# writes than S1's device takes (300/s), while S2's and S3's devices have
+# room for half of them each (the app runs with spread=2).
+#
+# After the tables: the reclaim's window (from the controller's log), its
+# MB/s, and every flow's p99 inside that window in both runs.
 #
 #   bench/tail_latency.sh [OUT] [burst_driver arguments...]
+#   APP_ARGS=... bench/tail_latency.sh ...   (the app's arguments)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-bench/tail_latency}
@@ -41,9 +46,10 @@ trap cleanup EXIT
 head -c 32 /dev/urandom | base64 > "$work/secret"
 chmod 600 "$work/secret"
 base=$((17600 + RANDOM % 1000))
-flash="preset=small,channels=2,dies_per_channel=1,blocks_per_die=512,pages_per_block=64,read_us=2000,program_us=4000,buffer_pages=32"
+flash=${FLASH:-preset=small,channels=2,dies_per_channel=1,blocks_per_die=512,pages_per_block=64,read_us=4000,program_us=8000,buffer_pages=4}
+app_args=${APP_ARGS:-alpha=3,end=1.5,window=20,min_ops=50,hold=5,cooldown=30,rate=512K,queue=32,spread=2}
 # burst_driver arguments given after OUT replace these.
-driver_args=(--quiet max=50,med=20,min=2 --burst max:14:20:60 --duration 140
+driver_args=(--quiet max=25,med=10,min=1 --burst max:20:20:60 --duration 200
   --compress 2 --seed 1 --workers 128)
 [ $# -eq 0 ] || driver_args=("$@")
 
@@ -86,7 +92,11 @@ run() {  # NAME APP-ARGS...
   done
   "$driver" --file max="$work/mnt/max" --file med="$work/mnt/med" \
     --file min="$work/mnt/min" "${driver_args[@]}" \
-    --csv "$out/data/$name.csv" | sed "s/^/$name  /" | tee -a "$out/results.txt"
+    --csv "$out/data/$name.csv" 2> "$work/run/driver.err" |
+    sed "s/^/$name  /" | tee -a "$out/results.txt"
+  start=$(awk '/schedule starts at unix/ { print $NF }' "$work/run/driver.err")
+  echo "$start" > "$out/data/$name.start"
+  cp "$work/run/controller.log" "$out/data/$name.controller.log"
   if [ "$name" = app ]; then
     "${c[@]}" offload status | sed "s/^/$name  /" | tee -a "$out/results.txt"
   fi
@@ -97,7 +107,50 @@ run() {  # NAME APP-ARGS...
 
 echo "# bench/tail_latency.sh ${driver_args[*]} ($(git rev-parse --short HEAD))" > "$out/results.txt"
 run none
-run app --app "tail_latency:alpha=3,end=1.5,window=20,min_ops=100,hold=5,cooldown=30,rate=8M,queue=32"
+run app --app "tail_latency:$app_args"
+
+# The reclaim: from the app's "reclaim:" decision to its "reclaimed:" one,
+# as seconds of the schedule; its MB/s; each flow's p99 in that window, in
+# both runs (the same seeded IOs).
+log=$out/data/app.controller.log
+began=$(awk '/tail_latency: reclaim: / { print $2; exit }' "$log")
+ended=$(awk '/tail_latency: reclaimed: / { print $2; exit }' "$log")
+if [ -n "$began" ] && [ -n "$ended" ]; then
+  zero=$(cat "$out/data/app.start")
+  from=$(awk -v t="$(date -d "$began" +%s.%N)" -v z="$zero" 'BEGIN { print t - z }')
+  to=$(awk -v t="$(date -d "$ended" +%s.%N)" -v z="$zero" 'BEGIN { print t - z }')
+  bytes=$(awk '/tail_latency: reclaiming .* bytes moved in this step/ {
+      for (i = 2; i <= NF; i++) if ($i == "bytes" && $(i+1) == "moved") s += $(i-1)
+    } END { print s + 0 }' "$log")
+  {
+    awk -v f="$from" -v t="$to" -v b="$bytes" 'BEGIN {
+      printf "reclaim  from %.1f s to %.1f s of the schedule: %.1f MB in %.1f s, %.2f MB/s\n",
+        f, t, b / 1e6, t - f, b / 1e6 / (t - f) }'
+    # Each flow's p99 inside the reclaim's window, and outside both the
+    # burst and the reclaim (the quiet norm it is compared with).
+    echo "reclaim  p99 (us): run flow op, IOs and p99 in the reclaim, IOs and p99 when quiet"
+    p99() {  # CSV RUN FLOW OP IN-WINDOW(1/0)
+      awk -F, -v from="$from" -v to="$to" -v fl="$3" -v o="$4" -v inside="$5" '
+        NR > 1 && $1 == fl && $2 == o {
+          w = $3 / 1e6 >= from && $3 / 1e6 < to
+          if ((inside && w) || (!inside && !w && $5 == 0)) print $4
+        }' "$1" | sort -g |
+        awk '{ v[NR] = $1 } END { i = int(0.99 * NR); if (i < 1) i = 1
+                                  printf "%6d %10.0f", NR, NR ? v[i] : 0 }'
+    }
+    for name in none app; do
+      for flow in max med min; do
+        for op in read write; do
+          printf "reclaim  %-4s %-11s %s  %s\n" "$name" "$flow $op" \
+            "$(p99 "$out/data/$name.csv" "$name" "$flow" "$op" 1)" \
+            "$(p99 "$out/data/$name.csv" "$name" "$flow" "$op" 0)"
+        done
+      done
+    done
+  } | tee -a "$out/results.txt"
+else
+  echo "reclaim  none in this run" | tee -a "$out/results.txt"
+fi
 
 for name in none app; do
   awk -F, '$1 == "max" && $2 == "write" && $5 == 1 { print $4 }' \

@@ -5,6 +5,7 @@
 #include <set>
 #include <utility>
 
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "rules/parser.h"
 #include "util/log.h"
@@ -78,22 +79,24 @@ absl::StatusOr<TailLatencyOptions> ParseTailLatencyArgs(
     } else if (key == "flows" || key == "spread") {
       d = Number(key, value, 1);
       if (d.ok()) (key == "flows" ? o.flows : o.spread) = static_cast<int>(*d);
-    } else if (key == "rate") {
-      if (!ParseByteSize(value, &o.rate_bytes_per_s) ||
-          o.rate_bytes_per_s == 0) {
+    } else if (key == "rate" || key == "chunk") {
+      uint64_t& bytes = key == "rate" ? o.rate_bytes_per_s : o.chunk_bytes;
+      if (!ParseByteSize(value, &bytes) || bytes == 0) {
         return absl::InvalidArgumentError(
-            StrCat("tail_latency: rate: bytes per second such as 32M, not '",
-                   value, "'"));
+            StrCat("tail_latency: ", key, ": ",
+                   key == "rate" ? "bytes per second such as 32M"
+                                 : "bytes such as 64K",
+                   ", not '", value, "'"));
       }
     } else if (key == "hosts") {
       for (std::string_view h : StrSplit(value, '+')) {
         if (!h.empty()) o.hosts.emplace_back(h);
       }
     } else {
-      return absl::InvalidArgumentError(
-          StrCat("tail_latency: unknown key '", key,
-                 "' (known: alpha, end, window, min_ops, hold, cooldown, rate, "
-                 "flows, spread, queue, hosts)"));
+      return absl::InvalidArgumentError(StrCat(
+          "tail_latency: unknown key '", key,
+          "' (known: alpha, end, window, min_ops, hold, cooldown, rate, chunk, "
+          "flows, spread, queue, hosts)"));
     }
     if (!d.ok()) return d.status();
   }
@@ -420,6 +423,7 @@ absl::Status TailLatency::BeginReclaim(Moved& m, const std::string& reason) {
     return s;
   }
   m.phase = Moved::Phase::kReclaiming;
+  m.reclaim_began = options_.clock();
   Save();
   Note(StrCat("reclaim: ", reason, ": writes of ", m.flow, " on ", m.sswitch,
               " go home; the bytes in ", absl::StrJoin(m.folders, ", "),
@@ -439,6 +443,7 @@ bool TailLatency::StepReclaim(Moved& m) {
   req.set_from(flow->pattern.file.text);
   req.set_budget_ms(kStepMs);
   req.set_rate_bytes_per_s(options_.rate_bytes_per_s);
+  req.set_chunk_bytes(options_.chunk_bytes);
   req.set_forget_anchor(FormatPattern(home->pattern));
   auto p = api_->Copy(m.sswitch, req);
   if (!p.ok()) {
@@ -446,11 +451,13 @@ bool TailLatency::StepReclaim(Moved& m) {
                p.status().message(), " (trying again)");
     return false;
   }
-  if (!p->done()) {
-    LogInfo("tail_latency: reclaiming ", m.flow, ": ", p->bytes_written(),
-            " bytes moved in this step, ", p->bytes(), " still away");
-    return false;
+  if (m.reclaim_began == absl::InfinitePast()) {
+    m.reclaim_began = options_.clock();  // begun in an earlier life
   }
+  m.reclaimed_bytes += p->bytes_written();
+  LogInfo("tail_latency: reclaiming ", m.flow, ": ", p->bytes_written(),
+          " bytes moved in this step, ", p->bytes(), " still away");
+  if (!p->done()) return false;
   if (absl::Status s = ReplaceRule(m.sswitch, "", m.home_rule); !s.ok()) {
     LogWarning("tail_latency: removing ", m.home_rule, ": ", s.message(),
                " (trying again)");
@@ -465,8 +472,13 @@ bool TailLatency::StepReclaim(Moved& m) {
                  " (no rule reads it any more)");
     }
   }
-  Note(StrCat("reclaimed: every byte of ", m.flow, " on ", m.sswitch,
-              " is home; ", absl::StrJoin(m.folders, ", "), " removed"));
+  const double secs = absl::ToDoubleSeconds(options_.clock() - m.reclaim_began);
+  Note(StrCat(
+      "reclaimed: every byte of ", m.flow, " on ", m.sswitch, " is home (",
+      absl::StrFormat("%.1f", m.reclaimed_bytes / 1e6), " MB moved in ",
+      absl::StrFormat("%.1f", secs), " s, ",
+      absl::StrFormat("%.2f", m.reclaimed_bytes / 1e6 / std::max(secs, 1e-3)),
+      " MB/s); ", absl::StrJoin(m.folders, ", "), " removed"));
   return true;
 }
 

@@ -49,6 +49,7 @@
 //   cooldown  seconds after a reclaim before the server off-loads again
 //             (default 10)
 //   rate      reclaim bytes per second (default 32M)
+//   chunk     bytes a reclaim moves at once (default 64K)
 //   flows     flows off-loaded per burst (default 1)
 //   spread    the most servers one flow's writes go to (default 1)
 //   queue     IOs in flight on a server's flows at which it bursts, whatever
@@ -79,6 +80,9 @@ struct TailLatencyOptions {
   absl::Duration hold = absl::Seconds(10);
   absl::Duration cooldown = absl::Seconds(10);
   uint64_t rate_bytes_per_s = 32 << 20;
+  // The reclaim's unit: the bytes of a range held from new writes and
+  // written home at once (a smaller one stalls the flow's IOs less).
+  uint64_t chunk_bytes = 64 << 10;
   int flows = 1;
   // The most servers a flow's writes spread over (track_writes(spread)):
   // a burst bigger than one server's headroom goes to several.
@@ -118,6 +122,9 @@ class TailLatency : public ControlApp {
     // The home server's long-run demand when the burst began (ops/s): the
     // burst is over below `end` times it, also after a restart.
     double long_run = 0;
+    // The reclaim's progress in this life (for its report, not saved).
+    absl::Time reclaim_began = absl::InfinitePast();
+    uint64_t reclaimed_bytes = 0;
   };
 
  private:

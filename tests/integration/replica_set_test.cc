@@ -3,7 +3,6 @@
 // restarted under load, resync, and sroutectl replicas.
 #include <fcntl.h>
 #include <signal.h>
-#include <sqlite3.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -22,6 +21,7 @@
 #include "gtest/gtest.h"
 #include "tests/integration/posix_scenarios.h"
 #include "tests/integration/server_fixture.h"
+#include "tests/util/real_programs.h"
 #include "tests/util/run_as.h"
 #include "tools/exercise/exerciser.h"
 
@@ -31,8 +31,11 @@ namespace {
 using ::sroute::testing::Exercise;
 using ::sroute::testing::ExerciseOptions;
 using ::sroute::testing::ExerciseResult;
+using ::sroute::testing::GitAs;
+using ::sroute::testing::GitOk;
 using ::sroute::testing::ReadWholeFile;
 using ::sroute::testing::ServerProcess;
+using ::sroute::testing::SqliteSessionAs;
 using ::sroute::testing::WriteWholeFile;
 
 constexpr size_t kBlock = 4096;
@@ -1158,93 +1161,6 @@ TEST_F(ReplicaSetVolumeTest, NamesCrossTheSetsEdgeOnlyByCopy) {
   ASSERT_EQ(rename((mnt_ / "rep/c").c_str(), (mnt_ / "rep/d").c_str()), 0);
   EXPECT_EQ(ReadWholeFile(r3_ / "rep/d"), "on the home");
   ExpectMembersIdentical();
-}
-
-// An SQLite session as `user` on `path` (journal `mode`): a table of rows
-// and their count, then transactions of two rows each while go_on(rows
-// committed) says so (two minutes at most); "ok" if every transaction
-// committed and the database checks whole with every row, else what went
-// wrong.
-std::string SqliteSessionAs(const testing::User& user, const std::string& path,
-                            const std::string& mode,
-                            const std::function<bool(int)>& go_on) {
-  return testing::RunAs(user, [&]() -> std::string {
-    sqlite3* db = nullptr;
-    if (sqlite3_open(path.c_str(), &db) != SQLITE_OK) return "open failed";
-    auto exec = [&](const std::string& sql) -> std::string {
-      char* err = nullptr;
-      if (sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err) == SQLITE_OK) {
-        return "";
-      }
-      std::string e = sql + ": " + (err != nullptr ? err : "?");
-      sqlite3_free(err);
-      return e;
-    };
-    std::string e = exec("PRAGMA journal_mode=" + mode +
-                         "; CREATE TABLE t(k INTEGER PRIMARY KEY, v BLOB);"
-                         "CREATE TABLE total(n INTEGER);"
-                         "INSERT INTO total VALUES (0);");
-    int committed = 0;
-    const auto until =
-        std::chrono::steady_clock::now() + std::chrono::minutes(2);
-    while (e.empty() && go_on(committed) &&
-           std::chrono::steady_clock::now() < until) {
-      e = exec(
-          "BEGIN; INSERT INTO t(v) VALUES (randomblob(3000)), "
-          "(randomblob(500)); UPDATE total SET n = n + 2; COMMIT;");
-      if (e.empty()) committed += 2;
-    }
-    auto value = [&](const char* sql) {
-      sqlite3_stmt* st = nullptr;
-      std::string out = "<error>";
-      if (sqlite3_prepare_v2(db, sql, -1, &st, nullptr) == SQLITE_OK &&
-          sqlite3_step(st) == SQLITE_ROW) {
-        const auto* t = sqlite3_column_text(st, 0);
-        out = t != nullptr ? reinterpret_cast<const char*>(t) : "";
-      }
-      sqlite3_finalize(st);
-      return out;
-    };
-    if (e.empty()) {
-      const std::string check = value("PRAGMA integrity_check");
-      const std::string rows = value("SELECT count(*) FROM t");
-      const std::string total = value("SELECT n FROM total");
-      if (check != "ok") {
-        e = "integrity_check: " + check;
-      } else if (rows != std::to_string(committed) || total != rows) {
-        e = "rows " + rows + ", total " + total + ", committed " +
-            std::to_string(committed);
-      }
-    }
-    sqlite3_close(db);
-    return e.empty() ? "ok" : e;
-  });
-}
-
-// `script` run by `user` in `dir` (its HOME) with git's identity set: its
-// output, or "exit N: output" if it failed.
-std::string GitAs(const testing::User& user, const std::string& dir,
-                  const std::string& script) {
-  return testing::RunAs(user, [&]() -> std::string {
-    const std::string cmd =
-        "cd '" + dir + "' && export HOME='" + dir +
-        "' GIT_CONFIG_NOSYSTEM=1 GIT_AUTHOR_NAME=u "
-        "GIT_AUTHOR_EMAIL=u@x GIT_COMMITTER_NAME=u GIT_COMMITTER_EMAIL=u@x "
-        "&& (" +
-        script + ") 2>&1";
-    std::string out;
-    FILE* p = popen(cmd.c_str(), "r");
-    if (p == nullptr) return "popen failed";
-    char buf[4096];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-    const int rc = pclose(p);
-    return rc == 0 ? out : "exit " + std::to_string(rc) + ": " + out;
-  });
-}
-
-bool GitOk(const std::string& out) {
-  return out.rfind("exit ", 0) != 0 && out.find("<child failed") == out.npos;
 }
 
 // SQLite, run by an ordinary user, on the replicated folder (rollback

@@ -23,13 +23,18 @@ TEST(TailLatencyArgsTest, GoodAndBadArguments) {
   ASSERT_TRUE(o.ok()) << o.status();
   EXPECT_EQ(o->alpha, 2);
   EXPECT_EQ(o->hold, absl::Seconds(10));
-  o = ParseTailLatencyArgs("alpha=4,end=1.1,window=30,rate=8M,hosts=a+b");
+  EXPECT_EQ(o->spread, 1);
+  o = ParseTailLatencyArgs(
+      "alpha=4,end=1.1,window=30,rate=8M,chunk=128K,spread=3,hosts=a+b");
   ASSERT_TRUE(o.ok()) << o.status();
   EXPECT_EQ(o->alpha, 4);
   EXPECT_EQ(o->rate_bytes_per_s, 8u << 20);
+  EXPECT_EQ(o->chunk_bytes, 128u << 10);
+  EXPECT_EQ(o->spread, 3);
   EXPECT_EQ(o->hosts, (std::vector<std::string>{"a", "b"}));
-  for (const char* bad : {"alpha=0.5", "end=3,alpha=2", "nope=1", "rate=x",
-                          "window=0", "flows=0", "hold"}) {
+  for (const char* bad :
+       {"alpha=0.5", "end=3,alpha=2", "nope=1", "rate=x", "chunk=0", "spread=0",
+        "window=0", "flows=0", "hold"}) {
     EXPECT_FALSE(ParseTailLatencyArgs(bad).ok()) << bad;
   }
   EXPECT_THAT(std::string(ParseTailLatencyArgs("end=3").status().message()),
