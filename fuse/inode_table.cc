@@ -222,17 +222,26 @@ int InodeTable::open_count(uint64_t ino) const {
   return it == nodes_.end() ? 0 : it->second.open;
 }
 
-void InodeTable::Hide(uint64_t ino, uint64_t parent, std::string_view name,
-                      uint64_t hidden_parent, std::string hidden_name) {
+std::optional<std::string> InodeTable::Hide(uint64_t ino, uint64_t parent,
+                                            std::string_view name,
+                                            uint64_t hidden_parent,
+                                            std::string hidden_name) {
   MutexLock l(&mu_);
   DropLinkLocked(parent, name);
   auto it = nodes_.find(ino);
-  if (it == nodes_.end()) return;
+  if (it == nodes_.end() || it->second.open == 0) {
+    // Closed (or forgotten) meanwhile: nothing will release the name.
+    std::string path;
+    if (!PathLocked(hidden_parent, &path)) path.clear();
+    NamesChangedLocked();
+    return path.empty() ? hidden_name : path + "/" + hidden_name;
+  }
   it->second.links.insert(it->second.links.begin(),
                           Link{hidden_parent, hidden_name});
   it->second.hidden = true;
   NamesChangedLocked();
   by_link_[{hidden_parent, std::move(hidden_name)}] = ino;
+  return std::nullopt;
 }
 
 bool InodeTable::hidden(uint64_t ino) const {

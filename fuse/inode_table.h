@@ -75,9 +75,12 @@ class InodeTable {
   // Replaces the link (parent, name) of `ino` with (hidden_parent,
   // hidden_name): the reserved folder's (kRootIno, ".sroute/unlinked/N"),
   // or a hidden name in the same folder; getattr then reports one link
-  // less, and Released() returns the hidden link's whole path.
-  void Hide(uint64_t ino, uint64_t parent, std::string_view name,
-            uint64_t hidden_parent, std::string hidden_name);
+  // less, and Released() returns the hidden link's whole path. If the last
+  // handle closed while the hidden name was being made, returns that path
+  // at once: the caller removes it (no Released() is left to come).
+  std::optional<std::string> Hide(uint64_t ino, uint64_t parent,
+                                  std::string_view name, uint64_t hidden_parent,
+                                  std::string hidden_name);
   bool hidden(uint64_t ino) const;
 
   // Files known to have no security.capability xattr, which the kernel asks

@@ -5,6 +5,7 @@
 
 #include "fuse/ops.h"
 #include "fuse/request.h"
+#include "util/log.h"
 
 namespace sroute::fuse_internal {
 
@@ -153,6 +154,26 @@ void Remove(fuse_req_t req, fuse_ino_t parent, const char* name, Op op) {
 // route takes the rename too, as NFS clients hide theirs (that folder
 // cannot be removed meanwhile: ENOTEMPTY); if even that cannot be, it is
 // unlinked for real and its open handles see ENOENT.
+// After the rename that hid an unlinked open file: records the hidden
+// name, or, if its last handle closed meanwhile (its release found nothing
+// hidden yet), removes that name now; then answers the unlink.
+void HiddenOrGone(Request& m, uint64_t node, uint64_t hidden_parent,
+                  const std::string& hidden_name) {
+  std::optional<std::string> gone = m.volume->inodes().Hide(
+      node, m.parent, m.name, hidden_parent, hidden_name);
+  if (!gone) return ReplyError(m);
+  auto del = NewRequest(m.req, Op::kUnlink, *gone);
+  del->io.args.caller = Credentials();
+  Submit(std::move(del), [](Request& d) {
+    if (!d.io.status.ok() && ErrnoOf(d.io.status) != ENOENT) {
+      LogWarning("removing ", d.io.header.file,
+                 ", the hidden name of an unlinked file closed meanwhile: ",
+                 d.io.status.message());
+    }
+    fuse_reply_err(d.req, 0);
+  });
+}
+
 void HideInItsFolder(fuse_req_t req, uint64_t node, uint64_t parent,
                      const std::string& name, const std::string& path) {
   const std::string hidden_name =
@@ -167,8 +188,7 @@ void HideInItsFolder(fuse_req_t req, uint64_t node, uint64_t parent,
   mv->name = name;
   Submit(std::move(mv), [node, hidden_name, path](Request& m) {
     if (m.io.status.ok()) {
-      m.volume->inodes().Hide(node, m.parent, m.name, m.parent, hidden_name);
-      return ReplyError(m);
+      return HiddenOrGone(m, node, m.parent, hidden_name);
     }
     auto del = NewRequest(m.req, Op::kUnlink, path);
     del->parent = m.parent;
@@ -217,9 +237,7 @@ void Unlink(fuse_req_t req, fuse_ino_t parent, const char* name) {
     mv->name = rr.name;
     Submit(std::move(mv), [node, hidden, path](Request& m) {
       if (m.io.status.ok()) {
-        m.volume->inodes().Hide(node, m.parent, m.name, InodeTable::kRootIno,
-                                hidden);
-        return ReplyError(m);
+        return HiddenOrGone(m, node, InodeTable::kRootIno, hidden);
       }
       if (ErrnoOf(m.io.status) != EXDEV) return ReplyError(m);
       HideInItsFolder(m.req, node, m.parent, m.name, path);

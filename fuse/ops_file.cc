@@ -10,6 +10,7 @@
 
 #include "fuse/ops.h"
 #include "fuse/request.h"
+#include "util/log.h"
 
 namespace sroute::fuse_internal {
 
@@ -261,7 +262,16 @@ void Release(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   // removes its own hidden name).
   auto r = NewRequest(req, Op::kUnlink, *hidden);
   r->io.args.caller = Credentials();
-  Submit(std::move(r), [](Request& rr) { fuse_reply_err(rr.req, 0); });
+  Submit(std::move(r), [](Request& rr) {
+    if (!rr.io.status.ok() && ErrnoOf(rr.io.status) != ENOENT) {
+      // The close itself succeeded; the name is left behind (a leak an
+      // operator can remove), so say where.
+      LogWarning("removing ", rr.io.header.file,
+                 ", the hidden name of an unlinked file closed last: ",
+                 rr.io.status.message());
+    }
+    fuse_reply_err(rr.req, 0);
+  });
 }
 
 // A close: a stage that holds writes (a write-back cache) writes the file's

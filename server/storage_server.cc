@@ -202,12 +202,15 @@ void StorageServer::Impl::HandleIo(std::unique_ptr<RpcServer::Call> call) {
   Io& io = s->io;
   io.arrived_ns = s->call->received_ns();
   if (!io.records.empty()) {
-    // Records come only with writes, and must be rules: refuse anything else
-    // before the IO runs, so nothing lands that could not be recorded.
+    // Records come only with writes, renames and unlinks (which carry the
+    // rules that route a name's bytes after them), and must be rules:
+    // refuse anything else before the IO runs, so nothing lands that could
+    // not be recorded.
     absl::Status bad;
-    if (io.header.op != Op::kWrite) {
-      bad =
-          absl::InvalidArgumentError("delegate records come only with writes");
+    const Op op = io.header.op;
+    if (op != Op::kWrite && op != Op::kRenameFrom && op != Op::kUnlink) {
+      bad = absl::InvalidArgumentError(
+          "delegate records come only with writes, renames and unlinks");
     }
     for (const DelegateRuleRecord& r : io.records) {
       if (!bad.ok()) break;
@@ -285,9 +288,10 @@ void StorageServer::Impl::FinishIo(ServerIo* s) {
       versions.emplace(std::move(key), 1);
     }
   }
-  if (io.status.ok() && io.header.op == Op::kWrite && !io.records.empty() &&
-      io.bytes > 0) {
-    if (io.bytes < io.header.length) {
+  if (io.status.ok() && !io.records.empty() &&
+      (io.header.op == Op::kRenameFrom || io.header.op == Op::kUnlink ||
+       (io.header.op == Op::kWrite && io.bytes > 0))) {
+    if (io.header.op == Op::kWrite && io.bytes < io.header.length) {
       // A short write: the records cover only what landed.
       for (DelegateRuleRecord& r : io.records) {
         auto rule = ParseRule(r.rule);
@@ -297,8 +301,8 @@ void StorageServer::Impl::FinishIo(ServerIo* s) {
         }
       }
     }
-    // Acknowledge the write only with its records stored: a write whose
-    // rule could be lost must not be reported done.
+    // Acknowledge the write (or rename) only with its records stored: an
+    // IO whose rule could be lost must not be reported done.
     if (absl::Status st = records->Put(io.records); !st.ok()) {
       LogError("write of ", io.header.file,
                " landed but its delegate records could not be stored: ",

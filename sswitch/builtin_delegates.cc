@@ -1,4 +1,5 @@
 // The built-in delegates: pick, notify, track_writes and trace.
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <map>
@@ -6,8 +7,10 @@
 #include <thread>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/node_hash_map.h"
 #include "rules/parser.h"
 #include "sswitch/delegate.h"
+#include "util/log.h"
 #include "util/mutex.h"
 #include "util/strings.h"
 
@@ -164,7 +167,8 @@ class TrackWrites : public Delegate {
     // Restore update the rule table with it held).
     Mutex mu;
     // Key: source pattern + '\n' + file.
-    absl::flat_hash_map<std::string, Ranges> files ABSL_GUARDED_BY(mu);
+    // Node-based: Restore keeps pointers to entries while it adds others.
+    absl::node_hash_map<std::string, Ranges> files ABSL_GUARDED_BY(mu);
   };
 
   static absl::StatusOr<std::unique_ptr<Delegate>> Create(
@@ -259,6 +263,80 @@ class TrackWrites : public Delegate {
     std::vector<Rule> out;
     out.push_back(ReadRule(source_, h.file, a, b, targets));
     return out;
+  }
+
+  // A rename carries the ranges of `from` over to `to`, their targets
+  // moved along; `to`'s own ranges (the file it replaces) go.
+  std::vector<Rule> RenameRules(const std::string& from, const std::string& to,
+                                const Moves& moved,
+                                DelegateContext& ctx) const override {
+    auto state = StateOf(ctx);
+    MutexLock l(&state->mu);
+    std::vector<Rule> out;
+    if (from == to) return out;
+    static const Ranges kNone;
+    auto f = state->files.find(KeyOf(from));
+    auto t = to.empty() ? state->files.end() : state->files.find(KeyOf(to));
+    for (const auto& [start, r] : t == state->files.end() ? kNone : t->second) {
+      out.push_back(ReadRule(source_, to, start, r.end, {to}));  // retired
+    }
+    for (const auto& [start, r] : f == state->files.end() ? kNone : f->second) {
+      out.push_back(ReadRule(source_, from, start, r.end, {from}));
+      if (to.empty()) continue;
+      out.push_back(
+          ReadRule(source_, to, start, r.end, MovedTargets(r.targets, moved)));
+    }
+    return out;
+  }
+
+  void Renamed(const std::string& from, const std::string& to,
+               const Moves& moved, DelegateContext& ctx) override {
+    if (from == to) return;
+    auto state = StateOf(ctx);
+    MutexLock l(&state->mu);
+    Ranges taken;
+    if (auto f = state->files.find(KeyOf(from)); f != state->files.end()) {
+      taken = std::move(f->second);
+      state->files.erase(f);
+    }
+    std::vector<uint64_t> remove;
+    for (const auto& [start, r] : taken) {
+      if (r.rule_id != 0) remove.push_back(r.rule_id);
+    }
+    if (to.empty()) {  // the name is gone
+      if (!remove.empty()) {
+        if (auto ids = ctx.Update({}, remove); !ids.ok()) {
+          LogError("track_writes: removing the read rules of ", from, ": ",
+                   ids.status().message());
+        }
+      }
+      return;
+    }
+    Ranges& into = state->files[KeyOf(to)];
+    for (const auto& [start, r] : into) {
+      if (r.rule_id != 0) remove.push_back(r.rule_id);
+    }
+    into.clear();
+    std::vector<Rule> insert;
+    for (auto& [start, r] : taken) {
+      r.targets = MovedTargets(r.targets, moved);
+      r.rule_id = 0;
+      insert.push_back(ReadRule(source_, to, start, r.end, r.targets));
+    }
+    into = std::move(taken);
+    if (into.empty()) state->files.erase(KeyOf(to));
+    if (insert.empty() && remove.empty()) return;
+    auto ids = ctx.Update(std::move(insert), remove);
+    if (!ids.ok()) {
+      // The rules stay as they were (reads of `to` then miss its bytes
+      // until a restart restores them from the records): say so loudly.
+      LogError("track_writes: moving the read rules of ", from, " to ", to,
+               ": ", ids.status().message());
+      return;
+    }
+    if (ids->empty()) return;
+    size_t i = 0;
+    for (auto& [start, r] : state->files[KeyOf(to)]) r.rule_id = (*ids)[i++];
   }
 
   void OnResponse(const IoHeader& h, const IoOutcome& out,
@@ -357,6 +435,17 @@ class TrackWrites : public Delegate {
       slots[i].first->at(slots[i].second).rule_id = (*ids)[i];
     }
     return absl::OkStatus();
+  }
+
+  static std::vector<std::string> MovedTargets(
+      const std::vector<std::string>& targets, const Moves& moved) {
+    std::vector<std::string> out;
+    for (const std::string& t : targets) {
+      auto m = std::find_if(moved.begin(), moved.end(),
+                            [&](const auto& x) { return x.first == t; });
+      out.push_back(m == moved.end() ? t : m->second);
+    }
+    return out;
   }
 
   static Rule ReadRule(const SourcePattern& source, const std::string& file,

@@ -100,6 +100,28 @@ class Delegate {
   }
   virtual bool makes_durable_rules() const { return false; }
 
+  // A rename of `from` to `to`, whose files holding bytes of `from` move
+  // along (`moved`: old place, new place). A delegate whose rules route
+  // `from`'s bytes by name (track_writes's read rules) returns the durable
+  // rules that route `to`'s the same way and retire those of `from` and of
+  // the `to` the rename replaces; the sSwitch sends them with the rename of
+  // a place, so that they are stored before the rename is acknowledged.
+  // Once the rename succeeded, Renamed changes the installed rules so.
+  // An empty `to` means `from` was removed (unlink): its rules retire.
+  // `RenameRules` of a delegate with nothing of either name returns nothing.
+  using Moves = std::vector<std::pair<std::string, std::string>>;
+  virtual std::vector<Rule> RenameRules(const std::string& from,
+                                        const std::string& to,
+                                        const Moves& moved,
+                                        DelegateContext& ctx) const {
+    (void)from, (void)to, (void)moved, (void)ctx;
+    return {};
+  }
+  virtual void Renamed(const std::string& from, const std::string& to,
+                       const Moves& moved, DelegateContext& ctx) {
+    (void)from, (void)to, (void)moved, (void)ctx;
+  }
+
   // Rebuilds what this delegate made in an earlier life of the sSwitch from
   // its durable rules (those DurableRules returned), oldest first, and
   // installs the result through `ctx` (one update for all of them).

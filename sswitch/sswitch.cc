@@ -95,6 +95,20 @@ class SSwitch::Context : public DelegateContext {
   const InstalledRule* const rule_;
 };
 
+std::vector<Rule> SSwitch::DelegateRenameRules(
+    const InstalledRule* rule, const std::string& from, const std::string& to,
+    const std::vector<std::pair<std::string, std::string>>& moved) {
+  Context ctx(this, rule);
+  return rule->delegate->RenameRules(from, to, moved, ctx);
+}
+
+void SSwitch::DelegateRenamed(
+    const InstalledRule* rule, const std::string& from, const std::string& to,
+    const std::vector<std::pair<std::string, std::string>>& moved) {
+  Context ctx(this, rule);
+  rule->delegate->Renamed(from, to, moved, ctx);
+}
+
 // --- SSwitch ---
 
 SSwitch::SSwitch(std::string name)

@@ -44,8 +44,9 @@
 
 namespace sroute {
 
-struct FilePlace;   // whole_file.cc
-struct StageEntry;  // snapshot.h
+struct FilePlace;      // whole_file.cc
+struct InstalledRule;  // snapshot.h
+struct StageEntry;     // snapshot.h
 
 // The version stamped on the snapshot an IO was routed with.
 uint64_t SnapshotVersion(const Snapshot& snapshot);
@@ -309,6 +310,15 @@ class SSwitch {
  private:
   class Context;
   struct Join;
+
+  // A rename's calls to the delegate of `rule` (Delegate::RenameRules and
+  // Renamed), with the context a delegate gets.
+  std::vector<Rule> DelegateRenameRules(
+      const InstalledRule* rule, const std::string& from, const std::string& to,
+      const std::vector<std::pair<std::string, std::string>>& moved);
+  void DelegateRenamed(
+      const InstalledRule* rule, const std::string& from, const std::string& to,
+      const std::vector<std::pair<std::string, std::string>>& moved);
 
   std::shared_ptr<const Snapshot> Load() const;
   std::shared_ptr<const Snapshot> Current() const

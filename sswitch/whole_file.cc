@@ -33,8 +33,10 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <optional>
 
+#include "rules/parser.h"
 #include "sswitch/snapshot.h"
 #include "sswitch/sswitch.h"
 #include "util/errno_status.h"
@@ -66,6 +68,31 @@ bool PlacesBytes(const Rule& r) {
          (r.pattern.ops & kOpClassRead) == 0;
 }
 
+bool IsDelegateMade(const RuleEntry& e) {
+  return e.owner().starts_with("delegate:");
+}
+
+// The installed rules whose delegates made rules for exactly `file`.
+std::vector<const InstalledRule*> TrackersOf(const Snapshot& snap,
+                                             const std::string& file) {
+  std::vector<const InstalledRule*> out;
+  for (const RuleEntry* e : snap.table->RulesOfFile(file)) {
+    if (!IsDelegateMade(*e) ||
+        e->rule().pattern.file.kind != FilePattern::Kind::kExact ||
+        e->rule().pattern.file.text != file) {
+      continue;
+    }
+    const uint64_t id = std::strtoull(
+        e->owner().c_str() + std::string_view("delegate:").size(), nullptr, 10);
+    const InstalledRule* owner = AsInstalled(snap.table->Find(id));
+    if (owner != nullptr && owner->delegate &&
+        std::find(out.begin(), out.end(), owner) == out.end()) {
+      out.push_back(owner);
+    }
+  }
+  return out;
+}
+
 bool OneFileOnly(const Rule& r, const Target& t) {
   return r.pattern.file.kind == FilePattern::Kind::kExact || t.keeps_suffix();
 }
@@ -78,7 +105,13 @@ bool Contains(const std::vector<std::string>& v, const std::string& s) {
 FilePlaces PlacesOf(const Snapshot& snap, const std::string& file,
                     const std::string& home) {
   FilePlaces p;
-  for (const RuleEntry* e : snap.table->RulesOfFile(file)) {
+  // The rules' own places first: a delegate's rule for the file (a
+  // track_writes read rule) names a place its rule makes too, and a rename
+  // pairs places by the rule that makes them for both names.
+  std::vector<const RuleEntry*> rules = snap.table->RulesOfFile(file);
+  std::stable_partition(rules.begin(), rules.end(),
+                        [](const RuleEntry* e) { return !IsDelegateMade(*e); });
+  for (const RuleEntry* e : rules) {
     const Rule& r = e->rule();
     if (!PlacesBytes(r)) continue;
     if (r.pattern.file.range) p.ranged = true;
@@ -244,6 +277,12 @@ struct SSwitch::SizeFanOut {
   uint64_t size = 0;
   std::vector<std::string> places;  // to cut or remove
   size_t next = 0;
+  // An unlink: rules whose delegates route the file's bytes by name, and
+  // the durable rules that retire them (sent with the places' unlinks until
+  // one stores them).
+  std::vector<const InstalledRule*> trackers;
+  std::vector<DelegateRuleRecord> records;
+  bool records_stored = false;
 };
 
 void SSwitch::StepSizeFanOut(const std::shared_ptr<SizeFanOut>& st) {
@@ -274,6 +313,9 @@ void SSwitch::StepSizeFanOut(const std::shared_ptr<SizeFanOut>& st) {
     return;
   }
   if (st->next == st->places.size()) {
+    for (const InstalledRule* t : st->trackers) {
+      DelegateRenamed(t, parent.header.file, "", {});
+    }
     parent.Complete(absl::OkStatus());
     return;
   }
@@ -283,8 +325,10 @@ void SSwitch::StepSizeFanOut(const std::shared_ptr<SizeFanOut>& st) {
       [&st](Io& io) {
         io.args.size = st->size;
         io.args.truncate_mode = TruncateMode::kShrinkOnly;
+        if (!st->records_stored) io.records = st->records;
       },
       [this, st, place](Io& io) {
+        if (io.status.ok() && !io.records.empty()) st->records_stored = true;
         // A place nothing was written to yet does not exist.
         if (!io.status.ok() && ErrnoOf(io.status) != ENOENT) {
           st->parent->Complete(ErrnoStatus(
@@ -397,6 +441,18 @@ bool SSwitch::RouteWholeFile(Io* io) {
       if (!Contains(targets, p.file)) st->places.push_back(p.file);
     }
   }
+  if (h.op == Op::kUnlink && !st->places.empty()) {
+    // A delegate's rules for the name go with it: a new file of that name
+    // must not read these places.
+    st->trackers = TrackersOf(snap, h.file);
+    for (const InstalledRule* t : st->trackers) {
+      for (const Rule& r : DelegateRenameRules(t, h.file, "", {})) {
+        st->records.push_back(
+            DelegateRuleRecord{name_, NextRecordSeq(), FormatRule(r),
+                               FormatPattern(t->rule().pattern)});
+      }
+    }
+  }
   if (st->home.empty() && st->places.empty()) return false;
   RouteChildThen(io, &st->child, [this, st] { StepSizeFanOut(st); });
   return true;
@@ -458,9 +514,18 @@ struct SSwitch::PlaceMoves {
   Io* parent;
   std::unique_ptr<Io> child;
   Op op;  // kRenameFrom or kLink
+  std::string from_name, to_name;
   std::vector<std::pair<std::string, std::string>> moves;  // from, to
   size_t next = 0;
   bool made_parents = false;  // for the current move
+  // Rules whose delegates route bytes of either name by name, the durable
+  // rules that say where they go after the rename (sent with the first
+  // place renamed, until one stores them), and the snapshot the rules
+  // belong to.
+  std::vector<const InstalledRule*> trackers;
+  std::vector<DelegateRuleRecord> records;
+  bool records_stored = false;
+  std::shared_ptr<const Snapshot> snapshot;
 };
 
 bool SSwitch::MovePlaces(Io* io, const std::vector<Place>& from,
@@ -482,24 +547,56 @@ bool SSwitch::MovePlaces(Io* io, const std::vector<Place>& from,
   auto st = std::make_shared<PlaceMoves>();
   st->parent = io;
   st->op = h.op;
+  st->from_name = from_name;
+  st->to_name = to_name;
+  st->snapshot = io->snapshot_;
+  const Snapshot& snap = *io->snapshot_;
+  st->trackers = TrackersOf(snap, from_name);
+  if (h.op == Op::kLink && !st->trackers.empty()) {
+    // The delegate routes the file's bytes by name: a second name would not
+    // follow later writes through the first.
+    return refuse(StrCat("a delegate routes its bytes by name (",
+                         FormatRule(st->trackers[0]->rule()), ")"));
+  }
+  for (const InstalledRule* t : TrackersOf(snap, to_name)) {
+    if (std::find(st->trackers.begin(), st->trackers.end(), t) ==
+        st->trackers.end()) {
+      st->trackers.push_back(t);
+    }
+  }
   for (const Place& p : from) {
     auto q = std::find_if(to.begin(), to.end(), [&](const Place& x) {
       return x.rule == p.rule && x.detour == p.detour;
     });
-    if (q == to.end()) {
+    std::string moved_to;
+    if (q != to.end()) {
+      moved_to = q->file;
+    } else if (IsDelegateMade(*p.rule)) {
+      // A place only a delegate's rule names (the rule that made it has
+      // changed since): the new name's place beside it, as its rule made
+      // it (the old name's path ends both).
+      FileName fn, tn;
+      if (SplitFileName(from_name, &fn) && SplitFileName(to_name, &tn) &&
+          p.file.ends_with(fn.path) && p.file.size() > fn.path.size()) {
+        moved_to =
+            StrCat(p.file.substr(0, p.file.size() - fn.path.size()), tn.path);
+      }
+    }
+    if (moved_to.empty()) {
       return refuse(StrCat("bytes of the first live in ", p.file,
                            ", where no rule puts bytes of the second"));
     }
     FileName a, b;
-    if (!SplitFileName(p.file, &a) || !SplitFileName(q->file, &b) ||
+    if (!SplitFileName(p.file, &a) || !SplitFileName(moved_to, &b) ||
         a.host != b.host) {
       return refuse(
-          StrCat(p.file, " and ", q->file, " are not on one endpoint"));
+          StrCat(p.file, " and ", moved_to, " are not on one endpoint"));
     }
-    st->moves.emplace_back(p.file, q->file);
+    st->moves.emplace_back(p.file, std::move(moved_to));
   }
   for (const Place& q : to) {
     const bool paired =
+        IsDelegateMade(*q.rule) ||  // the replaced file's: retired below
         std::any_of(from.begin(), from.end(), [&](const Place& p) {
           return p.rule == q.rule && p.detour == q.detour;
         });
@@ -508,12 +605,24 @@ bool SSwitch::MovePlaces(Io* io, const std::vector<Place>& from,
                            ", where none of the first are"));
     }
   }
+  for (const InstalledRule* t : st->trackers) {
+    for (const Rule& r :
+         DelegateRenameRules(t, from_name, to_name, st->moves)) {
+      st->records.push_back(
+          DelegateRuleRecord{name_, NextRecordSeq(), FormatRule(r),
+                             FormatPattern(t->rule().pattern)});
+    }
+  }
   RouteChildThen(io, &st->child, [this, st] { StepPlaceMoves(st); });
   return true;
 }
 
 void SSwitch::StepPlaceMoves(const std::shared_ptr<PlaceMoves>& st) {
   if (st->next == st->moves.size()) {
+    // Every byte moved: the delegates' rules follow the new name.
+    for (const InstalledRule* t : st->trackers) {
+      DelegateRenamed(t, st->from_name, st->to_name, st->moves);
+    }
     st->parent->Complete(absl::OkStatus());
     return;
   }
@@ -535,9 +644,15 @@ void SSwitch::StepPlaceMoves(const std::shared_ptr<PlaceMoves>& st) {
       // A link's header names the new name, args.second_file the existing
       // one.
       *st->parent, st->op, st->op == Op::kLink ? to : from,
-      [&](Io& io) { io.args.second_file = st->op == Op::kLink ? from : to; },
+      [&](Io& io) {
+        io.args.second_file = st->op == Op::kLink ? from : to;
+        if (!st->records_stored) io.records = st->records;
+      },
       [this, st, from, to, fail, next](Io& io) {
-        if (io.status.ok()) return next();
+        if (io.status.ok()) {
+          if (!io.records.empty()) st->records_stored = true;
+          return next();
+        }
         if (ErrnoOf(io.status) != ENOENT) return fail(from, io.status);
         // Either nothing was ever written to `from`, or the directory of
         // `to` is missing there.

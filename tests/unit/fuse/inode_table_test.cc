@@ -67,7 +67,7 @@ TEST(InodeTableTest, AnUnlinkedOpenFileKeepsItsHiddenNameUntilTheLastRelease) {
   t.Opened(f);
   t.Opened(f);
   EXPECT_EQ(t.open_count(f), 2);
-  t.Hide(f, kRoot, "f", kRoot, ".sroute/unlinked/5");
+  EXPECT_EQ(t.Hide(f, kRoot, "f", kRoot, ".sroute/unlinked/5"), std::nullopt);
   EXPECT_TRUE(t.hidden(f));
   EXPECT_EQ(t.Find(kRoot, "f"), std::nullopt);
   EXPECT_THAT(t.Path(f), Optional(std::string(".sroute/unlinked/5")));
@@ -82,10 +82,25 @@ TEST(InodeTableTest, AFileHiddenInItsOwnFolderIsReleasedByItsWholePath) {
   const uint64_t d = t.Remember(kRoot, "rep", 1, 2);
   const uint64_t f = t.Remember(d, "f", 1, 5);
   t.Opened(f);
-  t.Hide(f, d, "f", d, ".sroute-unlinked-5");
+  EXPECT_EQ(t.Hide(f, d, "f", d, ".sroute-unlinked-5"), std::nullopt);
   EXPECT_EQ(t.Find(d, "f"), std::nullopt);
   EXPECT_THAT(t.Path(f), Optional(std::string("rep/.sroute-unlinked-5")));
   EXPECT_THAT(t.Released(f), Optional(std::string("rep/.sroute-unlinked-5")));
+  EXPECT_EQ(t.Find(d, ".sroute-unlinked-5"), std::nullopt);
+}
+
+// The last handle closed while the rename that hides the file ran (the
+// release found nothing hidden): Hide names the path to remove at once.
+TEST(InodeTableTest, AFileClosedWhileItWasBeingHiddenIsRemovedAtOnce) {
+  InodeTable t;
+  const uint64_t d = t.Remember(kRoot, "rep", 1, 2);
+  const uint64_t f = t.Remember(d, "f", 1, 5);
+  t.Opened(f);
+  EXPECT_EQ(t.Released(f), std::nullopt);  // not hidden yet
+  EXPECT_THAT(t.Hide(f, d, "f", d, ".sroute-unlinked-5"),
+              Optional(std::string("rep/.sroute-unlinked-5")));
+  EXPECT_FALSE(t.hidden(f));
+  EXPECT_EQ(t.Find(d, "f"), std::nullopt);
   EXPECT_EQ(t.Find(d, ".sroute-unlinked-5"), std::nullopt);
 }
 

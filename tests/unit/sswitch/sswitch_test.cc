@@ -979,7 +979,7 @@ class RecordKeepingEndpoint : public Endpoint {
   explicit RecordKeepingEndpoint(std::shared_ptr<Endpoint> inner)
       : inner_(std::move(inner)) {}
   void Submit(Io* io, std::string_view path) override {
-    if (io->header.op == Op::kWrite && !io->records.empty()) {
+    if (!io->records.empty()) {
       io->AddResponseHook([this](Io& done) {
         if (!done.status.ok()) return;
         std::lock_guard<std::mutex> l(mu);
@@ -1066,6 +1066,98 @@ TEST(TrackWritesRestoreTest, RecordsRebuildTheSameReadRules) {
   ASSERT_TRUE(third.sswitch().RestoreDelegateRules(records, &skipped).ok());
   EXPECT_EQ(skipped, records.size());
   EXPECT_TRUE(third.sswitch().ListRules().empty());
+}
+
+// A rename of a file whose writes track_writes keeps away: its places move
+// along and its read rules follow the new name (with records that say so,
+// from which a new sSwitch rebuilds them); a file it replaces loses its
+// rules; a hard link of such a file is refused (EXDEV: a second name would
+// not follow later writes), and nothing changes.
+TEST(TrackWritesRenameTest, ReadRulesFollowTheNewName) {
+  TempDir a, b;
+  std::filesystem::create_directories(a / "d");
+  std::filesystem::create_directories(b / "t");
+  auto eb = KeepingRecords(b.path());
+  Host host("fuse-1");
+  ASSERT_TRUE(host.AddLocalEndpoint("A", a.path()).ok());
+  ASSERT_TRUE(host.AddEndpoint("B", eb).ok());
+  auto& sw = host.sswitch();
+  const char* kAway = "<*, w, //A/d/*> -> track_writes(); <IO, //B/t/*>";
+  ASSERT_TRUE(sw.Insert(R(kAway)).ok());
+  auto write = [&](const std::string& f, uint64_t off, const std::string& d) {
+    ASSERT_TRUE(host.Write("t", f, off, Bytes(d)).ok());
+  };
+  auto rename = [&](const std::string& from, const std::string& to) {
+    IoArgs args;
+    args.second_file = to;
+    return host.Call("t", Op::kRenameFrom, from, args).status();
+  };
+  WriteWholeFile(a / "d/x", std::string(8192, 'o'));
+  WriteWholeFile(a / "d/z", std::string(8192, 'o'));
+  write("//A/d/x", 100, "xxxx");
+  write("//A/d/x", 5000, "XXXX");
+  write("//A/d/z", 0, std::string(8192, 'z'));
+  std::string x(8192, 'o');
+  x.replace(100, 4, "xxxx");
+  x.replace(5000, 4, "XXXX");
+  ASSERT_EQ(ReadAll(host, "//A/d/x", 8192), x);
+
+  IoArgs link;
+  link.second_file = "//A/d/x";
+  auto linked = host.Call("t", Op::kLink, "//A/d/w", link);
+  EXPECT_EQ(ErrnoOf(linked.status()), EXDEV) << linked.status();
+  EXPECT_FALSE(std::filesystem::exists(a / "d/w"));
+
+  ASSERT_TRUE(rename("//A/d/x", "//A/d/y").ok());
+  EXPECT_EQ(ReadAll(host, "//A/d/y", 8192), x);
+  EXPECT_TRUE(std::filesystem::exists(b / "t/y"));
+  EXPECT_FALSE(std::filesystem::exists(b / "t/x"));
+  EXPECT_EQ(
+      DelegateRules(sw),
+      (std::set<std::string>{"<*, r, //A/d/y[100:104]> -> <IO, //B/t/y>",
+                             "<*, r, //A/d/y[5000:5004]> -> <IO, //B/t/y>",
+                             "<*, r, //A/d/z[0:8K]> -> <IO, //B/t/z>"}));
+  // Over a tracked file: z's rules go, y's become z's.
+  ASSERT_TRUE(rename("//A/d/y", "//A/d/z").ok());
+  EXPECT_EQ(ReadAll(host, "//A/d/z", 8192), x);
+  const std::set<std::string> want = {
+      "<*, r, //A/d/z[100:104]> -> <IO, //B/t/z>",
+      "<*, r, //A/d/z[5000:5004]> -> <IO, //B/t/z>"};
+  EXPECT_EQ(DelegateRules(sw), want);
+  // Later writes to the new name are tracked under it.
+  write("//A/d/z", 102, "zz");
+  x.replace(102, 2, "zz");
+  EXPECT_EQ(ReadAll(host, "//A/d/z", 8192), x);
+
+  // A new sSwitch given the records (in any order) routes as this one.
+  std::vector<DelegateRuleRecord> records = eb->kept;
+  std::mt19937_64 rng(3);
+  std::shuffle(records.begin(), records.end(), rng);
+  Host second("fuse-1");
+  ASSERT_TRUE(second.AddLocalEndpoint("A", a.path()).ok());
+  ASSERT_TRUE(second.AddLocalEndpoint("B", b.path()).ok());
+  ASSERT_TRUE(second.sswitch().Insert(R(kAway)).ok());
+  size_t skipped = 99;
+  ASSERT_TRUE(second.sswitch().RestoreDelegateRules(records, &skipped).ok());
+  EXPECT_EQ(DelegateRules(second.sswitch()), DelegateRules(sw));
+  EXPECT_EQ(ReadAll(second, "//A/d/z", 8192), x);
+
+  // An unlink takes the name's rules (and records) along: a new file of
+  // that name reads its own bytes, here and after a restart.
+  ASSERT_TRUE(host.Call("t", Op::kUnlink, "//A/d/z").ok());
+  EXPECT_TRUE(DelegateRules(sw).empty());
+  EXPECT_FALSE(std::filesystem::exists(b / "t/z"));
+  WriteWholeFile(a / "d/z", std::string(8192, 'n'));
+  EXPECT_EQ(ReadAll(host, "//A/d/z", 8192), std::string(8192, 'n'));
+  Host third("fuse-1");
+  ASSERT_TRUE(third.AddLocalEndpoint("A", a.path()).ok());
+  ASSERT_TRUE(third.AddLocalEndpoint("B", b.path()).ok());
+  ASSERT_TRUE(third.sswitch().Insert(R(kAway)).ok());
+  records = eb->kept;
+  std::shuffle(records.begin(), records.end(), rng);
+  ASSERT_TRUE(third.sswitch().RestoreDelegateRules(records, &skipped).ok());
+  EXPECT_TRUE(DelegateRules(third.sswitch()).empty());
+  EXPECT_EQ(ReadAll(third, "//A/d/z", 8192), std::string(8192, 'n'));
 }
 
 // Writes brought home (the file itself as target) retire the ranges they
