@@ -44,9 +44,9 @@
 
 namespace sroute {
 
-struct FilePlace;      // whole_file.cc
-struct InstalledRule;  // snapshot.h
-struct StageEntry;     // snapshot.h
+struct FilePlace;     // whole_file.cc
+class InstalledRule;  // snapshot.h
+struct StageEntry;    // snapshot.h
 
 // The version stamped on the snapshot an IO was routed with.
 uint64_t SnapshotVersion(const Snapshot& snapshot);
