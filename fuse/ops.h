@@ -2,6 +2,8 @@
 #ifndef SROUTE_FUSE_OPS_H_
 #define SROUTE_FUSE_OPS_H_
 
+#include <string>
+
 #include "fuse/session_loop.h"
 #include "fuse/volume.h"
 
@@ -41,6 +43,9 @@ void Write(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size,
 // receive buffer (SubmitWrite).
 bool ServeRawWrite(Volume& volume, fuse_session* se, const RawRequest& raw);
 void Release(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
+// Removes `path`, the hidden name of an unlinked file whose last handle
+// closed, as the daemon; answers `req` with success (a failure is logged).
+void RemoveHiddenName(fuse_req_t req, const std::string& path);
 void Flush(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
 void Fsync(fuse_req_t req, fuse_ino_t ino, int datasync, fuse_file_info* fi);
 void Lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,

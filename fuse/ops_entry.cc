@@ -5,7 +5,6 @@
 
 #include "fuse/ops.h"
 #include "fuse/request.h"
-#include "util/log.h"
 
 namespace sroute::fuse_internal {
 
@@ -149,11 +148,6 @@ void Remove(fuse_req_t req, fuse_ino_t parent, const char* name, Op op) {
   });
 }
 
-// An open file routed away from the home's reserved folder (to a server,
-// a stage, another endpoint) hides in its own folder instead, where its
-// route takes the rename too, as NFS clients hide theirs (that folder
-// cannot be removed meanwhile: ENOTEMPTY); if even that cannot be, it is
-// unlinked for real and its open handles see ENOENT.
 // After the rename that hid an unlinked open file: records the hidden
 // name, or, if its last handle closed meanwhile (its release found nothing
 // hidden yet), removes that name now; then answers the unlink.
@@ -162,18 +156,14 @@ void HiddenOrGone(Request& m, uint64_t node, uint64_t hidden_parent,
   std::optional<std::string> gone = m.volume->inodes().Hide(
       node, m.parent, m.name, hidden_parent, hidden_name);
   if (!gone) return ReplyError(m);
-  auto del = NewRequest(m.req, Op::kUnlink, *gone);
-  del->io.args.caller = Credentials();
-  Submit(std::move(del), [](Request& d) {
-    if (!d.io.status.ok() && ErrnoOf(d.io.status) != ENOENT) {
-      LogWarning("removing ", d.io.header.file,
-                 ", the hidden name of an unlinked file closed meanwhile: ",
-                 d.io.status.message());
-    }
-    fuse_reply_err(d.req, 0);
-  });
+  RemoveHiddenName(m.req, *gone);
 }
 
+// An open file routed away from the home's reserved folder (to a server,
+// a stage, another endpoint) hides in its own folder instead, where its
+// route takes the rename too, as NFS clients hide theirs (that folder
+// cannot be removed meanwhile: ENOTEMPTY); if even that cannot be, it is
+// unlinked for real and its open handles see ENOENT.
 void HideInItsFolder(fuse_req_t req, uint64_t node, uint64_t parent,
                      const std::string& name, const std::string& path) {
   const std::string hidden_name =

@@ -258,14 +258,17 @@ void Release(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     fuse_reply_err(req, 0);
     return;
   }
-  // The last handle of an unlinked file: now its data can go (the daemon
-  // removes its own hidden name).
-  auto r = NewRequest(req, Op::kUnlink, *hidden);
-  r->io.args.caller = Credentials();
+  // The last handle of an unlinked file: now its data can go.
+  RemoveHiddenName(req, *hidden);
+}
+
+void RemoveHiddenName(fuse_req_t req, const std::string& path) {
+  auto r = NewRequest(req, Op::kUnlink, path);
+  r->io.args.caller = Credentials();  // the daemon's own name
   Submit(std::move(r), [](Request& rr) {
     if (!rr.io.status.ok() && ErrnoOf(rr.io.status) != ENOENT) {
-      // The close itself succeeded; the name is left behind (a leak an
-      // operator can remove), so say where.
+      // The caller's operation itself succeeded; the name is left behind
+      // (a leak an operator can remove), so say where.
       LogWarning("removing ", rr.io.header.file,
                  ", the hidden name of an unlinked file closed last: ",
                  rr.io.status.message());

@@ -14,6 +14,19 @@
 
 namespace sroute::testing {
 
+// The first column of the first row `sql` returns, or "<error>".
+inline std::string SqliteValue(sqlite3* db, const char* sql) {
+  sqlite3_stmt* st = nullptr;
+  std::string out = "<error>";
+  if (sqlite3_prepare_v2(db, sql, -1, &st, nullptr) == SQLITE_OK &&
+      sqlite3_step(st) == SQLITE_ROW) {
+    const auto* t = sqlite3_column_text(st, 0);
+    out = t != nullptr ? reinterpret_cast<const char*>(t) : "";
+  }
+  sqlite3_finalize(st);
+  return out;
+}
+
 // An SQLite session as `user` on `path` (journal `mode`): a table of rows
 // and their count, then transactions of two rows each while go_on(rows
 // committed) says so (two minutes at most); "ok" if every transaction
@@ -48,17 +61,7 @@ inline std::string SqliteSessionAs(const User& user, const std::string& path,
           "(randomblob(500)); UPDATE total SET n = n + 2; COMMIT;");
       if (e.empty()) committed += 2;
     }
-    auto value = [&](const char* sql) {
-      sqlite3_stmt* st = nullptr;
-      std::string out = "<error>";
-      if (sqlite3_prepare_v2(db, sql, -1, &st, nullptr) == SQLITE_OK &&
-          sqlite3_step(st) == SQLITE_ROW) {
-        const auto* t = sqlite3_column_text(st, 0);
-        out = t != nullptr ? reinterpret_cast<const char*>(t) : "";
-      }
-      sqlite3_finalize(st);
-      return out;
-    };
+    auto value = [&](const char* sql) { return SqliteValue(db, sql); };
     if (e.empty()) {
       const std::string check = value("PRAGMA integrity_check");
       const std::string rows = value("SELECT count(*) FROM t");
@@ -85,17 +88,7 @@ inline std::string SqliteCheckAs(const User& user, const std::string& path) {
       sqlite3_close(db);
       return "open failed";
     }
-    auto value = [&](const char* sql) {
-      sqlite3_stmt* st = nullptr;
-      std::string out = "<error>";
-      if (sqlite3_prepare_v2(db, sql, -1, &st, nullptr) == SQLITE_OK &&
-          sqlite3_step(st) == SQLITE_ROW) {
-        const auto* t = sqlite3_column_text(st, 0);
-        out = t != nullptr ? reinterpret_cast<const char*>(t) : "";
-      }
-      sqlite3_finalize(st);
-      return out;
-    };
+    auto value = [&](const char* sql) { return SqliteValue(db, sql); };
     const std::string check = value("PRAGMA integrity_check");
     const std::string rows = value("SELECT count(*) FROM t");
     const std::string total = value("SELECT n FROM total");
