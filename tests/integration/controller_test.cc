@@ -31,11 +31,15 @@
 #include "tests/util/run_command.h"
 #include "tests/util/server_process.h"
 #include "tests/util/temp_dir.h"
+#include "tools/exercise/exerciser.h"
 #include "util/strings.h"
 
 namespace sroute {
 namespace {
 
+using ::sroute::testing::Exercise;
+using ::sroute::testing::ExerciseOptions;
+using ::sroute::testing::ExerciseResult;
 using ::sroute::testing::MountedVolume;
 using ::sroute::testing::OutputLines;
 using ::sroute::testing::ReadWholeFile;
@@ -639,6 +643,32 @@ void TailLatencyTest::Scenario(const Crash& crash) {
   ASSERT_TRUE(Eventually([&] { return !app_rules().empty(); }));
   const std::vector<std::string> away = app_rules();
   ASSERT_EQ(away.size(), 1u);
+  // Without a crash, the model-based exerciser runs on two more files of
+  // the flow from the off-load to the end of the reclaim, paced (about 60
+  // operations a second) so that the burst's end is still seen.
+  std::string exercise_error;
+  uint64_t exercised = 0;
+  if (*crash.who == '\0') {
+    threads.emplace_back([&] {
+      for (uint64_t seed = 1; !stop && exercise_error.empty(); ++seed) {
+        ExerciseOptions eo;
+        eo.seed = seed;
+        eo.ops = 300;
+        eo.max_size = 128 * 1024;
+        eo.max_io = 32 * 1024;
+        eo.check_every = 100;
+        eo.shifts_may_be_refused = true;  // FUSE passes no collapse/insert
+        eo.after_op = [](uint64_t) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(15));
+          return std::string();
+        };
+        const ExerciseResult r =
+            Exercise({mnt_ / "vol/ea", mnt_ / "vol/eb"}, eo);
+        if (!r.ok) exercise_error = r.error;
+        exercised += r.ops_done;
+      }
+    });
+  }
   EXPECT_NE(away[0].find(crash.spread
                              ? "track_writes(spread); <IO, "
                                "//S3/.sroute-tl-1/vol/*>, <IO, "
@@ -731,6 +761,10 @@ void TailLatencyTest::Scenario(const Crash& crash) {
   stop = true;
   for (auto& t : threads) t.join();
   ASSERT_TRUE(reclaimed) << "app rules: " << app_rules().size();
+  EXPECT_EQ(exercise_error, "");
+  if (*crash.who == '\0') {
+    EXPECT_GE(exercised, 300u);
+  }
   EXPECT_EQ(bad, 0);
   EXPECT_GT(reads, 100u);
   // Every byte is home, at its last acknowledged version.
