@@ -129,8 +129,8 @@ if [ -n "$began" ] && [ -n "$ended" ]; then
     # Each flow's p99 inside the reclaim's window, and outside both the
     # burst and the reclaim (the quiet norm it is compared with).
     echo "reclaim  p99 (us): run flow op, IOs and p99 in the reclaim, IOs and p99 when quiet"
-    p99() {  # CSV RUN FLOW OP IN-WINDOW(1/0)
-      awk -F, -v from="$from" -v to="$to" -v fl="$3" -v o="$4" -v inside="$5" '
+    p99() {  # CSV FLOW OP IN-WINDOW(1/0)
+      awk -F, -v from="$from" -v to="$to" -v fl="$2" -v o="$3" -v inside="$4" '
         NR > 1 && $1 == fl && $2 == o {
           w = $3 / 1e6 >= from && $3 / 1e6 < to
           if ((inside && w) || (!inside && !w && $5 == 0)) print $4
@@ -142,8 +142,8 @@ if [ -n "$began" ] && [ -n "$ended" ]; then
       for flow in max med min; do
         for op in read write; do
           printf "reclaim  %-4s %-11s %s  %s\n" "$name" "$flow $op" \
-            "$(p99 "$out/data/$name.csv" "$name" "$flow" "$op" 1)" \
-            "$(p99 "$out/data/$name.csv" "$name" "$flow" "$op" 0)"
+            "$(p99 "$out/data/$name.csv" "$flow" "$op" 1)" \
+            "$(p99 "$out/data/$name.csv" "$flow" "$op" 0)"
         done
       done
     done

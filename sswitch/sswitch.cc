@@ -95,11 +95,19 @@ class SSwitch::Context : public DelegateContext {
   const InstalledRule* const rule_;
 };
 
-std::vector<Rule> SSwitch::DelegateRenameRules(
-    const InstalledRule* rule, const std::string& from, const std::string& to,
+std::vector<DelegateRuleRecord> SSwitch::DelegateRenameRecords(
+    const std::vector<const InstalledRule*>& rules, const std::string& from,
+    const std::string& to,
     const std::vector<std::pair<std::string, std::string>>& moved) {
-  Context ctx(this, rule);
-  return rule->delegate->RenameRules(from, to, moved, ctx);
+  std::vector<DelegateRuleRecord> out;
+  for (const InstalledRule* rule : rules) {
+    Context ctx(this, rule);
+    for (const Rule& r : rule->delegate->RenameRules(from, to, moved, ctx)) {
+      out.push_back(DelegateRuleRecord{name_, NextRecordSeq(), FormatRule(r),
+                                       FormatPattern(rule->rule().pattern)});
+    }
+  }
+  return out;
 }
 
 void SSwitch::DelegateRenamed(

@@ -311,10 +311,12 @@ class SSwitch {
   class Context;
   struct Join;
 
-  // A rename's calls to the delegate of `rule` (Delegate::RenameRules and
-  // Renamed), with the context a delegate gets.
-  std::vector<Rule> DelegateRenameRules(
-      const InstalledRule* rule, const std::string& from, const std::string& to,
+  // A rename's (or, with an empty `to`, an unlink's) calls to the
+  // delegates of `rules` (Delegate::RenameRules, as records to send with
+  // the IO, and Renamed), with the context a delegate gets.
+  std::vector<DelegateRuleRecord> DelegateRenameRecords(
+      const std::vector<const InstalledRule*>& rules, const std::string& from,
+      const std::string& to,
       const std::vector<std::pair<std::string, std::string>>& moved);
   void DelegateRenamed(
       const InstalledRule* rule, const std::string& from, const std::string& to,

@@ -445,13 +445,7 @@ bool SSwitch::RouteWholeFile(Io* io) {
     // A delegate's rules for the name go with it: a new file of that name
     // must not read these places.
     st->trackers = TrackersOf(snap, h.file);
-    for (const InstalledRule* t : st->trackers) {
-      for (const Rule& r : DelegateRenameRules(t, h.file, "", {})) {
-        st->records.push_back(
-            DelegateRuleRecord{name_, NextRecordSeq(), FormatRule(r),
-                               FormatPattern(t->rule().pattern)});
-      }
-    }
+    st->records = DelegateRenameRecords(st->trackers, h.file, "", {});
   }
   if (st->home.empty() && st->places.empty()) return false;
   RouteChildThen(io, &st->child, [this, st] { StepSizeFanOut(st); });
@@ -518,14 +512,13 @@ struct SSwitch::PlaceMoves {
   std::vector<std::pair<std::string, std::string>> moves;  // from, to
   size_t next = 0;
   bool made_parents = false;  // for the current move
-  // Rules whose delegates route bytes of either name by name, the durable
-  // rules that say where they go after the rename (sent with the first
-  // place renamed, until one stores them), and the snapshot the rules
-  // belong to.
+  // Rules whose delegates route bytes of either name by name (the parent's
+  // snapshot keeps them), and the durable rules that say where those bytes
+  // go after the rename (sent with the first place renamed, until one
+  // stores them).
   std::vector<const InstalledRule*> trackers;
   std::vector<DelegateRuleRecord> records;
   bool records_stored = false;
-  std::shared_ptr<const Snapshot> snapshot;
 };
 
 bool SSwitch::MovePlaces(Io* io, const std::vector<Place>& from,
@@ -549,7 +542,6 @@ bool SSwitch::MovePlaces(Io* io, const std::vector<Place>& from,
   st->op = h.op;
   st->from_name = from_name;
   st->to_name = to_name;
-  st->snapshot = io->snapshot_;
   const Snapshot& snap = *io->snapshot_;
   st->trackers = TrackersOf(snap, from_name);
   if (h.op == Op::kLink && !st->trackers.empty()) {
@@ -605,14 +597,8 @@ bool SSwitch::MovePlaces(Io* io, const std::vector<Place>& from,
                            ", where none of the first are"));
     }
   }
-  for (const InstalledRule* t : st->trackers) {
-    for (const Rule& r :
-         DelegateRenameRules(t, from_name, to_name, st->moves)) {
-      st->records.push_back(
-          DelegateRuleRecord{name_, NextRecordSeq(), FormatRule(r),
-                             FormatPattern(t->rule().pattern)});
-    }
-  }
+  st->records =
+      DelegateRenameRecords(st->trackers, from_name, to_name, st->moves);
   RouteChildThen(io, &st->child, [this, st] { StepPlaceMoves(st); });
   return true;
 }

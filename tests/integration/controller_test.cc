@@ -51,6 +51,20 @@ using ::sroute::testing::WaitCommand;
 using ::sroute::testing::WriteSecretFile;
 using ::sroute::testing::WriteWholeFile;
 
+// Sets `stop` and joins `threads` when it goes out of scope: a failed
+// ASSERT returns early, and a joinable thread destroyed would abort the
+// test and orphan its processes.
+struct JoinAll {
+  std::atomic<bool>& stop;
+  std::vector<std::thread>& threads;
+  ~JoinAll() {
+    stop = true;
+    for (auto& t : threads) {
+      if (t.joinable()) t.join();
+    }
+  }
+};
+
 const std::string kSecret = "test-cluster-secret-0123456789";
 const std::string kFuse = "fuse-test";
 
@@ -268,16 +282,7 @@ TEST_F(ControllerTest, TwoPhaseUpdateUnderWritersIsNeverMixed) {
   std::vector<std::atomic<int>> acked(kWriters);
   std::vector<std::thread> writers;
   // Whatever fails below, the writers stop and are joined.
-  struct JoinAll {
-    std::atomic<bool>& stop;
-    std::vector<std::thread>& threads;
-    ~JoinAll() {
-      stop = true;
-      for (auto& t : threads) {
-        if (t.joinable()) t.join();
-      }
-    }
-  } join_all{stop, writers};
+  JoinAll join_all{stop, writers};
   for (int w = 0; w < kWriters; ++w) {
     writers.emplace_back([&, w] {
       const int fd =
@@ -600,18 +605,8 @@ void TailLatencyTest::Scenario(const Crash& crash) {
     close(fd);
   };
   std::vector<std::thread> threads;
-  // A failed ASSERT returns early: the workload still ends (a joinable
-  // thread destroyed would abort the test and orphan its processes).
-  struct JoinAll {
-    std::atomic<bool>& stop;
-    std::vector<std::thread>& threads;
-    ~JoinAll() {
-      stop = true;
-      for (auto& t : threads) {
-        if (t.joinable()) t.join();
-      }
-    }
-  } join_all{stop, threads};
+  // A failed ASSERT returns early: the workload still ends.
+  JoinAll join_all{stop, threads};
   for (uint32_t w = 0; w < 5; ++w) threads.emplace_back(writer, w);
   threads.emplace_back(reader);
   threads.emplace_back(background);
