@@ -91,12 +91,23 @@ void AddVolumeFlags(CLI::App* app, proto::HostConfig* o, MountRequest* m) {
          "after the caller's time slice [-10]")
       ->check(CLI::Range(-20, 19));
   // FUSE over io_uring keeps each request on its caller's CPU (see
-  // fuse/uring_queues.h); opt-in, since the kernel's switch for it is
-  // system-wide and off by default.
-  app->add_flag_function(
-      "--io-uring", [o](int64_t) { o->set_io_uring(true); },
-      "take requests from per-CPU io_uring queues (Linux 6.14+, with "
-      "/sys/module/fuse/parameters/enable_uring set to Y)");
+  // fuse/uring_queues.h); used whenever the kernel offers it.
+  app->add_option_function<std::string>(
+         "--io-uring",
+         [o](const std::string& v) {
+           if (v == "auto") {
+             o->clear_io_uring();
+           } else {
+             o->set_io_uring(v != "off");
+           }
+         },
+         "take requests from per-CPU io_uring queues: auto (when the kernel "
+         "offers them: Linux 6.14+ with "
+         "/sys/module/fuse/parameters/enable_uring set to Y), on (refuse to "
+         "start without them; also --io-uring alone), off (/dev/fuse) [auto]")
+      ->expected(0, 1)
+      ->default_str("on")
+      ->check(CLI::IsMember({"auto", "on", "off"}));
   app->add_flag("-f,--foreground", m->foreground, "stay in the foreground");
   app->add_flag("-d,--debug", m->debug,
                 "print every FUSE request (implies -f)");
@@ -151,6 +162,12 @@ void AddGauges(Volume& volume, const LoopCounters& counters,
       static_cast<int64_t>(counters.uring.requests.load());
   gauges["fuse_uring_boosts"] =
       static_cast<int64_t>(counters.uring.boosts.load());
+  gauges["fuse_uring_helper_calls"] =
+      static_cast<int64_t>(counters.uring.helper_calls.load());
+  gauges["fuse_uring_helper_threads"] =
+      static_cast<int64_t>(counters.uring.helper_threads.load());
+  gauges["fuse_uring_helper_busy"] =
+      static_cast<int64_t>(counters.uring.helper_busy.load());
   gauges["fuse_pending_invalidations"] =
       static_cast<int64_t>(volume.pending_invalidations());
 }
@@ -198,6 +215,17 @@ class MountedSession {
   bool mounted_ = false;
 };
 
+// Whether to ask the kernel for io_uring queues; says why not if it is
+// left to the kernel (auto) and the kernel cannot.
+bool UringWanted(const proto::HostConfig& config) {
+  if (config.has_io_uring()) return config.io_uring();
+  const std::string why = UringUnavailableReason();
+  if (why.empty()) return true;
+  LogInfo("FUSE requests through /dev/fuse, not io_uring queues: ", why,
+          " (--io-uring=off says so and skips this check)");
+  return false;
+}
+
 SessionLoopOptions LoopOptions(const proto::HostConfig& config,
                                const MountRequest& mount, Volume& volume,
                                LoopCounters& counters) {
@@ -214,7 +242,8 @@ SessionLoopOptions LoopOptions(const proto::HostConfig& config,
   }
   loop.interrupts_refused = &counters.interrupts_refused;
   loop.poll_window = std::chrono::microseconds(config.poll_us());
-  loop.io_uring = config.io_uring();
+  loop.io_uring = UringWanted(config);
+  loop.io_uring_required = config.has_io_uring() && config.io_uring();
   loop.uring_stats = &counters.uring;
   return loop;
 }
@@ -222,9 +251,9 @@ SessionLoopOptions LoopOptions(const proto::HostConfig& config,
 }  // namespace
 
 int RunVolume(proto::HostConfig config, const MountRequest& mount) {
-  if (config.io_uring()) {
+  if (config.has_io_uring() && config.io_uring()) {
     const std::string why = UringUnavailableReason();
-    if (!why.empty()) return Fail("--io-uring: " + why);
+    if (!why.empty()) return Fail("--io-uring=on: " + why);
   }
   if (config.backing().empty()) {
     return Fail(

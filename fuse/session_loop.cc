@@ -25,6 +25,7 @@
 #include "util/clock.h"
 #include "util/log.h"
 #include "util/mutex.h"
+#include "util/strings.h"
 
 namespace sroute {
 namespace {
@@ -414,26 +415,40 @@ class Loop {
                "can): MAP_SHARED mmap of routed files, and of every file with ",
                "--kernel-cache=off, fails with ENODEV");
     }
-    if (o_.io_uring) StartUring();
+    if (o_.io_uring) {
+      StartUring();
+    } else {
+      LogInfo("FUSE requests through /dev/fuse");
+    }
   }
 
   void StartUring() {
+    std::string error;
     if (!uring_agreed.load()) {
       const std::string why = UringUnavailableReason();
-      LogError("--io-uring: the kernel did not offer FUSE over io_uring (",
-               why.empty() ? "its protocol is older" : why,
-               "); serving through /dev/fuse");
-      return;
+      error = StrCat("the kernel did not offer FUSE over io_uring (",
+                     why.empty() ? "its protocol is older" : why, ")");
     }
-    std::string error;
-    auto queues = UringQueues::Start(
-        se_, [this](fuse_buf& buf, size_t size) { Serve(buf, size); },
-        o_.uring_threads_per_cpu, uring_max_payload.load(), o_.uring_stats,
-        &error);
+    std::unique_ptr<UringQueues> queues;
+    if (error.empty()) {
+      queues = UringQueues::Start(
+          se_, [this](fuse_buf& buf, size_t size) { Serve(buf, size); },
+          o_.uring_threads_per_cpu, o_.max_workers, uring_max_payload.load(),
+          o_.uring_stats, &error);
+    }
     if (queues == nullptr) {
-      LogError("--io-uring: ", error, "; serving through /dev/fuse");
+      if (o_.io_uring_required) {
+        LogError("--io-uring=on: ", error, "; the volume ends");
+        End(-EOPNOTSUPP);
+      } else {
+        LogError("io_uring: ", error, "; serving through /dev/fuse");
+      }
       return;
     }
+    LogInfo("FUSE requests on per-CPU io_uring queues (",
+            o_.uring_threads_per_cpu,
+            " threads a CPU; calls that may block on up to ", o_.max_workers,
+            " helpers)");
     MutexLock l(&uring_mu_);
     uring_ = std::move(queues);
   }

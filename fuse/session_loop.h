@@ -76,6 +76,8 @@ struct SessionLoopOptions {
   // it does not, through /dev/fuse (logged). What the queues do is counted
   // in `*uring_stats` if set.
   bool io_uring = false;
+  // If the queues cannot start, end the session instead (--io-uring=on).
+  bool io_uring_required = false;
   int uring_threads_per_cpu = 2;
   UringStats* uring_stats = nullptr;
   // If set, counts the interrupts answered with ENOSYS (the kernel sends

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "util/clock.h"
+#include "util/helper_pool.h"
 #include "util/log.h"
 #include "util/mutex.h"
 
@@ -357,6 +358,9 @@ struct UringQueues::Impl {
     uint64_t boost_ns = kFirstBoostNs;
     int64_t last_exec_ns = 0, last_wait_ns = 0;  // watchdog only
   };
+  // Calls the queue threads must not make themselves. Destroyed last, after
+  // the threads ended: an answer a helper gives then goes to /dev/fuse.
+  std::unique_ptr<HelperPool> helpers;
   std::vector<std::unique_ptr<Thread>> threads;
   std::thread watchdog;
   // Guards the setup's progress (error, ready); the watchdog sleeps on it.
@@ -443,6 +447,7 @@ struct UringQueues::Impl {
     sched_setaffinity(0, sizeof(one), &one);
     pthread_setname_np(pthread_self(), "fuse-uring");
     t->tid.store(static_cast<pid_t>(syscall(SYS_gettid)));
+    ScopedBlockingCallTarget to_helpers({helpers.get(), cpu});
     if (idle_policy) SetIdlePolicy(0, true);
     Ring ring;
     const int fd = fuse_session_fd(se);
@@ -527,15 +532,23 @@ struct UringQueues::Impl {
   // Watches for a queue thread starved by other work on its CPU: one that
   // spent nearly a whole period waiting to run (SCHED_IDLE yields to every
   // other thread). It runs it at normal priority for a while, longer each
-  // time that repeats.
+  // time that repeats. Also copies the helpers' counts to the stats.
   void Watch() ABSL_LOCKS_EXCLUDED(mu) {
+    pthread_setname_np(pthread_self(), "uring-watchdog");
     ReleasableMutexLock l(&mu);
     while (!stop_cv.WaitFor(&mu, std::chrono::milliseconds(kWatchMs),
                             [&] { return stop.load(); })) {
       // Not under mu: /proc reads and scheduler calls (everything below is
       // atomic or the watchdog's own).
       l.Unlock();
+      if (stats != nullptr) {
+        const HelperPool::Stats h = helpers->stats();
+        stats->helper_calls.store(h.posted, std::memory_order_relaxed);
+        stats->helper_threads.store(h.threads, std::memory_order_relaxed);
+        stats->helper_busy.store(h.busy, std::memory_order_relaxed);
+      }
       for (auto& t : threads) {
+        if (!idle_policy) break;
         const pid_t tid = t->tid.load();
         int64_t exec_ns = 0, wait_ns = 0;
         if (tid == 0 || !ReadSchedStat(tid, &exec_ns, &wait_ns)) continue;
@@ -601,8 +614,8 @@ struct UringQueues::Impl {
 };
 
 std::unique_ptr<UringQueues> UringQueues::Start(
-    fuse_session* se, UringServe serve, int threads_per_cpu, size_t max_payload,
-    UringStats* stats, std::string* error) {
+    fuse_session* se, UringServe serve, int threads_per_cpu, int max_helpers,
+    size_t max_payload, UringStats* stats, std::string* error) {
   auto impl = std::make_unique<Impl>();
   impl->se = se;
   impl->serve = std::move(serve);
@@ -618,6 +631,8 @@ std::unique_ptr<UringQueues> UringQueues::Start(
   }
   const int cpus = PossibleCpus();
   const int count = cpus * std::max(1, threads_per_cpu);
+  impl->helpers = std::make_unique<HelperPool>(HelperPool::Options{
+      .lanes = cpus, .max_threads = std::max(cpus, max_helpers)});
   Impl* raw = impl.get();
   for (int i = 0; i < count; ++i) {
     raw->threads.push_back(std::make_unique<Impl::Thread>());
@@ -626,7 +641,7 @@ std::unique_ptr<UringQueues> UringQueues::Start(
     Impl::Thread* t = raw->threads[i].get();
     t->thread = std::thread([raw, t, cpu = i % cpus] { raw->Run(t, cpu); });
   }
-  if (raw->idle_policy) raw->watchdog = std::thread([raw] { raw->Watch(); });
+  raw->watchdog = std::thread([raw] { raw->Watch(); });
   {
     ReleasableMutexLock l(&raw->mu);
     while (raw->ready != count) raw->cv.Wait(&raw->mu);

@@ -11,15 +11,18 @@
 // /dev/fuse, which the session loop keeps reading. Notifications go to
 // /dev/fuse as before.
 //
-// A queue thread serves one request at a time. A request answered later,
-// on another thread (parked by a quiesce, sent to a storage server), keeps
-// its ring entry but not the thread. A thread starts with 8 entries and
+// A queue thread serves one request at a time and never blocks in a call
+// that may take long: its local endpoints hand such calls (every one but a
+// read the page cache holds) to a helper pool, whose helpers run on the
+// queue's CPU (util/helper_pool.h). A request answered later, on another
+// thread (by a helper, parked by a quiesce, sent to a storage server),
+// keeps its ring entry but not the thread. A thread starts with 8 entries and
 // registers more as its requests start to wait, keeping 4 free (up to 64):
 // the kernel hands a request that finds no free entry of its CPU only to
 // an entry that commits, so a request arriving while every entry of its
-// CPU waits for an answer waits for one of those answers. A thread blocked in a
-// slow call (fsync on a hung disk) holds the requests its other entries took;
-// each CPU has `threads_per_cpu` threads.
+// CPU waits for an answer waits for one of those answers. Were a queue
+// thread to block, the requests its other entries took would wait with it:
+// hence the helpers. Each CPU has `threads_per_cpu` threads.
 //
 // Queue threads run as SCHED_IDLE, so that the kernel runs a caller woken
 // by a reply on their CPU; a watchdog runs one at normal priority while
@@ -56,6 +59,11 @@ struct UringStats {
   std::atomic<uint64_t> requests{0};  // served
   // Times the watchdog ran a starved queue thread at normal priority.
   std::atomic<uint64_t> boosts{0};
+  // Calls handed to helpers, helpers alive and helpers in a call (updated
+  // every 10 ms).
+  std::atomic<uint64_t> helper_calls{0};
+  std::atomic<uint64_t> helper_threads{0};
+  std::atomic<uint64_t> helper_busy{0};
 };
 
 // Serves one request: `size` bytes of `buf`, laid out as read from
@@ -67,13 +75,14 @@ class UringQueues {
  public:
   // Starts `threads_per_cpu` threads for each possible CPU, each with its
   // own ring registering entries for that CPU's queue, with room for
-  // requests of `max_payload` bytes. Returns null and sets `error` if a
-  // ring cannot be set up; requests then keep coming through /dev/fuse.
-  // Counts in `*stats` if set.
-  // REQUIRES: the INIT reply, with kFuseOverIoUring, was sent.
+  // requests of `max_payload` bytes, and a pool of up to `max_helpers`
+  // helpers for the calls they must not make themselves. Returns null and sets
+  // `error` if a ring cannot be set up; requests then keep coming through
+  // /dev/fuse. Counts in `*stats` if set. REQUIRES: the INIT reply, with
+  // kFuseOverIoUring, was sent.
   static std::unique_ptr<UringQueues> Start(fuse_session* se, UringServe serve,
                                             int threads_per_cpu,
-                                            size_t max_payload,
+                                            int max_helpers, size_t max_payload,
                                             UringStats* stats,
                                             std::string* error);
   // Stops and joins the threads (each after the request it is serving).

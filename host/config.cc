@@ -126,7 +126,8 @@ absl::Status CheckHostConfig(const proto::HostConfig& c, HostKind kind,
         only(!c.kernel_cache().empty(), "kernel_cache", F),
         only(c.fuse_option_size() > 0, "fuse_option", F),
         only(c.threads() != 0, "threads", F), only(c.has_nice(), "nice", F),
-        only(c.io_uring(), "io_uring", F), only(!c.root().empty(), "root", S),
+        only(c.has_io_uring(), "io_uring", F),
+        only(!c.root().empty(), "root", S),
         only(!c.listen().empty(), "listen", S)}) {
     if (!s.ok()) return s;
   }

@@ -82,21 +82,22 @@ HostFlags::HostFlags(CLI::App* app, HostKind kind) : kind_(kind) {
       "--control", [o](const std::string& v) { o->set_control_socket(v); },
       "serve live control (sroutectl --host unix:SOCKET) on this unix "
       "socket (mode 0600)");
-  // Polling saves waking a thread per request, but its reply must then
-  // wake the caller on the other CPU, which where idle CPUs halt (a VM
-  // without guest halt polling) costs ~40 µs; the kernel's own hand-off
-  // runs the woken thread on the caller's CPU instead. Small IO one at a
-  // time ran up to 1.8x faster without polling here; 128 KiB reads and
-  // metadata ~1.1x slower (bench/RESULTS.md).
+  // Polling saves waking a thread per request. By default the network
+  // threads poll only while requests flow (rpc/io_threads.h); FUSE workers
+  // on /dev/fuse poll only when asked, since their reply must then wake
+  // the caller on another CPU, where the kernel's own hand-off runs it on
+  // the caller's (bench/RESULTS.md).
   app->add_option_function<uint32_t>(
          "--poll-us", [o](uint32_t v) { o->set_poll_us(v); },
          "after each request or reply, keep polling this many microseconds "
-         "before sleeping (costs a CPU while IO flows; pays where waking a "
-         "thread is slow) [0]")
+         "before sleeping, always (0: never). Default: the network thread "
+         "polls up to 200 while requests flow, and FUSE workers on "
+         "/dev/fuse do not")
       ->check(CLI::Range(0, 100000));
   app->add_option_function<uint32_t>(
          "--io-threads", [o](uint32_t v) { o->set_io_threads(v); },
-         "network threads [2]")
+         "network threads (given, they do not poll unless --poll-us says "
+         "so) [one, polling while requests flow]")
       ->check(CLI::Range(1, 64));
 }
 

@@ -16,6 +16,9 @@ namespace sroute {
 namespace {
 
 constexpr int kDefaultIoThreads = 2;
+// The longest adaptive poll: about a round trip through a storage server
+// (a reply's wait for the next request from the same caller).
+constexpr int kAdaptivePollUs = 200;
 
 std::string WhereOf(const proto::HostConfig::Endpoint& e) {
   if (!e.flash().empty()) return "flash:" + e.flash();
@@ -96,9 +99,13 @@ absl::Status HostRuntime::SetUpNetwork(std::string secret) {
     if (!loaded.ok()) return loaded.status();
     remote_.secret = *std::move(loaded);
   }
+  // Adaptive polling by default (rpc/io_threads.h), on one thread; a
+  // number of threads or a poll window given is taken as it is.
+  const bool adaptive = !c.has_poll_us() && !c.has_io_threads();
   threads_ = std::make_unique<IoThreads>(
       c.has_io_threads() ? static_cast<int>(c.io_threads()) : kDefaultIoThreads,
-      std::chrono::microseconds(c.poll_us()));
+      std::chrono::microseconds(adaptive ? kAdaptivePollUs : c.poll_us()),
+      adaptive ? IoThreads::Polling::kAdaptive : IoThreads::Polling::kAlways);
   remote_.threads = threads_.get();
   return absl::OkStatus();
 }

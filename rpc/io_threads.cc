@@ -15,9 +15,11 @@ struct IoThreads::Guard {
   boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work;
 };
 
-IoThreads::IoThreads(int threads, std::chrono::microseconds poll_window)
+IoThreads::IoThreads(int threads, std::chrono::microseconds poll_window,
+                     Polling polling)
     : count_(poll_window.count() > 0 ? 1 : threads),
       poll_window_(poll_window),
+      polling_(polling),
       context_(std::make_unique<boost::asio::io_context>(count_)),
       guard_(std::make_unique<Guard>(*context_)) {
   Run();
@@ -47,15 +49,26 @@ void IoThreads::Run() {
 void IoThreads::Poll() {
   using Clock = std::chrono::steady_clock;
   auto last_event = Clock::now();
+  // The share of events that came within the window of the one before, in
+  // 1/256ths, as a moving average over about the last eight (adaptive).
+  int hits = 0;
+  auto note = [&](bool hit) { hits += ((hit ? 256 : 0) - hits) / 8; };
+  bool polling = polling_ == Polling::kAlways;
   while (!context_->stopped()) {
     if (context_->poll() > 0) {
-      last_event = Clock::now();
-    } else if (Clock::now() - last_event < poll_window_) {
+      const auto now = Clock::now();
+      note(now - last_event < poll_window_);
+      last_event = now;
+    } else if (polling && Clock::now() - last_event < poll_window_) {
       sched_yield();  // let whatever else is runnable here have the CPU
     } else {
-      context_->run_one();  // sleeps until the next event
-      last_event = Clock::now();
+      if (polling) note(false);  // the window ran out
+      context_->run_one();       // sleeps until the next event
+      const auto now = Clock::now();
+      note(now - last_event < poll_window_);
+      last_event = now;
     }
+    if (polling_ == Polling::kAdaptive) polling = hits >= 128;
   }
 }
 

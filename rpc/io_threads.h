@@ -7,7 +7,14 @@
 // meanwhile. Waking a sleeping thread costs tens of microseconds on a
 // virtual machine (an interrupt to an idle CPU), several times per request
 // on a FUSE volume with a remote home; a request that arrives within the
-// window costs none of them. An idle process does not poll.
+// window costs none of them.
+//
+// Adaptive polling (the daemons' default) polls only while it pays: it
+// keeps a moving share of the events that came within the window of the
+// one before (a poll that ran out counts as a miss), and polls while that
+// share is at least half; otherwise it sleeps at once. A steady stream of
+// requests is polled for; an idle or trickling process sleeps (as the
+// kernel's hybrid polling sleeps when polling would mostly spin).
 //
 // Thread safety: thread-safe. The destructor stops the context and joins
 // the threads; every connection using it must be closed first.
@@ -28,11 +35,13 @@ namespace sroute {
 
 class IoThreads {
  public:
+  enum class Polling { kAlways, kAdaptive };
   // REQUIRES: threads >= 1; the process does not fork while they run
   // (daemons fork before they build anything: host/daemon.h). With a poll
   // window (above), one thread serves the context, whatever `threads` says:
   // a second one would sleep in the reactor the poller needs.
-  explicit IoThreads(int threads, std::chrono::microseconds poll_window = {});
+  explicit IoThreads(int threads, std::chrono::microseconds poll_window = {},
+                     Polling polling = Polling::kAlways);
   ~IoThreads();
   IoThreads(const IoThreads&) = delete;
   IoThreads& operator=(const IoThreads&) = delete;
@@ -49,6 +58,7 @@ class IoThreads {
   void Poll();
   const int count_;
   const std::chrono::microseconds poll_window_;
+  const Polling polling_;
   struct Guard;
   std::unique_ptr<boost::asio::io_context> context_;
   std::unique_ptr<Guard> guard_;

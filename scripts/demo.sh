@@ -10,4 +10,7 @@ scripts/build.sh build
 if [ "${1:-}" = "--embed" ]; then
   exec build/examples/embed/sroute-embed-demo
 fi
+# Volumes use FUSE over io_uring when the kernel offers it; turn its switch
+# on (off by default), as `ninja install` does; the script says how to undo it.
+scripts/enable-fuse-uring.sh
 exec examples/volume/demo.sh "$@"

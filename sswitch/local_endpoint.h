@@ -30,7 +30,11 @@ class LocalEndpoint : public Endpoint {
   }
   ~LocalEndpoint() override;
 
-  // Synchronous: completes `io` before returning. Ops and their fields:
+  // Completes `io` before returning, unless the calling thread must not
+  // block (BlockingCallsGoTo(), util/helper_pool.h): then only a read the
+  // page cache holds completes here, and every other call on a helper of
+  // that pool (a hung filesystem holds the helper, not the caller's
+  // thread). Ops and their fields:
   //   read/write: header.offset/length, read_buffer/write_data -> bytes
   //   getattr/lookup: -> attr (lstat)     open: checks the file exists
   //   readdir: -> entries                 readlink: -> data

@@ -18,6 +18,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <future>
 #include <memory>
 #include <optional>
 #include <random>
@@ -36,12 +37,14 @@
 namespace sroute {
 namespace {
 
+using ::sroute::testing::kUringSwitchPath;
 using ::sroute::testing::MountedVolume;
 using ::sroute::testing::ReadWholeFile;
 using ::sroute::testing::RunCommand;
+using ::sroute::testing::SwitchOffCommand;
 using ::sroute::testing::TempDir;
 using ::sroute::testing::ThreadIdsNamed;
-using ::sroute::testing::UringSwitch;
+using ::sroute::testing::UringSwitchOn;
 using ::sroute::testing::WriteWholeFile;
 
 // Runs sroutectl with `args` (shell words).
@@ -240,12 +243,14 @@ TEST_P(LiveRouteFlipTest, WritersSeeNoErrorNoStaleByteAndEveryWriteCounted) {
   // "off-uring": cache off, requests on io_uring queues.
   std::string mode = GetParam();
   std::vector<std::string> extra;
-  std::optional<UringSwitch> uring;
   if (mode == "off-uring") {
-    uring.emplace(true);
-    if (!uring->ok()) GTEST_SKIP() << "this kernel has no FUSE over io_uring";
+    if (!UringSwitchOn()) {
+      GTEST_SKIP() << "this kernel has no FUSE over io_uring";
+    }
     mode = "off";
-    extra = {"--io-uring"};
+    extra = {"--io-uring=on"};
+  } else {
+    extra = {"--io-uring=off"};
   }
   Mount(mode, extra);
   auto stats = [&] {
@@ -500,11 +505,13 @@ TEST_F(FuseControlTest, AParkedWriteKeepsItsDataWhileTheWorkerGoesOn) {
 // interrupt for it was answered with ENOSYS: it sent exactly one, and none
 // for a second read signalled the same way (without that answer libfuse
 // would bounce it back, and with another the kernel would send more).
+// (Through /dev/fuse: on io_uring queues the kernel sends an interrupt for
+// every signal, each answered with ENOSYS.)
 TEST_F(FuseControlTest, AParkedReadOutlastsASignalAndGetsItsBytes) {
   const std::string content = "parked bytes\n";
   WriteWholeFile(backing_ / "parked", content);
   WriteWholeFile(backing_ / "other", "other bytes");
-  Mount("off", {"--threads", "1"});
+  Mount("off", {"--threads", "1", "--io-uring=off"});
   struct sigaction sa {};
   sa.sa_handler = [](int) {};
   sigemptyset(&sa.sa_mask);
@@ -685,10 +692,9 @@ bool PinTo(int cpu) {
 class FuseUringTest : public FuseControlTest {
  protected:
   void SetUp() override {
-    switch_ = std::make_unique<UringSwitch>(true);
-    if (!switch_->ok()) {
+    if (!UringSwitchOn()) {
       GTEST_SKIP() << "this kernel has no FUSE over io_uring ("
-                   << UringSwitch::kPath << ")";
+                   << kUringSwitchPath << ")";
     }
   }
   // The value of gauge `name` in `sroutectl stats`, -1 if missing.
@@ -700,8 +706,6 @@ class FuseUringTest : public FuseControlTest {
                ? -1
                : std::atoll(stats.c_str() + at + key.size());
   }
-
-  std::unique_ptr<UringSwitch> switch_;
 };
 
 TEST_F(FuseUringTest, ServesRoutedIoOnPerCpuQueuesAndEndsCleanly) {
@@ -879,21 +883,148 @@ TEST_F(FuseUringTest, TurnedOnFromAConfigFileOrAnFstabLine) {
   EXPECT_EQ(RunCommand("fusermount3 -u " + mnt_.path()).first, 0);
 }
 
-// --io-uring while the kernel's switch is off: a clear error, no mount.
-TEST(FuseUringSwitchTest, RefusedWhileTheKernelSwitchIsOff) {
-  UringSwitch off(false);
-  if (!off.ok()) {
+// --io-uring=on while the kernel's switch is off: a clear error, no mount.
+// (The switch reads N in a mount namespace of the daemon's own: other
+// tests' volumes may be on io_uring queues.)
+TEST(FuseUringSwitchTest, OnIsRefusedWhileTheKernelSwitchIsOff) {
+  if (!UringSwitchOn()) {
     GTEST_SKIP() << "this kernel has no FUSE over io_uring ("
-                 << UringSwitch::kPath << ")";
+                 << kUringSwitchPath << ")";
   }
-  TempDir backing, mnt;
-  auto [rc, out] =
-      RunCommand(std::string(SROUTE_FUSE_BINARY) + " " + mnt.path() +
-                 " -f --backing " + backing.path() + " --io-uring");
+  TempDir scratch, backing, mnt;
+  auto [rc, out] = RunCommand(
+      SwitchOffCommand(scratch.path(), std::string(SROUTE_FUSE_BINARY) + " " +
+                                           mnt.path() + " -f --backing " +
+                                           backing.path() + " --io-uring=on"));
   EXPECT_EQ(rc, 1) << out;
   EXPECT_NE(out.find("echo Y > /sys/module/fuse/parameters/enable_uring"),
             std::string::npos)
       << out;
+}
+
+// By default (auto) a volume whose kernel has the switch off serves through
+// /dev/fuse, and says why at start.
+TEST(FuseUringSwitchTest, AutoServesThroughDevFuseWhileTheSwitchIsOff) {
+  if (!UringSwitchOn()) {
+    GTEST_SKIP() << "this kernel has no FUSE over io_uring ("
+                 << kUringSwitchPath << ")";
+  }
+  TempDir scratch, backing, mnt;
+  const std::string log = scratch / "log";
+  // The mount lives in the namespace: the whole visit runs there.
+  const std::string visit =
+      std::string(SROUTE_FUSE_BINARY) + " " + mnt.path() + " -f --backing " +
+      backing.path() + " > " + log + " 2>&1 & pid=$!; " +
+      "for i in $(seq 100); do mountpoint -q " + mnt.path() +
+      " && break; sleep 0.1; done; echo through > " + mnt.path() +
+      "/f && cat " + mnt.path() + "/f; fusermount3 -u " + mnt.path() +
+      "; wait $pid";
+  auto [rc, out] = RunCommand(SwitchOffCommand(scratch.path(), visit));
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_EQ(out, "through\n");
+  EXPECT_EQ(ReadWholeFile(backing / "f"), "through\n");
+  const std::string said = ReadWholeFile(log);
+  EXPECT_NE(said.find("FUSE requests through /dev/fuse, not io_uring queues: "
+                      "FUSE over io_uring is off in this kernel"),
+            std::string::npos)
+      << said;
+}
+
+TEST_F(FuseUringTest, QueuesAreTheDefaultWhenTheKernelOffersThem) {
+  Mount("off");
+  WriteWholeFile(mnt_ / "f", "default");
+  EXPECT_EQ(ReadWholeFile(mnt_ / "f"), "default");
+  EXPECT_GT(Gauge("fuse_uring_requests"), 0);
+  EXPECT_EQ(ThreadIdsNamed(volume_->pid(), "fuse-uring").size(),
+            2 * static_cast<size_t>(PossibleCpus()));
+}
+
+TEST_F(FuseUringTest, OffServesThroughDevFuse) {
+  Mount("off", {"--io-uring=off"});
+  WriteWholeFile(mnt_ / "f", "off");
+  EXPECT_EQ(ReadWholeFile(mnt_ / "f"), "off");
+  EXPECT_EQ(Gauge("fuse_uring_requests"), 0);
+  EXPECT_TRUE(ThreadIdsNamed(volume_->pid(), "fuse-uring").empty());
+}
+
+void PinToCpu0() {
+  cpu_set_t zero;
+  CPU_ZERO(&zero);
+  CPU_SET(0, &zero);
+  ASSERT_EQ(sched_setaffinity(0, sizeof(zero), &zero), 0) << strerror(errno);
+}
+
+// A file whose endpoint stopped answering (a FUSE filesystem whose daemon
+// is stopped) holds a helper, not its CPU's queue thread: while a read and
+// an fsync of it wait, IO to other files from the same CPU completes; the
+// two complete, right, once the endpoint answers again.
+TEST_F(FuseUringTest, AStuckEndpointHoldsNoQueueThread) {
+  TempDir inner_backing, inner_mnt;
+  WriteWholeFile(inner_backing / "slow", "slow bytes");
+  MountedVolume inner(SROUTE_FUSE_BINARY, inner_mnt.path(),
+                      {"--backing", inner_backing.path(), "--kernel-cache",
+                       "off", "--io-uring=off"});
+  ASSERT_TRUE(inner.ok());
+  Mount("off", {"--io-uring=on", "--endpoint", "stuck=" + inner_mnt.path()});
+  auto [rc, out] =
+      Ctl(Host() + " rules add '<*, *, //home/slow> -> <IO, //stuck/slow>'");
+  ASSERT_EQ(rc, 0) << out;
+  const int slow = open((mnt_ / "slow").c_str(), O_RDWR);
+  ASSERT_GE(slow, 0) << strerror(errno);
+  ASSERT_EQ(kill(inner.pid(), SIGSTOP), 0);
+
+  std::atomic<int> stuck_done{0};
+  std::string stuck_read(10, '\0');
+  ssize_t read_rc = -2;
+  int fsync_rc = -2;
+  std::thread reader([&] {
+    PinToCpu0();
+    read_rc = pread(slow, stuck_read.data(), stuck_read.size(), 0);
+    ++stuck_done;
+  });
+  std::thread syncer([&] {
+    PinToCpu0();
+    fsync_rc = fsync(slow);
+    ++stuck_done;
+  });
+  // Both calls are on their way to the stopped daemon (or waiting in it).
+  for (int i = 0; i < 100 && Gauge("fuse_uring_helper_busy") < 2; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+
+  auto others = std::async(std::launch::async, [&]() -> std::string {
+    PinToCpu0();
+    for (int i = 0; i < 200; ++i) {
+      const std::string name = mnt_ / ("other" + std::to_string(i % 4));
+      const std::string data = "block " + std::to_string(i);
+      const int fd = open(name.c_str(), O_RDWR | O_CREAT | O_TRUNC, 0644);
+      if (fd < 0) return "open " + name + ": " + strerror(errno);
+      std::string back(data.size(), '\0');
+      const bool ok = pwrite(fd, data.data(), data.size(), 0) ==
+                          static_cast<ssize_t>(data.size()) &&
+                      fsync(fd) == 0 &&
+                      pread(fd, back.data(), back.size(), 0) ==
+                          static_cast<ssize_t>(back.size()) &&
+                      back == data;
+      close(fd);
+      if (!ok) return "IO on " + name + " failed or read back wrong";
+      if (i % 4 == 3 && unlink(name.c_str()) != 0) return "unlink " + name;
+    }
+    return "";
+  });
+  // Not a timing assert: a minute stands for "never" here.
+  const bool finished =
+      others.wait_for(std::chrono::seconds(60)) == std::future_status::ready;
+  EXPECT_TRUE(finished) << "IO to other files waited behind the stuck one";
+  EXPECT_EQ(stuck_done.load(), 0) << "the endpoint was not stuck";
+  ASSERT_EQ(kill(inner.pid(), SIGCONT), 0);
+  reader.join();
+  syncer.join();
+  EXPECT_EQ(others.get(), "");
+  EXPECT_EQ(read_rc, 10);
+  EXPECT_EQ(stuck_read, "slow bytes");
+  EXPECT_EQ(fsync_rc, 0) << strerror(errno);
+  close(slow);
 }
 
 }  // namespace

@@ -15,11 +15,12 @@
 namespace sroute {
 namespace {
 
+using ::sroute::testing::kUringSwitchPath;
 using ::sroute::testing::MountedVolume;
 using ::sroute::testing::PosixScenarios;
 using ::sroute::testing::Scenario;
 using ::sroute::testing::TempDir;
-using ::sroute::testing::UringSwitch;
+using ::sroute::testing::UringSwitchOn;
 
 // A volume mounted for a whole suite, with `extra` arguments (every
 // scenario runs in its own directory of it).
@@ -35,9 +36,11 @@ struct SuiteMount {
   std::unique_ptr<MountedVolume> volume;  // unmounted first
 };
 
+// Requests through /dev/fuse (the io_uring queues are the default where the
+// kernel offers them; FuseParityUringTest covers those).
 class FuseParityTest : public ::testing::TestWithParam<std::string> {
  protected:
-  static void SetUpTestSuite() { mount_ = new SuiteMount({}); }
+  static void SetUpTestSuite() { mount_ = new SuiteMount({"--io-uring=off"}); }
   static void TearDownTestSuite() { delete mount_; }
   static SuiteMount* mount_;
 };
@@ -77,27 +80,24 @@ INSTANTIATE_TEST_SUITE_P(Posix, FuseParityTest,
                          ::testing::ValuesIn(ScenarioNames()),
                          [](const auto& info) { return info.param; });
 
-// The same with requests served on io_uring queues (--io-uring).
+// The same with requests served on io_uring queues (--io-uring=on).
 class FuseParityUringTest : public ::testing::TestWithParam<std::string> {
  protected:
   static void SetUpTestSuite() {
-    switch_ = new UringSwitch(true);
-    if (switch_->ok()) mount_ = new SuiteMount({"--io-uring"});
+    uring_ = UringSwitchOn();
+    if (uring_) mount_ = new SuiteMount({"--io-uring=on"});
   }
-  static void TearDownTestSuite() {
-    delete mount_;  // before the switch goes back
-    delete switch_;
-  }
-  static UringSwitch* switch_;
+  static void TearDownTestSuite() { delete mount_; }
+  static bool uring_;
   static SuiteMount* mount_;
 };
-UringSwitch* FuseParityUringTest::switch_ = nullptr;
+bool FuseParityUringTest::uring_ = false;
 SuiteMount* FuseParityUringTest::mount_ = nullptr;
 
 TEST_P(FuseParityUringTest, SameTranscriptAsAPlainDirectory) {
-  if (!switch_->ok()) {
+  if (!uring_) {
     GTEST_SKIP() << "this kernel has no FUSE over io_uring ("
-                 << UringSwitch::kPath << ")";
+                 << kUringSwitchPath << ")";
   }
   ASSERT_TRUE(mount_->volume->ok()) << "sroute-fuse did not mount";
   ExpectSameTranscript(GetParam(), mount_->mnt);

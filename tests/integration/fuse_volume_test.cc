@@ -362,22 +362,22 @@ TEST_F(FuseVolumeTest, DebugModeReadsAndWritesThroughLibfuse) {
 TEST_F(FuseVolumeTest, WorkersSleepByDefaultAndPollGivingWayToBusyCallers) {
   // By default the workers sleep in read(2) on the FUSE descriptor; with
   // --poll-us they poll for requests (the descriptor is non-blocking; they
-  // sleep in epoll).
+  // sleep in epoll). (The /dev/fuse transport's workers.)
   WriteWholeFile(backing_ / "p", "0123456789");
-  Mount("", {"--kernel-cache", "off"});
+  Mount("", {"--kernel-cache", "off", "--io-uring=off"});
   EXPECT_EQ(ReadWholeFile(mnt_ / "p"), "0123456789");
   const int flags = DescriptorFlags(volume_->pid(), "/dev/fuse");
   ASSERT_GE(flags, 0);
   EXPECT_EQ(flags & O_NONBLOCK, 0);
   volume_.reset();
-  Mount("", {"--kernel-cache", "off", "--poll-us", "50"});
+  Mount("", {"--kernel-cache", "off", "--poll-us", "50", "--io-uring=off"});
   EXPECT_EQ(ReadWholeFile(mnt_ / "p"), "0123456789");
   EXPECT_NE(DescriptorFlags(volume_->pid(), "/dev/fuse") & O_NONBLOCK, 0);
   volume_.reset();
 
   // A spinning worker must not take its CPU from the callers. A caller's
   // request every 5 ms keeps a long poll window open, so a worker spins.
-  Mount("", {"--kernel-cache", "off", "--poll-us", "100000"});
+  Mount("", {"--kernel-cache", "off", "--poll-us", "100000", "--io-uring=off"});
   EXPECT_EQ(ReadWholeFile(mnt_ / "p"), "0123456789");
   std::atomic<bool> stop{false};
   std::thread caller([&] {
@@ -885,12 +885,13 @@ TEST_F(FuseVolumeTest, FiftyThousandFilesWithFewDescriptorsAndFlatMemory) {
 }
 
 // Also with polling workers (--poll-us), which read /dev/fuse without
-// blocking and sleep in epoll.
+// blocking and sleep in epoll (--io-uring=off: the /dev/fuse transport).
 TEST_F(FuseVolumeTest, ConcurrentWritersToOneFile) {
   for (const char* poll_us : {"0", "200"}) {
     SCOPED_TRACE(std::string("--poll-us ") + poll_us);
     WriteWholeFile(backing_ / "c", "");
-    Mount("", {"--kernel-cache", "off", "--poll-us", poll_us});
+    Mount("",
+          {"--kernel-cache", "off", "--poll-us", poll_us, "--io-uring=off"});
     constexpr int kThreads = 4, kBlocks = 64, kBlock = 4096;
     std::vector<std::thread> threads;
     for (int t = 0; t < kThreads; ++t) {
@@ -923,7 +924,9 @@ class FuseShutdownTest
 
 TEST_P(FuseShutdownTest, EndsCleanly) {
   const auto& [how, poll_us] = GetParam();
-  Mount("", {"--poll-us", std::to_string(poll_us), "--kernel-cache", "off"});
+  // Polling is the /dev/fuse workers'; without it, the default transport.
+  Mount("", {"--poll-us", std::to_string(poll_us), "--kernel-cache", "off",
+             poll_us > 0 ? "--io-uring=off" : "--io-uring=auto"});
   WriteWholeFile(mnt_ / "kept", "written before the end");
   int held = -1;
   if (how == "fusermount") {
@@ -987,7 +990,8 @@ TEST_P(FuseStuckRequestTest, DoesNotStopTheVolume) {
   WriteWholeFile(backing_ / "slow", "");
   Mount("<*, r, //home/slow> -> <IO, //slow/f>\n",
         {"--endpoint", "slow=" + slow_mnt.path(), "--threads", "1",
-         "--kernel-cache", "off", "--poll-us", std::to_string(GetParam())});
+         "--kernel-cache", "off", "--poll-us", std::to_string(GetParam()),
+         "--io-uring=off"});
   const int fd = open((mnt_ / "slow").c_str(), O_RDONLY);
   ASSERT_GE(fd, 0);
   char buf[32] = {};
