@@ -34,15 +34,21 @@ print(f'{d["iops"]:.0f} {d["bw_bytes"]/1e6:.1f} '
 PY
 }
 
-# FUSE over io_uring is a system-wide kernel switch, off by default.
-# uring_switch_on SYSTEMS: turns it on when a system's name has "uring" in
-# it (exits if the kernel has none) and sets uring_was for
-# restore_uring_switch, which the caller's EXIT trap runs.
+# FUSE over io_uring is a system-wide kernel switch, off by default, which
+# installing sroute turns on (scripts/enable-fuse-uring.sh); sroute volumes
+# use it by default.
+# uring_switch_on SYSTEMS: turns it on when a system's name has "uring" or
+# "sroute" in it, as installed (exits if a "uring" one needs it and the
+# kernel has none) and sets uring_was for restore_uring_switch, which the
+# caller's EXIT trap runs.
 uring_switch=/sys/module/fuse/parameters/enable_uring
 uring_was=""
 uring_switch_on() {
   case " $1 " in
-    *uring*)
+    *sroute*)
+      [ -w "$uring_switch" ] || case " $1 " in *uring*) ;; *) return 0 ;; esac
+      ;;&
+    *uring*|*sroute*)
       [ -w "$uring_switch" ] || { echo "no $uring_switch: this kernel has no FUSE over io_uring" >&2; exit 1; }
       uring_was=$(cat "$uring_switch")
       echo Y > "$uring_switch" ;;

@@ -84,7 +84,11 @@ mount_system() {
   fi
   case $sys in
     raw) return 0 ;;
+    # Default flags (io_uring queues with the switch on, as installed).
     sroute-off) "$bin" "$mnt" --backing "$data" --kernel-cache off -f & ;;
+    # The /dev/fuse transport.
+    sroute-off-devfuse)
+      "$bin" "$mnt" --backing "$data" --kernel-cache off --io-uring=off -f & ;;
     sroute-auto) "$bin" "$mnt" --backing "$data" --kernel-cache auto -f & ;;
     # The FUSE workers poll 50 µs for the next request (by default they
     # sleep in read(2) at once).
@@ -289,6 +293,9 @@ def target(name, wl, s, peers, need=1.0):
 print()
 print(f'{"target":54} {"workload":16} {"sroute":>9}   {"peer":>9} {"(best of)":22}   ratio          per round: median (range)')
 for wl in ["randread4k-1", "randread4k-4", "randwrite4k-1", "randwrite4k-4"]:
+    # Issue 26: default flags (io_uring queues, as installed) vs mergerfs.
+    target("off, default flags >= 1.5x mergerfs-off", wl,
+           "sroute-off", ["mergerfs-off"], 1.5)
     target("off, empty table >= best of mergerfs-off, ptll-never", wl,
            "sroute-off", ["mergerfs-off", "ptll-never"])
     target("off, --poll-us 50 >= best of mergerfs-off, ptll-never", wl,

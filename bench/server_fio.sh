@@ -6,10 +6,13 @@
 # servers keep their files on the same journaled ext4 loop filesystem made for
 # the benchmark (as bench/fuse_fio.sh does), in sibling directories.
 #
-# sroute runs in three variants: its defaults with --kernel-cache off
-# (sroute-off) and auto (sroute-auto), and sroute-poll: kernel cache off and
-# both daemons' network threads busy-polling (--poll-us $POLL_US) against a
-# second sroute-server of their own. Polling spends CPU to skip the wake-ups
+# sroute runs in these variants: its defaults with --kernel-cache off
+# (sroute-off) and auto (sroute-auto): FUSE over io_uring (the script turns
+# the kernel's switch on, as installing does) and network threads polling
+# while requests flow; sroute-poll: kernel cache off and both daemons'
+# network threads always polling (--poll-us $POLL_US) against a second
+# sroute-server of their own; sroute-plain: the defaults before issue 26
+# (/dev/fuse, --poll-us 0 on both daemons, a third server). Polling spends CPU to skip the wake-ups
 # of sleeping threads, which on this virtual machine cost tens of
 # microseconds each (see bench/RESULTS.md).
 #
@@ -136,6 +139,7 @@ glusterd_pid=""
 server_pid=""
 server_addr=""
 poll_server_pid=""
+plain_server_pid=""
 poll_server_addr=""
 rep1_pid="" rep1_addr=""
 declare -a rep_pid=() rep_addr=()
@@ -155,7 +159,7 @@ cleanup() {
       [ -n "${fuse_pid[$sys]:-}" ] && wait "${fuse_pid[$sys]}" 2>/dev/null
     fi
   done
-  for pid in $server_pid $poll_server_pid ${rep_pid[@]} $rep1_pid; do
+  for pid in $server_pid $poll_server_pid $plain_server_pid ${rep_pid[@]} $rep1_pid; do
     kill -TERM "$pid" 2>/dev/null
     wait "$pid" 2>/dev/null
   done
@@ -320,6 +324,7 @@ server_pid_of() {  # system -> the server daemon's pid
   case $1 in
     gluster*) echo "${brick_pid[$1]}" ;;
     sroute-poll|sroute-poll-cache) echo "$poll_server_pid" ;;
+    sroute-plain) echo "$plain_server_pid" ;;
     sroute-rep1) echo "$rep1_pid" ;;
     sroute-rep3) echo "${rep_pid[0]}" ;;
     *) echo "$server_pid" ;;
@@ -332,6 +337,7 @@ backing_file() {
     gluster-rep3) echo "$data/b-$1-1/fio.dat" ;;
     gluster*) echo "$data/b-$1/fio.dat" ;;
     sroute-poll|sroute-poll-cache) echo "$data/s2/fio.dat" ;;
+    sroute-plain) echo "$data/s3/fio.dat" ;;
     sroute-rep1) echo "$data/q1/fio.dat" ;;
     sroute-rep3) echo "$data/r1/fio.dat" ;;
     *) echo "$data/s1/fio.dat" ;;
@@ -340,6 +346,7 @@ backing_file() {
 
 need_sroute=0
 need_poll=0
+need_plain=0
 need_rep=0
 for sys in $systems; do
   case $sys in
@@ -347,6 +354,7 @@ for sys in $systems; do
     sroute-rule|sroute-trace-1|sroute-trace-10|sroute-trace-100) need_sroute=1 ;;
     sroute-tap-1|sroute-tap-10|sroute-tap-100) need_sroute=1 ;;
     sroute-poll|sroute-poll-cache) need_poll=1 ;;
+    sroute-plain) need_plain=1 ;;
     gluster|gluster-rdio|gluster-iocache|gluster-rep3) ;;
     sroute-rep1|sroute-rep3) need_rep=1 ;;
     *) echo "unknown system $sys" >&2; exit 2 ;;
@@ -376,9 +384,17 @@ if [ "$need_poll" = 1 ]; then
   poll_server_pid=$started_pid poll_server_addr=$started_addr
   rm -f "$data/s2/fio.dat"
 fi
+if [ "$need_plain" = 1 ]; then
+  start_sroute_server s3 plain-server.out --poll-us 0
+  plain_server_pid=$started_pid plain_server_addr=$started_addr
+  rm -f "$data/s3/fio.dat"
+fi
 for sys in $systems; do
   case $sys in
     sroute-off) mount_sroute sroute-off off "$server_addr" ;;
+    # The defaults before issue 26: /dev/fuse, no polling on either daemon.
+    sroute-plain)
+      mount_sroute sroute-plain off "$plain_server_addr" --io-uring=off --poll-us 0 ;;
     sroute-auto) mount_sroute sroute-auto auto "$server_addr" ;;
     sroute-poll) mount_sroute sroute-poll off "$poll_server_addr" --poll-us "$poll_us" ;;
     gluster) start_gluster gluster "$vol" ;;
@@ -520,7 +536,7 @@ print(f'{"target":22} {"workload":15} {"system":11} {"peer":12} {"sroute":>9} {"
 for peer in ["gluster", "gluster-rdio"]:
     for wl in ["randread4k-1", "randread4k-4", "randwrite4k-1", "randwrite4k-4"]:
         g = med.get((wl, peer))
-        for s in ["sroute-off", "sroute-auto", "sroute-poll"]:
+        for s in ["sroute-off", "sroute-auto", "sroute-poll", "sroute-plain"]:
             m = med.get((wl, s))
             if not g or not m:
                 continue

@@ -1,5 +1,6 @@
 #include "fuse/uring_queues.h"
 
+#include <fcntl.h>
 #include <linux/fuse.h>
 #include <linux/io_uring.h>
 #include <pthread.h>
@@ -285,25 +286,34 @@ bool CanLeaveIdlePolicy() {
   return ok;
 }
 
-// The watchdog's period and the first and longest boost.
+// The watchdog's period, its longest while no queue thread ran or waited
+// to run (an idle volume then wakes it a few times a second only), and the
+// first and longest boost.
 constexpr int kWatchMs = 10;
+constexpr int kIdleWatchMs = 160;
 constexpr uint64_t kFirstBoostNs = 100'000'000;
 constexpr uint64_t kMaxBoostNs = 10'000'000'000;
 
 // Time thread `tid` of this process ran and waited to run, from
-// /proc/self/task/TID/schedstat.
-bool ReadSchedStat(pid_t tid, int64_t* exec_ns, int64_t* wait_ns) {
-  char path[64];
-  std::snprintf(path, sizeof(path), "/proc/self/task/%d/schedstat",
-                static_cast<int>(tid));
-  std::FILE* f = std::fopen(path, "re");
-  if (f == nullptr) return false;
+// /proc/self/task/TID/schedstat, opened once into `*fd` (read again from
+// the start each time: a path lookup in /proc costs more than the read).
+bool ReadSchedStat(pid_t tid, int* fd, int64_t* exec_ns, int64_t* wait_ns) {
+  if (*fd < 0) {
+    char path[64];
+    std::snprintf(path, sizeof(path), "/proc/self/task/%d/schedstat",
+                  static_cast<int>(tid));
+    *fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (*fd < 0) return false;
+  }
+  char text[96];
+  const ssize_t n = pread(*fd, text, sizeof(text) - 1, 0);
+  if (n <= 0) return false;
+  text[n] = '\0';
   long long exec = 0, wait = 0;
-  const bool ok = std::fscanf(f, "%lld %lld", &exec, &wait) == 2;
-  std::fclose(f);
+  if (std::sscanf(text, "%lld %lld", &exec, &wait) != 2) return false;
   *exec_ns = exec;
   *wait_ns = wait;
-  return ok;
+  return true;
 }
 
 // The kernel keeps a queue per possible CPU (0..N-1).
@@ -357,6 +367,10 @@ struct UringQueues::Impl {
     std::atomic<uint64_t> boost_until{0};
     uint64_t boost_ns = kFirstBoostNs;
     int64_t last_exec_ns = 0, last_wait_ns = 0;  // watchdog only
+    int schedstat_fd = -1;                       // watchdog only
+    ~Thread() {
+      if (schedstat_fd >= 0) close(schedstat_fd);
+    }
   };
   // Calls the queue threads must not make themselves. Destroyed last, after
   // the threads ended: an answer a helper gives then goes to /dev/fuse.
@@ -532,15 +546,24 @@ struct UringQueues::Impl {
   // Watches for a queue thread starved by other work on its CPU: one that
   // spent nearly a whole period waiting to run (SCHED_IDLE yields to every
   // other thread). It runs it at normal priority for a while, longer each
-  // time that repeats. Also copies the helpers' counts to the stats.
+  // time that repeats. Also copies the helpers' counts to the stats. While
+  // no queue thread runs or waits to run, the period doubles up to
+  // kIdleWatchMs (a thread starved right after such a period is boosted
+  // one short period after the long one).
   void Watch() ABSL_LOCKS_EXCLUDED(mu) {
     pthread_setname_np(pthread_self(), "uring-watchdog");
+    int period_ms = idle_policy ? kWatchMs : kIdleWatchMs;
+    uint64_t last_tick = MonotonicNanos();
     ReleasableMutexLock l(&mu);
-    while (!stop_cv.WaitFor(&mu, std::chrono::milliseconds(kWatchMs),
+    while (!stop_cv.WaitFor(&mu, std::chrono::milliseconds(period_ms),
                             [&] { return stop.load(); })) {
       // Not under mu: /proc reads and scheduler calls (everything below is
       // atomic or the watchdog's own).
       l.Unlock();
+      const uint64_t now = MonotonicNanos();
+      const auto elapsed = static_cast<int64_t>(now - last_tick);
+      last_tick = now;
+      bool active = false;
       if (stats != nullptr) {
         const HelperPool::Stats h = helpers->stats();
         stats->helper_calls.store(h.posted, std::memory_order_relaxed);
@@ -551,14 +574,17 @@ struct UringQueues::Impl {
         if (!idle_policy) break;
         const pid_t tid = t->tid.load();
         int64_t exec_ns = 0, wait_ns = 0;
-        if (tid == 0 || !ReadSchedStat(tid, &exec_ns, &wait_ns)) continue;
+        if (tid == 0 ||
+            !ReadSchedStat(tid, &t->schedstat_fd, &exec_ns, &wait_ns)) {
+          continue;
+        }
         const int64_t ran = exec_ns - t->last_exec_ns;
         const int64_t waited = wait_ns - t->last_wait_ns;
         t->last_exec_ns = exec_ns;
         t->last_wait_ns = wait_ns;
-        const int64_t period = kWatchMs * 1'000'000;
-        if (t->boosted.load() || waited < period * 9 / 10 ||
-            ran > period / 10) {
+        if (ran > 0 || waited > 0) active = true;
+        if (t->boosted.load() || waited < elapsed * 9 / 10 ||
+            ran > elapsed / 10) {
           continue;
         }
         if (SetIdlePolicy(tid, false)) {
@@ -567,6 +593,9 @@ struct UringQueues::Impl {
           t->boosted.store(true);
           if (stats != nullptr) stats->boosts.fetch_add(1);
         }
+      }
+      if (idle_policy) {
+        period_ms = active ? kWatchMs : std::min(period_ms * 2, kIdleWatchMs);
       }
       l.Lock();
     }
