@@ -48,25 +48,35 @@ void IoThreads::Run() {
 
 void IoThreads::Poll() {
   using Clock = std::chrono::steady_clock;
-  auto last_event = Clock::now();
-  // The share of events that came within the window of the one before, in
-  // 1/256ths, as a moving average over about the last eight (adaptive).
+  // Adaptive: the share of quiet moments (the context found empty after an
+  // event) that ended with an event within the window, in 1/256ths, as a
+  // moving average over about the last eight. Events that come back to back
+  // (the several of one request) do not count: only whether waiting for
+  // the next one pays.
   int hits = 0;
   auto note = [&](bool hit) { hits += ((hit ? 256 : 0) - hits) / 8; };
   bool polling = polling_ == Polling::kAlways;
+  bool quiet = false;  // found empty since the last event
+  auto quiet_since = Clock::now();
   while (!context_->stopped()) {
     if (context_->poll() > 0) {
-      const auto now = Clock::now();
-      note(now - last_event < poll_window_);
-      last_event = now;
-    } else if (polling && Clock::now() - last_event < poll_window_) {
-      sched_yield();  // let whatever else is runnable here have the CPU
+      if (quiet) note(Clock::now() - quiet_since < poll_window_);
+      quiet = false;
     } else {
-      if (polling) note(false);  // the window ran out
-      context_->run_one();       // sleeps until the next event
       const auto now = Clock::now();
-      note(now - last_event < poll_window_);
-      last_event = now;
+      if (!quiet) {
+        quiet = true;
+        quiet_since = now;
+        if (polling) poll_turns_.fetch_add(1, std::memory_order_relaxed);
+      }
+      if (polling && now - quiet_since < poll_window_) {
+        sched_yield();  // let whatever else is runnable here have the CPU
+      } else {
+        if (polling) note(false);  // the window ran out
+        context_->run_one();       // sleeps until the next event
+        if (!polling) note(Clock::now() - quiet_since < poll_window_);
+        quiet = false;
+      }
     }
     if (polling_ == Polling::kAdaptive) polling = hits >= 128;
   }

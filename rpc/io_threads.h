@@ -21,7 +21,9 @@
 #ifndef SROUTE_RPC_IO_THREADS_H_
 #define SROUTE_RPC_IO_THREADS_H_
 
+#include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <thread>
@@ -48,6 +50,10 @@ class IoThreads {
 
   boost::asio::io_context& context() { return *context_; }
   int size() const { return count_; }
+  // Times the poller went on polling after an event instead of sleeping.
+  uint64_t poll_turns() const {
+    return poll_turns_.load(std::memory_order_relaxed);
+  }
 
   // Stops running handlers and joins the threads (idempotent): no handler
   // runs after it returns. Work still queued is dropped.
@@ -59,6 +65,7 @@ class IoThreads {
   const int count_;
   const std::chrono::microseconds poll_window_;
   const Polling polling_;
+  std::atomic<uint64_t> poll_turns_{0};
   struct Guard;
   std::unique_ptr<boost::asio::io_context> context_;
   std::unique_ptr<Guard> guard_;

@@ -474,6 +474,50 @@ TEST_F(RpcTest, NothingListeningIsUnavailable) {
   StartServer(0);
 }
 
+// Adaptive polling (the daemons' default): a trickle of calls, each long
+// after the one before, is not polled for; a stream of back-to-back calls
+// is.
+TEST(RpcPollingTest, AdaptivePollersPollOnlyWhileCallsFlow) {
+  using std::chrono::microseconds;
+  IoThreads server_threads(2, microseconds(200), IoThreads::Polling::kAdaptive);
+  IoThreads client_threads(1);
+  EXPECT_EQ(server_threads.size(), 1);
+  RpcServer::Options so;
+  so.name = "adaptive";
+  so.secret = kSecret;
+  auto server = *RpcServer::Start(&server_threads, "127.0.0.1:0", so,
+                                  [&](std::unique_ptr<RpcServer::Call> call) {
+                                    proto::RpcReply reply;
+                                    call->Reply(reply, call->payload());
+                                  });
+  RpcChannel::Options co;
+  co.address = server->address();
+  co.secret = kSecret;
+  auto ch = *RpcChannel::Create(&client_threads, co);
+  auto call = [&] {
+    proto::RpcRequest req;
+    req.mutable_io()->set_path("echo");
+    std::string back;
+    const std::string data = "x";
+    auto r = ch->CallSync(req, absl::Seconds(10), data, &back);
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() && back == data;
+  };
+  ASSERT_TRUE(ch->Connect(absl::Seconds(2)).ok());
+  ASSERT_TRUE(call());
+  const uint64_t before_trickle = server_threads.poll_turns();
+  for (int i = 0; i < 20; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    ASSERT_TRUE(call());
+  }
+  // A poll turn or two while the share of hits falls (the connection's
+  // first events came close together), not one per call.
+  EXPECT_LE(server_threads.poll_turns() - before_trickle, 4u);
+  const uint64_t before_stream = server_threads.poll_turns();
+  for (int i = 0; i < 2000; ++i) ASSERT_TRUE(call());
+  EXPECT_GT(server_threads.poll_turns() - before_stream, 100u);
+}
+
 // Polling network threads (rpc/io_threads.h) on both sides: calls from
 // several threads come back, deadlines still fire, a thread that went to
 // sleep after its window wakes for the next call, and Stop ends the poller.
