@@ -357,7 +357,10 @@ struct UringQueues::Impl {
   struct Thread {
     std::thread thread;
     std::atomic<bool> done{false};
-    EntryOwner owner;
+    // Never freed, as the entries are not: an answer given after the thread
+    // ended (by a helper, a storage server's, a released quiesce's) may
+    // still reach it.
+    EntryOwner* const owner = new EntryOwner;
     std::vector<Entry*> entries;  // the thread's own
     std::atomic<pid_t> tid{0};
     // Set by the watchdog when it lifted the thread out of SCHED_IDLE;
@@ -393,7 +396,7 @@ struct UringQueues::Impl {
     e->payload_size = payload_size;
     e->buffer = static_cast<char*>(::operator new (
         kPayloadOffset + payload_size, std::align_val_t{kPayloadOffset}));
-    e->owner = &t->owner;
+    e->owner = t->owner;
     e->qid = qid;
     registry[slot].store(e);
     t->entries.push_back(e);
@@ -440,7 +443,7 @@ struct UringQueues::Impl {
   void ArmEventFd(Ring& ring, Thread* t, uint64_t* sink) {
     io_uring_sqe* sqe = ring.NextSqe();
     sqe->opcode = IORING_OP_READ;
-    sqe->fd = t->owner.eventfd;
+    sqe->fd = t->owner->eventfd;
     sqe->addr = reinterpret_cast<uint64_t>(sink);
     sqe->len = sizeof(*sink);
     sqe->user_data = kEventFdTag;
@@ -469,8 +472,8 @@ struct UringQueues::Impl {
     uint64_t eventfd_sink = 0;
     int err = ring.Init(kRingSize);
     if (err == 0) {
-      t->owner.eventfd = eventfd(0, EFD_CLOEXEC);
-      if (t->owner.eventfd < 0) err = errno;
+      t->owner->eventfd = eventfd(0, EFD_CLOEXEC);
+      if (t->owner->eventfd < 0) err = errno;
     }
     if (err == 0) {
       for (int i = 0; i < kFirstEntries; ++i) {
@@ -506,8 +509,8 @@ struct UringQueues::Impl {
           // Answers given on other threads.
           std::vector<Entry*> answered;
           {
-            MutexLock l(&t->owner.mu);
-            answered.swap(t->owner.answered);
+            MutexLock l(&t->owner->mu);
+            answered.swap(t->owner->answered);
           }
           for (Entry* e : answered) Commit(ring, fd, e);
           ArmEventFd(ring, t, &eventfd_sink);

@@ -18,7 +18,9 @@ TEST(HelperPoolTest, AStuckCallHoldsOnlyItsOwnHelper) {
   std::promise<void> release;
   std::shared_future<void> released = release.get_future().share();
   std::atomic<bool> stuck_started{false};
-  pool.Post(0, [&] {
+  // The future by value: the helper may still be in wait() when the test's
+  // locals go (the pool, declared first, is destroyed last).
+  pool.Post(0, [&stuck_started, released] {
     stuck_started = true;
     released.wait();
   });
@@ -40,7 +42,7 @@ TEST(HelperPoolTest, PastTheBoundWorkWaitsForAFreeHelperOfAnyLane) {
   std::shared_future<void> released = release.get_future().share();
   std::latch both_stuck(2);
   for (int i = 0; i < 2; ++i) {
-    pool.Post(0, [&] {
+    pool.Post(0, [&both_stuck, released] {
       both_stuck.count_down();
       released.wait();
     });
@@ -73,7 +75,7 @@ TEST(HelperPoolTest, IdleHelpersLeaveButOnePerLaneStays) {
   std::promise<void> release;
   std::shared_future<void> released = release.get_future().share();
   for (int i = 0; i < 4; ++i) {
-    pool.Post(0, [&] {
+    pool.Post(0, [&all, released] {
       all.count_down();
       released.wait();
     });
