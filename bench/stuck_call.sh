@@ -24,6 +24,8 @@ cleanup() {
   [ -n "$inner_pid" ] && kill -CONT "$inner_pid" 2>/dev/null || true
   for p in "${stuck_pids[@]}"; do wait "$p" 2>/dev/null || true; done
   fusermount3 -u "$work/mnt" 2>/dev/null || true
+  # The outer daemon holds files of the inner volume until it exits.
+  [ -n "$outer_pid" ] && wait "$outer_pid" 2>/dev/null || true
   fusermount3 -u "$work/inner-mnt" 2>/dev/null || true
   wait 2>/dev/null || true
   restore_uring_switch
