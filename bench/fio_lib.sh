@@ -45,14 +45,17 @@ uring_switch=/sys/module/fuse/parameters/enable_uring
 uring_was=""
 uring_switch_on() {
   case " $1 " in
-    *sroute*)
-      [ -w "$uring_switch" ] || case " $1 " in *uring*) ;; *) return 0 ;; esac
-      ;;&
-    *uring*|*sroute*)
-      [ -w "$uring_switch" ] || { echo "no $uring_switch: this kernel has no FUSE over io_uring" >&2; exit 1; }
-      uring_was=$(cat "$uring_switch")
-      echo Y > "$uring_switch" ;;
+    *uring*|*sroute*) ;;
+    *) return 0 ;;
   esac
+  if [ ! -w "$uring_switch" ]; then
+    case " $1 " in
+      *uring*) echo "no $uring_switch: this kernel has no FUSE over io_uring" >&2; exit 1 ;;
+    esac
+    return 0  # sroute's defaults fall back to /dev/fuse
+  fi
+  uring_was=$(cat "$uring_switch")
+  echo Y > "$uring_switch"
 }
 restore_uring_switch() {
   [ -z "$uring_was" ] || echo "$uring_was" > "$uring_switch"

@@ -283,6 +283,12 @@ struct LocalEndpoint::Impl {
   }
   // The handle a thread shard used last, if it still stands.
   bool FrontHit(std::string_view path, bool need_write, Handle* out);
+  // The handle the cache holds for `path`: the shard's front, else the
+  // shared cache's (then made the shard's front). False if neither has it;
+  // `*gen` is then the generation an open must be inserted with. Opens
+  // nothing (it never blocks on the filesystem).
+  bool CachedHandle(std::string_view path, bool need_write, Handle* out,
+                    uint64_t* gen);
   void SetFront(std::string_view path, const Handle& h, uint64_t gen);
   void ClearFronts();
   void Insert(std::string_view path, Handle h, uint64_t gen);
@@ -441,22 +447,8 @@ void LocalEndpoint::Impl::ClearFronts() {
 
 absl::Status LocalEndpoint::Impl::GetHandle(Op op, std::string_view path,
                                             bool need_write, Handle* out) {
-  out->reset();
-  if (FrontHit(path, need_write, out)) return absl::OkStatus();
   uint64_t gen;
-  {
-    MutexLock l(&mu);
-    gen = generation;
-    auto it = by_path.find(path);
-    if (it != by_path.end() && (!need_write || it->second->handle->writable)) {
-      lru.splice(lru.begin(), lru, it->second);
-      *out = it->second->handle;
-    }
-  }
-  if (*out != nullptr) {
-    SetFront(path, *out, gen);
-    return absl::OkStatus();
-  }
+  if (CachedHandle(path, need_write, out, &gen)) return absl::OkStatus();
   bool writable = true;
   int fd = OpenBeneath(root_fd, path, O_RDWR);
   if (fd < 0 && !need_write && IsAccessError(errno)) {
@@ -475,6 +467,24 @@ absl::Status LocalEndpoint::Impl::GetHandle(Op op, std::string_view path,
   SetFront(path, h, gen);
   *out = std::move(h);
   return absl::OkStatus();
+}
+
+bool LocalEndpoint::Impl::CachedHandle(std::string_view path, bool need_write,
+                                       Handle* out, uint64_t* gen) {
+  out->reset();
+  if (FrontHit(path, need_write, out)) return true;
+  {
+    MutexLock l(&mu);
+    *gen = generation;
+    auto it = by_path.find(path);
+    if (it == by_path.end() || (need_write && !it->second->handle->writable)) {
+      return false;
+    }
+    lru.splice(lru.begin(), lru, it->second);
+    *out = it->second->handle;
+  }
+  SetFront(path, *out, *gen);
+  return true;
 }
 
 void LocalEndpoint::Impl::Insert(std::string_view path, Handle h,
@@ -581,12 +591,8 @@ absl::Status LocalEndpoint::Impl::Read(Io* io, std::string_view path) {
 bool LocalEndpoint::Impl::ReadCached(Io* io, std::string_view path) {
   if (!CheckPath(Op::kRead, path).ok()) return false;
   Handle h;
-  if (!FrontHit(path, /*need_write=*/false, &h)) {
-    MutexLock l(&mu);
-    auto it = by_path.find(path);
-    if (it == by_path.end()) return false;
-    h = it->second->handle;
-  }
+  uint64_t gen;
+  if (!CachedHandle(path, /*need_write=*/false, &h, &gen)) return false;
   const size_t want =
       std::min<uint64_t>(io->header.length, io->read_buffer.size());
   size_t done = 0;

@@ -36,8 +36,8 @@ struct HelperPool::Impl {
       : options(o), lanes(static_cast<size_t>(std::max(1, o.lanes))) {}
 
   struct Lane {
-    // Guards this lane. A leaf; never held with another lane's or
-    // threads_mu.
+    // Guards this lane. Taken before overflow_mu and threads_mu, never
+    // with another lane's.
     Mutex mu;
     CondVar cv;  // work queued, or stop
     std::deque<Work> queue ABSL_GUARDED_BY(mu);

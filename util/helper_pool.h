@@ -8,9 +8,10 @@
 // idle helper of its lane or, if none is idle, starts one, so a helper
 // stuck in a call (fsync on a hung disk, a read from a filesystem that
 // stopped answering) holds only its own call. Threads are bounded
-// (`max_threads` in all); past the bound, work waits in its lane's queue
-// and any helper that comes free takes it, its own lane's first. A lane
-// keeps one helper; others leave after `idle_exit` without work.
+// (`max_threads` in all); past the bound, work waits in a queue of the
+// pool's that the first helper to come free takes from, whatever its lane
+// (after its own lane's work). A lane keeps one helper; others leave after
+// `idle_exit` without work.
 //
 // Thread safety: thread-safe. The destructor runs the work queued and joins
 // the helpers (it waits for calls in progress, however long they take).
