@@ -1,6 +1,7 @@
 #include "check/checker.h"
 
 #include <algorithm>
+#include <cctype>
 #include <set>
 
 #include "absl/container/flat_hash_map.h"
@@ -34,17 +35,71 @@ constexpr OpAtom kOpAtoms[] = {
     {kOpClassCreate, false, Op::kCreate}, {kOpClassDelete, false, Op::kUnlink},
 };
 
+// A string every match of RE2 regex `re` starts with: its leading literal
+// characters (none if an alternative is at the top level).
+std::string LiteralPrefix(std::string_view re) {
+  int depth = 0;
+  bool in_class = false;
+  for (size_t i = 0; i < re.size(); ++i) {
+    const char c = re[i];
+    if (c == '\\') {
+      ++i;
+    } else if (in_class) {
+      in_class = c != ']';
+    } else if (c == '[') {
+      in_class = true;
+    } else if (c == '(') {
+      ++depth;
+    } else if (c == ')') {
+      --depth;
+    } else if (c == '|' && depth == 0) {
+      return "";
+    }
+  }
+  std::string out;
+  size_t i = re.starts_with("^") ? 1 : 0;
+  while (i < re.size()) {
+    char c = re[i];
+    size_t next = i + 1;
+    if (c == '\\') {
+      if (i + 1 >= re.size()) break;
+      c = re[i + 1];
+      if (std::isalnum(static_cast<unsigned char>(c))) break;  // a class
+      next = i + 2;
+    } else if (std::string_view(".^$|?*+()[]{}").find(c) !=
+               std::string_view::npos) {
+      break;
+    }
+    // A quantifier after it makes the character optional.
+    if (next < re.size() &&
+        std::string_view("?*{").find(re[next]) != std::string_view::npos) {
+      break;
+    }
+    out.push_back(c);
+    i = next;
+  }
+  return out;
+}
+
 // One rule in the checker.
 struct RuleRec {
   TableRule tr;
   uint64_t key = 0;  // unique in the checker: the table entries' ids
-  std::string text;  // FormatRule
+  std::string text;  // FormatRule, or empty until Text()
   // Compiled lazily: the file set, or why it cannot be modelled.
   std::optional<absl::StatusOr<FileSet>> files;
   std::unique_ptr<RE2> regex;
 
-  const Rule& rule() const { return tr.rule; }
-  const FilePattern& file() const { return tr.rule.pattern.file; }
+  // The rule itself lives in `entry` (tr.rule is moved there), shared with
+  // the table that routes witnesses.
+  RuleEntryPtr entry;
+  const Rule& rule() const { return entry->rule(); }
+  const FilePattern& file() const { return entry->rule().pattern.file; }
+  // Its text, made when a finding needs it.
+  const std::string& Text() {
+    if (text.empty()) text = FormatRule(rule());
+    return text;
+  }
   bool ranged() const { return file().range.has_value(); }
   bool Before(const RuleRec& o) const { return tr.order < o.tr.order; }
   const absl::StatusOr<FileSet>& Files() {
@@ -57,12 +112,18 @@ struct RuleRec {
     if (file().kind != FilePattern::Kind::kRegex) {
       return file().MatchesName(name);
     }
-    if (regex == nullptr) {
-      RE2::Options opts;
-      opts.set_log_errors(false);
-      regex = std::make_unique<RE2>(file().text, opts);
-    }
+    Compile();
+    if (!name.starts_with(literal)) return false;
     return regex->ok() && RE2::FullMatch(name, *regex);
+  }
+  // Every name the regex matches starts with `literal` (cheap filter).
+  std::string literal;
+  void Compile() {
+    if (regex != nullptr) return;
+    RE2::Options opts;
+    opts.set_log_errors(false);
+    regex = std::make_unique<RE2>(file().text, opts);
+    literal = LiteralPrefix(file().text);
   }
 };
 
@@ -125,6 +186,9 @@ struct Switch {
   SwitchView view;  // rules moved out into `rules`
   absl::flat_hash_set<std::string> endpoints, stages;
   absl::flat_hash_map<uint64_t, std::unique_ptr<RuleRec>> rules;  // by key
+  // Keys by TableRule::id (ids need not be unique: rules of a file are
+  // numbered per file).
+  absl::flat_hash_map<uint64_t, std::vector<uint64_t>> keys_of_id;
   absl::flat_hash_map<std::string, std::vector<RuleRec*>> exact, prefix;
   std::map<std::string, std::vector<RuleRec*>, std::less<>> sorted;
   std::set<size_t> prefix_lengths;
@@ -175,9 +239,7 @@ struct Switch {
   }
 };
 
-std::shared_ptr<const RuleEntry> EntryOf(const RuleRec& r) {
-  return std::make_shared<RuleEntry>(r.key, r.tr.order, r.tr.rule, r.tr.origin);
-}
+std::shared_ptr<const RuleEntry> EntryOf(const RuleRec& r) { return r.entry; }
 
 // A switch as a check sees it: its indexed rules, minus `removed`, plus
 // `added` (a change being checked), and the table routing that.
@@ -232,7 +294,33 @@ struct View {
       case FilePattern::Kind::kRegex:
         each(sw->any);
         regexes([](RuleRec*) { return true; });
-        if (with_names || f.kind == FilePattern::Kind::kRegex) {
+        if (f.kind == FilePattern::Kind::kRegex && !with_names) {
+          // Every name it matches starts with its literal prefix: names and
+          // prefixes under it, and prefixes of it.
+          r->Compile();
+          const std::string& lit = r->literal;
+          auto meeting = [&](const std::vector<RuleRec*>& v) {
+            for (RuleRec* o : v) {
+              if (o != r && Live(o) && Meets(r, o)) fn(o);
+            }
+          };
+          EachPrefixOf(lit, meeting);
+          for (auto it = sw->sorted.lower_bound(lit);
+               it != sw->sorted.end() && it->first.starts_with(lit); ++it) {
+            if (it->first.size() == lit.size() && sw->prefix.contains(lit)) {
+              // A prefix equal to the literal was met above; names too.
+              std::vector<RuleRec*> names;
+              for (RuleRec* o : it->second) {
+                if (o->file().kind == FilePattern::Kind::kExact) {
+                  names.push_back(o);
+                }
+              }
+              meeting(names);
+              continue;
+            }
+            meeting(it->second);
+          }
+        } else if (with_names) {
           for (auto& [text, v] : sw->sorted) {
             for (RuleRec* o : v) {
               if (o != r && Live(o) &&
@@ -259,6 +347,11 @@ struct View {
   }
 
   static bool RegexMeetsPrefix(RuleRec* re, const std::string& prefix) {
+    re->Compile();
+    if (!prefix.starts_with(re->literal) &&
+        !std::string_view(re->literal).starts_with(prefix)) {
+      return false;
+    }
     const auto& fs = re->Files();
     if (!fs.ok()) return true;  // unknown: keep it as a neighbour
     const FileSet p = FileSet::Prefix(prefix);
@@ -347,9 +440,11 @@ class Engine {
   RuleRec* AddRec(Switch& sw, TableRule tr) {
     auto r = std::make_unique<RuleRec>();
     r->key = next_key_++;
-    r->text = FormatRule(tr.rule);
+    r->entry = std::make_shared<RuleEntry>(r->key, tr.order, std::move(tr.rule),
+                                           tr.origin);
     r->tr = std::move(tr);
     RuleRec* raw = r.get();
+    sw.keys_of_id[raw->tr.id].push_back(raw->key);
     sw.rules[raw->key] = std::move(r);
     sw.Index(raw);
     return raw;
@@ -390,6 +485,7 @@ class Engine {
     std::set<std::string> ends;  // "SSWITCH:FILE" where the IO lands
     std::vector<std::string> loop;
     std::string loop_origin;
+    bool record = false;             // write out `loop`'s hops
     std::vector<std::string> stack;  // state keys on the path
     std::string cycle;  // the loop's states, sorted: one finding a loop
   };
@@ -790,7 +886,9 @@ void Engine::Follow(std::map<std::string, View>& views, const View& at,
   const std::string key =
       StrCat(at.sw->view.name, "\x1f", h.stage, "\x1f", h.file);
   const RuleEntry* rule = Winner(*at.table, &h);
-  std::string hop = StrCat(at.sw->view.name, ": ", FormatHeader(h));
+  // Hops are written out only when a loop's path is wanted.
+  const std::string hop =
+      out->record ? StrCat(at.sw->view.name, ": ", FormatHeader(h)) : "";
   if (on_path->contains(key) || static_cast<int>(path->size()) >= kMaxHops) {
     out->loop = *path;
     auto first = std::find(out->stack.begin(), out->stack.end(), key);
@@ -871,7 +969,7 @@ void Engine::BlackHoles(std::map<std::string, View>& views, const View& v,
     Finding f;
     f.kind = FindingKind::kBlackHole;
     f.sswitch = sw.view.name;
-    f.rule = r->text;
+    f.rule = r->Text();
     f.origin = r->tr.origin;
     f.rule_id = r->tr.id;
     f.detail = std::move(detail);
@@ -1088,7 +1186,7 @@ void Engine::Findings(
       Finding f;
       f.kind = kind;
       f.sswitch = name;
-      f.rule = r->text;
+      f.rule = r->Text();
       f.origin = r->tr.origin;
       f.rule_id = r->tr.id;
       f.detail = std::move(detail);
@@ -1145,12 +1243,21 @@ void Engine::Findings(
       int steps = 0;
       Follow(views, v, *a.reach, &path, &on_path, &trace, &steps);
       if (!trace.loop.empty()) {
+        // Again, writing out the hops.
+        trace = Trace();
+        trace.record = true;
+        path.clear();
+        on_path.clear();
+        steps = 0;
+        Follow(views, v, *a.reach, &path, &on_path, &trace, &steps);
+      }
+      if (!trace.loop.empty()) {
         const std::string key = StrCat("loop\x1f", trace.cycle);
         if (reported.insert(key).second) {
           Finding f;
           f.kind = FindingKind::kLoop;
           f.sswitch = name;
-          f.rule = r->text;
+          f.rule = r->Text();
           f.origin = r->tr.origin;
           f.rule_id = r->tr.id;
           f.detail = "IOs it routes come back to where they were";
@@ -1164,12 +1271,15 @@ void Engine::Findings(
     // rule before it that takes such reads keeps them from the writes.
     if (HasTrackWrites(r->rule())) {
       RuleRec probe;
-      probe.tr = r->tr;
-      probe.tr.rule.pattern.ops = kOpClassRead;
-      probe.tr.rule.delegate.reset();
-      if (!probe.tr.rule.pattern.file.range) {
-        probe.tr.rule.pattern.file.range = ByteRange{0, kEnd};
+      probe.tr.order = r->tr.order;
+      Rule reads = r->rule();
+      reads.pattern.ops = kOpClassRead;
+      reads.delegate.reset();
+      if (!reads.pattern.file.range) {
+        reads.pattern.file.range = ByteRange{0, kEnd};
       }
+      probe.entry =
+          std::make_shared<RuleEntry>(0, r->tr.order, std::move(reads), "");
       std::vector<RuleRec*> before;
       v.ForEachFileNeighbour(&probe, /*with_names=*/true, [&](RuleRec* o) {
         if (o != r && o->Before(*r) && !o->rule().is_tap() &&
@@ -1326,7 +1436,8 @@ Report Checker::CheckChange(const std::string& sswitch,
   for (const TableRule& tr : add) {
     auto r = std::make_unique<RuleRec>();
     r->key = e.next_key_++;
-    r->text = FormatRule(tr.rule);
+    r->entry =
+        std::make_shared<RuleEntry>(r->key, tr.order, tr.rule, tr.origin);
     r->tr = tr;
     entries.push_back(EntryOf(*r));
     after.added.push_back(r.get());
@@ -1334,9 +1445,11 @@ Report Checker::CheckChange(const std::string& sswitch,
   }
   std::vector<RuleRec*> removed;
   std::vector<uint64_t> removed_keys;
-  for (auto& [key, r] : sw.rules) {
-    if (std::find(remove.begin(), remove.end(), r->tr.id) != remove.end()) {
-      removed.push_back(r.get());
+  for (uint64_t id : remove) {
+    auto it = sw.keys_of_id.find(id);
+    if (it == sw.keys_of_id.end()) continue;
+    for (uint64_t key : it->second) {
+      removed.push_back(sw.rules.at(key).get());
       removed_keys.push_back(key);
       after.removed.insert(key);
     }
@@ -1406,15 +1519,15 @@ void Checker::Apply(const std::string& sswitch,
   Engine& e = impl_->engine;
   Switch& sw = e.Get(sswitch);
   std::vector<uint64_t> removed_keys;
-  for (auto it = sw.rules.begin(); it != sw.rules.end();) {
-    if (std::find(remove.begin(), remove.end(), it->second->tr.id) !=
-        remove.end()) {
-      sw.Unindex(it->second.get());
-      removed_keys.push_back(it->first);
-      sw.rules.erase(it++);
-    } else {
-      ++it;
+  for (uint64_t id : remove) {
+    auto it = sw.keys_of_id.find(id);
+    if (it == sw.keys_of_id.end()) continue;
+    for (uint64_t key : it->second) {
+      sw.Unindex(sw.rules.at(key).get());
+      sw.rules.erase(key);
+      removed_keys.push_back(key);
     }
+    sw.keys_of_id.erase(it);
   }
   std::vector<RuleEntryPtr> entries;
   for (const TableRule& tr : add) entries.push_back(EntryOf(*e.AddRec(sw, tr)));

@@ -1,6 +1,7 @@
 #include "check/file_set.h"
 
 #include <algorithm>
+#include <cctype>
 #include <deque>
 
 #include "absl/container/flat_hash_map.h"
