@@ -451,16 +451,13 @@ class Engine {
   }
 
   // The views of every switch, `change` (if any) in place of its own.
-  void Views(const View* change, std::map<std::string, View>* out) {
+  // Every switch as it is.
+  void Views(std::map<std::string, View>* out) {
     for (auto& [name, sw] : switches_) {
-      if (change != nullptr && change->sw == sw.get()) {
-        (*out)[name] = *change;
-      } else {
-        View v;
-        v.sw = sw.get();
-        v.table = sw->table;
-        (*out)[name] = std::move(v);
-      }
+      View v;
+      v.sw = sw.get();
+      v.table = sw->table;
+      (*out)[name] = std::move(v);
     }
   }
 
@@ -867,7 +864,7 @@ void Engine::Deliver(std::map<std::string, View>& views, const View& at,
                      std::set<std::string>* on_path, Trace* out, int* steps) {
   FileName name;
   if (!SplitFileName(file, &name)) {
-    out->ends.insert(StrCat(at.sw->view.name, ":", file));
+    out->ends.insert(StrCat(at.sw->view.name, "\x1f", Printable(file)));
     return;
   }
   if (const View* next = ServerAt(views, at, std::string(name.host))) {
@@ -876,7 +873,7 @@ void Engine::Deliver(std::map<std::string, View>& views, const View& at,
     Follow(views, *next, std::move(h2), path, on_path, out, steps);
     return;
   }
-  out->ends.insert(StrCat(at.sw->view.name, ":", file));
+  out->ends.insert(StrCat(at.sw->view.name, "\x1f", Printable(file)));
 }
 
 void Engine::Follow(std::map<std::string, View>& views, const View& at,
@@ -947,7 +944,7 @@ void Engine::Follow(std::map<std::string, View>& views, const View& at,
         if (next != nullptr) {
           Follow(views, *next, std::move(h2), path, on_path, out, steps);
         } else {
-          out->ends.insert(StrCat(at.sw->view.name, ":", FormatTarget(t)));
+          out->ends.insert(StrCat(at.sw->view.name, "\x1f", FormatTarget(t)));
         }
         path->pop_back();
         break;
@@ -1121,9 +1118,18 @@ void Engine::Hazards(const View& v, const std::string& file,
       f.witness = std::move(witness);
       report->findings.push_back(std::move(f));
     };
-    auto describe = [](const std::set<std::string>& ends) {
+    // Where IOs end: FILE, and "FILE at SSWITCH" off this sSwitch.
+    auto describe = [&](const std::set<std::string>& ends) {
       std::string out;
-      for (const std::string& e : ends) out += (out.empty() ? "" : ", ") + e;
+      for (const std::string& e : ends) {
+        const size_t cut = e.find('\x1f');
+        std::string where =
+            cut == std::string::npos ? e
+            : e.substr(0, cut) == v.sw->view.name
+                ? e.substr(cut + 1)
+                : StrCat(e.substr(cut + 1), " at ", e.substr(0, cut));
+        out += (out.empty() ? "" : ", ") + where;
+      }
       return out.empty() ? std::string("nowhere") : out;
     };
     for (const Route& rd : reads) {
@@ -1312,6 +1318,8 @@ void Engine::Findings(
 
 }  // namespace
 
+std::string FormatWitness(const IoHeader& h) { return FormatHeader(h); }
+
 std::string_view KindName(FindingKind kind) {
   switch (kind) {
     case FindingKind::kBlackHole:
@@ -1346,7 +1354,7 @@ size_t Report::errors() const {
 }
 size_t Report::warnings() const { return findings.size() - errors(); }
 
-std::string Report::Text() const {
+std::string Report::Text(bool summary) const {
   std::string out;
   for (const Finding& f : findings) {
     out += StrCat(f.origin.empty() ? f.sswitch : f.origin, ": ",
@@ -1358,6 +1366,7 @@ std::string Report::Text() const {
     }
     for (const std::string& hop : f.path) out += "      " + hop + "\n";
   }
+  if (!summary) return out;
   out += StrCat(errors(), " error", errors() == 1 ? "" : "s", ", ", warnings(),
                 " warning", warnings() == 1 ? "" : "s", "\n");
   return out;
@@ -1407,7 +1416,7 @@ void Verify(std::map<std::string, View>& views, Report* report) {
 Report Checker::CheckAll(const CheckOptions& options) {
   Engine& e = impl_->engine;
   std::map<std::string, View> views;
-  e.Views(nullptr, &views);
+  e.Views(&views);
   std::vector<std::pair<std::string, RuleRec*>> subjects;
   for (auto& [name, sw] : e.switches_) {
     std::vector<RuleRec*> rules;
@@ -1426,79 +1435,80 @@ Report Checker::CheckChange(const std::string& sswitch,
                             const std::vector<TableRule>& add,
                             const std::vector<uint64_t>& remove,
                             const CheckOptions& options) {
+  return CheckChanges({{sswitch, add, remove}}, options);
+}
+
+Report Checker::CheckChanges(const std::vector<Change>& changes,
+                             const CheckOptions& options) {
   Engine& e = impl_->engine;
-  Switch& sw = e.Get(sswitch);
-  // The change as a view: new records (not indexed), removed keys.
+  // Each changed sSwitch as a view: new records (not indexed), removed
+  // keys, and its table with the change applied.
   std::vector<std::unique_ptr<RuleRec>> added;
-  View after;
-  after.sw = &sw;
-  std::vector<RuleEntryPtr> entries;
-  for (const TableRule& tr : add) {
-    auto r = std::make_unique<RuleRec>();
-    r->key = e.next_key_++;
-    r->entry =
-        std::make_shared<RuleEntry>(r->key, tr.order, tr.rule, tr.origin);
-    r->tr = tr;
-    entries.push_back(EntryOf(*r));
-    after.added.push_back(r.get());
-    added.push_back(std::move(r));
-  }
-  std::vector<RuleRec*> removed;
-  std::vector<uint64_t> removed_keys;
-  for (uint64_t id : remove) {
-    auto it = sw.keys_of_id.find(id);
-    if (it == sw.keys_of_id.end()) continue;
-    for (uint64_t key : it->second) {
-      removed.push_back(sw.rules.at(key).get());
-      removed_keys.push_back(key);
-      after.removed.insert(key);
+  std::map<std::string, View> after, before;
+  e.Views(&before);
+  std::vector<std::pair<std::string, RuleRec*>> subjects_after, subjects_before;
+  for (const Change& c : changes) {
+    Switch& sw = e.Get(c.sswitch);
+    View& v = after[c.sswitch];
+    v.sw = &sw;
+    before[c.sswitch].sw = &sw;
+    before[c.sswitch].table = sw.table;
+    std::vector<RuleEntryPtr> entries;
+    for (const TableRule& tr : c.add) {
+      auto r = std::make_unique<RuleRec>();
+      r->key = e.next_key_++;
+      r->entry =
+          std::make_shared<RuleEntry>(r->key, tr.order, tr.rule, tr.origin);
+      r->tr = tr;
+      entries.push_back(r->entry);
+      v.added.push_back(r.get());
+      added.push_back(std::move(r));
+    }
+    std::vector<RuleRec*> removed;
+    std::vector<uint64_t> removed_keys;
+    for (uint64_t id : c.remove) {
+      auto it = sw.keys_of_id.find(id);
+      if (it == sw.keys_of_id.end()) continue;
+      for (uint64_t key : it->second) {
+        removed.push_back(sw.rules.at(key).get());
+        removed_keys.push_back(key);
+        v.removed.insert(key);
+      }
+    }
+    v.table = sw.table->Apply(std::move(entries), removed_keys, 0);
+
+    // Subjects: the new rules, and the rules they or the removed ones meet
+    // (whose findings may change).
+    std::vector<RuleRec*> touched;
+    auto touch = [&](RuleRec* changed) {
+      before[c.sswitch].ForEachFileNeighbour(
+          changed, /*with_names=*/true, [&](RuleRec* o) {
+            if (!o->rule().is_tap() && changed->Before(*o) &&
+                SourceMeets(o->rule().pattern.source,
+                            changed->rule().pattern.source) &&
+                (o->rule().pattern.ops & changed->rule().pattern.ops)) {
+              touched.push_back(o);
+            }
+          });
+    };
+    for (RuleRec* r : v.added) touch(r);
+    for (RuleRec* r : removed) touch(r);
+    std::sort(touched.begin(), touched.end());
+    touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
+    for (RuleRec* r : v.added) subjects_after.push_back({c.sswitch, r});
+    for (RuleRec* r : touched) {
+      if (v.removed.contains(r->key)) continue;
+      subjects_after.push_back({c.sswitch, r});
+      subjects_before.push_back({c.sswitch, r});
     }
   }
-  after.table = sw.table->Apply(std::move(entries), removed_keys, 0);
-  View before;
-  before.sw = &sw;
-  before.table = sw.table;
-
-  // Subjects: the new rules, and the rules they or the removed ones meet
-  // (whose findings may change).
-  std::vector<RuleRec*> touched;
-  auto touch = [&](RuleRec* changed, const View& v) {
-    v.ForEachFileNeighbour(changed, /*with_names=*/true, [&](RuleRec* o) {
-      if (!o->rule().is_tap() && changed->Before(*o) &&
-          SourceMeets(o->rule().pattern.source,
-                      changed->rule().pattern.source) &&
-          (o->rule().pattern.ops & changed->rule().pattern.ops)) {
-        touched.push_back(o);
-      }
-    });
-  };
-  for (RuleRec* r : after.added) touch(r, before);
-  for (RuleRec* r : removed) touch(r, before);
-  std::sort(touched.begin(), touched.end());
-  touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
-  touched.erase(std::remove_if(
-                    touched.begin(), touched.end(),
-                    [&](RuleRec* r) { return after.removed.contains(r->key); }),
-                touched.end());
-
-  std::vector<std::pair<std::string, RuleRec*>> subjects_after, subjects_before;
-  for (RuleRec* r : after.added) subjects_after.push_back({sswitch, r});
-  for (RuleRec* r : touched) {
-    subjects_after.push_back({sswitch, r});
-    subjects_before.push_back({sswitch, r});
+  for (auto& [name, v] : before) {
+    if (!after.contains(name)) after[name] = v;
   }
   Report now, then;
-  {
-    std::map<std::string, View> views;
-    e.Views(&after, &views);
-    e.Findings(views, subjects_after, &now);
-    if (options.deep) Verify(views, &now);
-  }
-  {
-    std::map<std::string, View> views;
-    e.Views(&before, &views);
-    e.Findings(views, subjects_before, &then);
-  }
+  e.Findings(after, subjects_after, &now);
+  if (options.deep) Verify(after, &now);
+  e.Findings(before, subjects_before, &then);
   // What the change introduces: findings that were not there before.
   std::set<std::string> old;
   auto key = [](const Finding& f) {

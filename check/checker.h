@@ -124,8 +124,9 @@ struct Report {
   size_t errors() const;
   size_t warnings() const;
   // A finding a paragraph: "ORIGIN: error|warning: KIND: RULE", the detail,
-  // the witness and the path indented; then a summary line.
-  std::string Text() const;
+  // the witness and the path indented; then (if `summary`) a line
+  // "N errors, M warnings".
+  std::string Text(bool summary = true) const;
 };
 
 struct CheckOptions {
@@ -155,6 +156,15 @@ class Checker {
                      const std::vector<uint64_t>& remove,
                      const CheckOptions& options = {});
 
+  // The same for changes of several sSwitches at once (one update).
+  struct Change {
+    std::string sswitch;
+    std::vector<TableRule> add;
+    std::vector<uint64_t> remove;
+  };
+  Report CheckChanges(const std::vector<Change>& changes,
+                      const CheckOptions& options = {});
+
   // Makes the change part of the checker's tables.
   void Apply(const std::string& sswitch, const std::vector<TableRule>& add,
              const std::vector<uint64_t>& remove);
@@ -168,6 +178,11 @@ class Checker {
  private:
   std::unique_ptr<Impl> impl_;
 };
+
+// A witness header as reports show it: "<SOURCE, OP, FILE[, OFFSET,
+// LENGTH]>" ("stage:NAME (TENANT)" for hand-backs; control characters in
+// names escaped).
+std::string FormatWitness(const IoHeader& h);
 
 // One-shot: Checker(switches).CheckAll(options).
 Report CheckTables(std::vector<SwitchView> switches,

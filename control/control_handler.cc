@@ -4,8 +4,11 @@
 #include <utility>
 #include <vector>
 
+#include "check/checker.h"
+#include "check/report_proto.h"
 #include "control/copy_tree.h"
 #include "rpc/io_codec.h"
+#include "rpc/remote_endpoint.h"
 #include "rules/parser.h"
 #include "stages/stage_control.h"
 #include "util/strings.h"
@@ -59,6 +62,58 @@ absl::StatusOr<HeaderPattern> Pattern(const std::string& text) {
   return p;
 }
 
+// The sSwitch as the rule checker sees it: its endpoints (a remote one is
+// a server), stages and rules in their order.
+check::SwitchView CheckerView(SSwitch& sw) {
+  check::SwitchView v;
+  v.name = sw.name();
+  v.topology_known = true;
+  for (const auto& [name, ep] : sw.Endpoints()) {
+    const auto* remote = dynamic_cast<const RemoteEndpoint*>(ep.get());
+    v.endpoints.push_back({name, remote != nullptr ? "server" : "dir",
+                           remote != nullptr ? remote->address() : ""});
+  }
+  for (const SSwitch::StageInfo& st : sw.Stages()) v.stages.push_back(st.name);
+  uint64_t seq = 0;
+  for (RuleInfo& info : sw.ListRules()) {
+    check::TableRule t;
+    t.order.priority = info.rule.priority;
+    t.order.seq = ++seq;  // the listing is in precedence order
+    t.rule = std::move(info.rule);
+    t.id = info.id;
+    t.origin = info.owner.empty()
+                   ? StrCat("rule ", info.id)
+                   : StrCat("rule ", info.id, " (", info.owner, ")");
+    v.rules.push_back(std::move(t));
+  }
+  return v;
+}
+
+absl::Status CheckRulesRequest(SSwitch& sw, const proto::CheckRules& req,
+                               proto::ControlResponse* resp) {
+  std::vector<check::TableRule> add;
+  for (int i = 0; i < req.add_size(); ++i) {
+    auto r = ParseRule(req.add(i));
+    if (!r.ok()) {
+      return absl::InvalidArgumentError(
+          StrCat("rule ", i + 1, ": ", r.status().message()));
+    }
+    check::TableRule t;
+    t.order.priority = r->priority;
+    t.order.seq = uint64_t{1} << 62 | static_cast<uint64_t>(i);
+    t.rule = *std::move(r);
+    t.origin = StrCat("new rule ", i + 1);
+    add.push_back(std::move(t));
+  }
+  check::Checker checker({CheckerView(sw)});
+  const check::CheckOptions options{.deep = req.deep()};
+  const check::Report report =
+      add.empty() ? checker.CheckAll(options)
+                  : checker.CheckChange(sw.name(), add, {}, options);
+  *resp->mutable_check() = check::ToProto(report);
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 proto::ControlResponse HandleControlRequest(
@@ -104,6 +159,9 @@ proto::ControlResponse HandleControlRequest(
       break;
     case proto::ControlRequest::kStages:
       status = HandleStagesRequest(sw, req.stages(), &resp);
+      break;
+    case proto::ControlRequest::kCheckRules:
+      status = CheckRulesRequest(sw, req.check_rules(), &resp);
       break;
     case proto::ControlRequest::kAddRules: {
       const proto::AddRules& add = req.add_rules();

@@ -106,12 +106,27 @@ absl::StatusOr<UpdateOutcome> ControllerClient::Update(const UpdateSpec& spec) {
   u->set_timeout_ms(
       static_cast<uint32_t>(absl::ToInt64Milliseconds(spec.timeout)));
   u->set_lease_ms(static_cast<uint32_t>(absl::ToInt64Milliseconds(spec.lease)));
+  u->set_force(spec.force);
   auto r = Call(std::move(req), spec.timeout * 3 + absl::Seconds(10));
   if (!r.ok()) return r.status();
   UpdateOutcome out;
   out.version = r->update().version();
   out.cids.assign(r->update().cids().begin(), r->update().cids().end());
+  out.report = r->update().report();
   return out;
+}
+
+absl::StatusOr<proto::CheckResult> ControllerClient::CheckRules(
+    const std::string& sswitch, const std::vector<std::string>& add,
+    bool deep) {
+  proto::ControllerRequest req;
+  proto::CheckAt* c = req.mutable_check();
+  c->set_sswitch(sswitch);
+  for (const std::string& r : add) c->mutable_rules()->add_add(r);
+  c->mutable_rules()->set_deep(deep);
+  auto r = Call(std::move(req), absl::Seconds(60));
+  if (!r.ok()) return r.status();
+  return r->check();
 }
 
 absl::StatusOr<uint64_t> ControllerClient::RenewLease(const std::string& owner,

@@ -79,6 +79,12 @@ class ControllerClient : public ControllerApi {
   // out: its rules are gone).
   absl::StatusOr<uint64_t> RenewLease(const std::string& owner,
                                       absl::Duration ttl);
+  // The rule checker over the cluster (proto CheckAt): with `add`, what
+  // inserting those rules on `sswitch` would introduce; else every finding
+  // (only `sswitch`'s, if named).
+  absl::StatusOr<proto::CheckResult> CheckRules(
+      const std::string& sswitch, const std::vector<std::string>& add,
+      bool deep);
   // A control request that changes no rule (traces, slow_ops, stats, copy)
   // answered by the host of `sswitch`.
   absl::StatusOr<proto::ControlResponse> ControlAt(

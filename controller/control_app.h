@@ -125,11 +125,18 @@ struct UpdateSpec {
   // renewed with RenewLease (controller/client.h); when it runs out the
   // controller removes them (a tool that died cannot).
   absl::Duration lease = absl::ZeroDuration();
+  // The rule checker (check/checker.h) runs before anything else and
+  // refuses an update that introduces an error (a black hole or a loop),
+  // with its report (FailedPrecondition); `force` installs it anyway.
+  bool force = false;
 };
 
 struct UpdateOutcome {
   uint64_t version = 0;
   std::vector<uint64_t> cids;  // of the inserted rules, in order
+  // The checker's report of what the update introduced (warnings, and with
+  // `force` errors too); empty when it found nothing.
+  std::string report;
 };
 
 // Thread safety: thread-safe.

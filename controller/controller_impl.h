@@ -22,6 +22,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "check/checker.h"
 #include "controller/control_app.h"
 #include "controller/controller.h"
 #include "controller/store.h"
@@ -219,6 +220,31 @@ struct Controller::Impl {
   absl::StatusOr<UpdatePlan> PlanUpdate(const UpdateSpec& spec,
                                         const std::string& owner)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(update_mu) ABSL_LOCKS_EXCLUDED(mu);
+  // Phase zero (rule_check.cc): the rule checker over every sSwitch's
+  // persisted rules with the plan applied, against the topology. Fails
+  // with FailedPrecondition and the report when the plan introduces an
+  // error, unless `force`; else *report holds what it found (may be
+  // empty).
+  absl::Status CheckPlan(const UpdatePlan& plan, bool force,
+                         std::string* report)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(update_mu) ABSL_LOCKS_EXCLUDED(mu);
+  // After the plan was persisted as `version`: the checker's tables follow.
+  void CheckerFollows(const UpdatePlan& plan, uint64_t version)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(update_mu) ABSL_LOCKS_EXCLUDED(mu);
+  // The checker over the store's rules and the topology now (the kept one
+  // while they have not changed).
+  check::Checker& CurrentChecker() ABSL_EXCLUSIVE_LOCKS_REQUIRED(update_mu)
+      ABSL_LOCKS_EXCLUDED(mu);
+  // An administrator's check (proto CheckAt).
+  void HandleCheck(Call& call);
+  // Every sSwitch as the checker sees it: topology and persisted rules.
+  std::vector<check::SwitchView> CheckerViews() ABSL_LOCKS_EXCLUDED(mu);
+  // The checker, kept across updates while the store's version and the
+  // topology it was built from hold.
+  std::unique_ptr<check::Checker> checker ABSL_GUARDED_BY(update_mu);
+  uint64_t checker_version ABSL_GUARDED_BY(update_mu) = 0;
+  std::string checker_topology ABSL_GUARDED_BY(update_mu);
+
   // Fails with Unavailable unless every sSwitch of the plan has a
   // connected host.
   absl::Status CheckHostsConnected(const UpdatePlan& plan)

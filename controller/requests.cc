@@ -63,6 +63,8 @@ void Controller::Impl::Handle(std::unique_ptr<Call> call) {
       return InBackground(std::move(call), &Impl::HandleControlAt);
     case R::kApps:
       return InBackground(std::move(call), &Impl::HandleApps);
+    case R::kCheck:
+      return InBackground(std::move(call), &Impl::HandleCheck);
     case R::BODY_NOT_SET:
       break;
   }
@@ -174,6 +176,7 @@ void Controller::Impl::HandleUpdate(Call& call) {
   spec.flows.assign(u.flows().begin(), u.flows().end());
   if (u.timeout_ms() > 0) spec.timeout = absl::Milliseconds(u.timeout_ms());
   spec.lease = absl::Milliseconds(u.lease_ms());
+  spec.force = u.force();
   auto r = Update(spec, u.owner().empty() ? call.peer_name() : u.owner());
   if (!r.ok()) {
     call.ReplyStatus(r.status());
@@ -182,6 +185,7 @@ void Controller::Impl::HandleUpdate(Call& call) {
   proto::ControllerReply reply;
   reply.mutable_update()->set_version(r->version);
   for (uint64_t cid : r->cids) reply.mutable_update()->add_cids(cid);
+  reply.mutable_update()->set_report(r->report);
   ReplyWith(call, std::move(reply));
 }
 

@@ -20,6 +20,11 @@ absl::StatusOr<UpdateOutcome> Controller::Impl::Update(
   // Check everything before any host hears of it.
   absl::StatusOr<UpdatePlan> plan = PlanUpdate(spec, owner);
   if (!plan.ok()) return plan.status();
+  // Phase zero: the rule checker.
+  std::string report;
+  if (absl::Status s = CheckPlan(*plan, spec.force, &report); !s.ok()) {
+    return s;
+  }
   if (absl::Status s = CheckHostsConnected(*plan); !s.ok()) return s;
   if (absl::Status s = NumberUpdate(*plan); !s.ok()) return s;
   // Phase 1; a nack (or silence) anywhere leaves the old rules everywhere.
@@ -35,7 +40,8 @@ absl::StatusOr<UpdateOutcome> Controller::Impl::Update(
   }
   // Phase 2.
   CommitEverywhere(*plan, *version);
-  return UpdateOutcome{*version, std::move(plan->cids)};
+  CheckerFollows(*plan, *version);
+  return UpdateOutcome{*version, std::move(plan->cids), std::move(report)};
 }
 
 absl::StatusOr<Controller::Impl::UpdatePlan> Controller::Impl::PlanUpdate(

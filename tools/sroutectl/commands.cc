@@ -1,8 +1,12 @@
 #include "tools/sroutectl/commands.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <iostream>
 
+#include "check/checker.h"
+#include "check/report_proto.h"
+#include "google/protobuf/util/json_util.h"
 #include "rules/parser.h"
 #include "tools/sroutectl/format.h"
 #include "tools/sroutectl/replicas.h"
@@ -50,7 +54,23 @@ void MemberArgs(CLI::App& c, Args& a) {
                "stage after this long");
 }
 
-int Check(const std::vector<std::string>& files) {
+std::string Plural(size_t n, const char* what) {
+  return std::to_string(n) + " " + what + (n == 1 ? "" : "s");
+}
+
+// The checker's result as --json prints it: proto CheckResult in the
+// protobuf JSON mapping, one object a line.
+void PrintJson(const proto::CheckResult& r) {
+  std::string json;
+  google::protobuf::util::JsonPrintOptions options;
+  options.preserve_proto_field_names = true;
+  (void)google::protobuf::util::MessageToJsonString(r, &json, options);
+  std::cout << json << "\n";
+}
+
+// `rules check` offline: each file is one sSwitch's table (its endpoints
+// and stages unknown, so they are not checked).
+int CheckFiles(const std::vector<std::string>& files, bool deep, bool json) {
   int status = 0;
   for (const std::string& path : files) {
     std::string text;
@@ -63,11 +83,59 @@ int Check(const std::vector<std::string>& files) {
       status = std::max(status, 1);
       continue;
     }
-    std::cout << (files.size() > 1 ? path + ": " : "")
-              << "OK: " << parsed.rules.size() << " rule"
-              << (parsed.rules.size() == 1 ? "" : "s") << "\n";
+    // Named as its file, less directory and extension.
+    check::SwitchView view;
+    view.name = std::filesystem::path(path).stem().string();
+    for (size_t i = 0; i < parsed.rules.size(); ++i) {
+      check::TableRule t;
+      t.rule = parsed.rules[i];
+      t.order.priority = t.rule.priority;
+      t.order.seq = i + 1;
+      t.id = i + 1;
+      t.origin = path + ":" + std::to_string(parsed.lines[i]);
+      view.rules.push_back(std::move(t));
+    }
+    const check::Report report =
+        check::CheckTables({std::move(view)}, {.deep = deep});
+    if (json) {
+      PrintJson(check::ToProto(report));
+    } else {
+      std::cout << report.Text(/*summary=*/false) << path << ": "
+                << Plural(parsed.rules.size(), "rule") << ", "
+                << Plural(report.errors(), "error") << ", "
+                << Plural(report.warnings(), "warning") << "\n";
+    }
+    if (report.errors() > 0) status = std::max(status, 1);
   }
   return status;
+}
+
+// `rules check` of a live table: the host's, or the cluster's at the
+// controller; FILEs' rules are checked as if inserted.
+int Check(const Args& a, ControlTarget& target) {
+  if (a.host.empty() && a.controller.empty()) {
+    if (a.items.empty()) {
+      return Fail(absl::InvalidArgumentError(
+          "name rule files, or a live table with --host or --controller"));
+    }
+    return CheckFiles(a.items, a.deep, a.json);
+  }
+  std::vector<std::string> add;
+  for (const std::string& path : a.items) {
+    std::string text;
+    if (!ReadInput(path, &text)) return 2;
+    const ParsedRules parsed = ParseRules(text);
+    if (PrintErrors(path, parsed) > 0) return 1;
+    for (const Rule& r : parsed.rules) add.push_back(FormatRule(r));
+  }
+  auto r = target.CheckRules(add, a.deep);
+  if (!r.ok()) return Fail(r.status());
+  if (a.json) {
+    PrintJson(*r);
+  } else {
+    std::cout << r->report();
+  }
+  return r->errors() > 0 ? 1 : 0;
 }
 
 int Fmt(const std::string& path) {
@@ -82,7 +150,7 @@ int Fmt(const std::string& path) {
 // `rules load`: installs the rules of the file `path`, all or none. Its
 // parse errors are printed as `rules check` prints them, and nothing is
 // sent.
-int Load(const std::string& path, const std::string& owner,
+int Load(const std::string& path, const std::string& owner, bool force,
          ControlTarget& target) {
   std::string text;
   if (!ReadInput(path, &text)) return 1;
@@ -95,7 +163,7 @@ int Load(const std::string& path, const std::string& owner,
   }
   std::vector<std::string> rules;
   for (const Rule& r : parsed.rules) rules.push_back(FormatRule(r));
-  return ShowIds(target.AddRules(rules, owner));
+  return ShowIds(target.AddRules(rules, owner, force));
 }
 
 void JsonFlag(CLI::App& c, Args& a, const char* help) {
@@ -108,13 +176,19 @@ const std::vector<Command>& Commands() {
   static const std::vector<Command> commands = {
       {.path = "rules", .help = "rule files and rule tables"},
       {.path = "rules check",
-       .help = "parse rule files; print OK: N rules or FILE:LINE:COL errors",
+       .help = "check rules: shadowed, black holes, loops, hazards, each "
+               "with a witness header (offline: FILEs; with --host or "
+               "--controller: the live tables, FILEs as if added); exit 1 "
+               "on errors",
        .setup =
            [](CLI::App& c, Args& a) {
-             c.add_option("FILE", a.items, "rule files ('-' for stdin)")
-                 ->required();
+             c.add_option("FILE", a.items, "rule files ('-' for stdin)");
+             c.add_flag("--deep", a.deep,
+                        "also re-route every witness through the table "
+                        "(a self-check of the checker)");
+             JsonFlag(c, a, "print proto CheckResult as JSON");
            },
-       .run = [](const Args& a, ControlTarget&) { return Check(a.items); }},
+       .run = [](const Args& a, ControlTarget& t) { return Check(a, t); }},
       {.path = "rules fmt",
        .help = "print a rule file in canonical form",
        .setup =
@@ -138,10 +212,13 @@ const std::vector<Command>& Commands() {
              c.add_option("RULE", a.items, "rules, one per argument")
                  ->required();
              c.add_option("--owner", a.owner, "owner recorded with the rules");
+             c.add_flag("--force", a.force,
+                        "--controller: install even if the rule checker "
+                        "finds errors");
            },
        .run =
            [](const Args& a, ControlTarget& t) {
-             return ShowIds(t.AddRules(a.items, a.owner));
+             return ShowIds(t.AddRules(a.items, a.owner, a.force));
            }},
       {.path = "rules load",
        .help = "install every rule of a rules file (all or nothing)",
@@ -150,9 +227,14 @@ const std::vector<Command>& Commands() {
              c.add_option("FILE", a.file, "rule file ('-' for stdin)")
                  ->required();
              c.add_option("--owner", a.owner, "owner recorded with the rules");
+             c.add_flag("--force", a.force,
+                        "--controller: install even if the rule checker "
+                        "finds errors");
            },
-       .run = [](const Args& a,
-                 ControlTarget& t) { return Load(a.file, a.owner, t); }},
+       .run =
+           [](const Args& a, ControlTarget& t) {
+             return Load(a.file, a.owner, a.force, t);
+           }},
       {.path = "rules rm",
        .help = "delete rules by id, or every rule with a pattern <...> (with "
                "--controller: by cid)",

@@ -33,6 +33,8 @@ struct Args {
   bool clear = false;         // slow --clear
   int last = 20;              // gc status --last
   bool json = false;
+  bool deep = false;   // rules check --deep
+  bool force = false;  // rules add|load --force
 };
 
 struct Command {

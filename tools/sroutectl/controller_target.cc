@@ -3,6 +3,7 @@
 // act on one sSwitch act on the one --host names, or on the only one
 // registered.
 #include <algorithm>
+#include <iostream>
 #include <map>
 #include <memory>
 #include <string>
@@ -176,16 +177,33 @@ class ControllerTarget : public ControlTarget {
 
   // In one consistent update.
   absl::StatusOr<std::vector<uint64_t>> AddRules(
-      const std::vector<std::string>& rules,
-      const std::string& owner) override {
+      const std::vector<std::string>& rules, const std::string& owner,
+      bool force) override {
     auto sswitch = SSwitch();
     if (!sswitch.ok()) return sswitch.status();
     UpdateSpec spec;
     spec.changes.push_back(RuleChanges{*sswitch, rules, {}});
     spec.owner = owner;
+    spec.force = force;
     auto r = client_->Update(spec);
     if (!r.ok()) return Classify(r.status());
+    if (!r->report.empty()) std::cerr << r->report;
     return r->cids;
+  }
+
+  absl::StatusOr<proto::CheckResult> CheckRules(
+      const std::vector<std::string>& add, bool deep) override {
+    std::string sswitch = sswitch_;
+    if (!add.empty()) {
+      auto s = SSwitch();
+      if (!s.ok()) return s.status();
+      sswitch = *s;
+    } else if (absl::Status s = Connect(); !s.ok()) {
+      return s;
+    }
+    auto r = client_->CheckRules(sswitch, add, deep);
+    if (!r.ok()) return Classify(r.status());
+    return *r;
   }
 
   // By cid, wherever they are, in one consistent update.

@@ -177,9 +177,20 @@ class HostTarget : public ControlTarget {
     return report;
   }
 
+  absl::StatusOr<proto::CheckResult> CheckRules(
+      const std::vector<std::string>& add, bool deep) override {
+    proto::ControlRequest req;
+    for (const std::string& r : add) req.mutable_check_rules()->add_add(r);
+    req.mutable_check_rules()->set_deep(deep);
+    auto resp = Call(req);
+    if (!resp.ok()) return resp.status();
+    return resp->check();
+  }
+
+  // A host installs what it is given (the checker runs at the controller).
   absl::StatusOr<std::vector<uint64_t>> AddRules(
-      const std::vector<std::string>& rules,
-      const std::string& owner) override {
+      const std::vector<std::string>& rules, const std::string& owner,
+      bool) override {
     proto::ControlRequest req;
     for (const std::string& r : rules) req.mutable_add_rules()->add_text(r);
     req.mutable_add_rules()->set_owner(owner);

@@ -61,9 +61,16 @@ class ControlTarget {
   // without it every sSwitch's).
   virtual absl::StatusOr<Report> ListRules() = 0;
   // Installs `rules` (canonical rule texts) all or nothing, recording
-  // `owner`; returns their ids in order.
+  // `owner`; returns their ids in order. At the controller the rule checker
+  // runs first: an update it finds an error in is refused unless `force`;
+  // what it reports is printed on stderr.
   virtual absl::StatusOr<std::vector<uint64_t>> AddRules(
-      const std::vector<std::string>& rules, const std::string& owner) = 0;
+      const std::vector<std::string>& rules, const std::string& owner,
+      bool force) = 0;
+  // The rule checker on the live table (the controller's: every sSwitch's,
+  // or --host's): with `add`, what inserting those rules would introduce.
+  virtual absl::StatusOr<proto::CheckResult> CheckRules(
+      const std::vector<std::string>& add, bool deep) = 0;
   // Deletes the rules named by `args`: ids, and at a host patterns <...>
   // (every rule with that pattern).
   virtual absl::Status RemoveRules(const std::vector<std::string>& args) = 0;

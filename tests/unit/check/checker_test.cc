@@ -494,5 +494,23 @@ TEST(CheckerTest, IncrementalChangesReportWhatTheyIntroduce) {
   EXPECT_EQ(checker.TableOf("S2")->size(), 1u);
 }
 
+TEST(CheckerTest, OneUpdateOnTwoSSwitchesThatLoopsIsFound) {
+  SwitchView s1 = Server("S1", "", {ServerEndpoint("S2")});
+  SwitchView s2 = Server("S2", "", {ServerEndpoint("S1")});
+  Checker checker({s1, s2});
+  std::vector<TableRule> on_s1 =
+      Rules("S1", "<*, w, //S1/db/*> -> <IO, //S2/db/*>\n");
+  std::vector<TableRule> on_s2 =
+      Rules("S2", "<*, *, //S2/db/*> -> <IO, //S1/db/*>\n");
+  Report each = checker.CheckChange("S1", on_s1, {});
+  EXPECT_EQ(each.errors(), 0u) << each.Text();
+  Report both = checker.CheckChanges({{"S1", on_s1, {}}, {"S2", on_s2, {}}});
+  auto loops = Of(both, FindingKind::kLoop);
+  ASSERT_THAT(loops, SizeIs(1)) << both.Text();
+  EXPECT_THAT(loops[0].path.back(), HasSubstr("(again)"));
+  // Nothing was applied.
+  EXPECT_EQ(checker.TableOf("S1")->size(), 0u);
+}
+
 }  // namespace
 }  // namespace sroute::check

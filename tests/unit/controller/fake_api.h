@@ -37,7 +37,7 @@ class FakeApi : public ControllerApi {
     log.push_back("update");
     if (update_fails) return absl::AbortedError("a host said no");
     updates.push_back(spec);
-    UpdateOutcome out{.version = 7, .cids = {}};
+    UpdateOutcome out{.version = 7, .cids = {}, .report = {}};
     if (!apply_updates) return out;
     for (const RuleChanges& c : spec.changes) {
       std::erase_if(rules, [&](const proto::ManagedRule& r) {

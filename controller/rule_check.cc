@@ -1,0 +1,190 @@
+// Phase zero of every update: the rule checker (check/checker.h) over the
+// cluster's persisted rules and topology, with the update applied.
+#include <algorithm>
+#include <set>
+
+#include "check/report_proto.h"
+#include "controller/controller_impl.h"
+#include "rules/parser.h"
+#include "util/log.h"
+#include "util/strings.h"
+
+namespace sroute {
+namespace {
+
+// A persisted rule as the checker reads it: ordered by cid (the store's
+// order, as hosts install them), named by cid and owner.
+check::TableRule TableRuleOf(const proto::ManagedRule& m, const Rule& rule) {
+  check::TableRule t;
+  t.rule = rule;
+  t.order.priority = rule.priority;
+  t.order.seq = m.cid();
+  t.id = m.cid();
+  t.origin = m.owner().empty() ? StrCat("cid ", m.cid())
+                               : StrCat("cid ", m.cid(), " (", m.owner(), ")");
+  return t;
+}
+
+// What the checker's verdicts depend on besides the rules.
+std::string TopologyKey(const std::vector<check::SwitchView>& views) {
+  std::string key;
+  for (const check::SwitchView& v : views) {
+    key += StrCat(v.name, "@", v.address, "\n");
+    for (const auto& e : v.endpoints) {
+      key += StrCat(" ", e.name, "=", e.kind, ":", e.address, "\n");
+    }
+    for (const std::string& s : v.stages) key += StrCat(" stage ", s, "\n");
+  }
+  return key;
+}
+
+}  // namespace
+
+std::vector<check::SwitchView> Controller::Impl::CheckerViews() {
+  std::vector<check::SwitchView> views;
+  std::map<std::string, std::set<std::string>> live_stages;
+  {
+    MutexLock l(&mu);
+    for (const auto& [name, s] : sessions) {
+      for (const proto::StageStats& st : s.stages) {
+        live_stages[name].insert(st.config().name());
+      }
+    }
+  }
+  std::set<std::string> seen;
+  auto add = [&](const std::string& name, const proto::HostInfo* info) {
+    if (!seen.insert(name).second) return;
+    check::SwitchView v;
+    v.name = name;
+    if (info != nullptr) v.address = info->address();
+    // Every daemon lists at least its home endpoint; a host that lists none
+    // (an sSwitch embedded in a program) is not checked against them.
+    if (info != nullptr && info->endpoints_size() > 0) {
+      v.topology_known = true;
+      for (const proto::EndpointInfo& e : info->endpoints()) {
+        v.endpoints.push_back({e.name(), e.kind(), e.address()});
+      }
+      std::set<std::string> stages(info->stages().begin(),
+                                   info->stages().end());
+      for (const proto::StageConfig& c : store->Stages(name)) {
+        stages.insert(c.name());
+      }
+      stages.insert(live_stages[name].begin(), live_stages[name].end());
+      v.stages.assign(stages.begin(), stages.end());
+    }
+    auto rules = store->Rules(name);
+    if (rules.ok()) {
+      for (const proto::ManagedRule& m : *rules) {
+        auto rule = ParseRule(m.text());
+        if (rule.ok()) v.rules.push_back(TableRuleOf(m, *rule));
+      }
+    }
+    views.push_back(std::move(v));
+  };
+  for (const TopologyHost& h : Topology()) add(h.info.sswitch(), &h.info);
+  for (const std::string& name : store->SSwitches()) add(name, nullptr);
+  return views;
+}
+
+check::Checker& Controller::Impl::CurrentChecker() {
+  std::vector<check::SwitchView> views = CheckerViews();
+  const std::string topology = TopologyKey(views);
+  if (checker == nullptr || checker_version != store->version() ||
+      checker_topology != topology) {
+    checker = std::make_unique<check::Checker>(std::move(views));
+    checker_version = store->version();
+    checker_topology = topology;
+  }
+  return *checker;
+}
+
+void Controller::Impl::HandleCheck(Call& call) {
+  const proto::CheckAt& req = call.request().controller().check();
+  std::vector<check::TableRule> add;
+  for (int i = 0; i < req.rules().add_size(); ++i) {
+    auto r = ParseRule(req.rules().add(i));
+    if (!r.ok()) {
+      call.ReplyStatus(absl::InvalidArgumentError(
+          StrCat("rule ", i + 1, ": ", r.status().message())));
+      return;
+    }
+    check::TableRule t;
+    t.order.priority = r->priority;
+    t.order.seq = (uint64_t{1} << 62) + i;
+    t.rule = *std::move(r);
+    t.origin = StrCat("new rule ", i + 1);
+    add.push_back(std::move(t));
+  }
+  if (!add.empty() && req.sswitch().empty()) {
+    call.ReplyStatus(absl::InvalidArgumentError(
+        "name the sSwitch the rules are for (--host)"));
+    return;
+  }
+  check::Report report;
+  {
+    MutexLock serial(&update_mu);
+    check::Checker& c = CurrentChecker();
+    const check::CheckOptions options{.deep = req.rules().deep()};
+    report = add.empty() ? c.CheckAll(options)
+                         : c.CheckChange(req.sswitch(), add, {}, options);
+  }
+  if (add.empty() && !req.sswitch().empty()) {
+    std::erase_if(report.findings, [&](const check::Finding& f) {
+      return f.sswitch != req.sswitch();
+    });
+  }
+  proto::ControllerReply reply;
+  *reply.mutable_check() = check::ToProto(report);
+  controller_internal::ReplyWith(call, std::move(reply));
+}
+
+absl::Status Controller::Impl::CheckPlan(const UpdatePlan& plan, bool force,
+                                         std::string* report) {
+  CurrentChecker();
+  // New rules go after every persisted one (their cids come later).
+  uint64_t seq = uint64_t{1} << 62;
+  std::vector<check::Checker::Change> changes;
+  for (const UpdatePlan::Change& c : plan.changes) {
+    check::Checker::Change change{c.sswitch, {}, c.remove};
+    for (size_t i = 0; i < c.insert.size(); ++i) {
+      auto rule = ParseRule(c.insert[i].text());
+      if (!rule.ok()) continue;  // PlanUpdate parsed them all
+      check::TableRule t;
+      t.rule = *rule;
+      t.order.priority = rule->priority;
+      t.order.seq = ++seq;
+      t.origin = StrCat("new rule ", i + 1, " on ", c.sswitch);
+      change.add.push_back(std::move(t));
+    }
+    changes.push_back(std::move(change));
+  }
+  const check::Report r = checker->CheckChanges(changes);
+  report->clear();
+  if (r.findings.empty()) return absl::OkStatus();
+  *report = r.Text();
+  if (r.errors() > 0 && !force) {
+    return absl::FailedPreconditionError(
+        StrCat("the rule checker refused the update (force it to install ",
+               "anyway); nothing was changed:\n", *report));
+  }
+  if (r.errors() > 0) {
+    LogError("update installed by force despite the rule checker:\n", *report);
+  }
+  return absl::OkStatus();
+}
+
+void Controller::Impl::CheckerFollows(const UpdatePlan& plan,
+                                      uint64_t version) {
+  if (checker == nullptr) return;
+  for (const UpdatePlan::Change& c : plan.changes) {
+    std::vector<check::TableRule> add;
+    for (const proto::ManagedRule& m : c.insert) {
+      auto rule = ParseRule(m.text());
+      if (rule.ok()) add.push_back(TableRuleOf(m, *rule));
+    }
+    checker->Apply(c.sswitch, add, c.remove);
+  }
+  checker_version = version;
+}
+
+}  // namespace sroute
