@@ -4,8 +4,11 @@
 // under load (checked with per-IO version stamps), a nack that changes
 // nothing, delegate-made rules recovered after a crash, and the
 // controller-bound detours while the controller is away.
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -247,6 +250,100 @@ TEST_F(ControllerTest, VolumeRefusesToStartWithoutItsController) {
 // a path through S2 (which forwards to S1): no IO may be routed by the new
 // rules at one sSwitch and the old at another (the servers count IOs by
 // the sender's and their own rule version), and nothing is lost.
+// A port free now on 127.0.0.1 (for servers that must name each other
+// before either listens).
+int FreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(a);
+  int port = 0;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
+    port = ntohs(a.sin_port);
+  }
+  close(fd);
+  return port;
+}
+
+// Phase zero: the controller runs the rule checker over every sSwitch's
+// rules and the topology before an update, and refuses one that makes two
+// servers forward a file to each other, installing nothing anywhere.
+TEST_F(ControllerTest, RuleCheckerRefusesALoopAcrossTwoServers) {
+  StartController();
+  const int p1 = FreePort(), p2 = FreePort();
+  ASSERT_NE(p1, 0);
+  ASSERT_NE(p2, 0);
+  // At once: a server registers only once it has heard from every server
+  // it forwards to (to recover their records of its rules).
+  std::unique_ptr<ServerProcess> first;
+  std::thread starting([&] {
+    first = std::make_unique<ServerProcess>(
+        SROUTE_SERVER_BINARY,
+        std::vector<std::string>{
+            "--root", r1_.path(), "--name", "S1", "--secret-file", secret_,
+            "--listen", StrCat("127.0.0.1:", p1), "--controller",
+            controller_->address(), "--endpoint", StrCat("S2=127.0.0.1:", p2)});
+  });
+  ServerProcess* s2 = StartServer("S2", r2_.path(), p2,
+                                  {"--endpoint", StrCat("S1=127.0.0.1:", p1)});
+  starting.join();
+  ServerProcess* s1 = first.get();
+  servers_["S1"] = std::move(first);
+  ASSERT_TRUE(s1->ok() && s2->ok());
+  ASSERT_TRUE(Eventually([&] { return Connected("S1") && Connected("S2"); }));
+  const std::string there = "<*, *, //S1/data/*> -> <IO, //S2/data/*>";
+  const std::string back = "<*, *, //S2/data/*> -> <IO, //S1/data/*>";
+
+  // One update with both rules: refused, with the loop and its witness.
+  UpdateSpec both;
+  both.changes = {{"S1", {there}, {}}, {"S2", {back}, {}}};
+  absl::StatusOr<UpdateOutcome> refused = Client().Update(both);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(refused.status().message().find("error: loop"), std::string::npos)
+      << refused.status();
+  EXPECT_NE(refused.status().message().find("(again)"), std::string::npos)
+      << refused.status();
+  for (const char* sw : {"S1", "S2"}) {
+    auto rules = Client().Rules(sw);
+    ASSERT_TRUE(rules.ok()) << rules.status();
+    EXPECT_TRUE(rules->empty()) << sw;
+  }
+  EXPECT_EQ(HostRules(s1->address()), "");
+  EXPECT_EQ(HostRules(s2->address()), "");
+
+  // Through sroutectl, one rule at a time: the first is fine, the second
+  // closes the loop and is refused (exit 1, the report on stderr).
+  const std::string ctl =
+      StrCat(SROUTECTL_BINARY, " --controller ", controller_->address(),
+             " --secret-file ", secret_);
+  auto [rc, out] = RunCommand(ctl + " rules add --host S1 '" + there + "'");
+  ASSERT_EQ(rc, 0) << out;
+  std::tie(rc, out) = RunCommand(ctl + " rules add --host S2 '" + back + "'");
+  EXPECT_EQ(rc, 1) << out;
+  EXPECT_NE(out.find("error: loop: " + back), std::string::npos) << out;
+  EXPECT_NE(out.find("witness at S2: <tenant-x, getattr, //S2/data/x>"),
+            std::string::npos)
+      << out;
+  EXPECT_EQ(HostRules(s2->address()), "");
+  // The same rules checked without installing them say the same.
+  const std::string file = keys_ / "back.rules";
+  WriteWholeFile(file, back + "\n");
+  std::tie(rc, out) = RunCommand(ctl + " --host S2 rules check " + file);
+  EXPECT_EQ(rc, 1) << out;
+  EXPECT_NE(out.find("error: loop"), std::string::npos) << out;
+  // --force installs it anyway, and the cluster check then reports it.
+  std::tie(rc, out) =
+      RunCommand(ctl + " rules add --force --host S2 '" + back + "'");
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(HostRules(s2->address()).find("//S2/data/*"), std::string::npos);
+  std::tie(rc, out) = RunCommand(ctl + " rules check");
+  EXPECT_EQ(rc, 1) << out;
+  EXPECT_NE(out.find("error: loop"), std::string::npos) << out;
+}
+
 TEST_F(ControllerTest, TwoPhaseUpdateUnderWritersIsNeverMixed) {
   StartController();
   ServerProcess* s1 = StartServer("S1", r1_.path());

@@ -149,6 +149,54 @@ TEST_F(FuseControlTest, AddListRemoveRuleWhileMounted) {
   EXPECT_NE(out.find(ctl_dir_ / "none.sock"), std::string::npos) << out;
 }
 
+// sroutectl rules check: offline on a file, then on the volume's live
+// table (alone, and with a file's rules as if added); a finding's witness
+// does on the volume what the report says.
+TEST_F(FuseControlTest, RulesCheckOfflineAndLive) {
+  WriteWholeFile(other_ / "g", "on other");
+  WriteWholeFile(backing_ / "g", "at home");
+  const std::string file = ctl_dir_ / "new.rules";
+  WriteWholeFile(file,
+                 "# reads of g: shadowed by the live rule below\n"
+                 "<*, r, //home/g> -> <IO, //home/h>\n"
+                 "<*, r, //home/a> -> <IO, //nowhere/a>\n");
+  // Offline, the file alone: nothing shadows its rules and its endpoints
+  // are unknown (so not checked); each rule sends reads away from where
+  // writes go: two warnings, exit 0.
+  auto [rc, out] = Ctl("rules check " + file);
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find(file + ": 2 rules, 0 errors, 2 warnings"),
+            std::string::npos)
+      << out;  // each sends reads away from where writes go
+
+  Mount("off");
+  std::tie(rc, out) =
+      Ctl(Host() + " rules add '<*, *, //home/g> -> <IO, //other/g>'");
+  ASSERT_EQ(rc, 0) << out;
+  std::tie(rc, out) = Ctl(Host() + " rules check");
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("0 errors, 0 warnings"), std::string::npos) << out;
+  // The file as if added: its first rule is shadowed, its second a black
+  // hole on this host (no endpoint "nowhere"): exit 1.
+  std::tie(rc, out) = Ctl(Host() + " rules check " + file);
+  EXPECT_EQ(rc, 1) << out;
+  EXPECT_NE(out.find("warning: shadowed: <*, r, //home/g> -> <IO, //home/h>"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("witness at "), std::string::npos) << out;
+  EXPECT_NE(out.find("error: black-hole: <*, r, //home/a>"), std::string::npos)
+      << out;
+  EXPECT_NE(out.find("has no endpoint nowhere"), std::string::npos) << out;
+  // The shadowed rule's witness, a read of //home/g, reads what the live
+  // rule routes it to.
+  EXPECT_EQ(ReadWholeFile(mnt_ / "g"), "on other");
+  // JSON: proto CheckResult.
+  std::tie(rc, out) = Ctl(Host() + " rules check --json " + file);
+  EXPECT_EQ(rc, 1) << out;
+  EXPECT_NE(out.find("\"kind\":\"black-hole\""), std::string::npos) << out;
+  EXPECT_NE(out.find("\"errors\":1"), std::string::npos) << out;
+}
+
 TEST_F(FuseControlTest, RuleFlipsDuringConcurrentWrites) {
   const std::string routed(4096, 'r');
   WriteWholeFile(backing_ / "routed", routed);
