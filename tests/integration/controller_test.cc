@@ -407,7 +407,7 @@ TEST_F(ControllerTest, TwoPhaseUpdateUnderWritersIsNeverMixed) {
   ASSERT_TRUE(wait_acked(50)) << errors.load() << " writers failed";
 
   // A host that refuses (S2 does not know endpoint "nowhere") leaves every
-  // host with its old rules.
+  // host with its old rules; so does the controller's own check.
   const uint64_t fuse_before = VersionOf(kFuse), s2_before = VersionOf("S2");
   const std::string fuse_rules = HostRules("unix:" + (ctl_ / "sock"));
   const std::string s2_rules = HostRules(s2->address());
@@ -416,6 +416,13 @@ TEST_F(ControllerTest, TwoPhaseUpdateUnderWritersIsNeverMixed) {
       kFuse, {"<*, *, //home/w/*> -> <IO, //S2/w/*>"}, {*old_rule}});
   bad.changes.push_back(
       RuleChanges{"S2", {"<*, *, //S2/w/*> -> <IO, //nowhere/w/*>"}, {}});
+  // The rule checker sees it first (phase zero)...
+  auto checked = Client().Update(bad);
+  EXPECT_EQ(checked.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(checked.status().message().find("black-hole"), std::string::npos)
+      << checked.status();
+  // ...and forced past it, S2 itself says no in phase one.
+  bad.force = true;
   auto refused = Client().Update(bad);
   EXPECT_FALSE(refused.ok());
   EXPECT_NE(refused.status().message().find("S2 refused"), std::string::npos)

@@ -1,0 +1,51 @@
+// The check report the README shows is what the checker says of the demo
+// rules.
+#include <fstream>
+#include <sstream>
+
+#include "check/checker.h"
+#include "gtest/gtest.h"
+#include "rules/parser.h"
+#include "util/strings.h"
+
+namespace sroute::check {
+namespace {
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+TEST(CheckDocsTest, ReadmeShowsTheDemoRulesReport) {
+  const std::string path = "examples/rules/demo.rules";
+  ParsedRules parsed = ParseRules(Slurp(SROUTE_SOURCE_DIR "/" + path));
+  ASSERT_TRUE(parsed.ok());
+  SwitchView view;
+  view.name = "demo";  // as sroutectl names a file's table
+  for (size_t i = 0; i < parsed.rules.size(); ++i) {
+    TableRule t;
+    t.rule = parsed.rules[i];
+    t.order.priority = t.rule.priority;
+    t.order.seq = i + 1;
+    t.origin = StrCat(path, ":", parsed.lines[i]);
+    view.rules.push_back(std::move(t));
+  }
+  const Report report = CheckTables({view});
+  const std::string readme = Slurp(SROUTE_SOURCE_DIR "/README.md");
+  std::istringstream lines(report.Text(/*summary=*/false));
+  std::string line;
+  int n = 0;
+  while (std::getline(lines, line)) {
+    EXPECT_NE(readme.find(line + "\n"), std::string::npos) << line;
+    ++n;
+  }
+  EXPECT_EQ(n, 9);
+  EXPECT_NE(readme.find(StrCat(path, ": 5 rules, ", report.errors(),
+                               " errors, ", report.warnings(), " warnings")),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace sroute::check
