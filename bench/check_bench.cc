@@ -10,6 +10,7 @@
 // (each check follows witnesses across both).
 #include <benchmark/benchmark.h>
 
+#include <map>
 #include <random>
 
 #include "check/checker.h"
@@ -90,6 +91,14 @@ std::vector<SwitchView> Cluster(int n) {
   for (int i = 0; i < 1000; ++i) {
     add(&s2, StrCat("<*, *, //S2/back", i, "/*> -> <IO, //S1/back", i, "/*>"));
   }
+  // Findings to report: shadowed rules, and loops (S1 sending back to S2
+  // some of what S2 sends it).
+  for (int i = 0; i < 100; ++i) {
+    add(&s1, StrCat("<*, r, //S1/d", i, "/f", i * 100, "> -> <IO, //S3/dup>"));
+  }
+  for (int i = 0; i < 10; ++i) {
+    add(&s1, StrCat("<*, *, //S1/back", i, "/*> -> <IO, //S2/back", i, "/*>"));
+  }
   return {s1, s2};
 }
 
@@ -105,6 +114,12 @@ void BM_CheckFull(benchmark::State& state) {
   }
   state.counters["rules"] = state.range(0);
   state.counters["findings"] = findings;
+  // By kind, as a check that the table has what it should.
+  std::map<std::string, int> kinds;
+  for (const Finding& f : CheckTables(cluster).findings) {
+    ++kinds[std::string(KindName(f.kind))];
+  }
+  for (const auto& [kind, n] : kinds) state.counters[kind] = n;
 }
 BENCHMARK(BM_CheckFull)
     ->Arg(10000)

@@ -1032,6 +1032,21 @@ void Engine::BlackHoles(std::map<std::string, View>& views, const View& v,
   }
 }
 
+// Whether an IO `rule` routes at `v` may go to a stage or another sSwitch.
+bool MayLeave(const View& v, const Rule& rule) {
+  for (const Detour& d : rule.detours) {
+    if (d.what != Detour::What::kIo) continue;
+    if (d.target.kind == Target::Kind::kStage) return true;
+    if (d.target.kind != Target::Kind::kFile) continue;
+    FileName name;
+    if (!SplitFileName(d.target.file, &name)) continue;
+    for (const auto& e : v.sw->view.endpoints) {
+      if (e.name == name.host && e.kind == "server") return true;
+    }
+  }
+  return false;
+}
+
 bool HasTrackWrites(const Rule& r) {
   return r.delegate && r.delegate->name == "track_writes";
 }
@@ -1050,6 +1065,17 @@ void Engine::Hazards(const View& v, const std::string& file,
     }
   }
   if (data.empty()) return;
+  // Unranged rules that each take both reads and writes route a source's
+  // reads of the file exactly as its writes (the first rule matching one
+  // matches the other): nothing to compare.
+  if (std::all_of(data.begin(), data.end(), [](const RuleEntry* e) {
+        const Rule& r = e->rule();
+        return !r.pattern.file.range &&
+               (r.pattern.ops & (kOpClassRead | kOpClassWrite)) ==
+                   (kOpClassRead | kOpClassWrite);
+      })) {
+    return;
+  }
   std::vector<uint64_t> cuts = {0};
   std::set<std::string> tenants;
   for (const RuleEntry* e : data) {
@@ -1241,8 +1267,9 @@ void Engine::Findings(
       add(FindingKind::kPartlyShadowed,
           StrCat("rules before it take every header of bytes ", ranges, by), h);
     }
-    // Loops: where its witness goes.
-    if (a.reach) {
+    // Loops: where its witness goes (only IOs that reach a stage or
+    // another sSwitch can come back).
+    if (a.reach && MayLeave(v, r->rule())) {
       Trace trace;
       std::vector<std::string> path;
       std::set<std::string> on_path;
