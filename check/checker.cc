@@ -1210,7 +1210,9 @@ void Engine::Findings(
     Report* report) {
   std::set<std::string> hazard_files_done;
   std::set<std::string> reported;
-  for (const auto& [name, r] : subjects) {
+  for (const auto& subject : subjects) {
+    const std::string& name = subject.first;
+    RuleRec* const r = subject.second;
     View& v = views.at(name);
     const Analysis a = Analyse(v, r);
     auto add = [&](FindingKind kind, std::string detail,

@@ -18,9 +18,6 @@
 namespace sroute::check {
 namespace {
 
-constexpr OpClassMask kMasks[] = {kAllOpClasses, kOpClassRead, kOpClassWrite,
-                                  kOpClassRead | kOpClassWrite,
-                                  kOpClassCreate | kOpClassDelete};
 constexpr Op kOps[] = {Op::kRead,  Op::kGetattr, Op::kWrite,
                        Op::kFsync, Op::kCreate,  Op::kUnlink};
 
