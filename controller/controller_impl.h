@@ -237,8 +237,10 @@ struct Controller::Impl {
       ABSL_LOCKS_EXCLUDED(mu);
   // An administrator's check (proto CheckAt).
   void HandleCheck(Call& call);
-  // Every sSwitch as the checker sees it: topology and persisted rules.
-  std::vector<check::SwitchView> CheckerViews() ABSL_LOCKS_EXCLUDED(mu);
+  // Every sSwitch as the checker sees it: topology, and (`with_rules`)
+  // the persisted rules.
+  std::vector<check::SwitchView> CheckerViews(bool with_rules)
+      ABSL_LOCKS_EXCLUDED(mu);
   // The checker, kept across updates while the store's version and the
   // topology it was built from hold.
   std::unique_ptr<check::Checker> checker ABSL_GUARDED_BY(update_mu);

@@ -40,7 +40,7 @@ std::string TopologyKey(const std::vector<check::SwitchView>& views) {
 
 }  // namespace
 
-std::vector<check::SwitchView> Controller::Impl::CheckerViews() {
+std::vector<check::SwitchView> Controller::Impl::CheckerViews(bool with_rules) {
   std::vector<check::SwitchView> views;
   std::map<std::string, std::set<std::string>> live_stages;
   {
@@ -72,8 +72,9 @@ std::vector<check::SwitchView> Controller::Impl::CheckerViews() {
       stages.insert(live_stages[name].begin(), live_stages[name].end());
       v.stages.assign(stages.begin(), stages.end());
     }
-    auto rules = store->Rules(name);
-    if (rules.ok()) {
+    auto rules = with_rules ? store->Rules(name)
+                            : absl::StatusOr<std::vector<proto::ManagedRule>>();
+    if (with_rules && rules.ok()) {
       for (const proto::ManagedRule& m : *rules) {
         auto rule = ParseRule(m.text());
         if (rule.ok()) v.rules.push_back(TableRuleOf(m, *rule));
@@ -87,11 +88,12 @@ std::vector<check::SwitchView> Controller::Impl::CheckerViews() {
 }
 
 check::Checker& Controller::Impl::CurrentChecker() {
-  std::vector<check::SwitchView> views = CheckerViews();
-  const std::string topology = TopologyKey(views);
+  // The topology alone first: reading and parsing every rule is what the
+  // kept checker saves.
+  const std::string topology = TopologyKey(CheckerViews(/*with_rules=*/false));
   if (checker == nullptr || checker_version != store->version() ||
       checker_topology != topology) {
-    checker = std::make_unique<check::Checker>(std::move(views));
+    checker = std::make_unique<check::Checker>(CheckerViews(true));
     checker_version = store->version();
     checker_topology = topology;
   }

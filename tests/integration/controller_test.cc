@@ -4,11 +4,8 @@
 // under load (checked with per-IO version stamps), a nack that changes
 // nothing, delegate-made rules recovered after a crash, and the
 // controller-bound detours while the controller is away.
-#include <arpa/inet.h>
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -246,33 +243,12 @@ TEST_F(ControllerTest, VolumeRefusesToStartWithoutItsController) {
       << out;
 }
 
-// Writers keep writing while an update moves their files' route from S1 to
-// a path through S2 (which forwards to S1): no IO may be routed by the new
-// rules at one sSwitch and the old at another (the servers count IOs by
-// the sender's and their own rule version), and nothing is lost.
-// A port free now on 127.0.0.1 (for servers that must name each other
-// before either listens).
-int FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(a);
-  int port = 0;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 &&
-      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
-    port = ntohs(a.sin_port);
-  }
-  close(fd);
-  return port;
-}
-
 // Phase zero: the controller runs the rule checker over every sSwitch's
 // rules and the topology before an update, and refuses one that makes two
 // servers forward a file to each other, installing nothing anywhere.
 TEST_F(ControllerTest, RuleCheckerRefusesALoopAcrossTwoServers) {
   StartController();
-  const int p1 = FreePort(), p2 = FreePort();
+  const int p1 = testing::FreeLoopbackPort(), p2 = testing::FreeLoopbackPort();
   ASSERT_NE(p1, 0);
   ASSERT_NE(p2, 0);
   // At once: a server registers only once it has heard from every server
@@ -344,6 +320,10 @@ TEST_F(ControllerTest, RuleCheckerRefusesALoopAcrossTwoServers) {
   EXPECT_NE(out.find("error: loop"), std::string::npos) << out;
 }
 
+// Writers keep writing while an update moves their files' route from S1 to
+// a path through S2 (which forwards to S1): no IO may be routed by the new
+// rules at one sSwitch and the old at another (the servers count IOs by
+// the sender's and their own rule version), and nothing is lost.
 TEST_F(ControllerTest, TwoPhaseUpdateUnderWritersIsNeverMixed) {
   StartController();
   ServerProcess* s1 = StartServer("S1", r1_.path());

@@ -3,10 +3,7 @@
 // through the sroutectl binary: hosts, rules add/ls/load/rm, stats, quiesce
 // and drain through the controller, and its exit codes when the controller
 // is away or refuses the secret.
-#include <arpa/inet.h>
 #include <fcntl.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -87,19 +84,6 @@ int PwriteAll(const std::string& path, const std::string& data, off_t offset) {
   close(fd);
   if (err != 0) return err;
   return n == static_cast<ssize_t>(data.size()) ? 0 : EIO;
-}
-
-// A port on 127.0.0.1 nobody listens on (it was free a moment ago).
-int ClosedPort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(a);
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
 }
 
 // Waits until `pred` holds (up to 20 s).
@@ -451,7 +435,8 @@ TEST_F(SroutectlControllerTest, ControllerStagesComeBackWhenTheHostRestarts) {
 }
 
 TEST_F(SroutectlControllerTest, UnreachableControllerExitsTwo) {
-  const std::string address = "127.0.0.1:" + std::to_string(ClosedPort());
+  const std::string address =
+      "127.0.0.1:" + std::to_string(testing::FreeLoopbackPort());
   for (const char* cmd : {"hosts", "rules ls", "stats --json"}) {
     auto [rc, out] =
         RunCommand(std::string(SROUTECTL_BINARY) + " --controller " + address +

@@ -5,9 +5,12 @@
 #ifndef SROUTE_TESTS_UTIL_SERVER_PROCESS_H_
 #define SROUTE_TESTS_UTIL_SERVER_PROCESS_H_
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -19,6 +22,24 @@
 #include "tests/util/temp_dir.h"
 
 namespace sroute::testing {
+
+// A port on 127.0.0.1 that was free a moment ago (nobody listens on it):
+// for servers that must name each other before either listens, and for
+// addresses that must not answer.
+inline int FreeLoopbackPort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(a);
+  int port = 0;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
+    port = ntohs(a.sin_port);
+  }
+  close(fd);
+  return port;
+}
 
 // Writes `secret` to `path` with mode 0600; returns `path`.
 inline std::string WriteSecretFile(

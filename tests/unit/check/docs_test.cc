@@ -1,26 +1,20 @@
 // The check report the README shows is what the checker says of the demo
 // rules.
-#include <fstream>
 #include <sstream>
 
 #include "check/checker.h"
 #include "gtest/gtest.h"
 #include "rules/parser.h"
+#include "tests/util/temp_dir.h"
 #include "util/strings.h"
 
 namespace sroute::check {
 namespace {
 
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 TEST(CheckDocsTest, ReadmeShowsTheDemoRulesReport) {
   const std::string path = "examples/rules/demo.rules";
-  ParsedRules parsed = ParseRules(Slurp(SROUTE_SOURCE_DIR "/" + path));
+  ParsedRules parsed =
+      ParseRules(testing::ReadWholeFile(SROUTE_SOURCE_DIR "/" + path));
   ASSERT_TRUE(parsed.ok());
   SwitchView view;
   view.name = "demo";  // as sroutectl names a file's table
@@ -33,7 +27,8 @@ TEST(CheckDocsTest, ReadmeShowsTheDemoRulesReport) {
     view.rules.push_back(std::move(t));
   }
   const Report report = CheckTables({view});
-  const std::string readme = Slurp(SROUTE_SOURCE_DIR "/README.md");
+  const std::string readme =
+      testing::ReadWholeFile(SROUTE_SOURCE_DIR "/README.md");
   std::istringstream lines(report.Text(/*summary=*/false));
   std::string line;
   int n = 0;
