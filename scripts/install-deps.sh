@@ -11,6 +11,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libspdlog-dev libcli11-dev libssl-dev libncurses-dev
   libsqlite3-dev rsync git
+  systemd  # systemd-analyze verify checks the units (packaging/systemd)
 )
 missing=()
 for p in "${packages[@]}"; do

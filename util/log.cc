@@ -1,9 +1,11 @@
 #include "util/log.h"
 
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include "util/mutex.h"
@@ -27,22 +29,58 @@ void SetLogTag(std::string_view tag) {
   Tag() = std::string(tag);
 }
 
+bool IsJournalStream(const char* journal_stream, int fd) {
+  if (journal_stream == nullptr) return false;
+  unsigned long long dev = 0, ino = 0;
+  if (sscanf(journal_stream, "%llu:%llu", &dev, &ino) != 2) return false;
+  struct stat st {};
+  return fstat(fd, &st) == 0 && st.st_dev == dev && st.st_ino == ino;
+}
+
+std::string FormatLogLines(std::string_view severity, std::string_view text,
+                           std::string_view tag, bool journal) {
+  std::string prefix;
+  if (journal) {
+    prefix = StrCat("<",
+                    severity == "E"   ? 3
+                    : severity == "W" ? 4
+                                      : 6,
+                    ">", tag, ": ");
+  } else {
+    timespec ts{};
+    clock_gettime(CLOCK_REALTIME, &ts);
+    tm utc{};
+    gmtime_r(&ts.tv_sec, &utc);
+    char when[32];
+    strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%S", &utc);
+    const int ms = static_cast<int>(ts.tv_nsec / 1000000) % 1000;
+    prefix = StrCat(severity, " ", when, ".", static_cast<char>('0' + ms / 100),
+                    static_cast<char>('0' + ms / 10 % 10),
+                    static_cast<char>('0' + ms % 10), "Z ", tag, ": ");
+  }
+  if (!journal) return StrCat(prefix, text, "\n");
+  // The journal takes each line as an entry: each keeps the priority.
+  std::string out;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t end = text.find('\n', start);
+    if (end == std::string_view::npos) end = text.size();
+    if (end > start || start == 0) {
+      StrAppend(&out, prefix, text.substr(start, end - start), "\n");
+    }
+    start = end + 1;
+  }
+  return out;
+}
+
 void LogLine(std::string_view severity, std::string_view text) {
-  timespec ts{};
-  clock_gettime(CLOCK_REALTIME, &ts);
-  tm utc{};
-  gmtime_r(&ts.tv_sec, &utc);
-  char when[32];
-  strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%S", &utc);
-  const int ms = static_cast<int>(ts.tv_nsec / 1000000) % 1000;
-  std::string line = StrCat(
-      severity, " ", when, ".", static_cast<char>('0' + ms / 100),
-      static_cast<char>('0' + ms / 10 % 10), static_cast<char>('0' + ms % 10));
+  static const bool journal =
+      IsJournalStream(getenv("JOURNAL_STREAM"), STDERR_FILENO);
   MutexLock l(&LogMutex());
-  StrAppend(&line, "Z ", Tag(), ": ", text, "\n");
-  // One write per line, so lines of several processes sharing stderr do
+  const std::string lines = FormatLogLines(severity, text, Tag(), journal);
+  // One write per event, so lines of several processes sharing stderr do
   // not interleave.
-  if (write(STDERR_FILENO, line.data(), line.size()) < 0) {
+  if (write(STDERR_FILENO, lines.data(), lines.size()) < 0) {
     // Nowhere left to report it.
   }
 }

@@ -1,9 +1,14 @@
 // Minimal logging for daemons: one line per event on stderr, with a UTC
 // timestamp and the process's tag ("sroute-server", ...). Not for the
 // per-IO path (it takes a lock and formats).
+//
+// Under systemd, when stderr is the journal (JOURNAL_STREAM names it), each
+// line is "<PRIORITY>TAG: TEXT" instead (sd-daemon(3) prefixes: 3 error,
+// 4 warning, 6 info): the journal keeps the severity and its own time.
 #ifndef SROUTE_UTIL_LOG_H_
 #define SROUTE_UTIL_LOG_H_
 
+#include <string>
 #include <string_view>
 
 #include "util/strings.h"
@@ -13,6 +18,15 @@ namespace sroute {
 // Sets the tag printed at the start of every line. Call once at start.
 void SetLogTag(std::string_view tag);
 void LogLine(std::string_view severity, std::string_view text);
+
+// What LogLine writes for `text` (one or more lines) at `severity` ("I",
+// "W", "E"): timestamped lines, or journal lines if `journal`. Exposed for
+// tests.
+std::string FormatLogLines(std::string_view severity, std::string_view text,
+                           std::string_view tag, bool journal);
+// Whether `journal_stream` (the JOURNAL_STREAM variable, "DEV:INODE", may
+// be null) names the file open on `fd`.
+bool IsJournalStream(const char* journal_stream, int fd);
 
 template <typename... Args>
 void LogInfo(const Args&... args) {
