@@ -192,6 +192,18 @@ absl::Status HostRuntime::AddStages() {
   return absl::OkStatus();
 }
 
+absl::StatusOr<size_t> HostRuntime::ReloadRulesFile() {
+  if (!config_.controller().empty()) {
+    return absl::FailedPreconditionError(
+        "the rules are the controller's (change them with sroutectl "
+        "--controller)");
+  }
+  if (config_.rules_file().empty()) {
+    return absl::FailedPreconditionError("no rules file to read again");
+  }
+  return host_.ReloadRulesFile(config_.rules_file());
+}
+
 // The rules file's, then the config's own, each file installed atomically.
 absl::Status HostRuntime::LoadRules() {
   if (!config_.rules_file().empty()) {

@@ -89,6 +89,12 @@ class HostRuntime {
   // Stops the stages, once. REQUIRES: idle (WaitForIdle returned true).
   absl::Status StopStages();
 
+  // SIGHUP: the config's rules file read again and its rules replaced
+  // (Host::ReloadRulesFile). FailedPrecondition when the host has a
+  // controller (its rules are the controller's: sroutectl changes them) or
+  // no rules file.
+  absl::StatusOr<size_t> ReloadRulesFile();
+
  private:
   HostRuntime(proto::HostConfig config, HostKind kind);
   // Build's steps, in order.

@@ -6,7 +6,10 @@
 //
 // A storage server: exports DIR as endpoint NAME (files //NAME/PATH) to
 // hosts that know the cluster secret, with its own sSwitch and rules.
-// Prints "listening on HOST:PORT" once it serves; stops on SIGINT/SIGTERM.
+// Prints "listening on HOST:PORT" once it serves; stops on SIGINT/SIGTERM;
+// on SIGHUP reads its rules file again and replaces its rules (one atomic
+// update; a bad file changes nothing and is logged) unless it has a
+// controller, whose rules they are.
 #include <signal.h>
 
 #include <cstdio>
@@ -44,6 +47,7 @@ int main(int argc, char** argv) {
   sigemptyset(&stop);
   sigaddset(&stop, SIGINT);
   sigaddset(&stop, SIGTERM);
+  sigaddset(&stop, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
@@ -56,7 +60,14 @@ int main(int argc, char** argv) {
   std::fflush(stdout);
   sroute::LogInfo("serving ", (*server)->name(), " on ", (*server)->address());
   int sig = 0;
-  sigwait(&stop, &sig);
+  while (sigwait(&stop, &sig) == 0 && sig == SIGHUP) {
+    auto n = (*server)->ReloadRulesFile();
+    if (n.ok()) {
+      sroute::LogInfo("SIGHUP: rules file read again: ", *n, " rules");
+    } else {
+      sroute::LogError("SIGHUP: rules unchanged: ", n.status().message());
+    }
+  }
   sroute::LogInfo("stopping (signal ", sig, ")");
   server->reset();
   return 0;

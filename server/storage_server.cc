@@ -407,6 +407,10 @@ StorageServer::~StorageServer() {
 const std::string& StorageServer::name() const { return impl_->name(); }
 uint16_t StorageServer::port() const { return impl_->rpc->port(); }
 std::string StorageServer::address() const { return impl_->rpc->address(); }
+absl::StatusOr<size_t> StorageServer::ReloadRulesFile() {
+  return impl_->runtime->ReloadRulesFile();
+}
+
 Host& StorageServer::host() { return impl_->runtime->host(); }
 RecordStore& StorageServer::records() { return *impl_->records; }
 

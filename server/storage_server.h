@@ -48,6 +48,8 @@ class StorageServer {
   uint16_t port() const;
   std::string address() const;
   Host& host();
+  // SIGHUP: HostRuntime::ReloadRulesFile.
+  absl::StatusOr<size_t> ReloadRulesFile();
   RecordStore& records();
 
  private:

@@ -55,6 +55,34 @@ absl::Status Host::LoadRules(std::string_view text, std::string_view origin,
   return absl::OkStatus();
 }
 
+absl::StatusOr<size_t> Host::ReloadRulesFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(StrCat("cannot read rules file ", path));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  ParsedRules parsed = ParseRules(ss.str());
+  if (!parsed.ok()) {
+    std::string msg;
+    for (const ParseError& e : parsed.errors) {
+      StrAppend(&msg, msg.empty() ? "" : "\n", path, ":", e.line, ":", e.column,
+                ": ", e.reason);
+    }
+    return absl::InvalidArgumentError(msg);
+  }
+  const std::string owner = StrCat("file:", path);
+  std::vector<uint64_t> old;
+  for (const RuleInfo& r : sswitch_.ListRules()) {
+    if (r.owner == owner) old.push_back(r.id);
+  }
+  const size_t n = parsed.rules.size();
+  auto ids = sswitch_.Update(std::move(parsed.rules), old, owner);
+  if (!ids.ok()) {
+    return absl::Status(ids.status().code(),
+                        StrCat(path, ": ", ids.status().message()));
+  }
+  return n;
+}
+
 absl::Status Host::LoadRulesFile(const std::string& path) {
   std::ifstream in(path);
   if (!in) return absl::NotFoundError(StrCat("cannot read rules file ", path));

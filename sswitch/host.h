@@ -43,6 +43,10 @@ class Host {
                          std::string_view origin = "<rules>",
                          std::string owner = "");
   absl::Status LoadRulesFile(const std::string& path);
+  // Replaces the rules LoadRulesFile(path) installed with the file's rules
+  // now, in one atomic update; on a bad file (errors as LoadRules) or a
+  // refused rule the old ones stay. Returns how many rules it holds now.
+  absl::StatusOr<size_t> ReloadRulesFile(const std::string& path);
 
   // Routes `io` and waits for its completion; returns io.status.
   // REQUIRES: no completion set on `io` (Submit sets its own).

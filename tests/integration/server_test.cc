@@ -504,6 +504,49 @@ TEST_F(ServerTest, SroutectlManagesAServersRules) {
   EXPECT_EQ(out, "");
 }
 
+// SIGHUP reads the rules file again: its rules are replaced in one update;
+// a bad file changes nothing, and the server goes on.
+TEST_F(ServerTest, SighupReloadsTheRulesFile) {
+  const std::string rules = ctl_ / "s1.rules";
+  WriteWholeFile(rules, "<*, *, //S1/a/*> -> <IO, //alt/a/*>\n");
+  ServerProcess* s1 = StartServer(
+      "S1", r1_.path(), {"--endpoint", "alt=" + r2_.path(), "--rules", rules});
+  const std::string host =
+      "--host " + s1->address() + " --secret-file " + secret_;
+  auto listing = [&] { return Ctl(host + " rules ls").second; };
+  ASSERT_NE(listing().find("//S1/a/*"), std::string::npos) << listing();
+  // A rule added by hand is not the file's: it stays.
+  auto [rc, out] = Ctl(host + " rules add '<*, r, //S1/x> -> <IO, //alt/x>'");
+  ASSERT_EQ(rc, 0) << out;
+
+  WriteWholeFile(rules,
+                 "<*, *, //S1/b/*> -> <IO, //alt/b/*>\n"
+                 "<*, *, //S1/c> -> <IO, //alt/c>\n");
+  ASSERT_EQ(kill(s1->pid(), SIGHUP), 0);
+  auto reloaded = [&] {
+    const std::string l = listing();
+    return l.find("//S1/b/*") != std::string::npos &&
+           l.find("//S1/a/*") == std::string::npos;
+  };
+  for (int i = 0; i < 100 && !reloaded(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  const std::string after = listing();
+  EXPECT_TRUE(reloaded()) << after;
+  EXPECT_NE(after.find("//S1/c> -> <IO, //alt/c>"), std::string::npos);
+  EXPECT_NE(after.find("//S1/x> -> <IO, //alt/x>"), std::string::npos);
+
+  // A bad file (a parse error; then an unknown endpoint): nothing changes.
+  for (const char* bad : {"<*, q, //S1/d> -> <IO, //alt/d>\n",
+                          "<*, *, //S1/d> -> <IO, //nowhere/d>\n"}) {
+    WriteWholeFile(rules, bad);
+    ASSERT_EQ(kill(s1->pid(), SIGHUP), 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    EXPECT_EQ(listing(), after) << bad;
+  }
+  EXPECT_EQ(Ctl(host + " stats").first, 0);  // still serving
+}
+
 TEST_F(ServerTest, ServerTakesAConfigFileAndAControlSocketLikeAVolume) {
   // The same HostConfig as sroute-fuse's: endpoints, rules, control socket.
   WriteWholeFile(ctl_ / "s1.conf",
