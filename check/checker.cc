@@ -437,12 +437,18 @@ class Engine {
     return *sw;
   }
 
-  RuleRec* AddRec(Switch& sw, TableRule tr) {
+  // A record of `tr` with a fresh key, its rule moved into its entry.
+  std::unique_ptr<RuleRec> NewRec(TableRule tr) {
     auto r = std::make_unique<RuleRec>();
     r->key = next_key_++;
     r->entry = std::make_shared<RuleEntry>(r->key, tr.order, std::move(tr.rule),
                                            tr.origin);
     r->tr = std::move(tr);
+    return r;
+  }
+
+  RuleRec* AddRec(Switch& sw, TableRule tr) {
+    std::unique_ptr<RuleRec> r = NewRec(std::move(tr));
     RuleRec* raw = r.get();
     sw.keys_of_id[raw->tr.id].push_back(raw->key);
     sw.rules[raw->key] = std::move(r);
@@ -481,7 +487,6 @@ class Engine {
   struct Trace {
     std::set<std::string> ends;  // "SSWITCH:FILE" where the IO lands
     std::vector<std::string> loop;
-    std::string loop_origin;
     bool record = false;             // write out `loop`'s hops
     std::vector<std::string> stack;  // state keys on the path
     std::string cycle;  // the loop's states, sorted: one finding a loop
@@ -573,13 +578,12 @@ bool Engine::Covered(const View& v, RuleRec* r,
   }
   std::vector<const FileSet*> out;
   std::vector<RuleRec*> opaque;  // regexes FileSet cannot model
-  const std::vector<RuleRec*>& with_names = rel;
-  if (with_names.size() > kMaxAutomatonPatterns) {
+  if (rel.size() > kMaxAutomatonPatterns) {
     *why = StrCat("more than ", kMaxAutomatonPatterns,
                   " patterns meet this regex");
     return false;
   }
-  for (RuleRec* o : with_names) {
+  for (RuleRec* o : rel) {
     const auto& fs = o->Files();
     if (fs.ok()) {
       out.push_back(&*fs);
@@ -918,7 +922,6 @@ void Engine::Follow(std::map<std::string, View>& views, const View& at,
         const std::string file =
             ResolveTargetFile(t, rule->rule().pattern.file, h.file);
         path->push_back(StrCat(hop, " -> ", rule->owner(), " -> ", file));
-        if (out->loop_origin.empty()) out->loop_origin = rule->owner();
         Deliver(views, at, file, h, path, on_path, out, steps);
         path->pop_back();
         break;
@@ -1125,17 +1128,16 @@ void Engine::Hazards(const View& v, const std::string& file,
     }
     auto add = [&](FindingKind kind, const RuleEntry* rule, IoHeader witness,
                    std::string detail) {
-      const RuleEntry* subject = rule;
       const std::string key =
           StrCat(KindName(kind), v.sw->view.name, "\x1f",
-                 subject ? subject->owner() : file, "\x1f", file);
+                 rule ? rule->owner() : file, "\x1f", file);
       if (!reported->insert(key).second) return;
       Finding f;
       f.kind = kind;
       f.sswitch = v.sw->view.name;
-      if (subject != nullptr) {
-        f.rule = FormatRule(subject->rule());
-        f.origin = subject->owner();
+      if (rule != nullptr) {
+        f.rule = FormatRule(rule->rule());
+        f.origin = rule->owner();
       } else {
         f.rule = "(default route)";
         f.origin = file;
@@ -1349,6 +1351,41 @@ void Engine::Findings(
 
 std::string FormatWitness(const IoHeader& h) { return FormatHeader(h); }
 
+std::vector<TableRule> TableRulesOf(const ParsedRules& parsed,
+                                    std::string_view origin) {
+  std::vector<TableRule> out;
+  for (size_t i = 0; i < parsed.rules.size(); ++i) {
+    TableRule t;
+    t.rule = parsed.rules[i];
+    t.order.priority = t.rule.priority;
+    t.order.seq = i + 1;
+    t.id = i + 1;
+    t.origin = StrCat(origin, ":", parsed.lines[i]);
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<TableRule>> NewRules(
+    const std::vector<std::string>& texts, std::string_view where) {
+  std::vector<TableRule> out;
+  for (size_t i = 0; i < texts.size(); ++i) {
+    absl::StatusOr<Rule> r = ParseRule(texts[i]);
+    if (!r.ok()) {
+      return absl::InvalidArgumentError(
+          StrCat("rule ", i + 1, ": ", r.status().message()));
+    }
+    TableRule t;
+    t.order.priority = r->priority;
+    t.order.seq = (uint64_t{1} << 62) + i;  // after every installed rule
+    t.rule = *std::move(r);
+    t.origin = where.empty() ? StrCat("new rule ", i + 1)
+                             : StrCat("new rule ", i + 1, " on ", where);
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
 std::string_view KindName(FindingKind kind) {
   switch (kind) {
     case FindingKind::kBlackHole:
@@ -1484,11 +1521,7 @@ Report Checker::CheckChanges(const std::vector<Change>& changes,
     before[c.sswitch].table = sw.table;
     std::vector<RuleEntryPtr> entries;
     for (const TableRule& tr : c.add) {
-      auto r = std::make_unique<RuleRec>();
-      r->key = e.next_key_++;
-      r->entry =
-          std::make_shared<RuleEntry>(r->key, tr.order, tr.rule, tr.origin);
-      r->tr = tr;
+      std::unique_ptr<RuleRec> r = e.NewRec(tr);
       entries.push_back(r->entry);
       v.added.push_back(r.get());
       added.push_back(std::move(r));

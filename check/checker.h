@@ -57,7 +57,9 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "rules/io_header.h"
+#include "rules/parser.h"
 #include "rules/rule.h"
 #include "rules/rule_table.h"
 
@@ -178,6 +180,16 @@ class Checker {
  private:
   std::unique_ptr<Impl> impl_;
 };
+
+// The rules of a parsed rules file as a table: in file order, ids 1, 2, ...
+// by position, each named ORIGIN:LINE.
+std::vector<TableRule> TableRulesOf(const ParsedRules& parsed,
+                                    std::string_view origin);
+// Rules to check as if inserted now, after every installed rule of their
+// priority, named "new rule N" (" on WHERE" if given). Fails on a bad
+// rule, naming it.
+absl::StatusOr<std::vector<TableRule>> NewRules(
+    const std::vector<std::string>& texts, std::string_view where = "");
 
 // A witness header as reports show it: "<SOURCE, OP, FILE[, OFFSET,
 // LENGTH]>" ("stage:NAME (TENANT)" for hand-backs; control characters in

@@ -91,25 +91,14 @@ check::SwitchView CheckerView(SSwitch& sw) {
 
 absl::Status CheckRulesRequest(SSwitch& sw, const proto::CheckRules& req,
                                proto::ControlResponse* resp) {
-  std::vector<check::TableRule> add;
-  for (int i = 0; i < req.add_size(); ++i) {
-    auto r = ParseRule(req.add(i));
-    if (!r.ok()) {
-      return absl::InvalidArgumentError(
-          StrCat("rule ", i + 1, ": ", r.status().message()));
-    }
-    check::TableRule t;
-    t.order.priority = r->priority;
-    t.order.seq = uint64_t{1} << 62 | static_cast<uint64_t>(i);
-    t.rule = *std::move(r);
-    t.origin = StrCat("new rule ", i + 1);
-    add.push_back(std::move(t));
-  }
+  absl::StatusOr<std::vector<check::TableRule>> add = check::NewRules(
+      std::vector<std::string>(req.add().begin(), req.add().end()));
+  if (!add.ok()) return add.status();
   check::Checker checker({CheckerView(sw)});
   const check::CheckOptions options{.deep = req.deep()};
   const check::Report report =
-      add.empty() ? checker.CheckAll(options)
-                  : checker.CheckChange(sw.name(), add, {}, options);
+      add->empty() ? checker.CheckAll(options)
+                   : checker.CheckChange(sw.name(), *add, {}, options);
   *resp->mutable_check() = check::ToProto(report);
   return absl::OkStatus();
 }

@@ -102,21 +102,14 @@ check::Checker& Controller::Impl::CurrentChecker() {
 
 void Controller::Impl::HandleCheck(Call& call) {
   const proto::CheckAt& req = call.request().controller().check();
-  std::vector<check::TableRule> add;
-  for (int i = 0; i < req.rules().add_size(); ++i) {
-    auto r = ParseRule(req.rules().add(i));
-    if (!r.ok()) {
-      call.ReplyStatus(absl::InvalidArgumentError(
-          StrCat("rule ", i + 1, ": ", r.status().message())));
-      return;
-    }
-    check::TableRule t;
-    t.order.priority = r->priority;
-    t.order.seq = (uint64_t{1} << 62) + i;
-    t.rule = *std::move(r);
-    t.origin = StrCat("new rule ", i + 1);
-    add.push_back(std::move(t));
+  absl::StatusOr<std::vector<check::TableRule>> parsed =
+      check::NewRules(std::vector<std::string>(req.rules().add().begin(),
+                                               req.rules().add().end()));
+  if (!parsed.ok()) {
+    call.ReplyStatus(parsed.status());
+    return;
   }
+  const std::vector<check::TableRule>& add = *parsed;
   if (!add.empty() && req.sswitch().empty()) {
     call.ReplyStatus(absl::InvalidArgumentError(
         "name the sSwitch the rules are for (--host)"));
@@ -143,22 +136,16 @@ void Controller::Impl::HandleCheck(Call& call) {
 absl::Status Controller::Impl::CheckPlan(const UpdatePlan& plan, bool force,
                                          std::string* report) {
   CurrentChecker();
-  // New rules go after every persisted one (their cids come later).
-  uint64_t seq = uint64_t{1} << 62;
   std::vector<check::Checker::Change> changes;
   for (const UpdatePlan::Change& c : plan.changes) {
-    check::Checker::Change change{c.sswitch, {}, c.remove};
-    for (size_t i = 0; i < c.insert.size(); ++i) {
-      auto rule = ParseRule(c.insert[i].text());
-      if (!rule.ok()) continue;  // PlanUpdate parsed them all
-      check::TableRule t;
-      t.rule = *rule;
-      t.order.priority = rule->priority;
-      t.order.seq = ++seq;
-      t.origin = StrCat("new rule ", i + 1, " on ", c.sswitch);
-      change.add.push_back(std::move(t));
-    }
-    changes.push_back(std::move(change));
+    std::vector<std::string> texts;
+    for (const proto::ManagedRule& m : c.insert) texts.push_back(m.text());
+    // PlanUpdate parsed them all; their cids come later, so they go after
+    // every persisted rule.
+    absl::StatusOr<std::vector<check::TableRule>> add =
+        check::NewRules(texts, c.sswitch);
+    if (!add.ok()) return add.status();
+    changes.push_back({c.sswitch, *std::move(add), c.remove});
   }
   const check::Report r = checker->CheckChanges(changes);
   report->clear();
@@ -166,8 +153,9 @@ absl::Status Controller::Impl::CheckPlan(const UpdatePlan& plan, bool force,
   *report = r.Text();
   if (r.errors() > 0 && !force) {
     return absl::FailedPreconditionError(
-        StrCat("the rule checker refused the update (force it to install ",
-               "anyway); nothing was changed:\n", *report));
+        StrCat("the rule checker refused the update, nothing was changed ",
+               "(sroutectl rules add|load --force, or UpdateSpec::force, ",
+               "installs it anyway):\n", *report));
   }
   if (r.errors() > 0) {
     LogError("update installed by force despite the rule checker:\n", *report);

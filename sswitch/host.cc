@@ -29,26 +29,44 @@ absl::Status Host::AddStage(const std::string& name,
   return sswitch_.AddStage(name, std::move(stage));
 }
 
+namespace {
+
+// `text` parsed, or every parse error as ORIGIN:LINE:COL: reason.
+absl::StatusOr<ParsedRules> ParseOrError(std::string_view text,
+                                         std::string_view origin) {
+  ParsedRules parsed = ParseRules(text);
+  if (parsed.ok()) return parsed;
+  std::string msg;
+  for (const ParseError& e : parsed.errors) {
+    StrAppend(&msg, msg.empty() ? "" : "\n", origin, ":", e.line, ":", e.column,
+              ": ", e.reason);
+  }
+  return absl::InvalidArgumentError(msg);
+}
+
+absl::StatusOr<std::string> ReadRulesFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(StrCat("cannot read rules file ", path));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace
+
 absl::Status Host::LoadRules(std::string_view text, std::string_view origin,
                              std::string owner) {
-  ParsedRules parsed = ParseRules(text);
-  if (!parsed.ok()) {
-    std::string msg;
-    for (const ParseError& e : parsed.errors) {
-      StrAppend(&msg, msg.empty() ? "" : "\n", origin, ":", e.line, ":",
-                e.column, ": ", e.reason);
-    }
-    return absl::InvalidArgumentError(msg);
-  }
+  absl::StatusOr<ParsedRules> parsed = ParseOrError(text, origin);
+  if (!parsed.ok()) return parsed.status();
   // Install one by one to name the failing line, then roll back.
   std::vector<uint64_t> installed;
-  for (size_t i = 0; i < parsed.rules.size(); ++i) {
-    auto id = sswitch_.Insert(parsed.rules[i], owner);
+  for (size_t i = 0; i < parsed->rules.size(); ++i) {
+    auto id = sswitch_.Insert(parsed->rules[i], owner);
     if (!id.ok()) {
       if (!installed.empty()) (void)sswitch_.Update({}, installed);
       return absl::Status(
           id.status().code(),
-          StrCat(origin, ":", parsed.lines[i], ": ", id.status().message()));
+          StrCat(origin, ":", parsed->lines[i], ": ", id.status().message()));
     }
     installed.push_back(*id);
   }
@@ -56,26 +74,17 @@ absl::Status Host::LoadRules(std::string_view text, std::string_view origin,
 }
 
 absl::StatusOr<size_t> Host::ReloadRulesFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return absl::NotFoundError(StrCat("cannot read rules file ", path));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  ParsedRules parsed = ParseRules(ss.str());
-  if (!parsed.ok()) {
-    std::string msg;
-    for (const ParseError& e : parsed.errors) {
-      StrAppend(&msg, msg.empty() ? "" : "\n", path, ":", e.line, ":", e.column,
-                ": ", e.reason);
-    }
-    return absl::InvalidArgumentError(msg);
-  }
+  absl::StatusOr<std::string> text = ReadRulesFile(path);
+  if (!text.ok()) return text.status();
+  absl::StatusOr<ParsedRules> parsed = ParseOrError(*text, path);
+  if (!parsed.ok()) return parsed.status();
   const std::string owner = StrCat("file:", path);
   std::vector<uint64_t> old;
   for (const RuleInfo& r : sswitch_.ListRules()) {
     if (r.owner == owner) old.push_back(r.id);
   }
-  const size_t n = parsed.rules.size();
-  auto ids = sswitch_.Update(std::move(parsed.rules), old, owner);
+  const size_t n = parsed->rules.size();
+  auto ids = sswitch_.Update(std::move(parsed->rules), old, owner);
   if (!ids.ok()) {
     return absl::Status(ids.status().code(),
                         StrCat(path, ": ", ids.status().message()));
@@ -84,11 +93,9 @@ absl::StatusOr<size_t> Host::ReloadRulesFile(const std::string& path) {
 }
 
 absl::Status Host::LoadRulesFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return absl::NotFoundError(StrCat("cannot read rules file ", path));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return LoadRules(ss.str(), path, StrCat("file:", path));
+  absl::StatusOr<std::string> text = ReadRulesFile(path);
+  if (!text.ok()) return text.status();
+  return LoadRules(*text, path, StrCat("file:", path));
 }
 
 absl::Status Host::Submit(Io& io) {

@@ -86,15 +86,7 @@ int CheckFiles(const std::vector<std::string>& files, bool deep, bool json) {
     // Named as its file, less directory and extension.
     check::SwitchView view;
     view.name = std::filesystem::path(path).stem().string();
-    for (size_t i = 0; i < parsed.rules.size(); ++i) {
-      check::TableRule t;
-      t.rule = parsed.rules[i];
-      t.order.priority = t.rule.priority;
-      t.order.seq = i + 1;
-      t.id = i + 1;
-      t.origin = path + ":" + std::to_string(parsed.lines[i]);
-      view.rules.push_back(std::move(t));
-    }
+    view.rules = check::TableRulesOf(parsed, path);
     const check::Report report =
         check::CheckTables({std::move(view)}, {.deep = deep});
     if (json) {

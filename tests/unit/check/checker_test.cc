@@ -25,17 +25,7 @@ using ::testing::SizeIs;
 std::vector<TableRule> Rules(const std::string& name, std::string_view text) {
   ParsedRules parsed = ParseRules(text);
   EXPECT_TRUE(parsed.ok()) << parsed.errors[0].reason;
-  std::vector<TableRule> out;
-  for (size_t i = 0; i < parsed.rules.size(); ++i) {
-    TableRule t;
-    t.rule = parsed.rules[i];
-    t.order.priority = t.rule.priority;
-    t.order.seq = i + 1;
-    t.id = i + 1;
-    t.origin = StrCat(name, ".rules:", parsed.lines[i]);
-    out.push_back(std::move(t));
-  }
-  return out;
+  return TableRulesOf(parsed, name + ".rules");
 }
 
 SwitchView View(const std::string& name, std::string_view rules) {

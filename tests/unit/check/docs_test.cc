@@ -18,14 +18,7 @@ TEST(CheckDocsTest, ReadmeShowsTheDemoRulesReport) {
   ASSERT_TRUE(parsed.ok());
   SwitchView view;
   view.name = "demo";  // as sroutectl names a file's table
-  for (size_t i = 0; i < parsed.rules.size(); ++i) {
-    TableRule t;
-    t.rule = parsed.rules[i];
-    t.order.priority = t.rule.priority;
-    t.order.seq = i + 1;
-    t.origin = StrCat(path, ":", parsed.lines[i]);
-    view.rules.push_back(std::move(t));
-  }
+  view.rules = TableRulesOf(parsed, path);
   const Report report = CheckTables({view});
   const std::string readme =
       testing::ReadWholeFile(SROUTE_SOURCE_DIR "/README.md");
