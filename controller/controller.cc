@@ -771,6 +771,7 @@ void Controller::Impl::RecordCommandResult(const proto::CommandResult& r) {
 }
 
 void Controller::Impl::RecordStats(const proto::StatsReport& r) {
+  stats_reports.fetch_add(1, std::memory_order_relaxed);
   MutexLock l(&mu);
   Session* s = nullptr;
   for (auto& [name, ses] : sessions) {
@@ -1150,6 +1151,20 @@ absl::StatusOr<std::unique_ptr<Controller>> Controller::Start(
     return rpc.status();
   }
   impl->rpc = *std::move(rpc);
+  if (!impl->options.metrics.empty()) {
+    auto server = metrics::MetricsServer::Start(impl->options.metrics, [raw] {
+      metrics::Exposition e;
+      raw->AddMetrics(&e);
+      return e.Render();
+    });
+    // ~Controller stops what started; the caller hears why.
+    if (!server.ok()) {
+      std::unique_ptr<Controller> stop(new Controller(std::move(impl)));
+      return server.status();
+    }
+    impl->metrics_server = *std::move(server);
+    LogInfo("metrics at http://", impl->metrics_server->address(), "/metrics");
+  }
   LogInfo("controller (epoch ", impl->epoch, ") listening on ",
           impl->rpc->address());
   return std::unique_ptr<Controller>(new Controller(std::move(impl)));
@@ -1158,6 +1173,7 @@ absl::StatusOr<std::unique_ptr<Controller>> Controller::Start(
 Controller::Controller(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 Controller::~Controller() {
+  impl_->metrics_server.reset();  // a scrape reads everything below
   impl_->leases.reset();  // no lease runs out on a controller going away
   // The apps' calls into the controller end first; the apps themselves go
   // last: the RPC threads and the sweeper deliver to them until they stop.

@@ -41,6 +41,8 @@ struct ControllerOptions {
   // Control applications to run, "NAME" or "NAME:ARGS" (see
   // ControlAppRegistry; load plug-ins before Start).
   std::vector<std::string> apps;
+  // Serve Prometheus metrics at http://HOST:PORT/metrics ("": none).
+  std::string metrics;
 };
 
 class Controller {
@@ -61,6 +63,8 @@ class Controller {
   // overhead).
   uint64_t bytes_in() const;
   uint64_t bytes_out() const;
+  // Where /metrics is served ("" without options.metrics).
+  std::string metrics_address() const;
 
   struct Impl;
 

@@ -26,6 +26,8 @@
 #include "controller/control_app.h"
 #include "controller/controller.h"
 #include "controller/store.h"
+#include "metrics/exposition.h"
+#include "metrics/http_server.h"
 #include "proto/controller.pb.h"
 #include "rpc/channel.h"
 #include "rpc/io_threads.h"
@@ -349,6 +351,19 @@ struct Controller::Impl {
   absl::Status StopApp(const std::string& name) ABSL_LOCKS_EXCLUDED(apps_mu);
   void HandleApps(Call& call);
   std::thread sweeper;
+
+  // What /metrics shows (AddMetrics): updates by how they ended (refused:
+  // by a check before any host heard of them, the rule checker's
+  // included; aborted: after phase 1 began), the time of committed ones,
+  // stats reports received.
+  std::atomic<uint64_t> updates_committed{0};
+  std::atomic<uint64_t> updates_aborted{0};
+  std::atomic<uint64_t> updates_refused{0};
+  LatencyHistogram update_latency;
+  std::atomic<uint64_t> stats_reports{0};
+  void AddMetrics(metrics::Exposition* out) ABSL_LOCKS_EXCLUDED(mu, apps_mu);
+  std::unique_ptr<metrics::MetricsServer> metrics_server;
+
   std::unique_ptr<RpcServer> rpc;  // last: no request before all is set up
 };
 

@@ -1,6 +1,6 @@
 // sroute-controller --db DIR --listen HOST:PORT --secret-file FILE
 //                   [--app NAME[:ARGS]]... [--plugin LIB.so]...
-//                   [--stats-interval-ms N]
+//                   [--stats-interval-ms N] [--metrics HOST:PORT]
 //
 // The controller: hosts (sroute-fuse, sroute-server started with
 // --controller) register with it; it persists their rules, updates them
@@ -29,6 +29,8 @@ int main(int argc, char** argv) {
                  "the cluster secret (a private file of 16+ bytes)")
       ->required();
   app.add_option("--app", o.apps, "run a control app, NAME or NAME:ARGS");
+  app.add_option("--metrics", o.metrics,
+                 "serve Prometheus metrics at http://HOST:PORT/metrics");
   app.add_option("--plugin", plugins,
                  "load control apps from a shared library");
   app.add_option("--stats-interval-ms", interval_ms, "statistics interval")

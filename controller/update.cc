@@ -3,6 +3,7 @@
 
 #include "controller/controller_impl.h"
 #include "rules/parser.h"
+#include "util/clock.h"
 #include "util/log.h"
 #include "util/strings.h"
 
@@ -12,35 +13,46 @@ using controller_internal::ResultStatus;
 
 absl::StatusOr<UpdateOutcome> Controller::Impl::Update(
     const UpdateSpec& spec, const std::string& owner) {
+  const uint64_t start = MonotonicNanos();
   // One update at a time, from its checks to its last commit.
   MutexLock serial(&update_mu);
   // The lease first: if its owner dies during the update, what the update
   // installed still goes when the lease runs out.
   if (spec.lease > absl::ZeroDuration()) HoldLease(owner, spec.lease);
+  auto refused = [this](absl::Status s) {
+    updates_refused.fetch_add(1, std::memory_order_relaxed);
+    return s;
+  };
+  auto aborted = [this](absl::Status s) {
+    updates_aborted.fetch_add(1, std::memory_order_relaxed);
+    return s;
+  };
   // Check everything before any host hears of it.
   absl::StatusOr<UpdatePlan> plan = PlanUpdate(spec, owner);
-  if (!plan.ok()) return plan.status();
+  if (!plan.ok()) return refused(plan.status());
   // Phase zero: the rule checker.
   std::string report;
   if (absl::Status s = CheckPlan(*plan, spec.force, &report); !s.ok()) {
-    return s;
+    return refused(s);
   }
-  if (absl::Status s = CheckHostsConnected(*plan); !s.ok()) return s;
-  if (absl::Status s = NumberUpdate(*plan); !s.ok()) return s;
+  if (absl::Status s = CheckHostsConnected(*plan); !s.ok()) return refused(s);
+  if (absl::Status s = NumberUpdate(*plan); !s.ok()) return refused(s);
   // Phase 1; a nack (or silence) anywhere leaves the old rules everywhere.
   if (absl::Status s = PrepareEverywhere(*plan); !s.ok()) {
     AbortEverywhere(*plan);
-    return s;
+    return aborted(s);
   }
   // Persist before anything is installed.
   absl::StatusOr<uint64_t> version = PersistUpdate(*plan);
   if (!version.ok()) {
     AbortEverywhere(*plan);
-    return version.status();
+    return aborted(version.status());
   }
   // Phase 2.
   CommitEverywhere(*plan, *version);
   CheckerFollows(*plan, *version);
+  updates_committed.fetch_add(1, std::memory_order_relaxed);
+  update_latency.Record(MonotonicNanos() - start);
   return UpdateOutcome{*version, std::move(plan->cids), std::move(report)};
 }
 

@@ -20,6 +20,7 @@
 #include "host/daemon.h"
 #include "host/flags.h"
 #include "host/runtime.h"
+#include "metrics/exposition.h"
 #include "util/log.h"
 #include "util/strings.h"
 
@@ -150,7 +151,54 @@ absl::StatusOr<VolumeOptions> VolumeOptionsOf(const proto::HostConfig& c) {
 struct LoopCounters {
   std::atomic<uint64_t> interrupts_refused{0};  // answered ENOSYS
   UringStats uring;
+  FuseRequestCounts requests;
 };
+
+// The FUSE front end's metrics, beside the sSwitch's (host/metrics.h).
+void AddFuseMetrics(Volume& volume, const LoopCounters& counters,
+                    metrics::Exposition* out) {
+  using metrics::MetricType;
+  auto& requests =
+      out->Declare("sroute_fuse_requests_total", MetricType::kCounter,
+                   "FUSE requests received, by opcode");
+  for (size_t slot = 0; slot < kFuseOpSlots; ++slot) {
+    const std::string_view name = FuseOpSlotName(slot);
+    const uint64_t n = counters.requests.Read(slot);
+    // Every opcode the kernel has, seen or not, so that rates start at 0.
+    if (!name.empty()) {
+      requests.Add({{"op", std::string(name)}}, static_cast<double>(n));
+    }
+  }
+  auto counter = [out](const char* name, const char* help, uint64_t v) {
+    out->Declare(name, MetricType::kCounter, help)
+        .Add({}, static_cast<double>(v));
+  };
+  auto gauge = [out](const char* name, const char* help, uint64_t v) {
+    out->Declare(name, MetricType::kGauge, help)
+        .Add({}, static_cast<double>(v));
+  };
+  gauge("sroute_fuse_inodes", "Inodes the kernel holds a reference to",
+        volume.inodes().size());
+  gauge("sroute_fuse_pending_invalidations",
+        "Kernel cache invalidations not sent yet",
+        volume.pending_invalidations());
+  counter("sroute_fuse_interrupts_refused_total",
+          "Interrupts answered with ENOSYS",
+          counters.interrupts_refused.load());
+  counter("sroute_fuse_uring_requests_total",
+          "FUSE requests served on io_uring queues",
+          counters.uring.requests.load());
+  counter("sroute_fuse_uring_boosts_total",
+          "Times a starved io_uring queue thread ran at normal priority",
+          counters.uring.boosts.load());
+  counter("sroute_fuse_helper_calls_total",
+          "Calls io_uring queue threads handed to helpers",
+          counters.uring.helper_calls.load());
+  gauge("sroute_fuse_helper_threads", "Helper threads alive",
+        counters.uring.helper_threads.load());
+  gauge("sroute_fuse_helper_busy", "Helper threads in a call",
+        counters.uring.helper_busy.load());
+}
 
 void AddGauges(Volume& volume, const LoopCounters& counters,
                proto::ControlResponse* resp) {
@@ -241,6 +289,7 @@ SessionLoopOptions LoopOptions(const proto::HostConfig& config,
     };
   }
   loop.interrupts_refused = &counters.interrupts_refused;
+  loop.request_counts = &counters.requests;
   loop.poll_window = std::chrono::microseconds(config.poll_us());
   loop.io_uring = UringWanted(config);
   loop.io_uring_required = config.has_io_uring() && config.io_uring();
@@ -282,6 +331,11 @@ int RunVolume(proto::HostConfig config, const MountRequest& mount) {
   LoopCounters counters;
   if (absl::Status s = rt.StartControl(
           [&](proto::ControlResponse* r) { AddGauges(volume, counters, r); });
+      !s.ok()) {
+    return Fail(s);
+  }
+  if (absl::Status s = rt.StartMetrics(
+          [&](metrics::Exposition* e) { AddFuseMetrics(volume, counters, e); });
       !s.ok()) {
     return Fail(s);
   }

@@ -30,9 +30,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <string_view>
 
 #include "fuse/uring_queues.h"
 #include "fuse/volume.h"
+#include "util/thread_shard.h"
 
 namespace sroute {
 
@@ -57,6 +59,15 @@ using RawHandler = std::function<bool(fuse_session*, const RawRequest&)>;
 // waits for (its caller was killed) is dropped silently.
 void SendRawReply(fuse_session* se, uint64_t unique, int error,
                   const void* data = nullptr, size_t size = 0);
+
+// FUSE requests received, by opcode: slot = opcode below kFuseOpSlots - 1,
+// else the last slot ("other").
+inline constexpr size_t kFuseOpSlots = 64;
+using FuseRequestCounts = ShardedCounters<kFuseOpSlots>;
+size_t FuseOpSlot(uint32_t opcode);
+// The slot's opcode name in lower case ("lookup", "read", ...; "other";
+// "" for a number no opcode has).
+std::string_view FuseOpSlotName(size_t slot);
 
 struct SessionLoopOptions {
   int workers = 2;       // always reading /dev/fuse; at least 1
@@ -83,6 +94,8 @@ struct SessionLoopOptions {
   // If set, counts the interrupts answered with ENOSYS (the kernel sends
   // none after the first: more than one means it did not take the answer).
   std::atomic<uint64_t>* interrupts_refused = nullptr;
+  // If set, counts every request received, by opcode (FuseOpSlot).
+  FuseRequestCounts* request_counts = nullptr;
 };
 
 // Blocks SIGTERM, SIGINT and SIGHUP in the calling thread, and so in every

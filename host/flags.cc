@@ -94,6 +94,14 @@ HostFlags::HostFlags(CLI::App* app, HostKind kind) : kind_(kind) {
          "polls up to 200 while requests flow, and FUSE workers on "
          "/dev/fuse do not")
       ->check(CLI::Range(0, 100000));
+  app->add_option_function<std::string>(
+      "--metrics", [o](const std::string& v) { o->set_metrics(v); },
+      "serve Prometheus metrics at http://HOST:PORT/metrics (port 0: any)");
+  app->add_option_function<uint32_t>(
+         "--metrics-rules", [o](uint32_t v) { o->set_metrics_rules(v); },
+         "rules with series of their own in the metrics, the busiest; the "
+         "others are summed as rule_id=\"other\" [100]")
+      ->check(CLI::Range(0, 100000));
   app->add_option_function<uint32_t>(
          "--io-threads", [o](uint32_t v) { o->set_io_threads(v); },
          "network threads (given, they do not poll unless --poll-us says "

@@ -23,7 +23,8 @@ class HostFlags {
  public:
   // Adds --config, --name, --endpoint, --stage, --secret-file, --controller,
   // --controller-timeout-ms, --remote-timeout-ms, --rules, --rule,
-  // --control, --poll-us and --io-threads to `app`.
+  // --control, --poll-us, --io-threads, --metrics and --metrics-rules to
+  // `app`.
   // REQUIRES: `app` outlives this object's use by app.parse.
   HostFlags(CLI::App* app, HostKind kind);
   HostFlags(const HostFlags&) = delete;

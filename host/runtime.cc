@@ -4,6 +4,8 @@
 #include <thread>
 
 #include "control/control_server.h"
+#include "host/metrics.h"
+#include "metrics/http_server.h"
 #include "rpc/handshake.h"
 #include "sswitch/endpoint.h"
 #include "stages/flash/flash_endpoint.h"
@@ -274,8 +276,32 @@ absl::Status HostRuntime::StartControl(
   return absl::OkStatus();
 }
 
+absl::Status HostRuntime::StartMetrics(
+    std::function<void(metrics::Exposition*)> add_metrics) {
+  if (config_.metrics().empty()) return absl::OkStatus();
+  const size_t cap = config_.has_metrics_rules() ? config_.metrics_rules()
+                                                 : kDefaultMetricsRuleCap;
+  auto server = metrics::MetricsServer::Start(
+      config_.metrics(), [this, cap, add_metrics = std::move(add_metrics)] {
+        metrics::Exposition e;
+        AddSwitchMetrics(host_.sswitch(), cap, agent_.get(), &e);
+        if (add_metrics) add_metrics(&e);
+        return e.Render();
+      });
+  if (!server.ok()) return server.status();
+  metrics_ = *std::move(server);
+  LogInfo("metrics at http://", metrics_->address(), "/metrics");
+  return absl::OkStatus();
+}
+
+std::string HostRuntime::metrics_address() const {
+  return metrics_ ? metrics_->address() : "";
+}
+
 void HostRuntime::StopServices() {
   control_.reset();
+  // Before the agent: a scrape reads it.
+  metrics_.reset();
   agent_.reset();
 }
 

@@ -38,6 +38,10 @@
 namespace sroute {
 
 class ControlServer;
+namespace metrics {
+class Exposition;
+class MetricsServer;
+}  // namespace metrics
 
 class HostRuntime {
  public:
@@ -82,6 +86,15 @@ class HostRuntime {
   absl::Status StartControl(
       std::function<void(proto::ControlResponse*)> add_gauges = nullptr);
 
+  // With config.metrics() set, serves /metrics: the sSwitch's metrics
+  // (host/metrics.h) and what `add_metrics` adds (the daemon's own).
+  // `add_metrics` runs on the metrics thread, during a scrape.
+  absl::Status StartMetrics(
+      std::function<void(metrics::Exposition*)> add_metrics = nullptr);
+  // The address /metrics is served on ("" without).
+  std::string metrics_address() const;
+
+  // Stops the control socket, the metrics and the agent.
   void StopServices();
   // Waits until no IO is in flight or parked, at most `limit`; true if
   // idle.
@@ -117,6 +130,7 @@ class HostRuntime {
   Host host_;
   std::unique_ptr<ControllerAgent> agent_;
   std::unique_ptr<ControlServer> control_;
+  std::unique_ptr<metrics::MetricsServer> metrics_;
   bool stages_stopped_ = false;
 };
 

@@ -23,6 +23,7 @@
 #include "proto/rpc.pb.h"
 #include "rpc/frame.h"
 #include "rpc/io_threads.h"
+#include "util/strings.h"  // SplitHostPort
 
 namespace sroute {
 
@@ -108,10 +109,6 @@ class RpcServer {
   explicit RpcServer(std::shared_ptr<Impl> impl);
   std::shared_ptr<Impl> impl_;
 };
-
-// Parses "HOST:PORT" ("[V6]:PORT" too); InvalidArgument naming `what`.
-absl::Status SplitHostPort(const std::string& address, std::string* host,
-                           uint16_t* port, const std::string& what = "address");
 
 }  // namespace sroute
 

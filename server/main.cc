@@ -2,7 +2,7 @@
 //               [--config FILE] [--name NAME] [--state DIR] [--rules FILE]
 //               [--rule RULE]... [--endpoint NAME=DIR|NAME=HOST:PORT]...
 //               [--controller HOST:PORT] [--control SOCKET]
-//               [--io-threads N] [--poll-us N]
+//               [--io-threads N] [--poll-us N] [--metrics HOST:PORT]
 //
 // A storage server: exports DIR as endpoint NAME (files //NAME/PATH) to
 // hosts that know the cluster secret, with its own sSwitch and rules.

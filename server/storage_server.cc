@@ -12,6 +12,7 @@
 
 #include "absl/hash/hash.h"
 #include "control/control_handler.h"
+#include "host/metrics.h"
 #include "host/runtime.h"
 #include "rpc/io_codec.h"
 #include "rpc/io_threads.h"
@@ -373,6 +374,14 @@ absl::StatusOr<std::unique_ptr<StorageServer>> StorageServer::Start(
   }
   if (absl::Status s = impl->runtime->StartControl(
           [raw](proto::ControlResponse* r) { raw->AddStats(r); });
+      !s.ok()) {
+    impl->SetReady();
+    return s;
+  }
+  if (absl::Status s =
+          impl->runtime->StartMetrics([raw](metrics::Exposition* e) {
+            AddRpcServerMetrics(raw->rpc->counters(), e);
+          });
       !s.ok()) {
     impl->SetReady();
     return s;

@@ -201,7 +201,7 @@ void SSwitch::SendToRemoteStage(Io* io, const Target& target) {
   }
   io->target = FormatTarget(target);
   if (io->trace != nullptr) NoteRuleTarget(io);
-  io->NoteWaitingAt(it->second.where);
+  it->second.Sent(io);
   it->second.endpoint->SubmitToStage(io, name.path, target.stage);
 }
 
@@ -270,19 +270,19 @@ void SSwitch::SendToFile(Io* io, std::string file) {
   const OpClass cls = io->header.op_class();
   if (io->target != io->header.file) {
     if (cls == kOpClassCreate) {
-      io->NoteWaitingAt(it->second.where);
+      it->second.Sent(io);
       CreateAtDetour(io, it->second.endpoint, std::string(name.path), false);
       return;
     }
     if (cls == kOpClassWrite) {
       // Routing a write to a file includes making it (scatter replicas,
       // byte ranges, write detours): the op then acts on every target.
-      io->NoteWaitingAt(it->second.where);
+      it->second.Sent(io);
       CreateAtDetour(io, it->second.endpoint, std::string(name.path), true);
       return;
     }
   }
-  io->NoteWaitingAt(it->second.where);
+  it->second.Sent(io);
   it->second.endpoint->Submit(io, name.path);
 }
 

@@ -12,8 +12,8 @@
 #include "sswitch/io.h"
 #include "sswitch/snapshot.h"
 #include "sswitch/sswitch.h"
-#include "sswitch/thread_shard.h"
 #include "util/mutex.h"
+#include "util/thread_shard.h"
 
 namespace sroute {
 

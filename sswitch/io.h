@@ -188,6 +188,7 @@ class Io {
  private:
   friend class SSwitch;
   friend class InflightRegistry;
+  friend struct EndpointEntry;  // Sent: notes where the IO waits
 
   struct Frame {
     // Either a hook or a rule the IO was routed by.

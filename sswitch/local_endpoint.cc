@@ -62,11 +62,11 @@
 #include <vector>
 
 #include "sswitch/credentials.h"
-#include "sswitch/thread_shard.h"
 #include "util/errno_status.h"
 #include "util/helper_pool.h"
 #include "util/mutex.h"
 #include "util/strings.h"
+#include "util/thread_shard.h"
 
 namespace sroute {
 namespace {

@@ -17,6 +17,7 @@
 #include "sswitch/stats.h"
 #include "util/mutex.h"
 #include "util/strings.h"
+#include "util/thread_shard.h"
 
 namespace sroute {
 
@@ -73,6 +74,16 @@ struct EndpointEntry {
   // "endpoint NAME (DESCRIBE)", interned (util/interned.h): where an IO
   // sent there waits (SSwitch::StaleIos).
   const std::string* where = nullptr;
+  // IOs sent to the endpoint (SSwitch::EndpointIos); shared by every
+  // snapshot that has the endpoint.
+  std::shared_ptr<ShardedCounters<1>> ios =
+      std::make_shared<ShardedCounters<1>>();
+
+  // Notes that `io` is sent to the endpoint now.
+  void Sent(Io* io) const {
+    io->NoteWaitingAt(where);
+    ios->Add(0);
+  }
 };
 using EndpointMap =
     absl::flat_hash_map<std::string, EndpointEntry, StringHash, StringEq>;

@@ -14,12 +14,12 @@
 #include "rules/parser.h"
 #include "sswitch/inflight.h"
 #include "sswitch/snapshot.h"
-#include "sswitch/thread_shard.h"
 #include "util/clock.h"
 #include "util/errno_status.h"
 #include "util/interned.h"
 #include "util/log.h"
 #include "util/strings.h"
+#include "util/thread_shard.h"
 
 namespace sroute {
 
@@ -255,6 +255,16 @@ SSwitch::Endpoints() const {
     out.emplace_back(name, e.endpoint);
   std::sort(out.begin(), out.end(),
             [](const auto& a, const auto& b) { return a.first < b.first; });
+  return out;
+}
+
+std::vector<std::pair<std::string, uint64_t>> SSwitch::EndpointIos() const {
+  std::shared_ptr<const Snapshot> snap = Current();
+  std::vector<std::pair<std::string, uint64_t>> out;
+  for (const auto& [name, e] : *snap->endpoints) {
+    out.emplace_back(name, e.ios->Read(0));
+  }
+  std::sort(out.begin(), out.end());
   return out;
 }
 

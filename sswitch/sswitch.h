@@ -83,6 +83,9 @@ class SSwitch {
   // The endpoints now, by name.
   std::vector<std::pair<std::string, std::shared_ptr<Endpoint>>> Endpoints()
       const;
+  // IOs sent to each endpoint so far (pieces of split IOs and each
+  // scatter target count once), by name.
+  std::vector<std::pair<std::string, uint64_t>> EndpointIos() const;
   void SetControllerSink(std::shared_ptr<ControllerSink> sink);
 
   // --- Stages, live (the update protocol applied to one stage). While a

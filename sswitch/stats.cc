@@ -7,7 +7,7 @@
 #include <memory>
 #include <thread>
 
-#include "sswitch/thread_shard.h"
+#include "util/thread_shard.h"
 
 namespace sroute {
 
@@ -30,10 +30,12 @@ uint64_t LatencyHistogram::UpperEdge(int bucket) {
 }
 
 void LatencyHistogram::Record(uint64_t ns) {
+  sum_ns_.fetch_add(ns, std::memory_order_relaxed);
   counts_[BucketOf(ns)].fetch_add(1, std::memory_order_relaxed);
 }
 
 void LatencyHistogram::Add(const LatencyHistogram& other) {
+  sum_ns_.fetch_add(other.sum_ns(), std::memory_order_relaxed);
   for (int i = 0; i < kBuckets; ++i) {
     const uint32_t c = other.counts_[i].load(std::memory_order_relaxed);
     if (c != 0) counts_[i].fetch_add(c, std::memory_order_relaxed);
@@ -207,6 +209,19 @@ void RuleCounters::LatencyCounts(LatencyHistogram::Counts* out) const {
   out->clear();
   LatencyHistogram merged;
   if (MergedLatency(&merged)) merged.NonZero(out);
+}
+
+uint64_t RuleCounters::LatencySumNs() const {
+  const Slot* s = slots_.load(std::memory_order_acquire);
+  if (s == nullptr) return 0;
+  uint64_t sum = 0;
+  for (int i = 0; i < SlotCount(); ++i) {
+    if (const LatencyHistogram* h =
+            s[i].latency.load(std::memory_order_acquire)) {
+      sum += h->sum_ns();
+    }
+  }
+  return sum;
 }
 
 RuleCountersSnapshot RuleCounters::Read(bool percentiles) const {

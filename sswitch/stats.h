@@ -29,6 +29,11 @@ class LatencyHistogram {
   // q in [0, 1]; 0 when nothing was recorded. Returns the bucket's upper edge.
   uint64_t Percentile(double q) const;
   uint64_t count() const;
+  // Every latency recorded, added up (ns).
+  uint64_t sum_ns() const { return sum_ns_.load(std::memory_order_relaxed); }
+  // Bucket `bucket` holds latencies below this many ns (and at least the
+  // edge of the bucket before).
+  static uint64_t UpperEdge(int bucket);
 
   // The buckets that hold any count, as (bucket, count), for percentiles of
   // an interval: the difference of two of these (see PercentileOfGrowth).
@@ -41,7 +46,7 @@ class LatencyHistogram {
 
  private:
   static int BucketOf(uint64_t ns);
-  static uint64_t UpperEdge(int bucket);
+  std::atomic<uint64_t> sum_ns_{0};
   std::array<std::atomic<uint32_t>, kBuckets> counts_{};
 };
 
@@ -84,6 +89,8 @@ class RuleCounters {
   uint64_t ops() const;
   // The latency buckets (empty before the first completion).
   void LatencyCounts(LatencyHistogram::Counts* out) const;
+  // Every completion's latency added up (ns).
+  uint64_t LatencySumNs() const;
 
  private:
   struct Slot;

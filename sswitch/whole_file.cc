@@ -234,7 +234,7 @@ void SSwitch::SubmitDirect(Io* io, const std::string& file) {
     }
     io->args.second_file = std::string(other.path);
   }
-  io->NoteWaitingAt(it->second.where);
+  it->second.Sent(io);
   it->second.endpoint->Submit(io, name.path);
 }
 

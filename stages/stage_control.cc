@@ -74,7 +74,7 @@ absl::Status EnsureStage(SSwitch& sw, const proto::StageConfig& want,
       timeout);
 }
 
-void AddStageStats(SSwitch& sw, proto::ControlResponse* resp) {
+void AddStageStats(const SSwitch& sw, proto::ControlResponse* resp) {
   for (const SSwitch::StageInfo& info : sw.Stages()) {
     FillStats(info, resp->add_stages());
   }

@@ -28,7 +28,7 @@ absl::Status HandleStagesRequest(SSwitch& sw, const proto::Stages& request,
                                  proto::ControlResponse* resp);
 
 // Every stage's config and counters, into resp->stages, by name.
-void AddStageStats(SSwitch& sw, proto::ControlResponse* resp);
+void AddStageStats(const SSwitch& sw, proto::ControlResponse* resp);
 
 // Every endpoint's gauges (Endpoint::Gauges) into `gauges`.
 void AddEndpointGauges(const SSwitch& sw,

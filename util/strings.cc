@@ -64,4 +64,27 @@ bool ParseByteSize(std::string_view s, uint64_t* out) {
   return true;
 }
 
+absl::Status SplitHostPort(const std::string& address, std::string* host,
+                           uint16_t* port, const std::string& what) {
+  const size_t colon = address.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == address.size()) {
+    return absl::InvalidArgumentError(
+        StrCat(what, " '", address, "' is not HOST:PORT"));
+  }
+  std::string h = address.substr(0, colon);
+  if (h.size() >= 2 && h.front() == '[' && h.back() == ']') {
+    h = h.substr(1, h.size() - 2);
+  }
+  const std::string p = address.substr(colon + 1);
+  unsigned value = 0;
+  auto [end, ec] = std::from_chars(p.data(), p.data() + p.size(), value);
+  if (ec != std::errc() || end != p.data() + p.size() || value > 65535) {
+    return absl::InvalidArgumentError(
+        StrCat(what, " '", address, "': bad port '", p, "'"));
+  }
+  *host = std::move(h);
+  *port = static_cast<uint16_t>(value);
+  return absl::OkStatus();
+}
+
 }  // namespace sroute

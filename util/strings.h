@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 
 namespace sroute {
@@ -55,6 +56,10 @@ std::vector<std::string_view> StrSplit(std::string_view s, char sep);
 // (powers of 1024, either case), all of `s`. False on anything else or on
 // overflow.
 bool ParseByteSize(std::string_view s, uint64_t* out);
+
+// Parses "HOST:PORT" ("[V6]:PORT" too); InvalidArgument naming `what`.
+absl::Status SplitHostPort(const std::string& address, std::string* host,
+                           uint16_t* port, const std::string& what = "address");
 
 // Transparent hashing so maps keyed by std::string accept string_view lookups.
 struct StringHash {

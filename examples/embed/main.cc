@@ -67,8 +67,9 @@ int main(int argc, char** argv) {
   const std::filesystem::path s2 = std::filesystem::path(dir) / "S2";
   std::filesystem::create_directories(s1);
   std::filesystem::create_directories(s2);
-  // Files the demo writes; endpoints do not create files on write.
-  for (const char* f : {"X", "big", "log", "vhd"}) Touch(s1 / f);
+  // Files the demo writes; endpoints do not create files on write. A file
+  // whose writes go elsewhere keeps its home on S1 (its size grows there).
+  for (const char* f : {"X", "big", "log", "vhd", "vm/disk0"}) Touch(s1 / f);
   for (const char* f : {"Y", "big", "log", "vhd.tmp", "vm/disk0"})
     Touch(s2 / f);
   Touch(s2 / "big", std::string(512 * 1024, 'B'));
