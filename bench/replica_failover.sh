@@ -309,7 +309,7 @@ rs_status() {
   json=$("$work/bin/sroutectl" --host "unix:$ctl_sock" replicas status rs --json 2>/dev/null) || return 0
   python3 -c '
 import json, sys
-m = json.loads(sys.argv[1])[0]["members"]
+m = json.loads(sys.argv[1])["sets"][0]["members"]
 print(" ".join(x["state"] for x in m), m[0].get("reads", "-"))' "$json"
 }
 

@@ -171,7 +171,7 @@ rs_status() {
   json=$(ctl replicas status rs --json 2>/dev/null) || return 0
   python3 -c '
 import json, sys
-s = json.loads(sys.argv[1])[0]
+s = json.loads(sys.argv[1])["sets"][0]
 m = s["members"]
 print("|".join([x["state"] for x in m] + [str(m[0].get("reads", "-")), str(m[2]["stale_bytes"]), str(s["resync_bytes"])]))' "$json"
 }
@@ -286,7 +286,7 @@ ctl, sock, timeout = sys.argv[1], sys.argv[2], float(sys.argv[3])
 def status():
     out = subprocess.run([ctl, "--host", "unix:" + sock, "replicas", "status", "rs", "--json"],
                          check=True, capture_output=True, text=True).stdout
-    s = json.loads(out)[0]
+    s = json.loads(out)["sets"][0]
     return s, {m["name"]: m for m in s["members"]}
 
 s, m = status()

@@ -25,6 +25,9 @@
 
 #include "controller/client.h"
 #include "gtest/gtest.h"
+#include "proto/controller.pb.h"
+#include "proto/ctl.pb.h"
+#include "tests/util/ctl_json.h"
 #include "tests/util/mounted_volume.h"
 #include "tests/util/real_programs.h"
 #include "tests/util/run_as.h"
@@ -40,6 +43,7 @@ namespace {
 using ::sroute::testing::Exercise;
 using ::sroute::testing::ExerciseOptions;
 using ::sroute::testing::ExerciseResult;
+using ::sroute::testing::FromJson;
 using ::sroute::testing::MountedVolume;
 using ::sroute::testing::OutputLines;
 using ::sroute::testing::ReadWholeFile;
@@ -174,10 +178,12 @@ class ControllerTest : public ::testing::Test {
                       " --secret-file " + secret_ + " rules ls")
         .second;
   }
-  std::string HostStats(const std::string& host) {
-    return RunCommand(std::string(SROUTECTL_BINARY) + " --host " + host +
-                      " --secret-file " + secret_ + " stats --json")
-        .second;
+  proto::CtlHostStats HostStats(const std::string& host) {
+    auto [rc, out] =
+        RunCommand(std::string(SROUTECTL_BINARY) + " --host " + host +
+                   " --secret-file " + secret_ + " stats --json");
+    EXPECT_EQ(rc, 0) << out;
+    return rc == 0 ? FromJson<proto::CtlHostStats>(out) : proto::CtlHostStats();
   }
 
   TempDir keys_, db_, home_, mnt_, ctl_, r1_, r2_;
@@ -442,14 +448,14 @@ TEST_F(ControllerTest, TwoPhaseUpdateUnderWritersIsNeverMixed) {
   }
   // Per-IO version stamps at S2: every write the FUSE host routed by its new
   // table met S2's new table.
-  const std::string stats = HostStats(s2->address());
+  const proto::CtlHostStats stats = HostStats(s2->address());
   const uint64_t fuse_new = VersionOf(kFuse), s2_new = VersionOf("S2");
   ASSERT_GT(fuse_new, fuse_before);
   ASSERT_GT(s2_new, s2_before);
   int seen = 0;
-  for (size_t at = stats.find("\"io_version "); at != std::string::npos;
-       at = stats.find("\"io_version ", at + 1)) {
-    std::istringstream line(stats.substr(at + 12, 200));
+  for (const auto& [gauge, n] : stats.gauges()) {
+    if (gauge.rfind("io_version ", 0) != 0) continue;
+    std::istringstream line(gauge.substr(11));
     std::string via;
     uint64_t theirs = 0, ours = 0;
     line >> via >> theirs >> ours;
@@ -459,7 +465,7 @@ TEST_F(ControllerTest, TwoPhaseUpdateUnderWritersIsNeverMixed) {
         << " met S2's old rules (version " << ours << ")";
     ++seen;
   }
-  EXPECT_GT(seen, 0) << stats;
+  EXPECT_GT(seen, 0) << stats.DebugString();
 }
 
 // Many overlapping tracked writes leave S2 one record per run of bytes
@@ -525,9 +531,11 @@ TEST_F(ControllerTest, TrackWritesRulesComeBackAfterTheVolumeIsKilled) {
   std::tie(rc, out) =
       RunCommand(std::string(SROUTECTL_BINARY) +
                  " --host unix:" + (ctl_ / "sock") + " stats --json");
-  EXPECT_NE(out.find(StrCat("\"delegate_rules_restored\": ", before.size())),
-            std::string::npos)
-      << out;
+  ASSERT_EQ(rc, 0) << out;
+  const auto gauges = FromJson<proto::CtlHostStats>(out).gauges();
+  auto restored = gauges.find("delegate_rules_restored");
+  ASSERT_NE(restored, gauges.end()) << out;
+  EXPECT_EQ(restored->second, static_cast<int64_t>(before.size())) << out;
 }
 
 // Blocks of a file written with their number, a version and a checksum,
@@ -771,6 +779,17 @@ void TailLatencyTest::Scenario(const Crash& crash) {
       std::string::npos)
       << status;
   EXPECT_NE(status.find("off-load: S1 demand"), std::string::npos) << status;
+  auto [jrc, json] =
+      RunCommand(std::string(SROUTECTL_BINARY) + " --controller " +
+                 controller_->address() + " --secret-file " + secret_ +
+                 " offload status --json");
+  ASSERT_EQ(jrc, 0) << json;
+  const proto::CtlOffloadStatus offload =
+      FromJson<proto::CtlOffloadStatus>(json);
+  ASSERT_EQ(offload.flows_size(), 1) << json;
+  EXPECT_EQ(offload.flows(0).home(), "S1") << json;
+  ASSERT_GT(offload.flows(0).targets_size(), 0) << json;
+  EXPECT_EQ(offload.flows(0).targets(0), "S3") << json;
   std::this_thread::sleep_for(std::chrono::seconds(2));  // writes land on S3
   EXPECT_TRUE(std::filesystem::exists(r3 / ".sroute-tl-1/vol/f"));
   if (crash.spread) {
@@ -1058,9 +1077,9 @@ TEST_F(ControllerTest, AppsStartStopAndSurviveARestart) {
   StartController(port);
   std::tie(rc, out) = ctl("apps status tail_latency --json");
   ASSERT_EQ(rc, 0) << out;
-  EXPECT_NE(out.find("\"state\": \"running\", \"args\": \"alpha=3,end=1.5\""),
-            std::string::npos)
-      << out;
+  const proto::AppInfo app = FromJson<proto::AppInfo>(out);
+  EXPECT_EQ(app.state(), "running") << out;
+  EXPECT_EQ(app.args(), "alpha=3,end=1.5") << out;
   std::tie(rc, out) = ctl("apps stop tail_latency");
   ASSERT_EQ(rc, 0) << out;
   std::tie(rc, out) = ctl("apps stop tail_latency");
@@ -1198,10 +1217,15 @@ TEST_F(ControllerTest, CacheSizingSizesTheTenantsPartitionsFromTheirReads) {
         return std::to_string(ReadWholeFile(mnt_ / "data/b").size());
       });
     }
-    curves = ctl("cache mrc --json").second;
-    return curves.find("\"tenant\": \"alice\"") != std::string::npos &&
-           curves.find("\"tenant\": \"bob\"") != std::string::npos &&
-           curves.find("\"references\": 0") == std::string::npos;
+    int rc = 0;
+    std::tie(rc, curves) = ctl("cache mrc --json");
+    if (rc != 0) return false;  // no curve yet
+    std::set<std::string> seen;
+    const auto parsed = FromJson<proto::CtlCacheCurves>(curves);
+    for (const proto::CtlCacheCurve& c : parsed.curves()) {
+      if (c.references() > 0 && c.points_size() > 0) seen.insert(c.tenant());
+    }
+    return seen == std::set<std::string>{"alice", "bob"};
   });
   ASSERT_TRUE(built) << curves;
   // The partitions: sized from the curves, within the budget; alice's

@@ -28,6 +28,8 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "proto/ctl.pb.h"
+#include "tests/util/ctl_json.h"
 #include "tests/util/mounted_volume.h"
 #include "tests/util/process_threads.h"
 #include "tests/util/run_command.h"
@@ -37,6 +39,7 @@
 namespace sroute {
 namespace {
 
+using ::sroute::testing::FromJson;
 using ::sroute::testing::kUringSwitchPath;
 using ::sroute::testing::MountedVolume;
 using ::sroute::testing::ReadWholeFile;
@@ -50,6 +53,20 @@ using ::sroute::testing::WriteWholeFile;
 // Runs sroutectl with `args` (shell words).
 std::pair<int, std::string> Ctl(const std::string& args) {
   return RunCommand(std::string(SROUTECTL_BINARY) + " " + args);
+}
+
+// The ops counted by rule `id` in `sroutectl stats --json`, or -1.
+long long RuleOps(const proto::CtlHostStats& stats, const std::string& id) {
+  for (const proto::CtlRule& r : stats.rules()) {
+    if (std::to_string(r.id()) == id) return static_cast<long long>(r.ops());
+  }
+  return -1;
+}
+
+// Gauge `name` of `sroutectl stats --json`, or -1.
+long long Gauge(const proto::CtlHostStats& stats, const std::string& name) {
+  auto it = stats.gauges().find(name);
+  return it == stats.gauges().end() ? -1 : it->second;
 }
 
 // Writes `data` to `path` with plain POSIX calls; false on any error.
@@ -127,7 +144,11 @@ TEST_F(FuseControlTest, AddListRemoveRuleWhileMounted) {
   EXPECT_EQ(out, id + ": <*, r|w, //home/f> -> <IO, //other/f>\n");
   std::tie(rc, out) = Ctl(Host() + " rules ls --json");
   ASSERT_EQ(rc, 0) << out;
-  EXPECT_NE(out.find("\"id\": " + id), std::string::npos) << out;
+  const proto::CtlRules listed = FromJson<proto::CtlRules>(out);
+  ASSERT_EQ(listed.rules_size(), 1) << out;
+  EXPECT_EQ(std::to_string(listed.rules(0).id()), id) << out;
+  EXPECT_EQ(listed.rules(0).rule(), "<*, r|w, //home/f> -> <IO, //other/f>")
+      << out;
 
   std::tie(rc, out) = Ctl(Host() + " rules rm " + id);
   ASSERT_EQ(rc, 0) << out;
@@ -190,11 +211,17 @@ TEST_F(FuseControlTest, RulesCheckOfflineAndLive) {
   // The shadowed rule's witness, a read of //home/g, reads what the live
   // rule routes it to.
   EXPECT_EQ(ReadWholeFile(mnt_ / "g"), "on other");
-  // JSON: proto CheckResult.
+  // JSON: proto CtlCheck.
   std::tie(rc, out) = Ctl(Host() + " rules check --json " + file);
   EXPECT_EQ(rc, 1) << out;
-  EXPECT_NE(out.find("\"kind\":\"black-hole\""), std::string::npos) << out;
-  EXPECT_NE(out.find("\"errors\":1"), std::string::npos) << out;
+  const proto::CtlCheck check = FromJson<proto::CtlCheck>(out);
+  EXPECT_EQ(check.errors(), 1u) << out;
+  bool black_hole = false;
+  for (const proto::CtlFinding& f : check.findings()) {
+    black_hole |= f.kind() == "black-hole" && f.error() &&
+                  f.rule().find("//home/a") != std::string::npos;
+  }
+  EXPECT_TRUE(black_hole) << out;
 }
 
 TEST_F(FuseControlTest, RuleFlipsDuringConcurrentWrites) {
@@ -245,30 +272,10 @@ TEST_F(FuseControlTest, RuleFlipsDuringConcurrentWrites) {
 
   auto [rc, out] = Ctl(Host() + " stats --json");
   ASSERT_EQ(rc, 0) << out;
-  // (No std::regex: GCC 12 warns falsely in it under ASan.)
-  const size_t rec = out.find("{\"id\": " + last_id + ",");
-  ASSERT_NE(rec, std::string::npos) << out;
-  const size_t ops = out.find("\"ops\": ", rec);
-  ASSERT_NE(ops, std::string::npos) << out;
-  EXPECT_GT(std::stoull(out.substr(ops + 7)), 0u) << out;
+  EXPECT_GT(RuleOps(FromJson<proto::CtlHostStats>(out), last_id), 0) << out;
   std::tie(rc, out) = Ctl(Host() + " stats");
   ASSERT_EQ(rc, 0) << out;
   EXPECT_NE(out.find("P99_US"), std::string::npos) << out;
-}
-
-// The number after `"KEY": ` in `json` at or after `from`, or -1.
-long long JsonNumber(const std::string& json, const std::string& key,
-                     size_t from = 0) {
-  const std::string k = "\"" + key + "\": ";
-  const size_t at = json.find(k, from);
-  if (at == std::string::npos) return -1;
-  return std::stoll(json.substr(at + k.size()));
-}
-
-// The ops counted by rule `id` in `sroutectl stats --json` output.
-long long RuleOps(const std::string& json, const std::string& id) {
-  const size_t rec = json.find("{\"id\": " + id + ",");
-  return rec == std::string::npos ? -1 : JsonNumber(json, "ops", rec);
 }
 
 // The DESIGN §6 update protocol, driven from sroutectl while four threads
@@ -304,12 +311,12 @@ TEST_P(LiveRouteFlipTest, WritersSeeNoErrorNoStaleByteAndEveryWriteCounted) {
   auto stats = [&] {
     auto [rc, out] = Ctl(Host() + " stats --json");
     EXPECT_EQ(rc, 0) << out;
-    return out;
+    return rc == 0 ? FromJson<proto::CtlHostStats>(out) : proto::CtlHostStats();
   };
-  auto unmatched_writes = [&](const std::string& json) {
-    const size_t at = json.find("\"unmatched_ops\"");
-    const long long n = JsonNumber(json, "write", at);
-    return n < 0 ? 0 : n;
+  auto unmatched_writes = [&](const proto::CtlHostStats& s) {
+    auto it = s.unmatched_ops().find("write");
+    return it == s.unmatched_ops().end() ? 0
+                                         : static_cast<long long>(it->second);
   };
   const long long writes_before = unmatched_writes(stats());
 
@@ -417,11 +424,11 @@ TEST_P(LiveRouteFlipTest, WritersSeeNoErrorNoStaleByteAndEveryWriteCounted) {
 
   // Every write counted once: by the rule while it was installed, else by
   // the default route.
-  const std::string final_stats = stats();
+  const proto::CtlHostStats final_stats = stats();
   ASSERT_TRUE(write_rule.empty());  // an even number of flips ends at home
   EXPECT_EQ(rule_writes + unmatched_writes(final_stats) - writes_before,
             writes.load())
-      << final_stats;
+      << final_stats.DebugString();
   EXPECT_GT(rule_writes, 0);
   // Home holds every acknowledged write.
   for (int t = 0; t < kThreads; ++t) {
@@ -442,7 +449,8 @@ TEST_F(FuseControlTest, KernelCacheAutoKeepsPagesUntilARouteChanges) {
   auto wait_invalidated = [&] {
     for (int i = 0; i < 500; ++i) {
       auto [rc, out] = Ctl(Host() + " stats --json");
-      if (rc == 0 && JsonNumber(out, "fuse_pending_invalidations") == 0) {
+      if (rc == 0 && Gauge(FromJson<proto::CtlHostStats>(out),
+                           "fuse_pending_invalidations") == 0) {
         return;
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(10));

@@ -16,11 +16,14 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "proto/ctl.pb.h"
 #include "tests/integration/posix_scenarios.h"
 #include "tests/integration/server_fixture.h"
+#include "tests/util/ctl_json.h"
 #include "tests/util/real_programs.h"
 #include "tests/util/run_as.h"
 #include "tools/exercise/exerciser.h"
@@ -280,15 +283,23 @@ class ReplicaSetVolumeTest : public ServerTest {
     EXPECT_EQ(rc, 0) << out;
     return out;
   }
+  // The set rs as `replicas status --json` shows it.
+  proto::CtlReplicaSet Set() {
+    const proto::CtlReplicaSets sets =
+        testing::FromJson<proto::CtlReplicaSets>(Status());
+    return sets.sets_size() == 1 ? sets.sets(0) : proto::CtlReplicaSet();
+  }
+  // `member` as the status shows it (no name if it is not listed).
+  proto::CtlReplicaMember MemberOf(const std::string& member) {
+    const proto::CtlReplicaSet set = Set();
+    for (const proto::CtlReplicaMember& m : set.members()) {
+      if (m.name() == member) return m;
+    }
+    return proto::CtlReplicaMember();
+  }
   // `member`'s state in the status ("" if it is not listed).
   std::string StateOf(const std::string& member) {
-    const std::string st = Status();
-    const size_t at = st.find("\"name\": \"" + member + "\"");
-    const std::string key = "\"state\": \"";
-    const size_t s = at == std::string::npos ? at : st.find(key, at);
-    if (s == std::string::npos) return "";
-    const size_t b = s + key.size();
-    return st.substr(b, st.find('"', b) - b);
+    return MemberOf(member).state();
   }
   // Waits (up to 60 s) until `member` is in `state`.
   bool WaitState(const std::string& member, const std::string& state) {
@@ -299,13 +310,10 @@ class ReplicaSetVolumeTest : public ServerTest {
     ADD_FAILURE() << member << " never " << state << ": " << Status();
     return false;
   }
-  // Reads member `member` has served.
+  // Reads member `member` has served (-1 if it is not listed).
   int64_t ReadsOf(const std::string& member) {
-    const std::string st = Status();
-    const size_t at = st.find("\"name\": \"" + member + "\"");
-    const std::string key = "\"reads\": ";
-    const size_t s = at == std::string::npos ? at : st.find(key, at);
-    return s == std::string::npos ? -1 : atoll(st.c_str() + s + key.size());
+    const proto::CtlReplicaMember m = MemberOf(member);
+    return m.name().empty() ? -1 : m.reads();
   }
   int ports_[3] = {0, 0, 0};
   // A controller (its store in `db`) running control app `app`, with
@@ -387,9 +395,7 @@ TEST_P(KilledUnderLoadTest, IsResyncedAndAllEndEqual) {
   }
   EXPECT_TRUE(ReadWholeFile(r2_ / "rep/data") == s1);
   EXPECT_TRUE(ReadWholeFile(r3_ / "rep/data") == s1);
-  const std::string status = Status();
-  EXPECT_NE(status.find("\"resync_bytes\": "), std::string::npos) << status;
-  EXPECT_EQ(status.find("\"resync_bytes\": 0,"), std::string::npos) << status;
+  EXPECT_GT(Set().resync_bytes(), 0) << Status();
 }
 
 INSTANTIATE_TEST_SUITE_P(Member, KilledUnderLoadTest, ::testing::Range(0, 3),
@@ -553,11 +559,11 @@ TEST_P(HungMemberTest, ReadsGoAroundItAndItComesBack) {
   EXPECT_EQ(load.write_errors.load(), 0);
   EXPECT_EQ(load.torn.load(), 0);
   EXPECT_EQ(load.older.load(), 0);
-  const std::string status = Status();
+  const proto::CtlReplicaSet set = Set();
   if (GetParam() == "hedged") {
-    EXPECT_EQ(status.find("\"hedge_wins\": 0,"), std::string::npos) << status;
+    EXPECT_GT(set.hedge_wins(), 0) << set.DebugString();
   } else {
-    EXPECT_EQ(status.find("\"failovers\": 0,"), std::string::npos) << status;
+    EXPECT_GT(set.failovers(), 0) << set.DebugString();
   }
   const std::string s1 = ReadWholeFile(r1_ / "rep/data");
   EXPECT_TRUE(ReadWholeFile(r2_ / "rep/data") == s1);
@@ -635,43 +641,10 @@ TEST_F(ReplicaSetVolumeTest, ExerciserMatchesTheModelOnAFlashPairWithGc) {
   }
 }
 
-// GC events of `gc status --json` for set `set`: member, kind, start, end.
-struct GcPassSeen {
-  std::string member, kind;
-  int64_t start, end;
-};
-std::vector<GcPassSeen> GcTimeline(const std::string& json) {
-  std::vector<GcPassSeen> out;
-  // Each event is {"member": "M", "kind": "K", "start_unix_us": N,
-  // "end_unix_us": N} (sroutectl's JSON).
-  auto text = [&](size_t& at, const std::string& key) {
-    const std::string k = "\"" + key + "\": \"";
-    at = json.find(k, at);
-    if (at == std::string::npos) return std::string();
-    at += k.size();
-    const size_t end = json.find('"', at);
-    std::string v = json.substr(at, end - at);
-    at = end;
-    return v;
-  };
-  auto number = [&](size_t& at, const std::string& key) -> int64_t {
-    const std::string k = "\"" + key + "\": ";
-    at = json.find(k, at);
-    if (at == std::string::npos) return 0;
-    at += k.size();
-    return std::stoll(json.substr(at, 20));
-  };
-  size_t at = 0;
-  while ((at = json.find("{\"member\": ", at)) != std::string::npos) {
-    GcPassSeen p;
-    p.member = text(at, "member");
-    p.kind = text(at, "kind");
-    p.start = number(at, "start_unix_us");
-    p.end = number(at, "end_unix_us");
-    if (at == std::string::npos) break;
-    out.push_back(std::move(p));
-  }
-  return out;
+// The one set of `gc status NAME --json` (an empty one if it is not one).
+proto::CtlGcSet GcSetOf(const std::string& json) {
+  const proto::CtlGcStatus status = testing::FromJson<proto::CtlGcStatus>(json);
+  return status.sets_size() == 1 ? status.sets(0) : proto::CtlGcSet();
 }
 
 // Two storage servers keep their files on emulated flash devices whose GC
@@ -721,7 +694,7 @@ TEST_F(ReplicaSetVolumeTest, FlashMembersBehindServersCollectInTurn) {
   bool set_up = false;
   for (int i = 0; i < 300 && !set_up; ++i) {
     auto [rc, out] = Ctl(status);
-    set_up = rc == 0 && out.find("\"mode\": \"delay\"") != std::string::npos;
+    set_up = rc == 0 && GcSetOf(out).mode() == "delay";
     if (!set_up) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   ASSERT_TRUE(set_up) << "gc_redirect never set the stage up: "
@@ -755,22 +728,21 @@ TEST_F(ReplicaSetVolumeTest, FlashMembersBehindServersCollectInTurn) {
   write_some(3000);
   auto [rc, out] = Ctl(status);
   ASSERT_EQ(rc, 0) << out;
-  const std::vector<GcPassSeen> passes = GcTimeline(out);
-  ASSERT_GT(passes.size(), 2u) << out;
+  const proto::CtlGcSet gc = GcSetOf(out);
+  const auto& passes = gc.timeline();
+  ASSERT_GT(passes.size(), 2) << out;
   int soft = 0;
-  for (size_t i = 0; i < passes.size(); ++i) {
-    soft += passes[i].kind == "soft" ? 1 : 0;
-    for (size_t j = i + 1; j < passes.size(); ++j) {
-      const GcPassSeen& a = passes[i];
-      const GcPassSeen& b = passes[j];
-      if (a.member == b.member) continue;
-      const bool overlap = a.start < b.end && b.start < a.end;
-      const bool had_to = a.kind == "regular" || a.kind == "device" ||
-                          b.kind == "regular" || b.kind == "device";
-      EXPECT_TRUE(!overlap || had_to)
-          << a.member << " " << a.kind << " [" << a.start << ", " << a.end
-          << ") and " << b.member << " " << b.kind << " [" << b.start << ", "
-          << b.end << ")";
+  for (int i = 0; i < passes.size(); ++i) {
+    soft += passes[i].kind() == "soft" ? 1 : 0;
+    for (int j = i + 1; j < passes.size(); ++j) {
+      const proto::GcEvent& a = passes[i];
+      const proto::GcEvent& b = passes[j];
+      if (a.member() == b.member()) continue;
+      const bool overlap = a.start_unix_us() < b.end_unix_us() &&
+                           b.start_unix_us() < a.end_unix_us();
+      const bool had_to = a.kind() == "regular" || a.kind() == "device" ||
+                          b.kind() == "regular" || b.kind() == "device";
+      EXPECT_TRUE(!overlap || had_to) << a.DebugString() << b.DebugString();
     }
   }
   EXPECT_GT(soft, 0) << out;
@@ -855,8 +827,12 @@ TEST_F(ReplicaSetVolumeTest, WearLevelSwapsHotAndColdDataLive) {
     hot.replace(page * kBlock, kBlock, block);
     if (swapped) ++after_swap;
     if (!swapped && i % 200 == 0) {
-      status = Ctl(at + "wear status --json").second;
-      swapped = status.find("\"status\": \"swapped S1") != std::string::npos;
+      int rc = 0;
+      std::tie(rc, status) = Ctl(at + "wear status --json");
+      swapped =
+          rc == 0 &&
+          testing::FromJson<proto::CtlWearStatus>(status).status().starts_with(
+              "swapped S1");
     }
   }
   close(fd);
@@ -1101,7 +1077,7 @@ TEST_F(ReplicaSetVolumeTest, UsersSeeWhatAPlainDirectoryShows) {
     return d;
   };
   for (const testing::Scenario& s : testing::PosixScenarios()) {
-    // 20 000 creates and unlinks on three servers (half a minute here):
+    // 20 000 creates and unlinks on three servers (too slow for every run):
     // listings come from the primary, as every scenario's list() shows.
     if (s.name == "readdir_10000") continue;
     testing::TempDir plain;
@@ -1304,14 +1280,9 @@ TEST_F(ReplicaSetVolumeTest, SqliteAndGitAsUsersOnAFlashPairWithCoordinatedGc) {
   auto [rc, status] =
       Ctl("--host unix:" + (ctl_ / "sock") + " gc status rs --json");
   ASSERT_EQ(rc, 0) << status;
-  EXPECT_NE(status.find("\"mode\": \"delay\""), std::string::npos) << status;
-  auto count = [&](const std::string& key) {
-    const size_t at = status.find("\"" + key + "\": ");
-    return at == std::string::npos
-               ? -1
-               : atoll(status.c_str() + at + key.size() + 4);
-  };
-  EXPECT_GT(count("granted_soft") + count("granted_regular"), 0)
+  const proto::CtlGcSet gc = GcSetOf(status);
+  EXPECT_EQ(gc.mode(), "delay") << status;
+  EXPECT_GT(gc.granted_soft() + gc.granted_regular(), 0)
       << "the devices never collected: " << status;
   for (const char* f : {"rep/db/DELETE.db", "rep/db/WAL.db",
                         "rep/git/repo/.git/index", "rep/after"}) {

@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "proto/ctl.pb.h"
 #include "rpc/channel.h"
 #include "rpc/io_threads.h"
 #include "rpc/remote_endpoint.h"
@@ -38,6 +39,7 @@
 #include "sswitch/trace.h"
 #include "tests/integration/posix_scenarios.h"
 #include "tests/integration/server_fixture.h"
+#include "tests/util/ctl_json.h"
 #include "tests/util/delay_proxy.h"
 #include "tests/util/mounted_volume.h"
 #include "tests/util/process_threads.h"
@@ -50,6 +52,8 @@ namespace sroute {
 namespace {
 
 using ::sroute::testing::DelayProxy;
+using ::sroute::testing::FromJson;
+using ::sroute::testing::FromJsonLine;
 using ::sroute::testing::MountedVolume;
 using ::sroute::testing::Nobody;
 using ::sroute::testing::OutputLines;
@@ -62,6 +66,16 @@ using ::sroute::testing::TempDir;
 using ::sroute::testing::WaitCommand;
 using ::sroute::testing::WriteSecretFile;
 using ::sroute::testing::WriteWholeFile;
+
+// The stages of one host's `stages ls --json`.
+google::protobuf::RepeatedPtrField<proto::StageStats> StagesOf(
+    const std::string& out) {
+  const proto::CtlStages stages = FromJson<proto::CtlStages>(out);
+  EXPECT_EQ(stages.hosts_size(), 1) << out;
+  return stages.hosts_size() == 1
+             ? stages.hosts(0).stages()
+             : google::protobuf::RepeatedPtrField<proto::StageStats>();
+}
 
 std::vector<std::string> List(const std::string& dir) {
   std::vector<std::string> names;
@@ -156,8 +170,13 @@ TEST_F(ServerTest, EndpointRangeScatterAndServerSideForwarding) {
   auto [rc, out] = Ctl("--host " + s3->address() + " --secret-file " + secret_ +
                        " stats --json");
   ASSERT_EQ(rc, 0) << out;
-  EXPECT_NE(out.find("//S3/fwd/*"), std::string::npos) << out;
-  EXPECT_EQ(out.find("\"ops\": 0,"), std::string::npos) << out;
+  const proto::CtlHostStats stats = FromJson<proto::CtlHostStats>(out);
+  bool forwarding = false;
+  for (const proto::CtlRule& r : stats.rules()) {
+    forwarding |= r.rule().find("//S3/fwd/*") != std::string::npos;
+    EXPECT_GT(r.ops(), 0u) << out;
+  }
+  EXPECT_TRUE(forwarding) << out;
 }
 
 TEST_F(ServerTest, KilledServerFailsIoWithinTheDeadlineAndComesBack) {
@@ -477,6 +496,16 @@ TEST_F(ServerTest, TrackWritesLeavesExactlyItsRulesOnTheServer) {
   }
   EXPECT_EQ(records, host_rules);
   std::tie(rc, out) = Ctl("--host " + s2->address() + " --secret-file " +
+                          secret_ + " records --sswitch fuse-test --json");
+  ASSERT_EQ(rc, 0) << out;
+  std::set<std::string> json_records;
+  const auto listed = FromJson<proto::CtlRecords>(out);
+  for (const proto::CtlRecord& r : listed.records()) {
+    EXPECT_EQ(r.sswitch(), "fuse-test") << out;
+    json_records.insert(r.rule());
+  }
+  EXPECT_EQ(json_records, host_rules) << out;
+  std::tie(rc, out) = Ctl("--host " + s2->address() + " --secret-file " +
                           secret_ + " records --sswitch someone-else");
   EXPECT_EQ(rc, 0);
   EXPECT_EQ(out, "");
@@ -579,7 +608,10 @@ TEST_F(ServerTest, ServerTakesAConfigFileAndAControlSocketLikeAVolume) {
   std::tie(rc, out) =
       Ctl("--host unix:" + (ctl_ / "s1.sock") + " stats --json");
   ASSERT_EQ(rc, 0) << out;
-  EXPECT_NE(out.find("io_version"), std::string::npos) << out;
+  const auto gauges = FromJson<proto::CtlHostStats>(out).gauges();
+  EXPECT_TRUE(std::any_of(gauges.begin(), gauges.end(), [](const auto& g) {
+    return g.first.starts_with("io_version ");
+  })) << out;
   volume_.reset();
   s1.reset();
 
@@ -618,24 +650,34 @@ TEST_F(ServerTest, RemoteStageOnAServerSeesTheIoAndHandsItToTheServersRules) {
   // The volume's rule counted the IOs it sent to the remote stage ...
   auto [rc, out] = Ctl("--host unix:" + (ctl_ / "sock") + " stats --json");
   ASSERT_EQ(rc, 0) << out;
-  EXPECT_NE(out.find("stage://home/sc>\", \"owner\": \"config\", \"ops\": "),
-            std::string::npos)
-      << out;
-  EXPECT_EQ(out.find("stage://home/sc>\", \"owner\": \"config\", \"ops\": 0,"),
-            std::string::npos)
-      << out;
+  int to_stage = 0;
+  const auto volume_stats = FromJson<proto::CtlHostStats>(out);
+  for (const proto::CtlRule& r : volume_stats.rules()) {
+    if (!r.rule().ends_with("stage://home/sc>")) continue;
+    ++to_stage;
+    EXPECT_EQ(r.owner(), "config") << out;
+    EXPECT_GT(r.ops(), 0u) << out;
+  }
+  EXPECT_EQ(to_stage, 1) << out;
   // ... the server's stage saw them, and its rule for what the stage hands
   // back counted them too.
   const std::string server =
       "--host " + s1->address() + " --secret-file " + secret_;
   std::tie(rc, out) = Ctl(server + " stages ls --json");
   ASSERT_EQ(rc, 0) << out;
-  EXPECT_NE(out.find("\"name\": \"sc\""), std::string::npos) << out;
-  EXPECT_EQ(out.find("\"ios\": 0,"), std::string::npos) << out;
+  const auto stages = StagesOf(out);
+  ASSERT_EQ(stages.size(), 1) << out;
+  EXPECT_EQ(stages[0].config().name(), "sc") << out;
+  EXPECT_GT(stages[0].ios(), 0u) << out;
   std::tie(rc, out) = Ctl(server + " stats --json");
   ASSERT_EQ(rc, 0) << out;
-  EXPECT_NE(out.find("<stage:sc, *, //S1/st/*>"), std::string::npos) << out;
-  EXPECT_EQ(out.find("\"ops\": 0,"), std::string::npos) << out;
+  bool handed_back = false;
+  const auto server_stats = FromJson<proto::CtlHostStats>(out);
+  for (const proto::CtlRule& r : server_stats.rules()) {
+    handed_back |= r.rule().starts_with("<stage:sc, *, //S1/st/*>");
+    EXPECT_GT(r.ops(), 0u) << out;
+  }
+  EXPECT_TRUE(handed_back) << out;
 
   // A stage the server does not have: the IO fails, nothing hangs.
   ASSERT_EQ(mkdir((r1_ / "bad").c_str(), 0755), 0);
@@ -693,7 +735,9 @@ TEST_F(ServerTest, CloseToOpenAcrossTwoVolumesThroughAServerSideCache) {
   auto [rc, out] =
       Ctl("--host unix:" + (ctl_ / "s1.sock") + " stages ls --json");
   ASSERT_EQ(rc, 0) << out;
-  EXPECT_EQ(out.find("\"ios\": 0,"), std::string::npos) << out;
+  for (const proto::StageStats& stage : StagesOf(out)) {
+    EXPECT_GT(stage.ios(), 0u) << out;
+  }
   b.reset();
   a.reset();
 }
@@ -741,11 +785,22 @@ TEST_F(ServerTest, ATracedIoShowsEveryHopAcrossServers) {
   EXPECT_TRUE(has("    S3 rule 1 -> //S1/fwd/x")) << out;
   EXPECT_TRUE(has("  fuse-test rpc -> " + s3->address())) << out;
   EXPECT_TRUE(has("  fuse-test rule 1 -> //S3/fwd/x")) << out;
-  // JSON: one object a line, with every hop.
+  // JSON: the same, with every hop.
   std::tie(rc, out) = Ctl("--host unix:" + (ctl_ / "sock") + " traces --json");
   ASSERT_EQ(rc, 0) << out;
-  EXPECT_NE(out.find("\"depth\":2"), std::string::npos) << out;
-  EXPECT_NE(out.find("\"kind\":\"rpc\""), std::string::npos) << out;
+  const proto::CtlTraces traces = FromJson<proto::CtlTraces>(out);
+  ASSERT_GT(traces.traces_size(), 0) << out;
+  EXPECT_EQ(traces.traces(0).op(), "write") << out;
+  EXPECT_EQ(traces.traces(0).file(), "//home/fwd/x") << out;
+  bool deep = false, rpc = false;
+  for (const proto::CtlTrace& t : traces.traces()) {
+    for (const proto::CtlHop& h : t.hops()) {
+      deep |= h.depth() == 2;
+      rpc |= h.kind() == "rpc";
+    }
+  }
+  EXPECT_TRUE(deep) << out;
+  EXPECT_TRUE(rpc) << out;
 }
 
 // Slow-op capture on a volume: writes through a delay stage of 20 ms are
@@ -772,7 +827,11 @@ TEST_F(ServerTest, SlowIosAreCaughtWithoutSampling) {
   EXPECT_EQ(out.find("//home/s/fast"), std::string::npos) << out;
   std::tie(rc, out) = Ctl(ctl + "slow --json");
   ASSERT_EQ(rc, 0) << out;
-  EXPECT_NE(out.find("\"slow_total\":\"3\""), std::string::npos) << out;
+  const proto::CtlSlowOps slow = FromJson<proto::CtlSlowOps>(out);
+  EXPECT_EQ(slow.slow_total(), 3u) << out;
+  EXPECT_EQ(slow.slow_threshold_ns(), 10'000'000u) << out;
+  ASSERT_GT(slow.slow_recent_size(), 0) << out;
+  EXPECT_EQ(slow.slow_recent(0).file(), "//home/s/slow") << out;
   // Off: nothing more is caught.
   std::tie(rc, out) = Ctl(ctl + "slow --threshold-ms 0 --clear");
   ASSERT_EQ(rc, 0) << out;
@@ -887,8 +946,13 @@ TEST_F(ServerTest, CloseToOpenThroughACacheOnTheReadingHost) {
   auto [rc, out] =
       Ctl("--host unix:" + (ctl_b / "b.sock") + " stages ls --json");
   ASSERT_EQ(rc, 0) << out;
-  EXPECT_EQ(out.find("\"ios\": 0,"), std::string::npos) << out;
-  EXPECT_EQ(out.find("\"open_drops\": 0,"), std::string::npos) << out;
+  for (const proto::StageStats& stage : StagesOf(out)) {
+    EXPECT_GT(stage.ios(), 0u) << out;
+    auto drops = stage.counters().find("open_drops");
+    if (drops != stage.counters().end()) {
+      EXPECT_GT(drops->second, 0) << out;
+    }
+  }
   b.reset();
   a.reset();
 }
@@ -952,59 +1016,18 @@ INSTANTIATE_TEST_SUITE_P(Posix, RemoteParityTest,
 
 // --- sroute-trace ----------------------------------------------------------
 
-// The members of a one-line JSON object (`"key": value`, values as text,
-// strings unquoted; a nested object's members come along flattened).
-std::map<std::string, std::string> JsonFields(std::string_view line) {
-  std::map<std::string, std::string> out;
-  size_t p = 0;
-  while ((p = line.find('"', p)) != std::string_view::npos) {
-    const size_t key_end = line.find('"', p + 1);
-    if (key_end == std::string_view::npos) break;
-    const std::string key(line.substr(p + 1, key_end - p - 1));
-    if (line.substr(key_end + 1, 2) != ": ") {  // a string value: skip it
-      p = key_end + 1;
-      continue;
-    }
-    size_t v = key_end + 3;
-    std::string value;
-    if (v < line.size() && line[v] == '"') {
-      for (++v; v < line.size() && line[v] != '"'; ++v) {
-        if (line[v] == '\\' && v + 1 < line.size()) ++v;
-        value += line[v];
-      }
-      p = v + 1;
-    } else if (v < line.size() && line[v] == '{') {
-      p = v + 1;  // its members follow
-      continue;
-    } else {
-      const size_t end = line.find_first_of(",}", v);
-      value = std::string(line.substr(v, end - v));
-      p = end;
-    }
-    out.emplace(key, value);
-  }
-  return out;
-}
-
-// The hops of `sroute-trace --json`, a map of fields per hop line.
-std::vector<std::map<std::string, std::string>> TraceHops(
-    const std::string& json) {
-  std::vector<std::map<std::string, std::string>> hops;
-  for (const std::string& line : OutputLines(json)) {
-    if (line.find("\"row\":") == std::string::npos) continue;
-    hops.push_back(JsonFields(line));
-  }
-  return hops;
+// What `sroute-trace --json` printed (its notes on stderr aside).
+proto::CtlPathReport PathOf(const std::string& out) {
+  return FromJsonLine<proto::CtlPathReport>(out);
 }
 
 // The own time (avg ns) of the hop row of `host` and `kind` in
 // `sroute-trace --json` output; -1 if there is none.
 double OwnAvgNs(const std::string& json, const std::string& host,
                 const std::string& kind) {
-  for (const auto& h : TraceHops(json)) {
-    if (h.at("host") == host && h.at("kind") == kind) {
-      return std::stod(h.at("own_avg_ns"));
-    }
+  const proto::CtlPathReport report = PathOf(json);
+  for (const proto::CtlPathHop& h : report.hops()) {
+    if (h.host() == host && h.kind() == kind) return h.own_avg_ns();
   }
   return -1;
 }
@@ -1092,11 +1115,12 @@ TEST_F(TraceToolTest, JsonShowsEveryHopAndTheSlowOne) {
   Writer writer(mnt_ / "fwd/x");
   auto [rc, out] = Trace("--op w --count 20 --json //home/fwd/x");
   ASSERT_EQ(rc, 0) << out;
-  EXPECT_NE(out.find("\"ios\": 20"), std::string::npos) << out;
-  const auto hops = TraceHops(out);
+  const proto::CtlPathReport report = PathOf(out);
+  EXPECT_EQ(report.ios(), 20u) << out;
+  const auto& hops = report.hops();
   std::vector<std::string> path;
-  for (const auto& h : hops) {
-    path.push_back(h.at("host") + " " + h.at("kind") + " " + h.at("next"));
+  for (const proto::CtlPathHop& h : hops) {
+    path.push_back(h.host() + " " + h.kind() + " " + h.next());
   }
   const std::vector<std::string> want = {"fuse-test rule //S1/fwd/x",
                                          "fuse-test rpc " + s1_->address(),
@@ -1108,24 +1132,20 @@ TEST_F(TraceToolTest, JsonShowsEveryHopAndTheSlowOne) {
                                          "S2 stage stage:d",
                                          "S2 default //S2/fwd/x"};
   EXPECT_EQ(path, want) << out;
-  ASSERT_EQ(hops.size(), want.size()) << out;
-  EXPECT_EQ(hops[0].at("rule"), "1");  // the volume's forwarding rule
-  EXPECT_EQ(hops[3].at("rule"), "1");  // S1's
-  EXPECT_EQ(hops[6].at("depth"), "2");
+  ASSERT_EQ(static_cast<size_t>(hops.size()), want.size()) << out;
+  EXPECT_EQ(hops[0].rule(), 1u);  // the volume's forwarding rule
+  EXPECT_EQ(hops[3].rule(), 1u);  // S1's
+  EXPECT_EQ(hops[6].depth(), 2u);
   // Own times: each non-negative by construction; together the
   // end-to-end time, less what no hop covers (the volume's own work
   // before its first rule and after its reply): within 10 %.
-  const size_t total_at = out.find("\"total\": {");
-  ASSERT_NE(total_at, std::string::npos) << out;
-  const auto total_fields = JsonFields(std::string_view(out).substr(
-      total_at + 10, out.find('}', total_at) - total_at - 9));
-  ASSERT_EQ(total_fields.at("samples"), "20") << out;
-  const double total = std::stod(total_fields.at("avg_ns"));
+  ASSERT_EQ(report.total().samples(), 20u) << out;
+  const double total = report.total().avg_ns();
   double own = 0;
   std::string slowest;
-  for (const auto& h : hops) {
-    own += std::stod(h.at("own_avg_ns"));
-    if (h.at("slowest") == "true") slowest = h.at("host") + " " + h.at("kind");
+  for (const proto::CtlPathHop& h : hops) {
+    own += h.own_avg_ns();
+    if (h.slowest()) slowest = h.host() + " " + h.kind();
   }
   EXPECT_LE(own, total * 1.01) << out;
   EXPECT_GE(own, total * 0.9) << out;
@@ -1191,7 +1211,7 @@ TEST_F(TraceToolTest, RateZeroKeepsNoTrace) {
   Writer writer(mnt_ / "fwd/x");
   auto [rc, out] = Trace("--rate 0 --duration 1 --json //home/fwd/x");
   ASSERT_EQ(rc, 0) << out;
-  EXPECT_NE(out.find("\"ios\": 0"), std::string::npos) << out;
+  EXPECT_EQ(PathOf(out).ios(), 0u) << out;
   std::tie(rc, out) = Ctl(Host() + " traces");
   ASSERT_EQ(rc, 0) << out;
   EXPECT_EQ(out.find("//home/fwd/x"), std::string::npos) << out;
@@ -1240,12 +1260,12 @@ TEST_F(TraceToolTest, ProbesTraceAQuietPath) {
   WriteWholeFile(r2_ / "fwd/x", std::string(64 * 1024, 'p'));
   auto [rc, out] = Trace("--probe --count 5 --json " + (mnt_ / "fwd/x"));
   ASSERT_EQ(rc, 0) << out;
-  EXPECT_NE(out.find("\"ios\": 5"), std::string::npos) << out;
-  EXPECT_NE(out.find("\"path\": \"<*, *, //home/fwd/x>\""), std::string::npos)
-      << out;
+  const proto::CtlPathReport report = PathOf(out);
+  EXPECT_EQ(report.ios(), 5u) << out;
+  EXPECT_EQ(report.path(), "<*, *, //home/fwd/x>") << out;
   bool read_at_s2 = false;
-  for (const auto& h : TraceHops(out)) {
-    if (h.at("host") == "S2" && h.at("next") == "//S2/fwd/x") read_at_s2 = true;
+  for (const proto::CtlPathHop& h : report.hops()) {
+    if (h.host() == "S2" && h.next() == "//S2/fwd/x") read_at_s2 = true;
   }
   EXPECT_TRUE(read_at_s2) << out;
 }
@@ -1301,7 +1321,7 @@ TEST_F(TraceToolTest, AUsersWritesAreTracedWhileTheRulesChange) {
   auto [rc, out] =
       Trace("--tenant uid:65534 --op w --duration 1 --json //home/fwd/x");
   ASSERT_EQ(rc, 0) << out;
-  EXPECT_NE(out.find("\"ios\": 0"), std::string::npos) << out;
+  EXPECT_EQ(PathOf(out).ios(), 0u) << out;
   EXPECT_NE(out.find("no IO matching <uid:65534, w, //home/fwd/x> was "
                      "sampled"),
             std::string::npos)
@@ -1325,9 +1345,10 @@ TEST_F(TraceToolTest, AUsersWritesAreTracedWhileTheRulesChange) {
   out = ReadWholeFile(out_file);
   EXPECT_EQ(user.Stop(), "");
   std::set<std::string> first_hops;
-  for (const auto& h : TraceHops(out)) {
-    if (h.at("host") == "fuse-test" && h.at("kind") == "rule") {
-      first_hops.insert(h.at("next"));
+  const proto::CtlPathReport report = PathOf(out);
+  for (const proto::CtlPathHop& h : report.hops()) {
+    if (h.host() == "fuse-test" && h.kind() == "rule") {
+      first_hops.insert(h.next());
     }
   }
   EXPECT_EQ(first_hops,
@@ -1403,10 +1424,12 @@ TEST_F(TraceToolTest, SqliteOnATracedFile) {
   app.join();
   ASSERT_EQ(rc, 0) << out;
   EXPECT_EQ(app_result.rfind("ok ", 0), 0u) << app_result;
-  EXPECT_NE(out.find("\"ios\": 10"), std::string::npos) << out;
+  const proto::CtlPathReport report = PathOf(out);
+  EXPECT_EQ(report.ios(), 10u) << out;
   std::vector<std::string> path;
-  for (const auto& h : TraceHops(out))
-    path.push_back(h.at("host") + " " + h.at("kind"));
+  for (const proto::CtlPathHop& h : report.hops()) {
+    path.push_back(h.host() + " " + h.kind());
+  }
   EXPECT_NE(std::find(path.begin(), path.end(), "S2 stage"), path.end()) << out;
   EXPECT_EQ(ToolRules(), 0);
 }
@@ -1519,7 +1542,7 @@ TEST_F(TraceToolTest, ASaturatedServerRaisesItsQueueNotTheDevice) {
                                 " --rate 0.1 --count 300 --duration 30 "
                                 "--interval-ms 100 --json //S1/d/big");
     EXPECT_EQ(rc, 0) << out;
-    EXPECT_NE(out.find("\"ios\": 300"), std::string::npos) << out;
+    EXPECT_EQ(PathOf(out).ios(), 300u) << out;
     EXPECT_EQ(load.errors(), 0u);
     const std::pair<double, double> own{OwnAvgNs(out, "S1", "queue"),
                                         OwnAvgNs(out, "S1", "default")};

@@ -14,10 +14,14 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "proto/controller.pb.h"
+#include "proto/ctl.pb.h"
+#include "tests/util/ctl_json.h"
 #include "tests/util/mounted_volume.h"
 #include "tests/util/run_command.h"
 #include "tests/util/server_process.h"
@@ -26,6 +30,7 @@
 namespace sroute {
 namespace {
 
+using ::sroute::testing::FromJson;
 using ::sroute::testing::MountedVolume;
 using ::sroute::testing::ReadWholeFile;
 using ::sroute::testing::RunCommand;
@@ -68,12 +73,36 @@ std::string Row(const std::string& table, const std::string& first) {
   return "";
 }
 
-// The number after `"key": ` in `json` (-1 if there is none).
-long long JsonNumber(const std::string& json, const std::string& key) {
-  const std::string k = "\"" + key + "\": ";
-  const size_t at = json.find(k);
-  if (at == std::string::npos) return -1;
-  return std::stoll(json.substr(at + k.size()));
+// The host named `sswitch` in `hosts` (an empty one if there is none).
+proto::CtlHost HostIn(
+    const google::protobuf::RepeatedPtrField<proto::CtlHost>& hosts,
+    const std::string& sswitch) {
+  for (const proto::CtlHost& h : hosts) {
+    if (h.sswitch() == sswitch) return h;
+  }
+  return proto::CtlHost();
+}
+
+// The rule with `cid` in `rules` (an empty one if there is none).
+proto::CtlRule RuleIn(
+    const google::protobuf::RepeatedPtrField<proto::CtlRule>& rules,
+    uint64_t cid) {
+  for (const proto::CtlRule& r : rules) {
+    if (r.cid() == cid) return r;
+  }
+  return proto::CtlRule();
+}
+
+// Counter `name` of stage `stage` in `stages` (-1 if there is none).
+int64_t StageCounter(
+    const google::protobuf::RepeatedPtrField<proto::StageStats>& stages,
+    const std::string& stage, const std::string& name) {
+  for (const proto::StageStats& s : stages) {
+    if (s.config().name() != stage) continue;
+    auto it = s.counters().find(name);
+    return it == s.counters().end() ? -1 : it->second;
+  }
+  return -1;
 }
 
 int PwriteAll(const std::string& path, const std::string& data, off_t offset) {
@@ -121,10 +150,8 @@ class SroutectlControllerTest : public ::testing::Test {
             "--listen", "127.0.0.1:0", "--controller", controller_->address()});
     ASSERT_TRUE(server_->ok()) << "sroute-server did not start";
     MountVolume();
-    ASSERT_TRUE(Eventually([&] {
-      const std::string hosts = Ctl("hosts --json").second;
-      return JsonConnected(hosts, kFuse) && JsonConnected(hosts, "S2");
-    }));
+    ASSERT_TRUE(
+        Eventually([&] { return Connected(kFuse) && Connected("S2"); }));
   }
 
   // The volume kFuse, registered with the controller (again, after a
@@ -146,16 +173,22 @@ class SroutectlControllerTest : public ::testing::Test {
                       controller_->address() + " --secret-file " + secret_ +
                       " " + args);
   }
-  // The volume's own control socket, to look at its sSwitch directly.
-  std::string VolumeStats() {
+  // sroutectl --host unix:VOLUME_SOCKET ARGS: the volume's own sSwitch.
+  std::pair<int, std::string> VolumeCtl(const std::string& args) {
     return RunCommand(std::string(SROUTECTL_BINARY) +
-                      " --host unix:" + (ctl_ / "sock") + " stats --json")
-        .second;
+                      " --host unix:" + (ctl_ / "sock") + " " + args);
   }
-  static bool JsonConnected(const std::string& hosts,
-                            const std::string& sswitch) {
-    return LineWith(hosts, "\"sswitch\": \"" + sswitch + "\"")
-               .find("\"connected\": true") != std::string::npos;
+  proto::CtlHostStats VolumeStats() {
+    auto [rc, out] = VolumeCtl("stats --json");
+    EXPECT_EQ(rc, 0) << out;
+    return rc == 0 ? FromJson<proto::CtlHostStats>(out) : proto::CtlHostStats();
+  }
+  // Whether `hosts --json` says `sswitch` is connected (false while the
+  // controller cannot answer).
+  bool Connected(const std::string& sswitch) {
+    auto [rc, out] = Ctl("hosts --json");
+    return rc == 0 &&
+           HostIn(FromJson<proto::CtlHosts>(out).hosts(), sswitch).connected();
   }
   // Adds `rule` to the volume's sSwitch; returns its cid (0 on failure).
   uint64_t AddToVolume(const std::string& rule, const std::string& extra = "") {
@@ -191,17 +224,22 @@ TEST_F(SroutectlControllerTest, HostsListsBothHostsConnected) {
 
   auto [jrc, json] = Ctl("hosts --json");
   ASSERT_EQ(jrc, 0) << json;
-  const std::string fj = LineWith(json, "\"sswitch\": \"" + kFuse + "\"");
-  EXPECT_NE(fj.find("\"role\": \"fuse\""), std::string::npos) << json;
-  EXPECT_NE(fj.find("\"connected\": true"), std::string::npos) << json;
-  EXPECT_EQ(JsonNumber(fj, "rules"), 0) << json;
-  EXPECT_NE(fj.find("{\"name\": \"S2\", \"address\": \"" + server_->address() +
-                    "\", \"kind\": \"server\"}"),
-            std::string::npos)
-      << json;
-  const std::string sj = LineWith(json, "\"sswitch\": \"S2\"");
-  EXPECT_NE(sj.find("\"role\": \"server\""), std::string::npos) << json;
-  EXPECT_NE(sj.find("\"connected\": true"), std::string::npos) << json;
+  const auto hosts = FromJson<proto::CtlHosts>(json).hosts();
+  const proto::CtlHost fj = HostIn(hosts, kFuse);
+  EXPECT_EQ(fj.role(), "fuse") << json;
+  EXPECT_TRUE(fj.connected()) << json;
+  EXPECT_TRUE(fj.has_last_seen_ms_ago()) << json;
+  EXPECT_EQ(fj.rules(), 0u) << json;
+  bool s2_endpoint = false;
+  for (const proto::CtlEndpoint& e : fj.endpoints()) {
+    s2_endpoint |= e.name() == "S2" && e.address() == server_->address() &&
+                   e.kind() == "server";
+  }
+  EXPECT_TRUE(s2_endpoint) << json;
+  const proto::CtlHost sj = HostIn(hosts, "S2");
+  EXPECT_EQ(sj.role(), "server") << json;
+  EXPECT_EQ(sj.address(), server_->address()) << json;
+  EXPECT_TRUE(sj.connected()) << json;
 }
 
 TEST_F(SroutectlControllerTest, RulesAddTakesEffectAndRulesLsShowsIt) {
@@ -230,15 +268,13 @@ TEST_F(SroutectlControllerTest, RulesAddTakesEffectAndRulesLsShowsIt) {
 
   auto [jrc, json] = Ctl("rules ls --host " + kFuse + " --json");
   ASSERT_EQ(jrc, 0) << json;
-  const std::string rule =
-      LineWith(json, "\"cid\": " + std::to_string(cid) + ",");
-  EXPECT_NE(rule.find("\"sswitch\": \"" + kFuse + "\""), std::string::npos)
-      << json;
-  EXPECT_NE(rule.find("\"owner\": \"alice\""), std::string::npos) << json;
-  EXPECT_NE(rule.find("\"rule\": \"" + kMoveRule + "\""), std::string::npos)
-      << json;
+  const proto::CtlRule rule =
+      RuleIn(FromJson<proto::CtlRules>(json).rules(), cid);
+  EXPECT_EQ(rule.sswitch(), kFuse) << json;
+  EXPECT_EQ(rule.owner(), "alice") << json;
+  EXPECT_EQ(rule.rule(), kMoveRule) << json;
   // The server's rules are not the volume's.
-  EXPECT_EQ(Ctl("rules ls --host S2 --json").second, "[]\n");
+  EXPECT_EQ(Ctl("rules ls --host S2 --json").second, "{\"rules\":[]}\n");
 }
 
 TEST_F(SroutectlControllerTest, RulesLoadInstallsAFileAllOrNothing) {
@@ -249,7 +285,7 @@ TEST_F(SroutectlControllerTest, RulesLoadInstallsAFileAllOrNothing) {
   EXPECT_EQ(brc, 1);
   EXPECT_NE(bout.find(bad + ":2:"), std::string::npos) << bout;
   EXPECT_NE(bout.find("nothing installed"), std::string::npos) << bout;
-  EXPECT_EQ(Ctl("rules ls --json").second, "[]\n");
+  EXPECT_EQ(Ctl("rules ls --json").second, "{\"rules\":[]}\n");
 
   const std::string good = files_ / "good.rules";
   WriteWholeFile(good, "# moved files live on S2\n" + kMoveRule +
@@ -263,14 +299,9 @@ TEST_F(SroutectlControllerTest, RulesLoadInstallsAFileAllOrNothing) {
   EXPECT_NE(first, 0u) << out;
   EXPECT_NE(second, 0u) << out;
   const std::string listed = Ctl("rules ls --json").second;
-  EXPECT_NE(LineWith(listed, "\"cid\": " + std::to_string(first) + ",")
-                .find(kMoveRule),
-            std::string::npos)
-      << listed;
-  EXPECT_NE(LineWith(listed, "\"cid\": " + std::to_string(second) + ",")
-                .find("\"owner\": \"loader\""),
-            std::string::npos)
-      << listed;
+  const auto rules = FromJson<proto::CtlRules>(listed).rules();
+  EXPECT_EQ(RuleIn(rules, first).rule(), kMoveRule) << listed;
+  EXPECT_EQ(RuleIn(rules, second).owner(), "loader") << listed;
   std::filesystem::create_directories(home_ / "logs");
   WriteWholeFile(mnt_ / "logs/today", "log line");
   EXPECT_EQ(ReadWholeFile(r2_ / "logs/today"), "log line");
@@ -289,7 +320,7 @@ TEST_F(SroutectlControllerTest, RulesRmDeletesByCid) {
 
   auto [rc, out] = Ctl("rules rm " + std::to_string(cid));
   ASSERT_EQ(rc, 0) << out;
-  EXPECT_EQ(Ctl("rules ls --json").second, "[]\n");
+  EXPECT_EQ(Ctl("rules ls --json").second, "{\"rules\":[]}\n");
   std::filesystem::create_directories(home_ / "moved");
   WriteWholeFile(mnt_ / "moved/b", "home again");
   EXPECT_EQ(ReadWholeFile(home_ / "moved/b"), "home again");
@@ -309,19 +340,26 @@ TEST_F(SroutectlControllerTest, StatsShowTheRuleThatSawIo) {
       ASSERT_EQ(PwriteAll(mnt_ / "moved/s", "x", i % 4096), 0);
     }
   });
-  std::string rule, json;
+  std::string json;
+  proto::CtlClusterStats stats;
+  proto::CtlRule rule;
   const bool seen = Eventually([&] {
-    json = Ctl("stats --json").second;
-    rule = LineWith(json, "\"cid\": " + std::to_string(cid) + ",");
-    return JsonNumber(rule, "writes") > 0;
+    int rc = 0;
+    std::tie(rc, json) = Ctl("stats --json");
+    if (rc != 0) return false;
+    stats = FromJson<proto::CtlClusterStats>(json);
+    rule = RuleIn(stats.rules(), cid);
+    return rule.writes() > 0;
   });
   stop = true;
   writer.join();
   ASSERT_TRUE(seen) << json;
-  EXPECT_NE(rule.find("\"sswitch\": \"" + kFuse + "\""), std::string::npos);
-  EXPECT_GT(JsonNumber(rule, "write_bytes"), 0) << rule;
-  EXPECT_TRUE(JsonConnected(json, kFuse)) << json;
-  EXPECT_TRUE(JsonConnected(json, "S2")) << json;
+  EXPECT_EQ(rule.sswitch(), kFuse) << json;
+  EXPECT_GT(rule.write_bytes(), 0u) << json;
+  EXPECT_EQ(rule.ops(), rule.reads() + rule.writes() + rule.others()) << json;
+  EXPECT_FALSE(rule.has_p999_ns()) << json;  // a host's only
+  EXPECT_TRUE(HostIn(stats.hosts(), kFuse).connected()) << json;
+  EXPECT_TRUE(HostIn(stats.hosts(), "S2").connected()) << json;
 
   auto [rc, table] = Ctl("stats");
   ASSERT_EQ(rc, 0) << table;
@@ -340,9 +378,8 @@ TEST_F(SroutectlControllerTest, QuiesceAndDrainThroughTheController) {
     written = true;
   });
   // The write waits at the volume's sSwitch, parked.
-  const bool parked =
-      Eventually([&] { return JsonNumber(VolumeStats(), "parked") == 1; });
-  EXPECT_TRUE(parked) << VolumeStats();
+  const bool parked = Eventually([&] { return VolumeStats().parked() == 1; });
+  EXPECT_TRUE(parked) << VolumeStats().DebugString();
   EXPECT_FALSE(written);
   // A parked IO is not in flight: the drain is done at once, the write
   // stays parked.
@@ -372,10 +409,18 @@ TEST_F(SroutectlControllerTest, StagesAddSetRmAndListThroughTheController) {
   EXPECT_EQ(ReadWholeFile(home_ / "t/f"), "through the tap");
   std::string json;
   ASSERT_TRUE(Eventually([&] {
-    json = Ctl("stages ls --json").second;
-    const std::string tap = LineWith(json, "\"name\": \"tap\"");
-    return tap.find("\"sswitch\": \"" + kFuse + "\"") != std::string::npos &&
-           JsonNumber(tap, "ios") > 0;
+    int rc = 0;
+    std::tie(rc, json) = Ctl("stages ls --json");
+    if (rc != 0) return false;
+    const auto stages = FromJson<proto::CtlStages>(json);
+    for (const proto::CtlHostStages& h : stages.hosts()) {
+      for (const proto::StageStats& s : h.stages()) {
+        if (h.sswitch() == kFuse && s.config().name() == "tap" && s.ios() > 0) {
+          return true;
+        }
+      }
+    }
+    return false;
   })) << json;
   // set goes to the host now; bad options are the host's clear refusal.
   std::tie(rc, out) = Ctl("stages set --host " + kFuse + " tap delay_us=20");
@@ -417,8 +462,7 @@ TEST_F(SroutectlControllerTest, ControllerStagesComeBackWhenTheHostRestarts) {
 
   volume_.reset();  // the host goes; its config has no stage cc
   MountVolume();
-  ASSERT_TRUE(Eventually(
-      [&] { return JsonConnected(Ctl("hosts --json").second, kFuse); }));
+  ASSERT_TRUE(Eventually([&] { return Connected(kFuse); }));
   const std::string local =
       std::string(SROUTECTL_BINARY) + " --host unix:" + (ctl_ / "sock") + " ";
   std::tie(rc, out) = RunCommand(local + "stages ls");
@@ -431,7 +475,10 @@ TEST_F(SroutectlControllerTest, ControllerStagesComeBackWhenTheHostRestarts) {
   EXPECT_EQ(ReadWholeFile(mnt_ / "t/f"), "cached");
   // The second read was the stage's hit.
   std::tie(rc, out) = RunCommand(local + "stats --json");
-  EXPECT_GT(JsonNumber(LineWith(out, "\"name\": \"cc\""), "hits"), 0) << out;
+  EXPECT_GT(
+      StageCounter(FromJson<proto::CtlHostStats>(out).stages(), "cc", "hits"),
+      0)
+      << out;
 }
 
 TEST_F(SroutectlControllerTest, UnreachableControllerExitsTwo) {
@@ -463,6 +510,124 @@ TEST_F(SroutectlControllerTest, WrongSecretFailsClearly) {
                  controller_->address() + " hosts");
   EXPECT_EQ(nrc, 1) << nout;
   EXPECT_NE(nout.find("--secret-file"), std::string::npos) << nout;
+}
+
+// Every --json output this cluster gives, at the controller and at the
+// volume's and the server's own ports, and offline, parses back into the
+// message README ("JSON output") names for its command (FromJson: one
+// document on one line, no key the message lacks), with the values the
+// text shows.
+TEST_F(SroutectlControllerTest, EveryJsonOutputParsesIntoItsMessage) {
+  StartCluster();
+  const uint64_t cid = AddToVolume(
+      "<*, w, //home/t/*> -> trace(1); <IO, //home/t/*>", "--owner json");
+  ASSERT_NE(cid, 0u);
+  std::filesystem::create_directories(home_ / "t");
+  WriteWholeFile(mnt_ / "t/f", "traced");
+  // What a command printed, once it exited 0.
+  auto out = [](const std::pair<int, std::string>& run) {
+    EXPECT_EQ(run.first, 0) << run.second;
+    return run.second;
+  };
+
+  // The controller.
+  EXPECT_EQ(
+      HostIn(FromJson<proto::CtlHosts>(out(Ctl("hosts --json"))).hosts(), "S2")
+          .role(),
+      "server");
+  const proto::CtlRule managed = RuleIn(
+      FromJson<proto::CtlRules>(out(Ctl("rules ls --json"))).rules(), cid);
+  EXPECT_EQ(managed.owner(), "json");
+  EXPECT_EQ(managed.sswitch(), kFuse);
+  EXPECT_EQ(
+      FromJson<proto::CtlClusterStats>(out(Ctl("stats --json"))).hosts_size(),
+      2);
+  const proto::CtlStages cluster_stages =
+      FromJson<proto::CtlStages>(out(Ctl("stages ls --json")));
+  ASSERT_EQ(cluster_stages.hosts_size(), 2);
+  EXPECT_TRUE(cluster_stages.hosts(0).has_sswitch());
+  EXPECT_EQ(FromJson<proto::CtlCheck>(out(Ctl("rules check --json"))).errors(),
+            0u);
+  const proto::AppList apps =
+      FromJson<proto::AppList>(out(Ctl("apps ls --json")));
+  EXPECT_NE(std::find(apps.available().begin(), apps.available().end(),
+                      "tail_latency"),
+            apps.available().end());
+  out(Ctl("apps start tail_latency"));
+  const proto::AppInfo app =
+      FromJson<proto::AppInfo>(out(Ctl("apps status tail_latency --json")));
+  EXPECT_EQ(app.name(), "tail_latency");
+  EXPECT_EQ(app.state(), "running");
+  EXPECT_EQ(FromJson<proto::CtlOffloadStatus>(out(Ctl("offload status --json")))
+                .flows_size(),
+            0);
+  out(Ctl("apps stop tail_latency"));
+
+  // The volume.
+  const proto::CtlRules local =
+      FromJson<proto::CtlRules>(out(VolumeCtl("rules ls --json")));
+  ASSERT_EQ(local.rules_size(), 1);
+  EXPECT_FALSE(local.rules(0).has_sswitch());
+  EXPECT_EQ(local.rules(0).owner(), "json");
+  const proto::CtlHostStats stats = VolumeStats();
+  ASSERT_EQ(stats.rules_size(), 1);
+  EXPECT_GT(stats.rules(0).ops(), 0u);
+  EXPECT_TRUE(stats.rules(0).has_p999_ns());
+  EXPECT_FALSE(stats.rules(0).has_reads());  // the controller's only
+  const proto::CtlTraces traces =
+      FromJson<proto::CtlTraces>(out(VolumeCtl("traces --json")));
+  ASSERT_GT(traces.traces_size(), 0);
+  EXPECT_EQ(traces.traces(0).file(), "//home/t/f");
+  EXPECT_GT(traces.traces(0).hops_size(), 0);
+  EXPECT_GT(FromJson<proto::CtlSlowOps>(out(VolumeCtl("slow --json")))
+                .slow_threshold_ns(),
+            0u);
+  EXPECT_EQ(
+      FromJson<proto::CtlCheck>(out(VolumeCtl("rules check --json"))).errors(),
+      0u);
+  out(VolumeCtl("stages add rs=replica_set:member=home,member=S2"));
+  const proto::CtlStages stages =
+      FromJson<proto::CtlStages>(out(VolumeCtl("stages ls --json")));
+  ASSERT_EQ(stages.hosts_size(), 1);
+  EXPECT_FALSE(stages.hosts(0).has_sswitch());
+  ASSERT_EQ(stages.hosts(0).stages_size(), 1);
+  EXPECT_EQ(stages.hosts(0).stages(0).config().kind(), "replica_set");
+  for (const char* cmd : {"replicas ls --json", "replicas status rs --json"}) {
+    const proto::CtlReplicaSets sets =
+        FromJson<proto::CtlReplicaSets>(out(VolumeCtl(cmd)));
+    ASSERT_EQ(sets.sets_size(), 1) << cmd;
+    EXPECT_EQ(sets.sets(0).set(), "rs") << cmd;
+    EXPECT_EQ(sets.sets(0).members_size(), 2) << cmd;
+  }
+  const proto::CtlGcStatus gc =
+      FromJson<proto::CtlGcStatus>(out(VolumeCtl("gc status rs --json")));
+  ASSERT_EQ(gc.sets_size(), 1);
+  EXPECT_EQ(gc.sets(0).mode(), "off");
+
+  // The server.
+  const std::string server = std::string(SROUTECTL_BINARY) + " --host " +
+                             server_->address() + " --secret-file " + secret_;
+  EXPECT_EQ(
+      FromJson<proto::CtlRecords>(out(RunCommand(server + " records --json")))
+          .records_size(),
+      0);
+  EXPECT_EQ(
+      FromJson<proto::CtlHostStats>(out(RunCommand(server + " stats --json")))
+          .rules_size(),
+      0);
+
+  // Offline: a rule file's shadowed rule.
+  const std::string file = files_ / "shadow.rules";
+  WriteWholeFile(file,
+                 "<*, *, //home/a> -> <IO, //x/a>\n"
+                 "<*, *, //home/a> -> <IO, //y/a>\n");
+  auto [rc, text] =
+      RunCommand(std::string(SROUTECTL_BINARY) + " rules check --json " + file);
+  EXPECT_EQ(rc, 0) << text;
+  const proto::CtlCheck check = FromJson<proto::CtlCheck>(text);
+  ASSERT_EQ(check.findings_size(), 1) << text;
+  EXPECT_EQ(check.findings(0).kind(), "shadowed") << text;
+  EXPECT_EQ(check.findings(0).origin(), file + ":2") << text;
 }
 
 }  // namespace

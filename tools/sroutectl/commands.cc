@@ -6,9 +6,9 @@
 
 #include "check/checker.h"
 #include "check/report_proto.h"
-#include "google/protobuf/util/json_util.h"
 #include "rules/parser.h"
 #include "tools/sroutectl/format.h"
+#include "tools/sroutectl/json_output.h"
 #include "tools/sroutectl/replicas.h"
 
 namespace sroute::ctl {
@@ -58,20 +58,12 @@ std::string Plural(size_t n, const char* what) {
   return std::to_string(n) + " " + what + (n == 1 ? "" : "s");
 }
 
-// The checker's result as --json prints it: proto CheckResult in the
-// protobuf JSON mapping, one object a line.
-void PrintJson(const proto::CheckResult& r) {
-  std::string json;
-  google::protobuf::util::JsonPrintOptions options;
-  options.preserve_proto_field_names = true;
-  (void)google::protobuf::util::MessageToJsonString(r, &json, options);
-  std::cout << json << "\n";
-}
-
 // `rules check` offline: each file is one sSwitch's table (its endpoints
-// and stages unknown, so they are not checked).
+// and stages unknown, so they are not checked). With `json`, one CtlCheck
+// of every file checked, as the live check's of every sSwitch.
 int CheckFiles(const std::vector<std::string>& files, bool deep, bool json) {
   int status = 0;
+  proto::CtlCheck all;
   for (const std::string& path : files) {
     std::string text;
     if (!ReadInput(path, &text)) {
@@ -90,7 +82,11 @@ int CheckFiles(const std::vector<std::string>& files, bool deep, bool json) {
     const check::Report report =
         check::CheckTables({std::move(view)}, {.deep = deep});
     if (json) {
-      PrintJson(check::ToProto(report));
+      const proto::CtlCheck one = CtlCheckOf(check::ToProto(report));
+      all.set_report(all.report() + one.report());
+      all.set_errors(all.errors() + one.errors());
+      all.set_warnings(all.warnings() + one.warnings());
+      all.mutable_findings()->MergeFrom(one.findings());
     } else {
       std::cout << report.Text(/*summary=*/false) << path << ": "
                 << Plural(parsed.rules.size(), "rule") << ", "
@@ -99,6 +95,7 @@ int CheckFiles(const std::vector<std::string>& files, bool deep, bool json) {
     }
     if (report.errors() > 0) status = std::max(status, 1);
   }
+  if (json) std::cout << ToJson(all);
   return status;
 }
 
@@ -123,7 +120,7 @@ int Check(const Args& a, ControlTarget& target) {
   auto r = target.CheckRules(add, a.deep);
   if (!r.ok()) return Fail(r.status());
   if (a.json) {
-    PrintJson(*r);
+    std::cout << ToJson(CtlCheckOf(*r));
   } else {
     std::cout << r->report();
   }
@@ -158,8 +155,9 @@ int Load(const std::string& path, const std::string& owner, bool force,
   return ShowIds(target.AddRules(rules, owner, force));
 }
 
-void JsonFlag(CLI::App& c, Args& a, const char* help) {
-  c.add_flag("--json", a.json, help);
+// --json: print `message` (README, "JSON output") instead of text.
+void JsonFlag(CLI::App& c, Args& a, const std::string& message) {
+  c.add_flag("--json", a.json, "print proto " + message + " as JSON");
 }
 
 }  // namespace
@@ -178,7 +176,7 @@ const std::vector<Command>& Commands() {
              c.add_flag("--deep", a.deep,
                         "also re-route every witness through the table "
                         "(a self-check of the checker)");
-             JsonFlag(c, a, "print proto CheckResult as JSON");
+             JsonFlag(c, a, "CtlCheck");
            },
        .run = [](const Args& a, ControlTarget& t) { return Check(a, t); }},
       {.path = "rules fmt",
@@ -191,10 +189,7 @@ const std::vector<Command>& Commands() {
        .run = [](const Args& a, ControlTarget&) { return Fmt(a.file); }},
       {.path = "rules ls",
        .help = "list the host's rules (the controller's: every sSwitch's)",
-       .setup =
-           [](CLI::App& c, Args& a) {
-             JsonFlag(c, a, "print a JSON array of rule records");
-           },
+       .setup = [](CLI::App& c, Args& a) { JsonFlag(c, a, "CtlRules"); },
        .run = [](const Args& a,
                  ControlTarget& t) { return Show(t.ListRules(), a.json); }},
       {.path = "rules add",
@@ -241,7 +236,7 @@ const std::vector<Command>& Commands() {
        .help = "per-rule counters",
        .setup =
            [](CLI::App& c, Args& a) {
-             JsonFlag(c, a, "print a JSON array of rule records");
+             JsonFlag(c, a, "CtlHostStats (--controller: CtlClusterStats)");
            },
        .run = [](const Args& a,
                  ControlTarget& t) { return Show(t.Stats(), a.json); }},
@@ -291,7 +286,7 @@ const std::vector<Command>& Commands() {
        .setup =
            [](CLI::App& c, Args& a) {
              c.add_option("--after", a.after, "only those after this seq");
-             JsonFlag(c, a, "print one JSON object a line");
+             JsonFlag(c, a, "CtlTraces");
            },
        .run = [](const Args& a,
                  ControlTarget& t) { return Show(t.Traces(a.after), a.json); }},
@@ -303,7 +298,7 @@ const std::vector<Command>& Commands() {
              c.add_option("--threshold-ms", a.threshold_ms,
                           "set the threshold first (0: capture off)");
              c.add_flag("--clear", a.clear, "forget what was caught first");
-             JsonFlag(c, a, "print one JSON object");
+             JsonFlag(c, a, "CtlSlowOps");
            },
        .run =
            [](const Args& a, ControlTarget& t) {
@@ -315,7 +310,7 @@ const std::vector<Command>& Commands() {
            [](CLI::App& c, Args& a) {
              c.add_option("--sswitch", a.sswitch,
                           "only the records of this sSwitch");
-             JsonFlag(c, a, "print a JSON array");
+             JsonFlag(c, a, "CtlRecords");
            },
        .run =
            [](const Args& a, ControlTarget& t) {
@@ -324,8 +319,7 @@ const std::vector<Command>& Commands() {
       {.path = "stages", .help = "the host's stages (stage:NAME in rules)"},
       {.path = "stages ls",
        .help = "list the stages with their options and counters",
-       .setup = [](CLI::App& c,
-                   Args& a) { JsonFlag(c, a, "print a JSON array"); },
+       .setup = [](CLI::App& c, Args& a) { JsonFlag(c, a, "CtlStages"); },
        .run =
            [](const Args& a, ControlTarget& t) {
              proto::Stages req;
@@ -390,8 +384,7 @@ const std::vector<Command>& Commands() {
       {.path = "replicas ls",
        .help = "list the replica sets: members (* primary), read and ack "
                "policies, resync",
-       .setup = [](CLI::App& c,
-                   Args& a) { JsonFlag(c, a, "print a JSON array"); },
+       .setup = [](CLI::App& c, Args& a) { JsonFlag(c, a, "CtlReplicaSets"); },
        .run = [](const Args& a,
                  ControlTarget& t) { return ReplicasList(a, t, false); }},
       {.path = "replicas status",
@@ -400,7 +393,7 @@ const std::vector<Command>& Commands() {
        .setup =
            [](CLI::App& c, Args& a) {
              c.add_option("NAME", a.name, "only this replica set");
-             JsonFlag(c, a, "print a JSON array");
+             JsonFlag(c, a, "CtlReplicaSets");
            },
        .run = [](const Args& a,
                  ControlTarget& t) { return ReplicasList(a, t, true); }},
@@ -468,7 +461,7 @@ const std::vector<Command>& Commands() {
            [](CLI::App& c, Args& a) {
              c.add_option("NAME", a.name, "only this replica set");
              c.add_option("--last", a.last, "passes shown (default 20)");
-             JsonFlag(c, a, "print a JSON array");
+             JsonFlag(c, a, "CtlGcStatus");
            },
        .run = [](const Args& a, ControlTarget& t) { return GcStatus(a, t); }},
       {.path = "cache", .help = "the cache_sizing app (--controller)"},
@@ -478,7 +471,7 @@ const std::vector<Command>& Commands() {
        .setup =
            [](CLI::App& c, Args& a) {
              c.add_option("--tenant", a.name, "only this tenant's curve");
-             JsonFlag(c, a, "print a JSON array of curves");
+             JsonFlag(c, a, "CtlCacheCurves");
            },
        .run =
            [](const Args& a, ControlTarget& t) {
@@ -488,16 +481,14 @@ const std::vector<Command>& Commands() {
       {.path = "wear status",
        .help = "the swap under way (or the last) and every host's flash "
                "endpoints' wear",
-       .setup = [](CLI::App& c,
-                   Args& a) { JsonFlag(c, a, "print one JSON object"); },
+       .setup = [](CLI::App& c, Args& a) { JsonFlag(c, a, "CtlWearStatus"); },
        .run = [](const Args& a,
                  ControlTarget& t) { return Show(t.WearStatus(), a.json); }},
       {.path = "apps", .help = "the controller's control apps (--controller)"},
       {.path = "apps ls",
        .help = "the apps the controller runs, their state and rules, and "
                "the names it can start",
-       .setup = [](CLI::App& c,
-                   Args& a) { JsonFlag(c, a, "print a JSON array"); },
+       .setup = [](CLI::App& c, Args& a) { JsonFlag(c, a, "AppList"); },
        .run =
            [](const Args& a, ControlTarget& t) {
              return Show(t.Apps(proto::Apps::LIST, "", "", false), a.json);
@@ -507,7 +498,7 @@ const std::vector<Command>& Commands() {
        .setup =
            [](CLI::App& c, Args& a) {
              c.add_option("NAME", a.name, "the app")->required();
-             JsonFlag(c, a, "print one JSON object");
+             JsonFlag(c, a, "AppInfo");
            },
        .run =
            [](const Args& a, ControlTarget& t) {
@@ -542,13 +533,12 @@ const std::vector<Command>& Commands() {
        .help = "flows off-loaded or being reclaimed, the app's rules and "
                "its last decisions",
        .setup = [](CLI::App& c,
-                   Args& a) { JsonFlag(c, a, "print one JSON object"); },
+                   Args& a) { JsonFlag(c, a, "CtlOffloadStatus"); },
        .run = [](const Args& a,
                  ControlTarget& t) { return Show(t.OffloadStatus(), a.json); }},
       {.path = "hosts",
        .help = "the hosts registered at the controller (--controller)",
-       .setup = [](CLI::App& c,
-                   Args& a) { JsonFlag(c, a, "print a JSON array"); },
+       .setup = [](CLI::App& c, Args& a) { JsonFlag(c, a, "CtlHosts"); },
        .run = [](const Args& a,
                  ControlTarget& t) { return Show(t.Hosts(), a.json); }},
   };

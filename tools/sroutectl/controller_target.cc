@@ -3,6 +3,7 @@
 // act on one sSwitch act on the one --host names, or on the only one
 // registered.
 #include <algorithm>
+#include <cstdlib>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -16,34 +17,20 @@
 #include "proto/controller.pb.h"
 #include "rpc/handshake.h"
 #include "tools/sroutectl/format.h"
+#include "tools/sroutectl/json_output.h"
 #include "tools/sroutectl/target.h"
 #include "util/strings.h"
 
 namespace sroute::ctl {
 namespace {
 
-// One rule with its counters, as `rules ls --json` and `stats --json` show
-// it.
-JsonObject RuleJson(const proto::AdminRule& a) {
-  return {{"cid", std::to_string(a.rule().cid())},
-          {"sswitch", JsonString(a.sswitch())},
-          {"owner", JsonString(a.rule().owner())},
-          {"rule", JsonString(a.rule().text())},
-          {"reads", std::to_string(a.reads())},
-          {"writes", std::to_string(a.writes())},
-          {"others", std::to_string(a.others())},
-          {"read_bytes", std::to_string(a.read_bytes())},
-          {"write_bytes", std::to_string(a.write_bytes())},
-          {"in_flight", std::to_string(a.in_flight())},
-          {"errors", std::to_string(a.errors())},
-          {"p50_us", std::to_string(a.p50_us())},
-          {"p99_us", std::to_string(a.p99_us())}};
-}
-
-std::string RulesJson(const proto::RuleList& list) {
-  std::vector<JsonObject> rules;
-  for (const proto::AdminRule& a : list.rules()) rules.push_back(RuleJson(a));
-  return JsonLines(rules);
+// The rules of a listing as `rules ls --json` prints them.
+proto::CtlRules RulesOf(const proto::RuleList& list) {
+  proto::CtlRules rules;
+  for (const proto::AdminRule& a : list.rules()) {
+    *rules.add_rules() = CtlRuleOf(a);
+  }
+  return rules;
 }
 
 // Rules as a table; `with_owner` for the managed-rule listing (stats show
@@ -81,66 +68,44 @@ std::string SecondsAgo(int64_t ms) {
   return Printf("%.1fs ago", static_cast<double>(ms) / 1e3);
 }
 
-// A host with no session at the controller (it has not registered since
-// the controller started) is reported disconnected, last seen 0 ms ago; a
-// session is disconnected only after seconds of silence.
-bool NeverSeen(const proto::HostStatus& h) {
-  return !h.connected() && h.last_seen_ms_ago() == 0;
-}
-
-JsonObject HostJson(const proto::HostStatus& h) {
-  std::vector<std::string> endpoints, stages;
-  for (const proto::EndpointInfo& e : h.host().endpoints()) {
-    endpoints.push_back(ToJson({{"name", JsonString(e.name())},
-                                {"address", JsonString(e.address())},
-                                {"kind", JsonString(e.kind())}}));
-  }
-  for (const std::string& s : h.host().stages()) {
-    stages.push_back(JsonString(s));
-  }
-  return {{"sswitch", JsonString(h.host().sswitch())},
-          {"role", JsonString(h.host().role())},
-          {"address", JsonString(h.host().address())},
-          {"connected", h.connected() ? "true" : "false"},
-          {"last_seen_ms_ago",
-           NeverSeen(h) ? "null" : std::to_string(h.last_seen_ms_ago())},
-          {"version", std::to_string(h.version())},
-          {"rules", std::to_string(h.rules())},
-          {"endpoints", JsonArray(endpoints)},
-          {"stages", JsonArray(stages)}};
-}
-
-std::string HostsTable(const proto::HostList& hosts) {
+std::string HostsTable(const proto::CtlHosts& hosts) {
   std::vector<std::vector<std::string>> rows = {
       {"SSWITCH", "ROLE", "ADDRESS", "STATE", "VERSION", "RULES", "ENDPOINTS"}};
-  for (const proto::HostStatus& h : hosts.hosts()) {
+  for (const proto::CtlHost& h : hosts.hosts()) {
     std::string endpoints;
-    for (const proto::EndpointInfo& e : h.host().endpoints()) {
+    for (const proto::CtlEndpoint& e : h.endpoints()) {
       endpoints += (endpoints.empty() ? "" : " ") + e.name() + "=" +
                    e.address() + "/" + e.kind();
     }
     std::string state =
-        h.connected() ? "connected, seen " + SecondsAgo(h.last_seen_ms_ago())
-        : NeverSeen(h)
+        !h.has_last_seen_ms_ago()
             ? "disconnected, not seen since the controller started"
-            : "disconnected, seen " + SecondsAgo(h.last_seen_ms_ago());
-    rows.push_back({h.host().sswitch(), h.host().role(),
-                    h.host().address().empty() ? "-" : h.host().address(),
-                    std::move(state), std::to_string(h.version()),
-                    std::to_string(h.rules()), std::move(endpoints)});
+            : std::string(h.connected() ? "connected" : "disconnected") +
+                  ", seen " + SecondsAgo(h.last_seen_ms_ago());
+    rows.push_back({h.sswitch(), h.role(),
+                    h.address().empty() ? "-" : h.address(), std::move(state),
+                    std::to_string(h.version()), std::to_string(h.rules()),
+                    std::move(endpoints)});
   }
   return Table(rows);
 }
 
+proto::CtlHosts HostsOf(const proto::HostList& list) {
+  proto::CtlHosts hosts;
+  for (const proto::HostStatus& h : list.hosts()) {
+    *hosts.add_hosts() = CtlHostOf(h);
+  }
+  return hosts;
+}
+
 // `stats`: every host's state, then the latest interval's counters.
 Report StatsReport(const proto::HostList& hosts, const proto::RuleList& rules) {
-  std::vector<JsonObject> states;
+  proto::CtlClusterStats json;
+  *json.mutable_hosts() = HostsOf(hosts).hosts();
+  *json.mutable_rules() = RulesOf(rules).rules();
   std::vector<std::vector<std::string>> rows = {
       {"SSWITCH", "STATE", "VERSION"}};
   for (const proto::HostStatus& h : hosts.hosts()) {
-    states.push_back({{"sswitch", JsonString(h.host().sswitch())},
-                      {"connected", h.connected() ? "true" : "false"},
-                      {"version", std::to_string(h.version())}});
     rows.push_back({h.host().sswitch(),
                     h.connected() ? "connected" : "disconnected",
                     std::to_string(h.version())});
@@ -149,8 +114,7 @@ Report StatsReport(const proto::HostList& hosts, const proto::RuleList& rules) {
                         (rules.rules_size() == 0
                              ? "no rule saw IO in the last interval\n"
                              : RulesTable(rules, /*with_owner=*/false)),
-                .json = "{\"hosts\": " + JsonLines(states) +
-                        ",\n\"rules\": " + RulesJson(rules) + "}\n"};
+                .json = ToJson(json)};
 }
 
 class ControllerTarget : public ControlTarget {
@@ -172,7 +136,7 @@ class ControllerTarget : public ControlTarget {
     auto rules = client_->ListRules(sswitch);
     if (!rules.ok()) return Classify(rules.status());
     return Report{.text = RulesTable(*rules, /*with_owner=*/true),
-                  .json = RulesJson(*rules) + "\n"};
+                  .json = ToJson(RulesOf(*rules))};
   }
 
   // In one consistent update.
@@ -302,7 +266,8 @@ class ControllerTarget : public ControlTarget {
     if (!lists.ok()) return Classify(lists.status());
     Report report;
     report.text = StrCat("wear_level: ", *status, "\n");
-    std::vector<std::string> hosts;
+    proto::CtlWearStatus json;
+    json.set_status(Utf8Text(*status));
     for (const proto::HostStages& h : lists->hosts()) {
       const std::map<std::string, int64_t> gauges(h.gauges().begin(),
                                                   h.gauges().end());
@@ -313,21 +278,20 @@ class ControllerTarget : public ControlTarget {
                 ": variance of the mean erase "
                 "counts ",
                 absl::StrFormat("%.3f", variance), "\n");
-      std::vector<std::string> eps;
+      proto::CtlWearHost* host = json.add_hosts();
+      host->set_sswitch(Utf8Text(h.sswitch()));
+      host->set_variance(variance);
       for (const EndpointWear& w : wear) {
         StrAppend(&report.text, "  ", w.name, "  mean ",
                   absl::StrFormat("%.3f", w.erase_mean), "  erases ", w.erases,
                   "\n");
-        eps.push_back(StrCat("{\"name\": ", JsonString(w.name),
-                             ", \"erase_mean\": ", w.erase_mean,
-                             ", \"erases\": ", w.erases, "}"));
+        proto::CtlWearEndpoint* ep = host->add_endpoints();
+        ep->set_name(w.name);
+        ep->set_erase_mean(w.erase_mean);
+        ep->set_erases(w.erases);
       }
-      hosts.push_back(StrCat("{\"sswitch\": ", JsonString(h.sswitch()),
-                             ", \"variance\": ", variance,
-                             ", \"endpoints\": ", JsonArray(eps), "}"));
     }
-    report.json = StrCat("{\"status\": ", JsonString(*status),
-                         ", \"hosts\": ", JsonArray(hosts), "}\n");
+    report.json = ToJson(json);
     return report;
   }
 
@@ -342,17 +306,13 @@ class ControllerTarget : public ControlTarget {
     auto list = client_->Apps(req);
     if (!list.ok()) return Classify(list.status());
     Report report;
-    std::vector<std::string> json;
-    bool found = false;
+    const proto::AppInfo* found = nullptr;
     if (!detail) report.text = "NAME  STATE  RULES  ARGS\n";
     for (const proto::AppInfo& a : list->apps()) {
       if (detail && a.name() != name) continue;
-      found = true;
-      std::vector<std::string> cids, decisions;
+      found = &a;
+      std::vector<std::string> cids;
       for (uint64_t c : a.rule_cids()) cids.push_back(StrCat(c));
-      for (const std::string& d : a.decisions()) {
-        decisions.push_back(JsonString(d));
-      }
       const std::string rules = cids.empty() ? "-" : absl::StrJoin(cids, ",");
       const std::string how =
           a.from_command_line() ? " (--app: runs at every start)" : "";
@@ -366,14 +326,8 @@ class ControllerTarget : public ControlTarget {
         StrAppend(&report.text, a.name(), "  ", a.state(), "  ", rules, "  ",
                   a.args().empty() ? "-" : a.args(), "\n");
       }
-      json.push_back(StrCat(
-          "{\"name\": ", JsonString(a.name()), ", \"state\": ",
-          JsonString(a.state()), ", \"args\": ", JsonString(a.args()),
-          ", \"from_command_line\": ", a.from_command_line() ? "true" : "false",
-          ", \"rules\": [", absl::StrJoin(cids, ", "),
-          "], \"decisions\": ", JsonArray(decisions), "}"));
     }
-    if (detail && !found) {
+    if (detail && found == nullptr) {
       return absl::NotFoundError(StrCat("no app ", name, " runs"));
     }
     if (!detail) {
@@ -381,17 +335,9 @@ class ControllerTarget : public ControlTarget {
                                      list->available().end());
       StrAppend(&report.text, "available: ", absl::StrJoin(names, ", "), "\n");
     }
-    report.json = detail ? json.front() + "\n" : JsonArray(json) + "\n";
+    // Their own messages: no text in them is bytes.
+    report.json = detail ? ToJson(*found) : ToJson(*list);
     return report;
-  }
-
-  // "a,b" as the JSON array ["a", "b"].
-  static std::string JsonList(const std::string& comma_separated) {
-    std::vector<std::string> items;
-    for (std::string_view x : StrSplit(comma_separated, ',')) {
-      if (!x.empty()) items.push_back(JsonString(std::string(x)));
-    }
-    return JsonArray(items);
   }
 
   absl::StatusOr<Report> OffloadStatus() override {
@@ -426,7 +372,7 @@ class ControllerTarget : public ControlTarget {
       }
     }
     Report report;
-    std::vector<std::string> flows_json, decisions_json, rules_json;
+    proto::CtlOffloadStatus json;
     report.text = "FLOWS\n";
     if (flows.ok()) {
       for (std::string_view line : StrSplit(*flows, '\n')) {
@@ -435,11 +381,18 @@ class ControllerTarget : public ControlTarget {
         if (f.size() < 9) continue;
         StrAppend(&report.text, "  ", f[0], "  ", f[1], "  ", f[2], "  ", f[3],
                   " -> ", f[4], "  (", f[5], ")\n");
-        flows_json.push_back(StrCat(
-            "{\"phase\": ", JsonString(f[0]), ", \"sswitch\": ",
-            JsonString(f[1]), ", \"flow\": ", JsonString(f[2]),
-            ", \"home\": ", JsonString(f[3]), ", \"targets\": ", JsonList(f[4]),
-            ", \"folders\": ", JsonList(f[5]), ", \"since\": ", f[8], "}"));
+        proto::CtlOffloadFlow* flow = json.add_flows();
+        flow->set_phase(Utf8Text(f[0]));
+        flow->set_sswitch(Utf8Text(f[1]));
+        flow->set_flow(Utf8Text(f[2]));
+        flow->set_home(Utf8Text(f[3]));
+        for (std::string_view x : StrSplit(f[4], ',')) {
+          if (!x.empty()) flow->add_targets(Utf8Text(x));
+        }
+        for (std::string_view x : StrSplit(f[5], ',')) {
+          if (!x.empty()) flow->add_folders(Utf8Text(x));
+        }
+        flow->set_since_unix_s(std::strtoll(f[8].c_str(), nullptr, 10));
       }
     }
     report.text += "RULES\n";
@@ -450,9 +403,10 @@ class ControllerTarget : public ControlTarget {
         if (r.owner() != "tail_latency") continue;
         StrAppend(&report.text, "  ", r.cid(), "  ", h.info.sswitch(), "  ",
                   r.text(), "\n");
-        rules_json.push_back(StrCat("{\"cid\": ", r.cid(), ", \"sswitch\": ",
-                                    JsonString(h.info.sswitch()),
-                                    ", \"rule\": ", JsonString(r.text()), "}"));
+        proto::CtlAppRule* rule = json.add_rules();
+        rule->set_cid(r.cid());
+        rule->set_sswitch(Utf8Text(h.info.sswitch()));
+        rule->set_rule(Utf8Text(r.text()));
       }
     }
     report.text += "DECISIONS\n";
@@ -460,12 +414,10 @@ class ControllerTarget : public ControlTarget {
       for (std::string_view line : StrSplit(*decisions, '\n')) {
         if (line.empty()) continue;
         StrAppend(&report.text, "  ", line, "\n");
-        decisions_json.push_back(JsonString(std::string(line)));
+        json.add_decisions(Utf8Text(line));
       }
     }
-    report.json = StrCat("{\"flows\": ", JsonArray(flows_json),
-                         ", \"rules\": ", JsonArray(rules_json),
-                         ", \"decisions\": ", JsonArray(decisions_json), "}\n");
+    report.json = ToJson(json);
     return report;
   }
 
@@ -487,7 +439,7 @@ class ControllerTarget : public ControlTarget {
       }
     }
     Report report;
-    std::vector<std::string> json;
+    proto::CtlCacheCurves json;
     for (const std::string& t : tenants) {
       auto text = client_->GetAppState("cache_sizing", "mrc/" + t);
       if (absl::IsNotFound(text.status())) {
@@ -496,30 +448,26 @@ class ControllerTarget : public ControlTarget {
       if (!text.ok()) return Classify(text.status());
       report.text += *text;
       // "# tenant T references N block B", then "SIZE MISS" lines.
-      std::string references = "0", block = "0";
-      std::vector<std::string> points;
+      proto::CtlCacheCurve* curve = json.add_curves();
+      curve->set_tenant(Utf8Text(t));
       for (std::string_view line : StrSplit(*text, '\n')) {
         if (line.empty()) continue;
-        std::vector<std::string_view> f = StrSplit(line, ' ');
+        std::vector<std::string> f;
+        for (std::string_view x : StrSplit(line, ' ')) f.emplace_back(x);
         if (line[0] == '#') {
           for (size_t i = 1; i + 1 < f.size(); ++i) {
-            if (f[i] == "references") references = std::string(f[i + 1]);
-            if (f[i] == "block") block = std::string(f[i + 1]);
+            const uint64_t n = std::strtoull(f[i + 1].c_str(), nullptr, 10);
+            if (f[i] == "references") curve->set_references(n);
+            if (f[i] == "block") curve->set_block(n);
           }
         } else if (f.size() == 2) {
-          points.push_back(JsonArray({std::string(f[0]), std::string(f[1])}));
+          proto::CtlCurvePoint* p = curve->add_points();
+          p->set_size_bytes(std::strtoull(f[0].c_str(), nullptr, 10));
+          p->set_miss_ratio(std::strtod(f[1].c_str(), nullptr));
         }
       }
-      json.push_back(ToJson({{"tenant", JsonString(t)},
-                             {"references", references},
-                             {"block", block},
-                             {"points", JsonArray(points)}}));
     }
-    report.json = "[";
-    for (size_t i = 0; i < json.size(); ++i) {
-      report.json += (i == 0 ? "\n  " : ",\n  ") + json[i];
-    }
-    report.json += json.empty() ? "]\n" : "\n]\n";
+    report.json = ToJson(json);
     return report;
   }
 
@@ -541,14 +489,14 @@ class ControllerTarget : public ControlTarget {
     auto lists = StageStates(request);
     if (!lists.ok()) return lists.status();
     Report report;
-    std::vector<std::string> json;
+    proto::CtlStages json;
     for (const proto::HostStages& h : lists->hosts()) {
       report.text += StagesText(h.stages(), h.sswitch());
-      for (std::string& j : StagesJson(h.stages(), h.sswitch())) {
-        json.push_back(std::move(j));
-      }
+      proto::CtlHostStages* host = json.add_hosts();
+      host->set_sswitch(Utf8Text(h.sswitch()));
+      *host->mutable_stages() = h.stages();
     }
-    report.json = JsonArray(json) + "\n";
+    report.json = ToJson(json);
     return report;
   }
 
@@ -556,11 +504,8 @@ class ControllerTarget : public ControlTarget {
     if (absl::Status s = Connect(); !s.ok()) return s;
     auto hosts = client_->ListHosts();
     if (!hosts.ok()) return Classify(hosts.status());
-    std::vector<JsonObject> json;
-    for (const proto::HostStatus& h : hosts->hosts()) {
-      json.push_back(HostJson(h));
-    }
-    return Report{.text = HostsTable(*hosts), .json = JsonLines(json) + "\n"};
+    const proto::CtlHosts json = HostsOf(*hosts);
+    return Report{.text = HostsTable(json), .json = ToJson(json)};
   }
 
  private:

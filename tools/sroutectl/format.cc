@@ -44,57 +44,6 @@ bool ParseId(const std::string& s, uint64_t* id) {
   return !s.empty() && ec == std::errc() && end == s.data() + s.size();
 }
 
-std::string JsonString(const std::string& s) {
-  std::string out = "\"";
-  for (const char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          out += Printf("\\u%04x", c);
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out + "\"";
-}
-
-std::string ToJson(const JsonObject& object) {
-  std::string out = "{";
-  for (const auto& [key, value] : object) {
-    out += (out.size() == 1 ? "" : ", ") + JsonString(key) + ": " + value;
-  }
-  return out + "}";
-}
-
-std::string JsonArray(const std::vector<std::string>& values) {
-  std::string out = "[";
-  for (const std::string& v : values) {
-    out += (out.size() == 1 ? "" : ", ") + v;
-  }
-  return out + "]";
-}
-
-std::string JsonLines(const std::vector<JsonObject>& objects) {
-  std::string out = "[";
-  for (size_t i = 0; i < objects.size(); ++i) {
-    out += (i == 0 ? "\n  " : ",\n  ") + ToJson(objects[i]);
-  }
-  return out + (objects.empty() ? "]" : "\n]");
-}
-
 std::string Table(const std::vector<std::vector<std::string>>& rows) {
   std::vector<size_t> width;
   for (const auto& row : rows) {

@@ -15,6 +15,7 @@
 #include "rpc/io_threads.h"
 #include "rpc/remote_endpoint.h"
 #include "tools/sroutectl/format.h"
+#include "tools/sroutectl/json_output.h"
 #include "tools/sroutectl/target.h"
 
 namespace sroute::ctl {
@@ -22,24 +23,13 @@ namespace {
 
 constexpr absl::Duration kCallTimeout = absl::Seconds(10);
 
-// A rule record as `rules ls --json` and `stats --json` show it.
-JsonObject RuleJson(const proto::RuleRecord& r) {
-  return {{"id", std::to_string(r.id())},
-          {"rule", JsonString(r.text())},
-          {"owner", JsonString(r.owner())},
-          {"ops", std::to_string(r.ops())},
-          {"bytes", std::to_string(r.bytes())},
-          {"in_flight", std::to_string(r.in_flight())},
-          {"errors", std::to_string(r.errors())},
-          {"p50_ns", std::to_string(r.p50_ns())},
-          {"p99_ns", std::to_string(r.p99_ns())},
-          {"p999_ns", std::to_string(r.p999_ns())}};
-}
-
-std::string RulesJson(const proto::ControlResponse& resp) {
-  std::vector<JsonObject> rules;
-  for (const proto::RuleRecord& r : resp.rules()) rules.push_back(RuleJson(r));
-  return JsonLines(rules) + "\n";
+// The rules of a response as `rules ls --json` prints them.
+proto::CtlRules RulesOf(const proto::ControlResponse& resp) {
+  proto::CtlRules rules;
+  for (const proto::RuleRecord& r : resp.rules()) {
+    *rules.add_rules() = CtlRuleOf(r);
+  }
+  return rules;
 }
 
 std::string Micros(uint64_t ns) {
@@ -52,15 +42,6 @@ std::map<std::string, int64_t> Gauges(const proto::ControlResponse& resp) {
 }
 std::map<std::string, uint64_t> Unmatched(const proto::ControlResponse& resp) {
   return {resp.unmatched_ops().begin(), resp.unmatched_ops().end()};
-}
-
-template <typename V>
-std::string MapJson(const std::map<std::string, V>& map) {
-  JsonObject object;
-  for (const auto& [key, value] : map) {
-    object.emplace_back(key, std::to_string(value));
-  }
-  return ToJson(object);
 }
 
 std::string StatsText(const proto::ControlResponse& resp) {
@@ -167,7 +148,7 @@ class HostTarget : public ControlTarget {
     req.mutable_list_rules();
     auto resp = Call(req);
     if (!resp.ok()) return resp.status();
-    Report report{.text = "", .json = RulesJson(*resp)};
+    Report report{.text = "", .json = ToJson(RulesOf(*resp))};
     // As sroute::FormatRuleInfo prints it.
     for (const proto::RuleRecord& r : resp->rules()) {
       report.text += std::to_string(r.id()) + ": " + r.text();
@@ -230,15 +211,15 @@ class HostTarget : public ControlTarget {
     req.mutable_stats();
     auto resp = Call(req);
     if (!resp.ok()) return resp.status();
-    return Report{
-        .text = StatsText(*resp),
-        .json = "{\"version\": " + std::to_string(resp->version()) +
-                ", \"in_flight\": " + std::to_string(resp->in_flight()) +
-                ", \"parked\": " + std::to_string(resp->parked()) +
-                ", \"gauges\": " + MapJson(Gauges(*resp)) +
-                ", \"unmatched_ops\": " + MapJson(Unmatched(*resp)) +
-                ",\n\"stages\": " + JsonArray(StagesJson(resp->stages())) +
-                ",\n\"rules\": " + RulesJson(*resp) + "}\n"};
+    proto::CtlHostStats json;
+    json.set_version(resp->version());
+    json.set_in_flight(resp->in_flight());
+    json.set_parked(resp->parked());
+    *json.mutable_gauges() = resp->gauges();
+    *json.mutable_unmatched_ops() = resp->unmatched_ops();
+    *json.mutable_stages() = resp->stages();
+    *json.mutable_rules() = RulesOf(*resp).rules();
+    return Report{.text = StatsText(*resp), .json = ToJson(json)};
   }
 
   absl::Status Quiesce(const std::string& pattern, bool on) override {
@@ -318,16 +299,13 @@ class HostTarget : public ControlTarget {
       if (!reply->records().more()) break;
     }
     Report report;
-    std::vector<JsonObject> json;
+    proto::CtlRecords json;
     for (const proto::DelegateRecord& r : all) {
       report.text +=
           r.sswitch() + " " + std::to_string(r.seq()) + " " + r.rule() + "\n";
-      json.push_back({{"sswitch", JsonString(r.sswitch())},
-                      {"seq", std::to_string(r.seq())},
-                      {"rule", JsonString(r.rule())},
-                      {"anchor", JsonString(r.anchor())}});
+      *json.add_records() = CtlRecordOf(r);
     }
-    report.json = JsonLines(json) + "\n";
+    report.json = ToJson(json);
     return report;
   }
 
@@ -375,8 +353,9 @@ class HostTarget : public ControlTarget {
     auto lists = StageStates(request);
     if (!lists.ok()) return lists.status();
     const auto& stages = lists->hosts(0).stages();
-    return Report{.text = StagesText(stages),
-                  .json = JsonArray(StagesJson(stages)) + "\n"};
+    proto::CtlStages json;
+    *json.add_hosts()->mutable_stages() = stages;
+    return Report{.text = StagesText(stages), .json = ToJson(json)};
   }
 
  private:

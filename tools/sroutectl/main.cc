@@ -13,7 +13,8 @@
 // Layout: commands.cc holds the table of commands, each written once
 // against ControlTarget (target.h), which host_target.cc implements for a
 // host and controller_target.cc for the controller; format.cc the shared
-// JSON and column output. This file builds the command line from the table.
+// column output, json_output.cc the --json output (one protobuf message a
+// command). This file builds the command line from the table.
 #include <map>
 #include <memory>
 #include <string>

@@ -7,6 +7,7 @@
 #include <iostream>
 
 #include "tools/sroutectl/format.h"
+#include "tools/sroutectl/json_output.h"
 
 namespace sroute::ctl {
 namespace {
@@ -60,23 +61,6 @@ std::vector<Member> MembersOf(const proto::StageStats& s) {
   return out;
 }
 
-// {"PATH": regions, ...} of the files the stage names with conflicts.
-std::string ConflictFilesJson(const proto::StageStats& s) {
-  std::vector<std::pair<std::string, std::string>> files;
-  for (const auto& [key, n] : s.counters()) {
-    if (key.starts_with("conflict.")) {
-      files.emplace_back(key.substr(9), std::to_string(n));
-    }
-  }
-  std::sort(files.begin(), files.end());
-  std::string out = "{";
-  for (size_t i = 0; i < files.size(); ++i) {
-    out += (i == 0 ? "" : ", ") + JsonString(files[i].first) + ": " +
-           files[i].second;
-  }
-  return out + "}";
-}
-
 std::string Bar(const Member& m) {
   const int64_t total = m.resynced + m.stale_bytes;
   const double done =
@@ -92,7 +76,7 @@ std::string Bar(const Member& m) {
 Report ReplicaSetsReport(const proto::StageLists& lists,
                          const std::string& only, bool members, bool bars) {
   Report report;
-  std::vector<std::string> json;
+  proto::CtlReplicaSets json;
   std::vector<std::vector<std::string>> sets = {
       {"SSWITCH", "SET", "MEMBERS", "READ", "ACK", "RESYNC"}};
   for (const proto::HostStages& h : lists.hosts()) {
@@ -116,7 +100,25 @@ Report ReplicaSetsReport(const proto::StageLists& lists,
       sets.push_back({h.sswitch().empty() ? "-" : h.sswitch(),
                       s.config().name(), names,
                       o.read().empty() ? "primary" : o.read(), ack, resync});
-      std::vector<std::string> mjson;
+      proto::CtlReplicaSet* set = json.add_sets();
+      if (!h.sswitch().empty()) set->set_sswitch(Utf8Text(h.sswitch()));
+      set->set_set(s.config().name());
+      set->set_read(sets.back()[3]);
+      set->set_ack(ack);
+      set->set_resync_paused(paused);
+      set->set_resync_rate(limit);
+      set->set_resync_bytes_per_s(CounterOf(s, "resync_bytes_per_s"));
+      set->set_resync_bytes(CounterOf(s, "resync_bytes"));
+      set->set_conflicts(CounterOf(s, "conflicts"));
+      for (const auto& [key, n] : s.counters()) {
+        if (key.starts_with("conflict.")) {
+          (*set->mutable_conflict_files())[key.substr(9)] = n;
+        }
+      }
+      set->set_reads(CounterOf(s, "reads"));
+      set->set_failovers(CounterOf(s, "failovers"));
+      set->set_hedges(CounterOf(s, "hedges"));
+      set->set_hedge_wins(CounterOf(s, "hedge_wins"));
       std::vector<std::vector<std::string>> rows = {
           {"MEMBER", "STATE", "STALE_REGIONS", "STALE", "RESYNCED", "ETA",
            "READS"}};
@@ -131,15 +133,15 @@ Report ReplicaSetsReport(const proto::StageLists& lists,
             std::to_string(m.reads)};
         if (bars && m.state == "resyncing") row.push_back(Bar(m));
         rows.push_back(std::move(row));
-        mjson.push_back(
-            ToJson({{"name", JsonString(m.name)},
-                    {"primary", m.primary ? "true" : "false"},
-                    {"state", JsonString(m.state)},
-                    {"stale_regions", std::to_string(m.stale_regions)},
-                    {"stale_bytes", std::to_string(m.stale_bytes)},
-                    {"resynced_bytes", std::to_string(m.resynced)},
-                    {"eta_s", m.eta_s < 0 ? "null" : Printf("%.1f", m.eta_s)},
-                    {"reads", std::to_string(m.reads)}}));
+        proto::CtlReplicaMember* member = set->add_members();
+        member->set_name(m.name);
+        member->set_primary(m.primary);
+        member->set_state(m.state);
+        member->set_stale_regions(m.stale_regions);
+        member->set_stale_bytes(m.stale_bytes);
+        member->set_resynced_bytes(m.resynced);
+        if (m.eta_s >= 0) member->set_eta_s(m.eta_s);
+        member->set_reads(m.reads);
       }
       if (members) {
         report.text +=
@@ -158,28 +160,10 @@ Report ReplicaSetsReport(const proto::StageLists& lists,
                          " --source MEMBER\n";
         }
       }
-      json.push_back(ToJson({
-          {"sswitch", JsonString(h.sswitch())},
-          {"set", JsonString(s.config().name())},
-          {"read", JsonString(sets.back()[3])},
-          {"ack", JsonString(ack)},
-          {"resync_paused", paused ? "true" : "false"},
-          {"resync_rate", std::to_string(limit)},
-          {"resync_bytes_per_s",
-           std::to_string(CounterOf(s, "resync_bytes_per_s"))},
-          {"resync_bytes", std::to_string(CounterOf(s, "resync_bytes"))},
-          {"conflicts", std::to_string(CounterOf(s, "conflicts"))},
-          {"conflict_files", ConflictFilesJson(s)},
-          {"reads", std::to_string(CounterOf(s, "reads"))},
-          {"failovers", std::to_string(CounterOf(s, "failovers"))},
-          {"hedges", std::to_string(CounterOf(s, "hedges"))},
-          {"hedge_wins", std::to_string(CounterOf(s, "hedge_wins"))},
-          {"members", JsonArray(mjson)},
-      }));
     }
   }
   if (!members && sets.size() > 1) report.text = Table(sets);
-  report.json = JsonArray(json) + "\n";
+  report.json = ToJson(json);
   return report;
 }
 
@@ -221,7 +205,7 @@ int ReplicasList(const Args& args, ControlTarget& target, bool members) {
 Report GcStatusReport(const proto::StageLists& lists, const std::string& only,
                       int last) {
   Report report;
-  std::vector<std::string> json;
+  proto::CtlGcStatus json;
   for (const proto::HostStages& h : lists.hosts()) {
     for (const proto::StageStats& s : h.stages()) {
       if (s.config().kind() != "replica_set") continue;
@@ -230,39 +214,50 @@ Report GcStatusReport(const proto::StageLists& lists, const std::string& only,
       const std::string mode = o.gc().empty() ? "off" : o.gc();
       if (mode == "off" && only.empty()) continue;
       const uint32_t poll = o.has_gc_poll_us() ? o.gc_poll_us() : 1000;
-      const JsonObject counts = {
-          {"redirects", std::to_string(CounterOf(s, "gc_redirects"))},
-          {"granted_soft", std::to_string(CounterOf(s, "gc_granted_soft"))},
-          {"soft_delayed", std::to_string(CounterOf(s, "gc_soft_delayed"))},
-          {"granted_regular",
-           std::to_string(CounterOf(s, "gc_granted_regular"))},
-          {"granted_bg", std::to_string(CounterOf(s, "gc_granted_bg"))},
-          {"device_passes", std::to_string(CounterOf(s, "gc_device_passes"))},
+      proto::CtlGcSet* set = json.add_sets();
+      if (!h.sswitch().empty()) set->set_sswitch(Utf8Text(h.sswitch()));
+      set->set_set(s.config().name());
+      set->set_mode(mode);
+      set->set_poll_us(poll);
+      set->set_redirects(CounterOf(s, "gc_redirects"));
+      set->set_granted_soft(CounterOf(s, "gc_granted_soft"));
+      set->set_soft_delayed(CounterOf(s, "gc_soft_delayed"));
+      set->set_granted_regular(CounterOf(s, "gc_granted_regular"));
+      set->set_granted_bg(CounterOf(s, "gc_granted_bg"));
+      set->set_device_passes(CounterOf(s, "gc_device_passes"));
+      const std::pair<const char*, int64_t> counts[] = {
+          {"redirects", set->redirects()},
+          {"granted_soft", set->granted_soft()},
+          {"soft_delayed", set->soft_delayed()},
+          {"granted_regular", set->granted_regular()},
+          {"granted_bg", set->granted_bg()},
+          {"device_passes", set->device_passes()},
       };
       report.text += "replica set " + s.config().name() +
                      (h.sswitch().empty() ? "" : " at " + h.sswitch()) +
                      ": gc " + mode + ", devices asked every " +
                      std::to_string(poll) + " us\n";
       std::string line = " ";
-      for (const auto& [key, value] : counts) line += " " + key + " " + value;
+      for (const auto& [key, value] : counts) {
+        line += std::string(" ") + key + " " + std::to_string(value);
+      }
       report.text += line + "\n";
       std::vector<std::vector<std::string>> members = {{"MEMBER", "GC"}};
-      std::vector<std::string> mjson;
       for (const std::string& m : o.member()) {
         const int64_t gc = CounterOf(s, "member." + m + ".gc");
         const std::string state = gc < 0 ? "not flash"
                                   : gc   ? "collecting"
                                          : "idle";
         members.push_back({m, state});
-        mjson.push_back(
-            ToJson({{"name", JsonString(m)}, {"gc", JsonString(state)}}));
+        proto::CtlGcMember* member = set->add_members();
+        member->set_name(m);
+        member->set_gc(state);
       }
       report.text += Table(members);
       const int n = s.gc_events_size();
       const int first = std::max(0, n - last);
       std::vector<std::vector<std::string>> rows = {
           {"MEMBER", "KIND", "START", "LASTED"}};
-      std::vector<std::string> ejson;
       for (int i = first; i < n; ++i) {
         const proto::GcEvent& e = s.gc_events(i);
         const absl::Time start = absl::FromUnixMicros(e.start_unix_us());
@@ -272,26 +267,14 @@ Report GcStatusReport(const proto::StageLists& lists, const std::string& only,
              Printf("%.1f ms",
                     static_cast<double>(e.end_unix_us() - e.start_unix_us()) /
                         1000)});
-        ejson.push_back(
-            ToJson({{"member", JsonString(e.member())},
-                    {"kind", JsonString(e.kind())},
-                    {"start_unix_us", std::to_string(e.start_unix_us())},
-                    {"end_unix_us", std::to_string(e.end_unix_us())}}));
+        *set->add_timeline() = e;
       }
       report.text += n == 0 ? "no GC pass yet\n"
                             : "the latest " + std::to_string(n - first) +
                                   " GC passes:\n" + Table(rows);
-      JsonObject obj = {{"sswitch", JsonString(h.sswitch())},
-                        {"set", JsonString(s.config().name())},
-                        {"mode", JsonString(mode)},
-                        {"poll_us", std::to_string(poll)}};
-      obj.insert(obj.end(), counts.begin(), counts.end());
-      obj.push_back({"members", JsonArray(mjson)});
-      obj.push_back({"timeline", JsonArray(ejson)});
-      json.push_back(ToJson(obj));
     }
   }
-  report.json = JsonArray(json) + "\n";
+  report.json = ToJson(json);
   return report;
 }
 

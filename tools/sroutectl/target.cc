@@ -4,9 +4,9 @@
 #include <map>
 #include <string>
 
-#include "google/protobuf/util/json_util.h"
 #include "stages/stage_spec.h"
 #include "tools/sroutectl/format.h"
+#include "tools/sroutectl/json_output.h"
 
 namespace sroute::ctl {
 
@@ -67,29 +67,6 @@ std::string StagesText(
   return Table(rows) + counters;
 }
 
-std::vector<std::string> StagesJson(
-    const google::protobuf::RepeatedPtrField<proto::StageStats>& stages,
-    const std::string& sswitch) {
-  std::vector<std::string> out;
-  for (const proto::StageStats& s : stages) {
-    JsonObject counters;
-    for (const auto& [name, value] : Counters(s)) {
-      counters.emplace_back(name, std::to_string(value));
-    }
-    JsonObject o;
-    if (!sswitch.empty()) o.emplace_back("sswitch", JsonString(sswitch));
-    o.emplace_back("name", JsonString(s.config().name()));
-    o.emplace_back("kind", JsonString(s.config().kind()));
-    o.emplace_back("options", JsonString(FormatStageOptions(s.config())));
-    o.emplace_back("ios", std::to_string(s.ios()));
-    o.emplace_back("in_flight", std::to_string(s.in_flight()));
-    o.emplace_back("parked", std::to_string(s.parked()));
-    o.emplace_back("counters", ToJson(counters));
-    out.push_back(ToJson(o));
-  }
-  return out;
-}
-
 namespace {
 
 // Nanoseconds as microseconds with one decimal.
@@ -135,22 +112,17 @@ std::string RecordText(const proto::TraceRecord& t) {
   return text;
 }
 
-std::string RecordJson(const google::protobuf::Message& m) {
-  google::protobuf::util::JsonPrintOptions opts;
-  opts.preserve_proto_field_names = true;
-  std::string line;
-  (void)google::protobuf::util::MessageToJsonString(m, &line, opts);
-  return line;
-}
-
 }  // namespace
 
 Report TracesReport(const proto::ControlResponse& resp) {
   Report report;
+  proto::CtlTraces json;
   for (const proto::TraceRecord& t : resp.traces()) {
-    report.json += RecordJson(t) + "\n";
+    *json.add_traces() = CtlTraceOf(t);
     report.text += RecordText(t);
   }
+  json.set_traces_sampled(resp.traces_sampled());
+  report.json = ToJson(json);
   return report;
 }
 
@@ -168,14 +140,7 @@ Report SlowOpsReport(const proto::ControlResponse& resp) {
   for (const proto::TraceRecord& t : resp.slow_top()) {
     report.text += RecordText(t);
   }
-  proto::ControlResponse only;
-  *only.mutable_slow_recent() = resp.slow_recent();
-  *only.mutable_slow_top() = resp.slow_top();
-  only.set_slow_total(resp.slow_total());
-  only.set_slow_overwritten(resp.slow_overwritten());
-  only.set_slow_threshold_ns(resp.slow_threshold_ns());
-  *only.mutable_stale() = resp.stale();
-  report.json = RecordJson(only) + "\n";
+  report.json = ToJson(CtlSlowOpsOf(resp));
   return report;
 }
 

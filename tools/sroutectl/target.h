@@ -29,28 +29,24 @@
 
 namespace sroute::ctl {
 
-// What a listing shows: as text, and as JSON (--json). Both end in a
-// newline unless empty.
+// What a listing shows: as text, and as JSON (--json: one message printed
+// by ToJson, json_output.h). The text ends in a newline unless empty.
 struct Report {
   std::string text;
   std::string json;
 };
 
-// Stages as a listing: a table (name, kind, IOs, in flight, parked,
-// options) with each stage's counters beneath, and a JSON array; `sswitch`,
-// if given, is a column of each.
+// Stages as a table (name, kind, IOs, in flight, parked, options) with
+// each stage's counters beneath; `sswitch`, if given, is a column of it.
 std::string StagesText(
-    const google::protobuf::RepeatedPtrField<proto::StageStats>& stages,
-    const std::string& sswitch = "");
-std::vector<std::string> StagesJson(
     const google::protobuf::RepeatedPtrField<proto::StageStats>& stages,
     const std::string& sswitch = "");
 
 // Traces as a listing: per IO a line (seq, op, file, range, tenant, rule,
-// total, status) and a line per hop; as JSON, one object a line.
+// total, status) and a line per hop; as JSON, proto CtlTraces.
 Report TracesReport(const proto::ControlResponse& resp);
 // Slow IOs as a listing: the counts, then the recent and the longest, each
-// as in TracesReport.
+// as in TracesReport; as JSON, proto CtlSlowOps.
 Report SlowOpsReport(const proto::ControlResponse& resp);
 
 class ControlTarget {

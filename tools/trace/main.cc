@@ -37,6 +37,7 @@
 #include "CLI/CLI.hpp"
 #include "rules/parser.h"
 #include "tools/sroutectl/format.h"
+#include "tools/sroutectl/json_output.h"
 #include "tools/sroutectl/target.h"
 #include "tools/trace/path_report.h"
 #include "tools/trace/tap_target.h"
@@ -232,7 +233,6 @@ int RunSlow(const Options& o) {
                      std::chrono::milliseconds(static_cast<int64_t>(
                          (o.duration_s > 0 ? o.duration_s : 0) * 1000));
   bool first = true;
-  std::string json;
   for (;;) {
     proto::ControlRequest req;
     req.mutable_slow_ops()->set_after(after);
@@ -390,7 +390,7 @@ int Run(const Options& o) {
   const absl::Status removed = target->Remove();
   if (!error.ok()) return Fail(error);
   if (o.json) {
-    std::fputs(report.Json(*pattern).c_str(), stdout);
+    std::fputs(ctl::ToJson(report.Proto(*pattern)).c_str(), stdout);
   } else {
     std::fputs(report.Text(o.live ? title : "").c_str(), stdout);
     if (missed != 0) {
@@ -454,7 +454,9 @@ int main(int argc, char** argv) {
                  "it (default 5000)")
       ->check(CLI::Range(100, 3600000));
   app.add_flag("--live", o.live, "a full-screen table, redrawn (like mtr)");
-  app.add_flag("--json", o.json, "machine-readable results");
+  app.add_flag("--json", o.json,
+               "print proto CtlPathReport as JSON (--slow: CtlSlowOps, one "
+               "a line per interval)");
   app.add_option("--plot", o.plot, "write an SVG of latency per hop over time");
   app.add_flag("--probe", o.probe,
                "send small reads of PATH (a path in a mounted volume) so a "

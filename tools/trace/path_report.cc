@@ -9,7 +9,6 @@
 namespace sroute::trace {
 namespace {
 
-using ctl::JsonString;
 using ctl::Printf;
 using Hops = google::protobuf::RepeatedPtrField<proto::TraceHop>;
 
@@ -301,54 +300,55 @@ std::string PathReport::Text(const std::string& title) const {
          "it; SHARE: OWN over all samples, of the end-to-end time)\n";
 }
 
-std::string PathReport::Json(const std::string& path) const {
-  auto stats = [](const Durations& t) {
-    ctl::JsonObject o{{"samples", std::to_string(t.count())},
-                      {"last_ns", std::to_string(t.last())},
-                      {"avg_ns", Printf("%.0f", t.mean())},
-                      {"min_ns", std::to_string(t.min())},
-                      {"max_ns", std::to_string(t.max())},
-                      {"stdev_ns", Printf("%.0f", t.stdev())},
-                      {"p50_ns", std::to_string(t.Quantile(0.5))},
-                      {"p99_ns", std::to_string(t.Quantile(0.99))}};
-    ctl::JsonObject hist;
-    for (size_t b = 0; b < t.log2_histogram().size(); ++b) {
-      if (t.log2_histogram()[b] != 0) {
-        hist.emplace_back(std::to_string(b),
-                          std::to_string(t.log2_histogram()[b]));
-      }
+namespace {
+
+proto::CtlDurations DurationsOf(const Durations& t) {
+  proto::CtlDurations d;
+  d.set_samples(t.count());
+  d.set_last_ns(t.last());
+  d.set_avg_ns(t.mean());
+  d.set_min_ns(t.min());
+  d.set_max_ns(t.max());
+  d.set_stdev_ns(t.stdev());
+  d.set_p50_ns(t.Quantile(0.5));
+  d.set_p99_ns(t.Quantile(0.99));
+  for (size_t b = 0; b < t.log2_histogram().size(); ++b) {
+    if (t.log2_histogram()[b] != 0) {
+      (*d.mutable_log2_ns_histogram())[b] = t.log2_histogram()[b];
     }
-    o.emplace_back("log2_ns_histogram", ctl::ToJson(hist));
-    return o;
-  };
+  }
+  return d;
+}
+
+}  // namespace
+
+proto::CtlPathReport PathReport::Proto(const std::string& path) const {
+  proto::CtlPathReport out;
+  out.set_path(path);
+  out.set_ios(ios());
+  out.set_errors(errors_);
+  *out.mutable_total() = DurationsOf(total_);
   const int slowest = Slowest();
-  std::vector<ctl::JsonObject> hops;
   for (int i : PathOrder(rows_)) {
     const HopRow& r = rows_[i];
-    ctl::JsonObject o{{"row", std::to_string(i)},
-                      {"parent", std::to_string(r.parent)},
-                      {"level", std::to_string(r.level)},
-                      {"depth", std::to_string(r.depth)},
-                      {"host", JsonString(r.host)},
-                      {"kind", JsonString(r.kind)},
-                      {"rule", std::to_string(r.rule_id)},
-                      {"next", JsonString(r.next)},
-                      {"copy", std::to_string(r.copy)},
-                      {"errors", std::to_string(r.errors)},
-                      {"deciding", std::to_string(r.deciding)},
-                      {"own_avg_ns", Printf("%.0f", r.own.mean())},
-                      {"share", Printf("%.4f", Share(r))},
-                      {"slowest", i == slowest ? "true" : "false"}};
-    for (auto& kv : stats(r.time)) o.push_back(std::move(kv));
-    hops.push_back(std::move(o));
+    proto::CtlPathHop* h = out.add_hops();
+    h->set_row(i);
+    h->set_parent(r.parent);
+    h->set_level(r.level);
+    h->set_depth(r.depth);
+    h->set_host(r.host);
+    h->set_kind(r.kind);
+    h->set_rule(r.rule_id);
+    h->set_next(r.next);
+    h->set_copy(r.copy);
+    h->set_errors(r.errors);
+    h->set_deciding(r.deciding);
+    h->set_own_avg_ns(r.own.mean());
+    h->set_share(Share(r));
+    h->set_slowest(i == slowest);
+    *h->mutable_time() = DurationsOf(r.time);
   }
-  ctl::JsonObject top{{"path", JsonString(path)},
-                      {"ios", std::to_string(ios())},
-                      {"errors", std::to_string(errors_)},
-                      {"total", ctl::ToJson(stats(total_))}};
-  std::string out = ctl::ToJson(top);
-  out.pop_back();  // the closing brace: the hops follow
-  return out + ", \"hops\": " + ctl::JsonLines(hops) + "}\n";
+  return out;
 }
 
 std::string PathReport::Svg(const std::string& title) const {

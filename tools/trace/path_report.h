@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "proto/control.pb.h"
+#include "proto/ctl.pb.h"
 
 namespace sroute::trace {
 
@@ -95,9 +96,9 @@ class PathReport {
 
   // The table (mtr's columns), a row per hop, widths fitted; `title` first.
   std::string Text(const std::string& title) const;
-  // {"path": ..., "ios": ..., "errors": ..., "total": {...}, "hops": [...]}
-  // with per-hop log2 histograms.
-  std::string Json(const std::string& path) const;
+  // What --json prints: the rows in path order, each with its times and a
+  // log2 histogram of them; `path` the pattern traced.
+  proto::CtlPathReport Proto(const std::string& path) const;
   // An SVG plot of each hop's latency over time (one line per row).
   std::string Svg(const std::string& title) const;
 

@@ -6,7 +6,10 @@
 #include <vector>
 
 #include "gmock/gmock.h"
+#include "google/protobuf/util/json_util.h"
+#include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
+#include "tools/sroutectl/json_output.h"
 
 namespace sroute::trace {
 namespace {
@@ -71,10 +74,24 @@ TEST(PathReportTest, HopsBecomeRowsInPathOrderWithOwnTimes) {
   const std::string text = report.Text("title");
   EXPECT_THAT(text, HasSubstr("<- slowest"));
   EXPECT_THAT(text, HasSubstr("10.0.0.1:7400"));
-  const std::string json = report.Json("<*, *, //h/x>");
-  EXPECT_THAT(json, HasSubstr("\"ios\": 2"));
-  EXPECT_THAT(json, HasSubstr("\"log2_ns_histogram\": {\"16\": 2}"));  // 100 us
-  EXPECT_THAT(json, HasSubstr("\"slowest\": true"));
+  // What --json prints: the rows with their times, and it parses back.
+  const proto::CtlPathReport out = report.Proto("<*, *, //h/x>");
+  EXPECT_EQ(out.ios(), 2u);
+  EXPECT_EQ(out.path(), "<*, *, //h/x>");
+  ASSERT_TRUE(out.total().log2_ns_histogram().contains(16));
+  EXPECT_EQ(out.total().log2_ns_histogram().at(16), 2u);  // 100 us
+  ASSERT_EQ(out.hops_size(), 4);
+  for (const proto::CtlPathHop& h : out.hops()) {
+    EXPECT_EQ(h.slowest(), h.row() == report.Slowest()) << h.row();
+  }
+  EXPECT_EQ(out.hops(1).own_avg_ns(), 30'000);
+  const std::string json = ctl::ToJson(out);
+  EXPECT_THAT(json, HasSubstr("\"ios\":\"2\""));
+  proto::CtlPathReport back;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(json, &back).ok())
+      << json;
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(back, out))
+      << json;
 }
 
 // Forwarded()'s path, where the rpc waited 20 us for a connection (10..30)
