@@ -344,8 +344,9 @@ void ReplicaSetStage::Throttle(uint64_t bytes) {
   }
   if (rate == 0) return;
   // While clients do IO through the stage, resync takes a third of its
-  // rate: a recovery must not raise their tail latency (on a 2-core host
-  // resync at 64 MiB/s raised a 4 KiB read's p99 3x; at about 21, 1.1x).
+  // rate: a recovery must not raise their tail latency (full-rate resync
+  // tripled a read's p99 where a third did not: bench/RESULTS.md "Replica
+  // sets").
   const uint64_t ios = reads_.load(std::memory_order_relaxed) +
                        changes_.load(std::memory_order_relaxed);
   if (ios != throttle_seen_ios_) rate = std::max<uint64_t>(rate / 3, 1);

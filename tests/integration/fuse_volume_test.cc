@@ -28,6 +28,8 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "proto/ctl.pb.h"
+#include "tests/util/ctl_json.h"
 #include "tests/util/mounted_volume.h"
 #include "tests/util/process_threads.h"
 #include "tests/util/run_command.h"
@@ -392,7 +394,7 @@ TEST_F(FuseVolumeTest, WorkersSleepByDefaultAndPollGivingWayToBusyCallers) {
   });
   // With the daemon and a busy thread on one CPU, the daemon uses a small
   // share of it (a worker spinning at its own priority without yielding
-  // took 0.9 s of that second here).
+  // takes nearly all of it).
   cpu_set_t one_cpu;
   CPU_ZERO(&one_cpu);
   CPU_SET(0, &one_cpu);
@@ -408,11 +410,10 @@ TEST_F(FuseVolumeTest, WorkersSleepByDefaultAndPollGivingWayToBusyCallers) {
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   const double cpu_before = ProcessCpuSeconds(volume_->pid());
   // And it mostly sleeps rather than waiting its turn to spin: a spinner
-  // that kept on is runnable ('R') at nearly every look (97-99 of 100 here
-  // with the pause disabled; it then gets so little CPU on this EEVDF
-  // kernel that the CPU check alone would miss it). A worker woken by the
-  // caller's request also shows 'R' while it waits behind the busy thread:
-  // 17-58 looks here.
+  // that kept on is runnable ('R') at nearly every look (it may then get
+  // so little CPU under EEVDF that the CPU check alone would miss it). A
+  // worker woken by the caller's request also shows 'R' while it waits
+  // behind the busy thread, at a minority of looks.
   int runnable = 0;
   for (int i = 0; i < 100; ++i) {
     const auto stats = ThreadFiles(volume_->pid(), "stat");
@@ -832,13 +833,18 @@ void VisitTree(const std::string& root, int dirs, int per_dir) {
 long KnownInodes(const std::string& control_socket) {
   auto [rc, out] = RunCommand(std::string(SROUTECTL_BINARY) + " --host unix:" +
                               control_socket + " stats --json");
-  const std::string key = "\"fuse_inodes\": ";
-  const size_t at = out.find(key);
-  if (rc != 0 || at == std::string::npos) {
+  if (rc != 0) {
     ADD_FAILURE() << "sroutectl stats: " << out;
     return -1;
   }
-  return std::stol(out.substr(at + key.size()));
+  const proto::CtlHostStats stats =
+      ::sroute::testing::FromJson<proto::CtlHostStats>(out);
+  auto it = stats.gauges().find("fuse_inodes");
+  if (it == stats.gauges().end()) {
+    ADD_FAILURE() << "no fuse_inodes: " << out;
+    return -1;
+  }
+  return static_cast<long>(it->second);
 }
 
 TEST_F(FuseVolumeTest, FiftyThousandFilesWithFewDescriptorsAndFlatMemory) {
