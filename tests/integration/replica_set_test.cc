@@ -841,7 +841,10 @@ TEST_F(ReplicaSetVolumeTest, WearLevelSwapsHotAndColdDataLive) {
   EXPECT_TRUE(ReadWholeFile(mnt_ / "wl/cold/c") == cold);
 
   // The rules name the new folders: hot data on vSSD 1, cold on vSSD 0.
-  auto [rc, rules] = Ctl(at + "rules ls --host S1");
+  // Not a structured binding: clang 14 cannot capture one in a lambda.
+  int rc = 0;
+  std::string rules;
+  std::tie(rc, rules) = Ctl(at + "rules ls --host S1");
   ASSERT_EQ(rc, 0) << rules;
   const size_t hot_rule = rules.find("//ssd.v1/.sroute-wl-");
   const size_t cold_rule = rules.find("//ssd.v0/.sroute-wl-");

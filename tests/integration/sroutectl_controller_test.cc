@@ -398,7 +398,11 @@ TEST_F(SroutectlControllerTest, QuiesceAndDrainThroughTheController) {
 
 TEST_F(SroutectlControllerTest, StagesAddSetRmAndListThroughTheController) {
   StartCluster();
-  auto [rc, out] = Ctl("stages add --host " + kFuse + " tap=delay:delay_us=10");
+  // Not a structured binding: clang 14 cannot capture one in a lambda.
+  int rc = 0;
+  std::string out;
+  std::tie(rc, out) =
+      Ctl("stages add --host " + kFuse + " tap=delay:delay_us=10");
   ASSERT_EQ(rc, 0) << out;
   EXPECT_NE(out.find("delay_us=10"), std::string::npos) << out;
   // A rule through it, and IO: the stage's counters reach the controller
