@@ -6,18 +6,32 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 quick=0
 [ "${1:-}" = "--quick" ] && quick=1
+# Each phase's wall time, printed at the end (pass or fail): CI shows only
+# the end of the output, and its time limit is what these add up to.
+phase="" phase_start=$SECONDS phase_times=""
+begin() {
+  [ -n "$phase" ] && phase_times+="  $phase: $((SECONDS - phase_start)) s\n"
+  phase=$1 phase_start=$SECONDS
+  echo "== $1"
+}
+report_times() {
+  begin end >/dev/null
+  printf "== phase times (total %d s)\n%b" "$SECONDS" "$phase_times"
+}
+trap report_times EXIT
+begin "install dependencies"
 scripts/install-deps.sh
 jobs=$(nproc)
 
 # The whole tree as users build it for production: Release (-O3), warnings
 # as errors; every test runs against it.
-echo "== build (Release)"
+begin "build (Release)"
 scripts/build.sh build -DCMAKE_BUILD_TYPE=Release
-echo "== tests"
+begin "tests"
 ctest --test-dir build --output-on-failure -j"$jobs" --timeout 600
 
 # The lock annotations (util/mutex.h), checked by clang: compile only.
-echo "== build (clang -Wthread-safety)"
+begin "build (clang -Wthread-safety)"
 scripts/thread_safety_build.sh build-tsa -DSROUTE_BUILD_TESTS=OFF \
   -DSROUTE_BUILD_BENCH=OFF
 
@@ -25,11 +39,11 @@ if [ "$quick" = 0 ]; then
   # Sanitizer builds at -O1 with line tables only: the reports keep file and
   # line, and the builds take 40 % less time than at -O2 -g (CI's budget).
   sanitizer_flags="-O1 -g1 -DNDEBUG"
-  echo "== build (ASan+UBSan)"
+  begin "build (ASan+UBSan)"
   scripts/build.sh build-asan -DSROUTE_SANITIZE=address,undefined \
     -DSROUTE_BUILD_BENCH=OFF \
     -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="$sanitizer_flags"
-  echo "== tests under ASan+UBSan"
+  begin "tests under ASan+UBSan"
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     ctest --test-dir build-asan --output-on-failure -j"$jobs" --timeout 900
@@ -39,7 +53,7 @@ if [ "$quick" = 0 ]; then
   # kills the process and fails the mount, server and trust tests; the
   # exerciser runs shorter there: the normal and ASan passes run 20000
   # operations per rule kind).
-  echo "== build (TSan): concurrent components"
+  begin "build (TSan): concurrent components"
   cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DSROUTE_WERROR=ON -DSROUTE_SANITIZE=thread -DSROUTE_BUILD_BENCH=OFF \
     -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="$sanitizer_flags" >/dev/null
@@ -47,7 +61,7 @@ if [ "$quick" = 0 ]; then
     fuse_unit_test fuse_test server_test controller_unit_test host_unit_test \
     controller_test trust_test sroute-fuse sroute-server sroute-controller \
     sroutectl sroute-trace
-  echo "== tests under TSan"
+  begin "tests under TSan"
   TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/tests/tsan.supp" \
   SROUTE_EXERCISE_OPS=3000 \
     ctest --test-dir build-tsan \

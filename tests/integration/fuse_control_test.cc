@@ -462,9 +462,20 @@ TEST_F(FuseControlTest, KernelCacheAutoKeepsPagesUntilARouteChanges) {
   EXPECT_EQ(got, "home-1");
   ASSERT_TRUE(PosixRead(mnt_ / "g", &got));
   EXPECT_EQ(got, "gggg-1");
-  // Same size, new bytes, behind the kernel's back: the cached pages win.
-  WriteWholeFile(backing_ / "f", "home-2");
-  WriteWholeFile(backing_ / "g", "gggg-2");
+  // Same size, same mtime, new bytes, behind the kernel's back: the cached
+  // pages win. (A new mtime would let the kernel drop them by itself once
+  // the attributes time out, FUSE_AUTO_INVAL_DATA, at whatever moment a slow
+  // machine reaches the next read.)
+  auto rewrite_keeping_times = [](const std::filesystem::path& p,
+                                  const std::string& data) {
+    struct stat st {};
+    ASSERT_EQ(stat(p.c_str(), &st), 0);
+    WriteWholeFile(p, data);
+    const struct timespec times[2] = {st.st_atim, st.st_mtim};
+    ASSERT_EQ(utimensat(AT_FDCWD, p.c_str(), times, 0), 0);
+  };
+  rewrite_keeping_times(backing_ / "f", "home-2");
+  rewrite_keeping_times(backing_ / "g", "gggg-2");
   ASSERT_TRUE(PosixRead(mnt_ / "f", &got));
   EXPECT_EQ(got, "home-1") << "auto should have kept f's pages";
   // A handle opened before the change reads through the page cache: only
