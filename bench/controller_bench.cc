@@ -11,6 +11,9 @@
 // BM_RecoverDelegateRules/N  a restarted host gets back N delegate-made
 //                          rules from a storage server's records (register,
 //                          list, transfer, replay, install); wall time.
+// BM_UpdateOnStore/E/S     one-rule updates on S sSwitches with the state
+//                          in RocksDB (E=0) or in a three-member etcd
+//                          cluster on this machine (E=1, issue 29).
 #include <benchmark/benchmark.h>
 #include <stdlib.h>
 
@@ -21,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/time/clock.h"
 #include "controller/controller.h"
 #include "host/agent.h"
 #include "rpc/io_threads.h"
@@ -29,6 +33,7 @@
 #include "server/record_store.h"
 #include "server/storage_server.h"
 #include "sswitch/host.h"
+#include "tests/util/etcd_cluster.h"
 #include "util/strings.h"
 
 namespace sroute {
@@ -44,14 +49,18 @@ std::string TempDir() {
 // A controller and `n` hosts (an sSwitch with a local endpoint "home" and
 // an agent each).
 struct Cluster {
-  explicit Cluster(int n, absl::Duration stats_interval = absl::Seconds(1)) {
+  // `store`: "" for RocksDB in the cluster's directory, else etcd://...
+  explicit Cluster(int n, absl::Duration stats_interval = absl::Seconds(1),
+                   const std::string& store = "") {
     dir = TempDir();
     ControllerOptions o;
     o.listen = "127.0.0.1:0";
     o.secret = kSecret;
     o.db_dir = dir + "/db";
+    o.store = store;
     o.stats_interval = stats_interval;
     controller = *Controller::Start(o);
+    while (!controller->leading()) absl::SleepFor(absl::Milliseconds(10));
     for (int i = 0; i < n; ++i) {
       auto host = std::make_unique<Host>(StrCat("h", i));
       std::filesystem::create_directories(dir + "/home" + std::to_string(i));
@@ -118,6 +127,53 @@ BENCHMARK(BM_UpdateThroughput)
     ->Args({1, 100})
     ->Args({10, 1})
     ->Args({10, 100})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+void BM_UpdateOnStore(benchmark::State& state) {
+  const bool on_etcd = state.range(0) == 1;
+  const int switches = static_cast<int>(state.range(1));
+  std::unique_ptr<testing::EtcdCluster> etcd;
+  std::string store;
+  if (on_etcd) {
+    etcd = std::make_unique<testing::EtcdCluster>(3);
+    if (!etcd->ok()) {
+      state.SkipWithError("etcd did not start");
+      return;
+    }
+    store = "etcd://" + etcd->endpoints() + "/bench/";
+  }
+  Cluster cluster(switches, absl::Seconds(1), store);
+  ControllerApi& api = cluster.controller->api();
+  std::vector<std::vector<uint64_t>> live(switches);
+  uint64_t round = 0;
+  for (auto _ : state) {
+    UpdateSpec spec;
+    for (int s = 0; s < switches; ++s) {
+      RuleChanges c;
+      c.sswitch = StrCat("h", s);
+      c.insert.push_back(
+          StrCat("<*, w, //home/f> -> <IO, //home/r", round, "/f>"));
+      c.remove = live[s];
+      spec.changes.push_back(std::move(c));
+    }
+    auto r = api.Update(spec);
+    if (!r.ok()) {
+      state.SkipWithError(std::string(r.status().message()).c_str());
+      break;
+    }
+    for (int s = 0; s < switches; ++s) live[s] = {r->cids[s]};
+    ++round;
+  }
+  state.counters["updates_per_s"] = benchmark::Counter(
+      static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_UpdateOnStore)
+    ->ArgNames({"etcd", "sswitches"})
+    ->Args({0, 1})
+    ->Args({1, 1})
+    ->Args({0, 10})
+    ->Args({1, 10})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 

@@ -25,7 +25,9 @@ namespace sroute {
 class ControllerClient : public ControllerApi {
  public:
   struct Options {
-    std::string address;  // the controller's HOST:PORT
+    // The controller's HOST:PORT, or several, comma-separated, of
+    // controllers sharing a store: calls go to the one that leads.
+    std::string address;
     std::string secret;
     std::string name = "client";  // owner of updates; app-state scope
     absl::Duration timeout = absl::Seconds(30);  // per call
@@ -57,6 +59,9 @@ class ControllerClient : public ControllerApi {
 
   // --- Admin views (sroutectl).
   absl::StatusOr<proto::HostList> ListHosts();
+  // The controllers sharing the store, the leader, the store's health
+  // (answered by whichever controller the client reaches).
+  absl::StatusOr<proto::ControllerMembers> ListControllers();
   // Rules with their latest totals; every sSwitch's if `sswitch` is empty.
   absl::StatusOr<proto::RuleList> ListRules(const std::string& sswitch);
   // The latest interval's counters of every rule that saw IO.
@@ -96,7 +101,9 @@ class ControllerClient : public ControllerApi {
 
  private:
   ControllerClient(Options options, std::unique_ptr<IoThreads> threads,
-                   std::unique_ptr<RpcChannel> channel);
+                   std::vector<std::string> addresses,
+                   std::vector<std::unique_ptr<RpcChannel>> channels,
+                   size_t current);
   absl::StatusOr<proto::ControllerReply> Call(proto::ControllerRequest req,
                                               absl::Duration timeout);
   absl::StatusOr<proto::ControllerReply> Call(proto::ControllerRequest req) {
@@ -105,7 +112,18 @@ class ControllerClient : public ControllerApi {
 
   const Options options_;
   std::unique_ptr<IoThreads> threads_;
-  std::unique_ptr<RpcChannel> channel_;
+  // A channel per address (the given ones, then leaders named by
+  // followers); calls go to the current one, which follows the leader
+  // (rpc/leader.h). Channels are only added, never removed.
+  RpcChannel* ChannelAt(size_t i);
+  // The index of `address`'s channel, added if new.
+  size_t ChannelFor(const std::string& address);
+  // Guards addresses_ and channels_. A leaf.
+  Mutex channels_mu_;
+  std::vector<std::string> addresses_ ABSL_GUARDED_BY(channels_mu_);
+  std::vector<std::unique_ptr<RpcChannel>> channels_
+      ABSL_GUARDED_BY(channels_mu_);
+  std::atomic<size_t> current_;
   struct Timer {
     absl::Duration period;
     absl::Time next;

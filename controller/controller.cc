@@ -15,6 +15,7 @@
 #include "controller/store.h"
 #include "rpc/channel.h"
 #include "rpc/io_threads.h"
+#include "rpc/leader.h"
 #include "rpc/server.h"
 #include "rules/parser.h"
 #include "sswitch/stats.h"
@@ -513,7 +514,12 @@ void Controller::Impl::HandleApps(Call& call) {
   proto::AppList* list = reply.mutable_apps();
   // The rules each app owns, from the store.
   std::map<std::string, std::vector<uint64_t>> owned;
-  for (const std::string& sswitch : store->SSwitches()) {
+  auto sswitches = store->SSwitches();
+  if (!sswitches.ok()) {
+    call.ReplyStatus(sswitches.status());
+    return;
+  }
+  for (const std::string& sswitch : *sswitches) {
     auto rules = store->Rules(sswitch);
     if (!rules.ok()) continue;
     for (const proto::ManagedRule& r : *rules) {
@@ -626,7 +632,12 @@ void Controller::Impl::HandleRegister(RpcServer::Call& call) {
   // A new sSwitch brings its own rules, which the controller adopts; a
   // known one gets its persisted rules back.
   std::vector<proto::ManagedRule> desired;
-  if (!store->Known(name)) {
+  auto known = store->Known(name);
+  if (!known.ok()) {
+    call.ReplyStatus(known.status());
+    return;
+  }
+  if (!*known) {
     MutexLock serial(&update_mu);
     std::vector<proto::ManagedRule> adopt(reg.rules().begin(),
                                           reg.rules().end());
@@ -689,7 +700,12 @@ void Controller::Impl::HandleRegister(RpcServer::Call& call) {
     old_poll->ReplyStatus(absl::FailedPreconditionError("session replaced"));
   }
   for (auto& m : desired) *rr->add_rules() = std::move(m);
-  for (auto& st : store->Stages(name)) *rr->add_stages() = std::move(st);
+  auto stages = store->Stages(name);
+  if (!stages.ok()) {
+    call.ReplyStatus(stages.status());
+    return;
+  }
+  for (auto& st : *stages) *rr->add_stages() = std::move(st);
   for (auto& r : records) *rr->add_records() = std::move(r);
   rr->set_stats_interval_ms(
       static_cast<uint32_t>(absl::ToInt64Milliseconds(options.stats_interval)));
@@ -975,9 +991,20 @@ void Controller::Impl::HandleWaitEvents(std::unique_ptr<RpcServer::Call> call) {
 
 std::vector<TopologyHost> Controller::Impl::Topology() {
   std::vector<TopologyHost> out;
-  // Read from the store (RocksDB) before taking mu, as kListHosts does.
-  const std::vector<proto::HostInfo> hosts = store->Hosts();
+  // Read from the store before taking mu, as kListHosts does. A store that
+  // cannot be read leaves the hosts connected now.
+  auto stored = store->Hosts();
+  if (!stored.ok()) {
+    LogWarning("topology: the store cannot be read (",
+               stored.status().message(), "); connected hosts only");
+  }
   MutexLock l(&mu);
+  std::vector<proto::HostInfo> hosts;
+  if (stored.ok()) {
+    hosts = *std::move(stored);
+  } else {
+    for (const auto& [name, s] : sessions) hosts.push_back(s.host);
+  }
   for (const proto::HostInfo& h : hosts) {
     TopologyHost t;
     t.info = h;
@@ -1076,27 +1103,171 @@ void Controller::Impl::Sweep() {
 
 // --- Controller ---
 
+namespace {
+
+// "etcd://H:P,H:P/PREFIX" into its members and prefix ("/sroute/" by
+// default; always ending in '/').
+absl::Status ParseEtcdStore(const std::string& spec,
+                            std::vector<std::string>* endpoints,
+                            std::string* prefix) {
+  std::string_view rest = std::string_view(spec).substr(7);
+  const size_t slash = rest.find('/');
+  *prefix = slash == std::string_view::npos ? "/sroute/"
+                                            : std::string(rest.substr(slash));
+  if (prefix->back() != '/') prefix->push_back('/');
+  rest = rest.substr(0, slash);
+  for (std::string_view e : StrSplit(rest, ',')) {
+    if (!e.empty()) endpoints->emplace_back(e);
+  }
+  if (endpoints->empty()) {
+    return absl::InvalidArgumentError(
+        StrCat("store '", spec, "': no etcd member (etcd://HOST:PORT,...)"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status Controller::Impl::OpenStore() {
+  std::string spec = options.store;
+  if (spec.empty() && !options.db_dir.empty())
+    spec = "rocksdb:" + options.db_dir;
+  if (spec.empty()) {
+    return absl::InvalidArgumentError(
+        "no store (--store rocksdb:DIR or etcd://HOST:PORT,...; --db DIR)");
+  }
+  if (spec.rfind("rocksdb:", 0) == 0) {
+    auto s = ControllerStore::Open(spec.substr(8));
+    if (!s.ok()) return s.status();
+    store = *std::move(s);
+    return absl::OkStatus();
+  }
+  if (spec.rfind("etcd://", 0) != 0) {
+    return absl::InvalidArgumentError(
+        StrCat("store '", spec, "': not rocksdb:DIR nor etcd://HOST:PORT,..."));
+  }
+  std::vector<std::string> endpoints;
+  std::string prefix;
+  if (absl::Status s = ParseEtcdStore(spec, &endpoints, &prefix); !s.ok()) {
+    return s;
+  }
+  EtcdClient::Options eo;
+  eo.endpoints = endpoints;
+  auto client = EtcdClient::Create(eo);
+  if (!client.ok()) return client.status();
+  etcd = *std::move(client);
+  // Under PREFIX"state/", beside the election's keys.
+  auto kv = std::make_unique<EtcdKv>(etcd.get(), prefix + "state/",
+                                     options.etcd_max_txn_ops);
+  etcd_kv = kv.get();
+  auto s = ControllerStore::Open(std::move(kv));
+  if (!s.ok()) {
+    return absl::Status(s.status().code(),
+                        StrCat("store ", spec, ": ", s.status().message()));
+  }
+  store = *std::move(s);
+  return absl::OkStatus();
+}
+
+std::string Controller::Impl::SelfAddress() const {
+  return options.advertise.empty() ? rpc->address() : options.advertise;
+}
+
+absl::Status Controller::Impl::BecomeLeader() {
+  // What the previous leader wrote is the truth now.
+  if (absl::Status s = store->Reload(); !s.ok()) return s;
+  auto next_epoch = store->NextEpoch();
+  if (!next_epoch.ok()) return next_epoch.status();
+  epoch = *next_epoch;
+  auto names = store->SSwitches();
+  if (!names.ok()) return names.status();
+  std::map<uint64_t, proto::ManagedRule> cache;
+  for (const std::string& name : *names) {
+    auto rules = store->Rules(name);
+    if (!rules.ok()) return rules.status();
+    for (auto& m : *rules) cache[m.cid()] = m;
+  }
+  {
+    MutexLock l(&mu);
+    rule_cache = std::move(cache);
+  }
+  RestoreLeases();
+  for (const std::string& spec : options.apps) {
+    if (absl::Status s = StartApp(spec, true, false);
+        !s.ok() && !absl::IsAlreadyExists(s)) {
+      return s;
+    }
+  }
+  // Apps started by an administrator (sroutectl apps start) run again.
+  if (auto kept = store->GetAppState(kControllerApp, kKeptApps); kept.ok()) {
+    for (std::string_view spec : StrSplit(*kept, '\n')) {
+      if (spec.empty()) continue;
+      if (absl::Status s = StartApp(std::string(spec), false, false);
+          !s.ok() && !absl::IsAlreadyExists(s)) {
+        LogWarning("app ", spec,
+                   " (started with sroutectl) does not start: ", s.message());
+      }
+    }
+  }
+  sweeper = std::thread([this] { Sweep(); });
+  leading.store(true);
+  return absl::OkStatus();
+}
+
+void Controller::Impl::LeadershipLost(const std::string& why) {
+  leading.store(false);
+  if (etcd_kv != nullptr) etcd_kv->SetFence("", 0);  // nothing more written
+  LogWarning("the controller stops leading: ", why);
+  {
+    MutexLock l(&mu);
+    deposed = why;
+  }
+  if (options.on_leadership_lost && etcd != nullptr &&
+      !deposed_watch.joinable()) {
+    std::string key = leadership != nullptr ? leadership->leader_key() : "";
+    deposed_watch = std::thread([this, why, key] {
+      while (true) {
+        {
+          MutexLock l(&mu);
+          if (stopping) return;
+        }
+        // A read etcd serves only with a quorum (linearizable).
+        etcd::RangeRequest probe;
+        probe.set_key(key);
+        if (etcd->Range(probe).ok()) break;
+        MutexLock l(&mu);
+        sweep_cv.WaitFor(
+            &mu, std::chrono::milliseconds(500),
+            [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return stopping; });
+      }
+      options.on_leadership_lost(why);
+    });
+  }
+  // The apps stop; hosts polling here are told the leader.
+  const auto running = Apps();
+  for (auto& app : *running) app->Stop();
+  std::vector<std::unique_ptr<Call>> polls;
+  {
+    MutexLock l(&mu);
+    for (auto& [name, s] : sessions) {
+      if (s.poll) polls.push_back(std::move(s.poll));
+      s.connected = false;
+    }
+  }
+  const std::string leader =
+      leadership != nullptr ? leadership->leader_address() : std::string();
+  for (auto& c : polls) {
+    c->ReplyStatus(NotLeaderError(SelfAddress(), leader, why));
+  }
+}
+
 absl::StatusOr<std::unique_ptr<Controller>> Controller::Start(
     ControllerOptions options) {
-  if (options.db_dir.empty()) {
-    return absl::InvalidArgumentError("no database directory (--db DIR)");
-  }
   if (options.secret.empty()) {
     return absl::InvalidArgumentError("no cluster secret (--secret-file FILE)");
   }
   auto impl = std::make_unique<Impl>(std::move(options));
-  auto store = ControllerStore::Open(impl->options.db_dir);
-  if (!store.ok()) return store.status();
-  impl->store = *std::move(store);
-  auto epoch = impl->store->NextEpoch();
-  if (!epoch.ok()) return epoch.status();
-  impl->epoch = *epoch;
-  for (const std::string& name : impl->store->SSwitches()) {
-    auto rules = impl->store->Rules(name);
-    if (!rules.ok()) return rules.status();
-    MutexLock l(&impl->mu);  // nothing else runs yet
-    for (auto& m : *rules) impl->rule_cache[m.cid()] = m;
-  }
+  if (absl::Status s = impl->OpenStore(); !s.ok()) return s;
   impl->threads =
       std::make_unique<IoThreads>(std::max(1, impl->options.io_threads));
   impl->background = std::make_unique<Background>();
@@ -1107,7 +1278,7 @@ absl::StatusOr<std::unique_ptr<Controller>> Controller::Start(
         if (v.ok()) {
           LogInfo("the lease of ", owner, " ran out: its rules are removed",
                   *v != 0 ? StrCat(" (version ", *v, ")") : std::string());
-        } else {
+        } else if (p->leading.load()) {
           // Tried again (a host may be back by then).
           LogWarning("the lease of ", owner,
                      " ran out; removing its rules failed, trying again in "
@@ -1116,23 +1287,15 @@ absl::StatusOr<std::unique_ptr<Controller>> Controller::Start(
           p->HoldLease(owner, absl::Seconds(5));
         }
       });
-  impl->RestoreLeases();
-  for (const std::string& spec : impl->options.apps) {
-    if (absl::Status s = impl->StartApp(spec, true, false); !s.ok()) return s;
-  }
-  // Apps started by an administrator (sroutectl apps start) run again.
-  if (auto kept = impl->store->GetAppState(kControllerApp, kKeptApps);
-      kept.ok()) {
-    for (std::string_view spec : StrSplit(*kept, '\n')) {
-      if (spec.empty()) continue;
-      if (absl::Status s = impl->StartApp(std::string(spec), false, false);
-          !s.ok() && !absl::IsAlreadyExists(s)) {
-        LogWarning("app ", spec,
-                   " (started with sroutectl) does not start: ", s.message());
-      }
+  // On RocksDB the controller leads before it listens (as it always did:
+  // hosts find its apps running); on etcd it listens first, to point hosts
+  // and clients to the leader while it follows.
+  if (impl->etcd == nullptr) {
+    if (absl::Status s = impl->BecomeLeader(); !s.ok()) {
+      std::unique_ptr<Controller> stop(new Controller(std::move(impl)));
+      return s;
     }
   }
-  impl->sweeper = std::thread([p = impl.get()] { p->Sweep(); });
   RpcServer::Options ro;
   ro.name = "controller";
   ro.secret = impl->options.secret;
@@ -1142,12 +1305,7 @@ absl::StatusOr<std::unique_ptr<Controller>> Controller::Start(
                                 raw->Handle(std::move(call));
                               });
   if (!rpc.ok()) {
-    {
-      MutexLock l(&impl->mu);
-      impl->stopping = true;
-    }
-    impl->sweep_cv.SignalAll();
-    impl->sweeper.join();
+    std::unique_ptr<Controller> stop(new Controller(std::move(impl)));
     return rpc.status();
   }
   impl->rpc = *std::move(rpc);
@@ -1165,14 +1323,61 @@ absl::StatusOr<std::unique_ptr<Controller>> Controller::Start(
     impl->metrics_server = *std::move(server);
     LogInfo("metrics at http://", impl->metrics_server->address(), "/metrics");
   }
-  LogInfo("controller (epoch ", impl->epoch, ") listening on ",
-          impl->rpc->address());
+  if (impl->etcd != nullptr) {
+    const std::string self = impl->SelfAddress();
+    std::string host;
+    uint16_t port = 0;
+    if (absl::Status s =
+            SplitHostPort(self, &host, &port, "advertised address");
+        !s.ok() || host == "0.0.0.0" || host == "::" || port == 0) {
+      std::unique_ptr<Controller> stop(new Controller(std::move(impl)));
+      return absl::InvalidArgumentError(StrCat(
+          "controller address '", self, "' cannot be reached by others: ",
+          "listen on a specific address or give --advertise HOST:PORT"));
+    }
+    Leadership::Options lo;
+    std::vector<std::string> endpoints;
+    std::string prefix;
+    (void)ParseEtcdStore(impl->options.store, &endpoints, &prefix);
+    lo.prefix = prefix;
+    lo.id = impl->options.id.empty() ? self : impl->options.id;
+    lo.address = self;
+    lo.ttl = impl->options.leader_ttl;
+    lo.elected = [raw, key = prefix + "leader"](int64_t revision) {
+      raw->etcd_kv->SetFence(key, revision);
+      if (absl::Status s = raw->BecomeLeader(); !s.ok()) {
+        raw->LeadershipLost(StrCat("taking over failed: ", s.message()));
+        return;
+      }
+      LogInfo("controller (epoch ", raw->epoch, ") leads at ",
+              raw->SelfAddress());
+    };
+    lo.lost = [raw](const std::string& why) { raw->LeadershipLost(why); };
+    EtcdClient::Options eo;
+    eo.endpoints = endpoints;
+    auto leadership = Leadership::Start(eo, std::move(lo));
+    if (!leadership.ok()) {
+      std::unique_ptr<Controller> stop(new Controller(std::move(impl)));
+      return leadership.status();
+    }
+    impl->leadership = *std::move(leadership);
+    LogInfo("controller listening on ", impl->rpc->address(), ", store ",
+            impl->store->kv().Describe(), ": following until elected");
+  } else {
+    LogInfo("controller (epoch ", impl->epoch, ") listening on ",
+            impl->rpc->address());
+  }
   return std::unique_ptr<Controller>(new Controller(std::move(impl)));
 }
 
 Controller::Controller(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 Controller::~Controller() {
+  // No election from here on; a leader hands over at once (its lease is
+  // revoked). Its store writes nothing more.
+  impl_->leadership.reset();
+  impl_->leading.store(false);
+  if (impl_->etcd_kv != nullptr) impl_->etcd_kv->SetFence("", 0);
   impl_->metrics_server.reset();  // a scrape reads everything below
   impl_->leases.reset();  // no lease runs out on a controller going away
   // The apps' calls into the controller end first; the apps themselves go
@@ -1188,8 +1393,9 @@ Controller::~Controller() {
     for (auto& [file, t] : impl_->turns) t.waiting.clear();
   }
   impl_->sweep_cv.SignalAll();
-  impl_->sweeper.join();
-  impl_->background.reset();
+  if (impl_->sweeper.joinable()) impl_->sweeper.join();
+  if (impl_->deposed_watch.joinable()) impl_->deposed_watch.join();
+  if (impl_->background) impl_->background.reset();
   {
     MutexLock l(&impl_->apps_mu);
     impl_->apps = std::make_shared<Impl::AppList>();
@@ -1205,6 +1411,11 @@ Controller::~Controller() {
 
 uint16_t Controller::port() const { return impl_->rpc->port(); }
 std::string Controller::address() const { return impl_->rpc->address(); }
+bool Controller::leading() const { return impl_->leading.load(); }
+std::string Controller::leader_address() const {
+  if (impl_->leadership == nullptr) return impl_->rpc->address();
+  return impl_->leadership->leader_address();
+}
 ControllerApi& Controller::api() { return *impl_->admin; }
 uint64_t Controller::bytes_in() const {
   return impl_->rpc->counters().bytes_in;

@@ -18,6 +18,7 @@
 #ifndef SROUTE_CONTROLLER_CONTROLLER_H_
 #define SROUTE_CONTROLLER_CONTROLLER_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -31,7 +32,26 @@ namespace sroute {
 struct ControllerOptions {
   std::string listen = "127.0.0.1:7500";
   std::string secret;  // the cluster secret
-  std::string db_dir;  // RocksDB
+  // Where the controller's state lives: "rocksdb:DIR" (one controller; the
+  // default, with db_dir as DIR) or "etcd://HOST:PORT[,HOST:PORT...]
+  // [/PREFIX]" (several controllers share it, one leads:
+  // controller/leadership.h; PREFIX defaults to /sroute/).
+  std::string store;
+  std::string db_dir;  // RocksDB, when `store` is empty
+  // etcd: this member's id (default: its address) and the address hosts
+  // and clients reach it at (default: the address it listens on, which
+  // must then be a specific one).
+  std::string id;
+  std::string advertise;
+  // etcd: the leader's lease; a dead leader is replaced within about this.
+  absl::Duration leader_ttl = absl::Seconds(3);
+  // etcd: the most keys one change may write (etcd's --max-txn-ops).
+  size_t etcd_max_txn_ops = 128;
+  // etcd: called (on the election's thread) once this controller's
+  // leadership is gone. sroute-controller exits, for its supervisor to
+  // start it again as a follower; without it the controller answers as a
+  // follower until destroyed (its apps stop, its store writes nothing).
+  std::function<void(const std::string& why)> on_leadership_lost;
   absl::Duration stats_interval = absl::Seconds(1);
   // A host that sends nothing for this long counts as disconnected.
   absl::Duration host_timeout = absl::Seconds(5);
@@ -57,6 +77,10 @@ class Controller {
 
   uint16_t port() const;
   std::string address() const;
+  // Whether this controller leads (always, on RocksDB), and the leader's
+  // address as this controller last saw it ("" if none).
+  bool leading() const;
+  std::string leader_address() const;
   // The API as an administrator sees it (updates owned by "api").
   ControllerApi& api();
   // Bytes the controller received and sent on the wire (control-plane

@@ -11,6 +11,7 @@
 #ifndef SROUTE_CONTROLLER_CONTROLLER_IMPL_H_
 #define SROUTE_CONTROLLER_CONTROLLER_IMPL_H_
 
+#include <atomic>
 #include <deque>
 #include <map>
 #include <memory>
@@ -25,6 +26,9 @@
 #include "check/checker.h"
 #include "controller/control_app.h"
 #include "controller/controller.h"
+#include "controller/etcd_client.h"
+#include "controller/kv.h"
+#include "controller/leadership.h"
 #include "controller/store.h"
 #include "metrics/exposition.h"
 #include "metrics/http_server.h"
@@ -278,6 +282,10 @@ struct Controller::Impl {
   // flows. A host whose commit fails (or that does not answer) is
   // reconciled to its persisted rules now (ReconcileHost), or when it
   // registers again; the others' versions are recorded.
+  // The order of phase one: waves of indexes into plan.changes, each host
+  // after the hosts that send IO to it.
+  std::vector<std::vector<size_t>> PrepareWaves(const UpdatePlan& plan)
+      ABSL_LOCKS_EXCLUDED(mu);
   void CommitEverywhere(const UpdatePlan& plan, uint64_t version)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(update_mu) ABSL_LOCKS_EXCLUDED(mu);
   // Sends `sswitch` its persisted rules to install in place of its managed
@@ -292,8 +300,33 @@ struct Controller::Impl {
   void AddEvent(proto::Event e);
   void Sweep();
 
+  // --- Leadership (controller.cc). On RocksDB the controller leads from
+  // its start; on etcd once elected (Leadership), and until then (or after
+  // its leadership is gone) it answers hosts and clients with the leader's
+  // address (rpc/leader.h), ListControllers excepted.
+  absl::Status OpenStore();
+  // Loads what a leader keeps in memory and starts the leader's work:
+  // epoch, rule cache, leases, apps, sweeper. Then `leading` is set.
+  absl::Status BecomeLeader();
+  void LeadershipLost(const std::string& why);
+  // The address hosts and clients reach this controller at.
+  std::string SelfAddress() const;
+  void HandleListControllers(Call& call);
+
   const ControllerOptions options;
-  uint64_t epoch = 0;
+  uint64_t epoch = 0;  // written before `leading` is set
+  std::atomic<bool> leading{false};
+  std::unique_ptr<EtcdClient> etcd;  // with an etcd store
+  EtcdKv* etcd_kv = nullptr;         // owned by store
+  std::unique_ptr<Leadership> leadership;
+  // Why this controller stopped leading ("" if it never led or leads), for
+  // the answers it gives meanwhile. Guarded by mu.
+  std::string deposed ABSL_GUARDED_BY(mu);
+  // After a lost leadership, waits for the store to answer, then calls
+  // options.on_leadership_lost (the daemon exits there): a controller cut
+  // off from etcd stays up to say so, and starts again as a follower once
+  // etcd is back.
+  std::thread deposed_watch;
   std::unique_ptr<ControllerStore> store;
   std::unique_ptr<IoThreads> threads;
   std::unique_ptr<Background> background;

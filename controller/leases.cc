@@ -52,7 +52,9 @@ absl::StatusOr<uint64_t> Controller::Impl::EndLease(const std::string& owner) {
     }
   }
   UpdateSpec spec;
-  for (const std::string& name : store->SSwitches()) {
+  auto sswitches = store->SSwitches();
+  if (!sswitches.ok()) return sswitches.status();
+  for (const std::string& name : *sswitches) {
     auto rules = store->Rules(name);
     if (!rules.ok()) return rules.status();
     RuleChanges change{name, {}, {}};

@@ -5,6 +5,7 @@
 #include <map>
 
 #include "controller/controller_impl.h"
+#include "rpc/leader.h"
 #include "util/strings.h"
 
 namespace sroute {
@@ -17,9 +18,24 @@ void Controller::Impl::Handle(std::unique_ptr<Call> call) {
         "this is the controller: it serves controller requests only"));
     return;
   }
+  using R = proto::ControllerRequest;
+  if (call->request().controller().body_case() == R::kListControllers) {
+    return InBackground(std::move(call), &Impl::HandleListControllers);
+  }
+  // Only the leader serves; a follower names it (rpc/leader.h).
+  if (!leading.load()) {
+    std::string why;
+    {
+      MutexLock l(&mu);
+      why = deposed;
+    }
+    call->ReplyStatus(NotLeaderError(
+        SelfAddress(),
+        leadership != nullptr ? leadership->leader_address() : "", why));
+    return;
+  }
   // Handlers that wait for hosts or for other updates run in the
   // background; the others answer (or park the call) at once.
-  using R = proto::ControllerRequest;
   switch (call->request().controller().body_case()) {
     // From hosts (host/agent.h).
     case R::kRegister:
@@ -65,6 +81,8 @@ void Controller::Impl::Handle(std::unique_ptr<Call> call) {
       return InBackground(std::move(call), &Impl::HandleApps);
     case R::kCheck:
       return InBackground(std::move(call), &Impl::HandleCheck);
+    case R::kListControllers:  // above
+      break;
     case R::BODY_NOT_SET:
       break;
   }
@@ -78,10 +96,79 @@ void Controller::Impl::InBackground(std::unique_ptr<Call> call,
   });
 }
 
+// Any controller answers: the members as the election lists them (or just
+// itself on RocksDB) and the health of each store member, asked directly.
+void Controller::Impl::HandleListControllers(Call& call) {
+  proto::ControllerReply reply;
+  proto::ControllerMembers* m = reply.mutable_controllers();
+  m->set_self(SelfAddress());
+  m->set_store(store->kv().Describe());
+  if (leadership == nullptr) {
+    proto::ControllerMember* me = m->add_members();
+    me->set_id(SelfAddress());
+    me->set_address(SelfAddress());
+    me->set_leader(true);
+    proto::StoreMember* sm = m->add_store_members();
+    sm->set_endpoint(options.store.empty() ? options.db_dir
+                                           : options.store.substr(8));
+    sm->set_healthy(true);
+    ReplyWith(call, std::move(reply));
+    return;
+  }
+  auto members = leadership->Members();
+  if (!members.ok()) {
+    call.ReplyStatus(
+        absl::Status(members.status().code(),
+                     StrCat("the store does not list the controllers: ",
+                            members.status().message())));
+    return;
+  }
+  for (const Leadership::Member& member : *members) {
+    proto::ControllerMember* pm = m->add_members();
+    pm->set_id(member.id);
+    pm->set_address(member.address);
+    pm->set_leader(member.leader);
+  }
+  uint64_t raft_leader = 0;
+  std::vector<std::pair<std::string, uint64_t>> ids;
+  for (const std::string& endpoint : etcd->endpoints()) {
+    proto::StoreMember* sm = m->add_store_members();
+    sm->set_endpoint(endpoint);
+    auto st = etcd->MemberStatus(endpoint);
+    if (!st.ok()) {
+      sm->set_error(std::string(st.status().message()));
+      continue;
+    }
+    sm->set_healthy(st->errors_size() == 0 && st->leader() != 0);
+    if (st->errors_size() > 0) {
+      sm->set_error(st->errors(0));
+    } else if (st->leader() == 0) {
+      sm->set_error("no raft leader (a quorum of the cluster is down)");
+    }
+    sm->set_version(st->version());
+    sm->set_db_size(st->dbsize());
+    if (st->leader() != 0) raft_leader = st->leader();
+    ids.emplace_back(endpoint, st->header().member_id());
+  }
+  for (int i = 0; i < m->store_members_size(); ++i) {
+    for (const auto& [endpoint, id] : ids) {
+      if (endpoint == m->store_members(i).endpoint() && id == raft_leader) {
+        m->mutable_store_members(i)->set_leader(true);
+      }
+    }
+  }
+  ReplyWith(call, std::move(reply));
+}
+
 void Controller::Impl::HandleListHosts(std::unique_ptr<Call> call) {
   proto::ControllerReply reply;
   const absl::Time now = absl::Now();
-  const std::vector<proto::HostInfo> hosts = store->Hosts();
+  auto stored = store->Hosts();
+  if (!stored.ok()) {
+    call->ReplyStatus(stored.status());
+    return;
+  }
+  const std::vector<proto::HostInfo>& hosts = *stored;
   std::map<std::string, size_t> rule_counts;
   for (const proto::HostInfo& h : hosts) {
     auto rules = store->Rules(h.sswitch());
@@ -113,11 +200,22 @@ void Controller::Impl::HandleListRules(std::unique_ptr<Call> call) {
   proto::ControllerReply reply;
   std::vector<std::string> names;
   if (req.sswitch().empty()) {
-    names = store->SSwitches();
+    auto all = store->SSwitches();
+    if (!all.ok()) {
+      call->ReplyStatus(all.status());
+      return;
+    }
+    names = *std::move(all);
   } else {
     names.push_back(req.sswitch());
   }
-  if (names.size() == 1 && !store->Known(names[0])) {
+  absl::StatusOr<bool> known = true;
+  if (names.size() == 1) known = store->Known(names[0]);
+  if (!known.ok()) {
+    call->ReplyStatus(known.status());
+    return;
+  }
+  if (!*known) {
     call->ReplyStatus(absl::NotFoundError(
         StrCat("no sSwitch named '", names[0], "' at the controller")));
     return;

@@ -66,8 +66,10 @@ std::vector<check::SwitchView> Controller::Impl::CheckerViews(bool with_rules) {
       }
       std::set<std::string> stages(info->stages().begin(),
                                    info->stages().end());
-      for (const proto::StageConfig& c : store->Stages(name)) {
-        stages.insert(c.name());
+      // A store that cannot be read fails the update that follows anyway
+      // (it persists there first); the view just misses those stages.
+      if (auto stored = store->Stages(name); stored.ok()) {
+        for (const proto::StageConfig& c : *stored) stages.insert(c.name());
       }
       stages.insert(live_stages[name].begin(), live_stages[name].end());
       v.stages.assign(stages.begin(), stages.end());
@@ -83,7 +85,9 @@ std::vector<check::SwitchView> Controller::Impl::CheckerViews(bool with_rules) {
     views.push_back(std::move(v));
   };
   for (const TopologyHost& h : Topology()) add(h.info.sswitch(), &h.info);
-  for (const std::string& name : store->SSwitches()) add(name, nullptr);
+  if (auto stored = store->SSwitches(); stored.ok()) {
+    for (const std::string& name : *stored) add(name, nullptr);
+  }
   return views;
 }
 
@@ -135,6 +139,13 @@ void Controller::Impl::HandleCheck(Call& call) {
 
 absl::Status Controller::Impl::CheckPlan(const UpdatePlan& plan, bool force,
                                          std::string* report) {
+  // The checker reads the store; one that cannot be read fails the update
+  // here, with the store's error (the views would just miss its rules).
+  if (auto names = store->SSwitches(); !names.ok()) {
+    return absl::Status(names.status().code(),
+                        StrCat("the rule checker cannot read the store: ",
+                               names.status().message(), "; nothing changed"));
+  }
   CurrentChecker();
   std::vector<check::Checker::Change> changes;
   for (const UpdatePlan::Change& c : plan.changes) {

@@ -1,8 +1,6 @@
 #include "controller/store.h"
 
-#include <rocksdb/db.h>
-#include <rocksdb/write_batch.h>
-
+#include <algorithm>
 #include <set>
 
 #include "util/mutex.h"
@@ -36,56 +34,57 @@ uint64_t FromU64(std::string_view s) {
   return v;
 }
 
-std::string RulePrefix(const std::string& sswitch) {
-  std::string k = "r/" + sswitch;
+std::string WithNul(std::string_view kind, const std::string& name) {
+  std::string k = StrCat(kind, name);
   k.push_back('\0');
   return k;
 }
 
-absl::Status FromRocks(const rocksdb::Status& s, std::string_view what) {
-  if (s.ok()) return absl::OkStatus();
-  if (s.IsNoSpace()) {
-    return absl::ResourceExhaustedError(StrCat(what, ": ", s.ToString()));
-  }
-  return absl::InternalError(StrCat(what, ": ", s.ToString()));
+std::string RulePrefix(const std::string& sswitch) {
+  return WithNul("r/", sswitch);
+}
+std::string StagePrefix(const std::string& sswitch) {
+  return WithNul("s/", sswitch);
+}
+std::string AppKey(const std::string& app, const std::string& key) {
+  return WithNul("a/", app) + key;
 }
 
-rocksdb::WriteOptions Synced() {
-  rocksdb::WriteOptions w;
-  w.sync = true;  // the controller's word must survive a power cut
-  return w;
-}
+using Write = KvStore::Write;
 
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ControllerStore>> ControllerStore::Open(
     const std::string& dir) {
-  rocksdb::Options options;
-  options.create_if_missing = true;
-  options.max_open_files = 256;
-  options.keep_log_file_num = 4;
-  rocksdb::DB* raw = nullptr;
-  rocksdb::Status s = rocksdb::DB::Open(options, dir, &raw);
-  if (!s.ok()) {
-    return absl::UnavailableError(StrCat(
-        "cannot open the controller database in ", dir, ": ", s.ToString()));
-  }
-  return std::unique_ptr<ControllerStore>(
-      new ControllerStore(std::unique_ptr<rocksdb::DB>(raw)));
+  auto kv = OpenRocksDbKv(dir);
+  if (!kv.ok()) return kv.status();
+  return Open(*std::move(kv));
 }
 
-ControllerStore::ControllerStore(std::unique_ptr<rocksdb::DB> db)
-    : db_(std::move(db)) {}
+absl::StatusOr<std::unique_ptr<ControllerStore>> ControllerStore::Open(
+    std::unique_ptr<KvStore> kv) {
+  std::unique_ptr<ControllerStore> store(new ControllerStore(std::move(kv)));
+  if (absl::Status s = store->Reload(); !s.ok()) return s;
+  return store;
+}
+
+ControllerStore::ControllerStore(std::unique_ptr<KvStore> kv)
+    : kv_(std::move(kv)) {}
 
 ControllerStore::~ControllerStore() = default;
 
+absl::Status ControllerStore::Reload() {
+  auto v = GetCounter(kVersion);
+  if (!v.ok()) return v.status();
+  version_.store(*v);
+  return absl::OkStatus();
+}
+
 absl::StatusOr<uint64_t> ControllerStore::GetCounter(
     const std::string& key) const {
-  std::string v;
-  rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), key, &v);
-  if (s.IsNotFound()) return 0;
-  if (!s.ok()) return FromRocks(s, key);
-  return FromU64(v);
+  auto v = kv_->Get(key);
+  if (!v.ok()) return v.status();
+  return *v ? FromU64(**v) : 0;
 }
 
 absl::StatusOr<uint64_t> ControllerStore::NextCids(size_t n) {
@@ -93,158 +92,137 @@ absl::StatusOr<uint64_t> ControllerStore::NextCids(size_t n) {
   auto next = GetCounter(kNextCid);
   if (!next.ok()) return next.status();
   const uint64_t first = std::max<uint64_t>(*next, 1);
-  // Not synced on its own: the Apply that uses these ids is, and a synced
-  // write makes every earlier one durable too. Ids reserved by a change
-  // that never got persisted may be handed out again after a crash, which
-  // is harmless: nobody saw them.
+  // Not durable on its own: the Apply that uses these ids is, and makes
+  // every earlier write durable too. Ids reserved by a change that never
+  // got persisted may be handed out again after a crash, which is harmless:
+  // nobody saw them.
   if (absl::Status s =
-          FromRocks(db_->Put(rocksdb::WriteOptions(), kNextCid, U64(first + n)),
-                    "reserving rule ids");
+          kv_->Apply({Write{kNextCid, U64(first + n)}}, /*durable=*/false);
       !s.ok()) {
-    return s;
+    return absl::Status(s.code(), StrCat("reserving rule ids: ", s.message()));
   }
   return first;
 }
 
 absl::Status ControllerStore::Apply(const std::vector<RuleChange>& changes,
                                     uint64_t version) {
-  rocksdb::WriteBatch batch;
-  std::string value;
+  std::vector<Write> writes;
   for (const RuleChange& c : changes) {
     const std::string prefix = RulePrefix(c.sswitch);
     for (uint64_t cid : c.remove) {
-      batch.Delete(prefix + U64(cid));
-      batch.Delete("i/" + U64(cid));
+      writes.push_back(Write{prefix + U64(cid), std::nullopt});
+      writes.push_back(Write{"i/" + U64(cid), std::nullopt});
     }
     for (const proto::ManagedRule& r : c.insert) {
-      value.clear();
-      r.SerializeToString(&value);
-      batch.Put(prefix + U64(r.cid()), value);
-      batch.Put("i/" + U64(r.cid()), c.sswitch);
+      writes.push_back(Write{prefix + U64(r.cid()), r.SerializeAsString()});
+      writes.push_back(Write{"i/" + U64(r.cid()), c.sswitch});
     }
   }
-  batch.Put(kVersion, U64(version));
+  writes.push_back(Write{kVersion, U64(version)});
   MutexLock l(&mu_);
-  return FromRocks(db_->Write(Synced(), &batch), "storing rules");
+  if (absl::Status s = kv_->Apply(writes); !s.ok()) {
+    return absl::Status(s.code(), StrCat("storing rules: ", s.message()));
+  }
+  version_.store(version);
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::vector<proto::ManagedRule>> ControllerStore::Rules(
     const std::string& sswitch) const {
+  auto kvs = kv_->Scan(RulePrefix(sswitch));
+  if (!kvs.ok()) return kvs.status();
   std::vector<proto::ManagedRule> out;
-  const std::string prefix = RulePrefix(sswitch);
-  std::unique_ptr<rocksdb::Iterator> it(
-      db_->NewIterator(rocksdb::ReadOptions()));
-  for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix);
-       it->Next()) {
+  for (const auto& [key, value] : *kvs) {
     proto::ManagedRule r;
-    if (!r.ParseFromArray(it->value().data(),
-                          static_cast<int>(it->value().size()))) {
+    if (!r.ParseFromString(value)) {
       return absl::DataLossError(
           StrCat("a stored rule of ", sswitch, " does not parse"));
     }
     out.push_back(std::move(r));
   }
-  if (absl::Status s = FromRocks(it->status(), "listing rules"); !s.ok()) {
-    return s;
-  }
   return out;
 }
 
-std::vector<std::string> ControllerStore::SSwitches() const {
+absl::StatusOr<std::vector<std::string>> ControllerStore::SSwitches() const {
   std::set<std::string> names;
-  std::unique_ptr<rocksdb::Iterator> it(
-      db_->NewIterator(rocksdb::ReadOptions()));
-  for (it->Seek("r/"); it->Valid() && it->key().starts_with("r/");) {
-    const std::string key = it->key().ToString();
+  auto rules = kv_->Scan("r/", /*keys_only=*/true);
+  if (!rules.ok()) return rules.status();
+  for (const auto& [key, unused] : *rules) {
     const size_t nul = key.find('\0', 2);
-    if (nul == std::string::npos) break;
-    names.insert(key.substr(2, nul - 2));
-    // Skip the rest of this sSwitch's rules.
-    std::string next = key.substr(0, nul);
-    next.push_back('\1');
-    it->Seek(next);
+    if (nul != std::string::npos) names.insert(key.substr(2, nul - 2));
   }
-  for (it->Seek("h/"); it->Valid() && it->key().starts_with("h/"); it->Next()) {
-    names.insert(it->key().ToString().substr(2));
-  }
+  auto hosts = kv_->Scan("h/", /*keys_only=*/true);
+  if (!hosts.ok()) return hosts.status();
+  for (const auto& [key, unused] : *hosts) names.insert(key.substr(2));
   return std::vector<std::string>(names.begin(), names.end());
 }
 
-std::optional<std::string> ControllerStore::SSwitchOf(uint64_t cid) const {
-  std::string v;
-  if (!db_->Get(rocksdb::ReadOptions(), "i/" + U64(cid), &v).ok()) {
-    return std::nullopt;
-  }
-  return v;
+absl::StatusOr<std::optional<std::string>> ControllerStore::SSwitchOf(
+    uint64_t cid) const {
+  return kv_->Get("i/" + U64(cid));
 }
 
-bool ControllerStore::Known(const std::string& sswitch) const {
-  std::string v;
-  if (db_->Get(rocksdb::ReadOptions(), "h/" + sswitch, &v).ok()) return true;
-  std::unique_ptr<rocksdb::Iterator> it(
-      db_->NewIterator(rocksdb::ReadOptions()));
-  const std::string prefix = RulePrefix(sswitch);
-  it->Seek(prefix);
-  return it->Valid() && it->key().starts_with(prefix);
+absl::StatusOr<bool> ControllerStore::Known(const std::string& sswitch) const {
+  auto host = kv_->Get("h/" + sswitch);
+  if (!host.ok()) return host.status();
+  if (*host) return true;
+  auto rules = kv_->Scan(RulePrefix(sswitch), /*keys_only=*/true);
+  if (!rules.ok()) return rules.status();
+  return !rules->empty();
 }
 
 absl::Status ControllerStore::PutHost(const proto::HostInfo& host) {
   MutexLock l(&mu_);
-  return FromRocks(
-      db_->Put(Synced(), "h/" + host.sswitch(), host.SerializeAsString()),
-      "storing the topology");
+  absl::Status s =
+      kv_->Apply({Write{"h/" + host.sswitch(), host.SerializeAsString()}});
+  if (!s.ok()) {
+    return absl::Status(s.code(),
+                        StrCat("storing the topology: ", s.message()));
+  }
+  return s;
 }
 
-std::vector<proto::HostInfo> ControllerStore::Hosts() const {
+absl::StatusOr<std::vector<proto::HostInfo>> ControllerStore::Hosts() const {
+  auto kvs = kv_->Scan("h/");
+  if (!kvs.ok()) return kvs.status();
   std::vector<proto::HostInfo> out;
-  std::unique_ptr<rocksdb::Iterator> it(
-      db_->NewIterator(rocksdb::ReadOptions()));
-  for (it->Seek("h/"); it->Valid() && it->key().starts_with("h/"); it->Next()) {
+  for (const auto& [key, value] : *kvs) {
     proto::HostInfo h;
-    if (h.ParseFromArray(it->value().data(),
-                         static_cast<int>(it->value().size()))) {
-      out.push_back(std::move(h));
-    }
+    if (h.ParseFromString(value)) out.push_back(std::move(h));
   }
   return out;
 }
 
-namespace {
-std::string StagePrefix(const std::string& sswitch) {
-  std::string k = "s/" + sswitch;
-  k.push_back('\0');
-  return k;
-}
-}  // namespace
-
 absl::Status ControllerStore::PutStage(const std::string& sswitch,
                                        const proto::StageConfig& stage) {
   MutexLock l(&mu_);
-  return FromRocks(db_->Put(Synced(), StagePrefix(sswitch) + stage.name(),
-                            stage.SerializeAsString()),
-                   "storing a stage");
+  absl::Status s = kv_->Apply(
+      {Write{StagePrefix(sswitch) + stage.name(), stage.SerializeAsString()}});
+  if (!s.ok()) {
+    return absl::Status(s.code(), StrCat("storing a stage: ", s.message()));
+  }
+  return s;
 }
 
 absl::Status ControllerStore::DeleteStage(const std::string& sswitch,
                                           const std::string& name) {
   MutexLock l(&mu_);
-  return FromRocks(db_->Delete(Synced(), StagePrefix(sswitch) + name),
-                   "deleting a stage");
+  absl::Status s =
+      kv_->Apply({Write{StagePrefix(sswitch) + name, std::nullopt}});
+  if (!s.ok()) {
+    return absl::Status(s.code(), StrCat("deleting a stage: ", s.message()));
+  }
+  return s;
 }
 
-std::vector<proto::StageConfig> ControllerStore::Stages(
+absl::StatusOr<std::vector<proto::StageConfig>> ControllerStore::Stages(
     const std::string& sswitch) const {
+  auto kvs = kv_->Scan(StagePrefix(sswitch));
+  if (!kvs.ok()) return kvs.status();
   std::vector<proto::StageConfig> out;
-  const std::string prefix = StagePrefix(sswitch);
-  std::unique_ptr<rocksdb::Iterator> it(
-      db_->NewIterator(rocksdb::ReadOptions()));
-  for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix);
-       it->Next()) {
+  for (const auto& [key, value] : *kvs) {
     proto::StageConfig st;
-    if (st.ParseFromArray(it->value().data(),
-                          static_cast<int>(it->value().size()))) {
-      out.push_back(std::move(st));
-    }
+    if (st.ParseFromString(value)) out.push_back(std::move(st));
   }
   return out;
 }
@@ -252,40 +230,35 @@ std::vector<proto::StageConfig> ControllerStore::Stages(
 absl::Status ControllerStore::PutAppState(const std::string& app,
                                           const std::string& key,
                                           const std::string& value) {
-  std::string k = "a/" + app;
-  k.push_back('\0');
-  k += key;
   MutexLock l(&mu_);
-  return FromRocks(db_->Put(Synced(), k, value), "storing app state");
+  absl::Status s = kv_->Apply({Write{AppKey(app, key), value}});
+  if (!s.ok()) {
+    return absl::Status(s.code(), StrCat("storing app state: ", s.message()));
+  }
+  return s;
 }
 
 absl::StatusOr<std::string> ControllerStore::GetAppState(
     const std::string& app, const std::string& key) const {
-  std::string k = "a/" + app;
-  k.push_back('\0');
-  k += key;
-  std::string v;
-  rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), k, &v);
-  if (s.IsNotFound()) {
+  auto v = kv_->Get(AppKey(app, key));
+  if (!v.ok()) {
+    return absl::Status(v.status().code(),
+                        StrCat("reading app state: ", v.status().message()));
+  }
+  if (!*v) {
     return absl::NotFoundError(StrCat("no state '", key, "' for app ", app));
   }
-  if (!s.ok()) return FromRocks(s, "reading app state");
-  return v;
+  return **v;
 }
 
-uint64_t ControllerStore::version() const {
-  auto v = GetCounter(kVersion);
-  return v.ok() ? *v : 0;
-}
+uint64_t ControllerStore::version() const { return version_.load(); }
 
 absl::StatusOr<uint64_t> ControllerStore::NextEpoch() {
   MutexLock l(&mu_);
   auto e = GetCounter(kEpoch);
   if (!e.ok()) return e.status();
-  if (absl::Status s =
-          FromRocks(db_->Put(Synced(), kEpoch, U64(*e + 1)), "epoch");
-      !s.ok()) {
-    return s;
+  if (absl::Status s = kv_->Apply({Write{kEpoch, U64(*e + 1)}}); !s.ok()) {
+    return absl::Status(s.code(), StrCat("epoch: ", s.message()));
   }
   return *e + 1;
 }

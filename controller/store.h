@@ -1,15 +1,24 @@
-// ControllerStore: the controller's durable state in RocksDB (DESIGN.md §6):
-// the managed rules of every sSwitch in order, the topology hosts last
-// registered, control applications' state, and counters (next rule id,
-// update version, epoch).
+// ControllerStore: the controller's durable state (DESIGN.md §6) in a
+// KvStore (controller/kv.h: RocksDB by default, etcd for several
+// controllers): the managed rules of every sSwitch in order, the topology
+// hosts last registered, control applications' state, and counters (next
+// rule id, update version, epoch).
 //
 // Rule ids (cids) grow forever; a sSwitch's rules are kept in cid order,
 // which is the order they were added in (priorities are in the rules).
 //
-// Thread safety: thread-safe. Apply is atomic (one RocksDB batch, synced).
+// Reads go to the KvStore each time (another controller may have written
+// before this one led), except the update version, which only the leader
+// moves and which is read once at Open and at Reload.
+//
+// Every call may fail when the store does (etcd without a quorum, a full
+// disk); nothing half-written is left: every change is one KvStore Apply.
+//
+// Thread safety: thread-safe. Apply is atomic (one KvStore Apply, durable).
 #ifndef SROUTE_CONTROLLER_STORE_H_
 #define SROUTE_CONTROLLER_STORE_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -17,20 +26,25 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "controller/kv.h"
 #include "proto/controller.pb.h"
 #include "util/mutex.h"
-
-namespace rocksdb {
-class DB;
-}  // namespace rocksdb
 
 namespace sroute {
 
 class ControllerStore {
  public:
+  // RocksDB in `dir`.
   static absl::StatusOr<std::unique_ptr<ControllerStore>> Open(
       const std::string& dir);
+  static absl::StatusOr<std::unique_ptr<ControllerStore>> Open(
+      std::unique_ptr<KvStore> kv);
   ~ControllerStore();
+
+  KvStore& kv() { return *kv_; }
+  // Reads the version again (a controller that just became the leader:
+  // the previous leader moved it).
+  absl::Status Reload();
 
   // One atomic change to the rules: `insert` (their cids already assigned
   // by NextCids) and `remove` (cids), and the new update version.
@@ -49,41 +63,41 @@ class ControllerStore {
   absl::StatusOr<std::vector<proto::ManagedRule>> Rules(
       const std::string& sswitch) const;
   // Every sSwitch that has managed rules or registered once.
-  std::vector<std::string> SSwitches() const;
-  // The sSwitch a cid belongs to, if it exists.
-  std::optional<std::string> SSwitchOf(uint64_t cid) const;
-  bool Known(const std::string& sswitch) const;
+  absl::StatusOr<std::vector<std::string>> SSwitches() const;
+  // The sSwitch a cid belongs to, nullopt if there is no such rule.
+  absl::StatusOr<std::optional<std::string>> SSwitchOf(uint64_t cid) const;
+  absl::StatusOr<bool> Known(const std::string& sswitch) const;
 
   absl::Status PutHost(const proto::HostInfo& host);
-  std::vector<proto::HostInfo> Hosts() const;
+  absl::StatusOr<std::vector<proto::HostInfo>> Hosts() const;
 
   // The stages the controller added to (or changed on) an sSwitch, by
   // name: given back when the host registers, before its rules.
   absl::Status PutStage(const std::string& sswitch,
                         const proto::StageConfig& stage);
   absl::Status DeleteStage(const std::string& sswitch, const std::string& name);
-  std::vector<proto::StageConfig> Stages(const std::string& sswitch) const;
+  absl::StatusOr<std::vector<proto::StageConfig>> Stages(
+      const std::string& sswitch) const;
 
   absl::Status PutAppState(const std::string& app, const std::string& key,
                            const std::string& value);
   absl::StatusOr<std::string> GetAppState(const std::string& app,
                                           const std::string& key) const;
 
+  // The update version last applied.
   uint64_t version() const;
   // Increments and returns the epoch (once per controller start).
   absl::StatusOr<uint64_t> NextEpoch();
 
  private:
-  explicit ControllerStore(std::unique_ptr<rocksdb::DB> db);
+  explicit ControllerStore(std::unique_ptr<KvStore> kv);
   absl::StatusOr<uint64_t> GetCounter(const std::string& key) const;
-  std::unique_ptr<rocksdb::DB> db_;
-  // Serializes every write to db_ (and so the read-modify-write of
-  // counters); reads take no lock. RocksDB would group concurrent writers
-  // itself, with a leader copying the others' batches, but Debian's RocksDB
-  // is not built with TSan, which then sees that copy as a race; the
-  // controller writes rarely. Held across the (synced) write itself. A leaf
-  // (after Controller::Impl::update_mu).
+  std::unique_ptr<KvStore> kv_;
+  // Serializes the read-modify-write of counters (only the leader writes,
+  // so no other controller races it: etcd fences the others); reads take
+  // no lock. A leaf (after Controller::Impl::update_mu).
   Mutex mu_;
+  std::atomic<uint64_t> version_{0};
 };
 
 }  // namespace sroute

@@ -1,7 +1,9 @@
 // The controller's two-phase update across sSwitches (DESIGN.md §6).
 #include <algorithm>
+#include <set>
 
 #include "controller/controller_impl.h"
+#include "rpc/leader.h"
 #include "rules/parser.h"
 #include "util/clock.h"
 #include "util/log.h"
@@ -27,6 +29,19 @@ absl::StatusOr<UpdateOutcome> Controller::Impl::Update(
     updates_aborted.fetch_add(1, std::memory_order_relaxed);
     return s;
   };
+  // A controller that stopped leading (on etcd) changes nothing, and says
+  // why; a request already past Handle's check may meet this.
+  auto deposed_error = [this] {
+    std::string why;
+    {
+      MutexLock l(&mu);
+      why = deposed;
+    }
+    return NotLeaderError(
+        SelfAddress(),
+        leadership != nullptr ? leadership->leader_address() : "", why);
+  };
+  if (!leading.load()) return refused(deposed_error());
   // Check everything before any host hears of it.
   absl::StatusOr<UpdatePlan> plan = PlanUpdate(spec, owner);
   if (!plan.ok()) return refused(plan.status());
@@ -35,6 +50,7 @@ absl::StatusOr<UpdateOutcome> Controller::Impl::Update(
   if (absl::Status s = CheckPlan(*plan, spec.force, &report); !s.ok()) {
     return refused(s);
   }
+  if (!leading.load()) return refused(deposed_error());
   if (absl::Status s = CheckHostsConnected(*plan); !s.ok()) return refused(s);
   if (absl::Status s = NumberUpdate(*plan); !s.ok()) return refused(s);
   // Phase 1; a nack (or silence) anywhere leaves the old rules everywhere.
@@ -80,7 +96,8 @@ absl::StatusOr<Controller::Impl::UpdatePlan> Controller::Impl::PlanUpdate(
     }
     for (uint64_t cid : c.remove) {
       auto where = store->SSwitchOf(cid);
-      if (!where || *where != c.sswitch) {
+      if (!where.ok()) return where.status();
+      if (!*where || **where != c.sswitch) {
         return absl::NotFoundError(StrCat("no rule ", cid, " on ", c.sswitch));
       }
       it->remove.push_back(cid);
@@ -133,31 +150,92 @@ absl::Status Controller::Impl::NumberUpdate(UpdatePlan& plan) {
   return absl::OkStatus();
 }
 
+std::vector<std::vector<size_t>> Controller::Impl::PrepareWaves(
+    const UpdatePlan& plan) {
+  const size_t n = plan.changes.size();
+  // upstream[b] holds a if a's endpoints name b (by sSwitch name or by
+  // address): a sends IO to b.
+  std::vector<std::set<size_t>> upstream(n);
+  {
+    MutexLock l(&mu);
+    for (size_t a = 0; a < n; ++a) {
+      auto sa = sessions.find(plan.changes[a].sswitch);
+      if (sa == sessions.end()) continue;
+      for (size_t b = 0; b < n; ++b) {
+        if (a == b) continue;
+        auto sb = sessions.find(plan.changes[b].sswitch);
+        const std::string& b_name = plan.changes[b].sswitch;
+        const std::string b_address =
+            sb == sessions.end() ? std::string() : sb->second.host.address();
+        for (const proto::EndpointInfo& e : sa->second.host.endpoints()) {
+          if (e.name() == b_name ||
+              (!b_address.empty() && e.address() == b_address)) {
+            upstream[b].insert(a);
+          }
+        }
+      }
+    }
+  }
+  // Layers: a host goes after every host that sends to it; a cycle puts
+  // the rest in one last wave (as before: all at once).
+  std::vector<std::vector<size_t>> waves;
+  std::vector<bool> placed(n, false);
+  size_t left = n;
+  while (left > 0) {
+    std::vector<size_t> wave;
+    for (size_t b = 0; b < n; ++b) {
+      if (placed[b]) continue;
+      bool ready = true;
+      for (size_t a : upstream[b]) ready = ready && placed[a];
+      if (ready) wave.push_back(b);
+    }
+    if (wave.empty()) {
+      for (size_t b = 0; b < n; ++b) {
+        if (!placed[b]) wave.push_back(b);
+      }
+    }
+    for (size_t b : wave) placed[b] = true;
+    left -= wave.size();
+    waves.push_back(std::move(wave));
+  }
+  return waves;
+}
+
+// Phase one host by host in the direction IO flows (PrepareWaves): a host
+// parks and drains its flows before the hosts it sends them to park
+// theirs. All at once, a drain upstream would wait for IOs parked
+// downstream by the same update, until its timeout.
 absl::Status Controller::Impl::PrepareEverywhere(const UpdatePlan& plan) {
+  const std::vector<std::vector<size_t>> waves = PrepareWaves(plan);
   const uint32_t drain_ms =
       static_cast<uint32_t>(absl::ToInt64Milliseconds(plan.timeout));
-  const uint32_t lease_ms = static_cast<uint32_t>(
-      absl::ToInt64Milliseconds(plan.timeout + options.command_timeout * 2));
-  std::vector<std::pair<std::string, proto::Command>> prepares;
-  for (const UpdatePlan::Change& p : plan.changes) {
-    proto::Command c;
-    proto::Prepare* pr = c.mutable_prepare();
-    pr->set_update(plan.id);
-    for (const auto& m : p.insert) *pr->add_insert() = m;
-    for (uint64_t cid : p.remove) pr->add_remove(cid);
-    for (const std::string& f : plan.flows) pr->add_flows(f);
-    pr->set_drain_timeout_ms(drain_ms);
-    pr->set_lease_ms(lease_ms);
-    prepares.emplace_back(p.sswitch, std::move(c));
-  }
-  auto prepared = SendAll(prepares, plan.timeout + options.command_timeout);
-  for (size_t i = 0; i < prepared.size(); ++i) {
-    absl::Status s =
-        prepared[i].ok() ? ResultStatus(*prepared[i]) : prepared[i].status();
-    if (!s.ok()) {
-      return absl::Status(s.code(), StrCat(plan.changes[i].sswitch,
-                                           " refused the update: ", s.message(),
-                                           "; no host changed"));
+  // A host holds its prepared update while the later waves prepare.
+  const absl::Duration per_wave = plan.timeout + options.command_timeout;
+  const uint32_t lease_ms = static_cast<uint32_t>(absl::ToInt64Milliseconds(
+      per_wave * static_cast<int64_t>(waves.size()) + options.command_timeout));
+  for (const std::vector<size_t>& wave : waves) {
+    std::vector<std::pair<std::string, proto::Command>> prepares;
+    for (size_t i : wave) {
+      const UpdatePlan::Change& p = plan.changes[i];
+      proto::Command c;
+      proto::Prepare* pr = c.mutable_prepare();
+      pr->set_update(plan.id);
+      for (const auto& m : p.insert) *pr->add_insert() = m;
+      for (uint64_t cid : p.remove) pr->add_remove(cid);
+      for (const std::string& f : plan.flows) pr->add_flows(f);
+      pr->set_drain_timeout_ms(drain_ms);
+      pr->set_lease_ms(lease_ms);
+      prepares.emplace_back(p.sswitch, std::move(c));
+    }
+    auto prepared = SendAll(prepares, per_wave);
+    for (size_t k = 0; k < prepared.size(); ++k) {
+      absl::Status s =
+          prepared[k].ok() ? ResultStatus(*prepared[k]) : prepared[k].status();
+      if (!s.ok()) {
+        return absl::Status(s.code(),
+                            StrCat(prepares[k].first, " refused the update: ",
+                                   s.message(), "; no host changed"));
+      }
     }
   }
   return absl::OkStatus();

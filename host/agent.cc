@@ -1,5 +1,6 @@
 #include "host/agent.h"
 
+#include <algorithm>
 #include <atomic>
 #include <deque>
 #include <map>
@@ -8,6 +9,7 @@
 
 #include "control/control_handler.h"
 #include "rpc/channel.h"
+#include "rpc/leader.h"
 #include "rules/parser.h"
 #include "sswitch/stats.h"
 #include "stages/stage_control.h"
@@ -22,6 +24,14 @@ namespace {
 
 constexpr absl::Duration kPollTimeout = absl::Seconds(30);
 constexpr absl::Duration kCallTimeout = absl::Seconds(10);
+// The statistics report is the heartbeat: a controller that does not
+// answer one this long is taken for gone (as the controller takes a silent
+// host after its host_timeout), so that the agent registers again, with
+// another controller if there are several.
+constexpr absl::Duration kHeartbeatTimeout = absl::Seconds(5);
+// With several controllers, how long one may take to answer a registration
+// before the next is tried.
+constexpr absl::Duration kRegisterEachTimeout = absl::Seconds(3);
 constexpr absl::Duration kTick = absl::Milliseconds(50);
 constexpr size_t kMaxQueuedEvents = 100000;
 constexpr size_t kEventsPerMessage = 1000;
@@ -41,6 +51,18 @@ proto::IoHeaderMsg ToMsg(const IoHeader& h) {
 }
 
 }  // namespace
+
+// A WaitCommands call in flight (PollLoop).
+struct PendingPoll {
+  Mutex mu;  // a leaf, taken after Impl::mu
+  bool done ABSL_GUARDED_BY(mu) = false;
+  absl::Status status ABSL_GUARDED_BY(mu);
+  proto::RpcReply reply ABSL_GUARDED_BY(mu);
+  bool Done() {
+    MutexLock l(&mu);
+    return done;
+  }
+};
 
 struct ControllerAgent::Impl : std::enable_shared_from_this<Impl> {
   Impl(SSwitch* s, IoThreads* t, AgentOptions o)
@@ -73,7 +95,38 @@ struct ControllerAgent::Impl : std::enable_shared_from_this<Impl> {
   SSwitch* const sw;
   IoThreads* const threads;
   const AgentOptions options;
-  std::unique_ptr<RpcChannel> channel;
+  // A channel per controller address (AgentOptions::address may list
+  // several controllers sharing a store; a leader a follower names is
+  // added); calls go to the current one, which follows the leader
+  // (rpc/leader.h). Channels are only added, never removed.
+  RpcChannel& channel() {
+    MutexLock l(&channels_mu);
+    return *channels[current.load()];
+  }
+  std::string address() const {
+    MutexLock l(&channels_mu);
+    return addresses[current.load()];
+  }
+  // Every channel (to shut down, without the lock: their calls' callbacks
+  // may call channel()).
+  std::vector<RpcChannel*> AllChannels() {
+    MutexLock l(&channels_mu);
+    std::vector<RpcChannel*> out;
+    for (auto& c : channels) out.push_back(c.get());
+    return out;
+  }
+  // Guards addresses and channels. A leaf.
+  mutable Mutex channels_mu;
+  std::vector<std::string> addresses ABSL_GUARDED_BY(channels_mu);
+  std::vector<std::unique_ptr<RpcChannel>> channels
+      ABSL_GUARDED_BY(channels_mu);
+  std::atomic<size_t> current{0};
+  // Adds a channel to `address` (under channels_mu).
+  absl::Status AddChannel(const std::string& address)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(channels_mu);
+  // After a failed call: on to the leader it names, or to the next address
+  // when the controller could not be reached.
+  void FollowLeader(const absl::Status& why);
 
   // Lock order: control_mu, then mu or events_mu (leaves). No lock is
   // held across a call to the controller or a drain.
@@ -158,6 +211,50 @@ class AgentSink : public ControllerSink {
 
 // --- Registration ---
 
+absl::Status ControllerAgent::Impl::AddChannel(const std::string& address) {
+  RpcChannel::Options co;
+  co.address = address;
+  co.secret = options.secret;
+  co.name = options.host.sswitch();
+  co.role = options.host.role();
+  co.connections = 2;
+  auto channel = RpcChannel::Create(threads, co);
+  if (!channel.ok()) {
+    return absl::Status(
+        channel.status().code(),
+        StrCat("controller ", address, ": ", channel.status().message()));
+  }
+  addresses.push_back(address);
+  channels.push_back(*std::move(channel));
+  return absl::OkStatus();
+}
+
+void ControllerAgent::Impl::FollowLeader(const absl::Status& why) {
+  MutexLock l(&channels_mu);
+  const size_t from = current.load();
+  size_t to = (from + 1) % addresses.size();
+  if (IsNotLeader(why)) {
+    const std::string leader = LeaderOf(why);
+    if (leader.empty()) return;  // an election is under way: ask again
+    auto it = std::find(addresses.begin(), addresses.end(), leader);
+    if (it != addresses.end()) {
+      to = it - addresses.begin();
+    } else if (AddChannel(leader).ok()) {
+      to = addresses.size() - 1;
+    } else {
+      return;
+    }
+  } else if (!absl::IsUnavailable(why) && !absl::IsDeadlineExceeded(why)) {
+    return;  // an answer, not an absence: the same controller decides
+  }
+  if (to == from) return;
+  size_t expected = from;  // another thread may have moved on already
+  if (current.compare_exchange_strong(expected, to)) {
+    LogInfo("controller ", addresses[from], ": ", why.message(),
+            "; trying the controller at ", addresses[to]);
+  }
+}
+
 absl::Status ControllerAgent::Impl::Register(bool fresh,
                                              absl::Duration timeout) {
   proto::RpcRequest req;
@@ -175,8 +272,11 @@ absl::Status ControllerAgent::Impl::Register(bool fresh,
       m->set_owner(info.owner.empty() ? "config" : info.owner);
     }
   }
-  auto reply = channel->CallSync(req, timeout);
-  if (!reply.ok()) return reply.status();
+  auto reply = channel().CallSync(req, timeout);
+  if (!reply.ok()) {
+    FollowLeader(reply.status());
+    return reply.status();
+  }
   const proto::RegisterReply& rr = reply->controller().registered();
   // The controller's stages first: its rules may name them.
   for (const proto::StageConfig& st : rr.stages()) {
@@ -224,11 +324,14 @@ absl::Status ControllerAgent::Impl::Register(bool fresh,
 absl::Status ControllerAgent::Impl::Reconcile(
     const google::protobuf::RepeatedPtrField<proto::ManagedRule>& desired) {
   MutexLock cl(&control_mu);
-  // Updates held in phase one are void now.
+  // Updates held in phase one are void now, and so are those still
+  // preparing (their Prepare gives their flows back when it ends): the
+  // controller that sent them is gone, or has forgotten them.
   for (auto& [update, p] : prepared) {
     for (const HeaderPattern& pat : p.parked) (void)sw->Quiesce(pat, false);
   }
   prepared.clear();
+  for (auto& [update, aborted] : preparing) aborted = true;
   std::vector<uint64_t> current_ids;
   std::vector<std::pair<uint64_t, std::string>> current;
   for (const RuleInfo& info : sw->ListRules()) {
@@ -455,7 +558,7 @@ void ControllerAgent::Impl::Execute(const proto::Command& c) {
   if (c.body_case() == proto::Command::kControl && status.ok()) {
     *r->mutable_control() = std::move(control);
   }
-  auto reply = channel->CallSync(req, kCallTimeout);
+  auto reply = channel().CallSync(req, kCallTimeout);
   if (!reply.ok()) Disconnected(reply.status());
 }
 
@@ -464,7 +567,7 @@ void ControllerAgent::Impl::Execute(const proto::Command& c) {
 void ControllerAgent::Impl::Disconnected(const absl::Status& why) {
   MutexLock l(&mu);
   if (connected && !stopping) {
-    LogWarning("lost the controller at ", options.address, ": ", why.message());
+    LogWarning("lost the controller at ", address(), ": ", why.message());
   }
   connected = false;
   cv.SignalAll();
@@ -478,7 +581,9 @@ void ControllerAgent::Impl::PollLoop() {
       is_connected = connected;
     }
     if (!is_connected) {
-      absl::Status s = Register(/*fresh=*/false, kCallTimeout);
+      absl::Status s = Register(
+          /*fresh=*/false,
+          AllChannels().size() > 1 ? kRegisterEachTimeout : kCallTimeout);
       if (!s.ok()) {
         MutexLock l(&mu);
         cv.WaitFor(&mu, std::chrono::milliseconds(500),
@@ -486,16 +591,50 @@ void ControllerAgent::Impl::PollLoop() {
                        ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return stopping; });
         continue;
       }
-      LogInfo("registered again with the controller at ", options.address);
+      LogInfo("registered again with the controller at ", address());
     }
     proto::RpcRequest req;
     req.mutable_controller()->mutable_wait_commands()->set_session(
         session_id());
-    auto reply = channel->CallSync(req, kPollTimeout);
-    if (!reply.ok()) {
-      Disconnected(reply.status());
+    // The poll is abandoned when the heartbeat finds the controller gone
+    // meanwhile: a paused controller would hold it for kPollTimeout.
+    auto poll = std::make_shared<PendingPoll>();
+    std::weak_ptr<Impl> weak = weak_from_this();
+    channel().Call(req, {}, kPollTimeout,
+                   [poll, weak](const absl::Status& s, proto::RpcReply& r,
+                                std::span<const char>) {
+                     {
+                       MutexLock l(&poll->mu);
+                       poll->status = s.ok() ? ReplyStatus(r) : s;
+                       poll->reply = std::move(r);
+                       poll->done = true;
+                     }
+                     if (auto self = weak.lock()) {
+                       MutexLock l(&self->mu);
+                       self->cv.SignalAll();
+                     }
+                   });
+    bool abandoned;
+    {
+      MutexLock l(&mu);
+      cv.Wait(&mu, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+        return stopping || !connected || poll->Done();
+      });
+      abandoned = !poll->Done();
+    }
+    if (abandoned) continue;  // stopping, or registering again
+    absl::Status status;
+    proto::RpcReply got;
+    {
+      MutexLock pl(&poll->mu);
+      status = poll->status;
+      got = std::move(poll->reply);
+    }
+    if (!status.ok()) {
+      Disconnected(status);
       continue;
     }
+    const proto::RpcReply* reply = &got;
     auto self = shared_from_this();
     for (const proto::Command& c : reply->controller().commands().commands()) {
       work.Run([self, c] { self->Execute(c); });
@@ -605,7 +744,7 @@ void ControllerAgent::Impl::SendStats() {
     it = it->second.generation == generation ? std::next(it)
                                              : reported.erase(it);
   }
-  auto reply = channel->CallSync(req, kCallTimeout);
+  auto reply = channel().CallSync(req, kHeartbeatTimeout);
   if (!reply.ok()) Disconnected(reply.status());
 }
 
@@ -645,7 +784,7 @@ void ControllerAgent::Impl::FlushEvents() {
       }
     }
     if (e->items_size() == 0) return;
-    auto reply = channel->CallSync(req, kCallTimeout);
+    auto reply = channel().CallSync(req, kCallTimeout);
     if (!reply.ok()) {
       Disconnected(reply.status());
       return;  // kept for the next try
@@ -669,7 +808,7 @@ void ControllerAgent::Impl::TakeTurn(Io* io) {
       t->set_session(self->session_id());
       t->set_file(io->header.file);
       *t->mutable_header() = ToMsg(io->header);
-      auto reply = self->channel->CallSync(req, deadline - absl::Now());
+      auto reply = self->channel().CallSync(req, deadline - absl::Now());
       if (reply.ok()) {
         turn = reply->controller().turn();
         break;
@@ -696,7 +835,7 @@ void ControllerAgent::Impl::TakeTurn(Io* io) {
       d->set_session(i->session_id());
       d->set_file(file);
       d->set_turn(turn);
-      i->channel->Call(
+      i->channel().Call(
           done, {}, kCallTimeout,
           [](const absl::Status&, proto::RpcReply&, std::span<const char>) {});
     });
@@ -712,44 +851,48 @@ absl::StatusOr<std::unique_ptr<ControllerAgent>> ControllerAgent::Start(
     options.host.set_sswitch(sw->name());
   }
   auto impl = std::make_shared<Impl>(sw, threads, std::move(options));
-  RpcChannel::Options co;
-  co.address = impl->options.address;
-  co.secret = impl->options.secret;
-  co.name = impl->options.host.sswitch();
-  co.role = impl->options.host.role();
-  co.connections = 2;
-  auto channel = RpcChannel::Create(threads, co);
-  if (!channel.ok()) {
-    return absl::Status(channel.status().code(),
-                        StrCat("controller ", impl->options.address, ": ",
-                               channel.status().message()));
+  {
+    MutexLock l(&impl->channels_mu);
+    for (std::string_view a : StrSplit(impl->options.address, ',')) {
+      if (a.empty()) continue;
+      if (absl::Status s = impl->AddChannel(std::string(a)); !s.ok()) return s;
+    }
+    if (impl->channels.empty()) {
+      return absl::InvalidArgumentError("no controller address");
+    }
   }
-  impl->channel = *std::move(channel);
   // Register before serving: retry while the controller is unreachable,
   // up to the deadline; its refusal is final.
   const absl::Time deadline = absl::Now() + impl->options.register_timeout;
   absl::Status s;
   while (true) {
-    s = impl->Register(impl->options.fresh,
-                       std::max(deadline - absl::Now(), absl::Milliseconds(1)));
-    if (s.ok() || !absl::IsUnavailable(s) || absl::Now() >= deadline) break;
+    const bool several = impl->AllChannels().size() > 1;
+    absl::Duration left =
+        std::max(deadline - absl::Now(), absl::Milliseconds(1));
+    if (several) left = std::min(left, kRegisterEachTimeout);
+    s = impl->Register(impl->options.fresh, left);
+    if (s.ok() || absl::Now() >= deadline) break;
+    // Absent (or, with several, slow): try again, or the next controller.
+    if (!absl::IsUnavailable(s) && !(several && absl::IsDeadlineExceeded(s))) {
+      break;
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   if (!s.ok() && !impl->options.require_registration) {
-    LogWarning("cannot register with the controller at ", impl->options.address,
+    LogWarning("cannot register with the controller at ", impl->address(),
                " yet (", s.message(), "); retrying in the background");
     s = absl::OkStatus();
   }
   if (!s.ok()) {
-    impl->channel->Shutdown();
+    for (RpcChannel* c : impl->AllChannels()) c->Shutdown();
     return absl::Status(s.code(),
                         StrCat("cannot register with the controller at ",
-                               impl->options.address, ": ", s.message()));
+                               impl->address(), ": ", s.message()));
   }
   sw->SetControllerSink(std::make_shared<AgentSink>(impl));
   impl->poll_thread = std::thread([p = impl.get()] { p->PollLoop(); });
   impl->tick_thread = std::thread([p = impl.get()] { p->TickLoop(); });
-  LogInfo("registered with the controller at ", impl->options.address, " as ",
+  LogInfo("registered with the controller at ", impl->address(), " as ",
           impl->options.host.sswitch(), " (", impl->restored.load(),
           " delegate rules restored)");
   return std::unique_ptr<ControllerAgent>(new ControllerAgent(impl));
@@ -765,7 +908,8 @@ ControllerAgent::~ControllerAgent() {
     impl_->stopping = true;
   }
   impl_->cv.SignalAll();
-  impl_->channel->Shutdown();  // ends the poll waiting for commands
+  // Ends the poll waiting for commands.
+  for (RpcChannel* c : impl_->AllChannels()) c->Shutdown();
   impl_->poll_thread.join();
   impl_->tick_thread.join();
   // Commands and controller-bound IOs in progress use the sSwitch, which

@@ -30,7 +30,9 @@
 namespace sroute {
 
 struct AgentOptions {
-  std::string address;   // the controller's HOST:PORT
+  // The controller's HOST:PORT, or several, comma-separated, of controllers
+  // sharing a store: the agent follows the one that leads.
+  std::string address;
   std::string secret;    // the cluster secret
   proto::HostInfo host;  // sswitch (the sSwitch's name), role, endpoints...
   // How long Start waits for the controller.

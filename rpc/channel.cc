@@ -13,6 +13,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "rpc/framed_socket.h"
 #include "rpc/handshake.h"
+#include "rpc/leader.h"
 #include "rpc/server.h"
 #include "util/clock.h"
 #include "util/errno_status.h"
@@ -28,8 +29,9 @@ using rpc_internal::tcp;
 
 absl::Status ReplyStatus(const proto::RpcReply& reply) {
   if (reply.code() == 0) return absl::OkStatus();
-  return StatusWithErrno(static_cast<absl::StatusCode>(reply.code()),
-                         reply.message(), reply.errno_value());
+  absl::Status s = StatusWithErrno(static_cast<absl::StatusCode>(reply.code()),
+                                   reply.message(), reply.errno_value());
+  return reply.has_leader() ? WithLeader(std::move(s), reply.leader()) : s;
 }
 
 namespace rpc_internal {

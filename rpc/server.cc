@@ -10,6 +10,7 @@
 
 #include "rpc/framed_socket.h"
 #include "rpc/handshake.h"
+#include "rpc/leader.h"
 #include "util/errno_status.h"
 #include "util/log.h"
 #include "util/mutex.h"
@@ -313,6 +314,7 @@ void RpcServer::Call::ReplyStatus(const absl::Status& status) {
   proto::RpcReply reply;
   reply.set_code(static_cast<int>(status.code()));
   reply.set_message(std::string(status.message()));
+  if (IsNotLeader(status)) reply.set_leader(LeaderOf(status));
   Reply(reply);
 }
 

@@ -12,6 +12,7 @@ packages=(
   libspdlog-dev libcli11-dev libssl-dev libncurses-dev
   libsqlite3-dev rsync git
   systemd  # systemd-analyze verify checks the units (packaging/systemd)
+  etcd-server  # the controllers' shared store (tests start their own)
 )
 missing=()
 for p in "${packages[@]}"; do

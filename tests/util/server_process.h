@@ -102,6 +102,14 @@ class ServerProcess {
   // status as waitpid gives it (-1 if it was not running).
   int Stop() { return Reap(SIGTERM); }
   void Kill() { Reap(SIGKILL); }
+  // Whether the process has exited by itself; then `*status` is its status
+  // as waitpid gives it (and the process is reaped).
+  bool Exited(int* status) {
+    if (pid_ <= 0) return true;
+    if (waitpid(pid_, status, WNOHANG) != pid_) return false;
+    pid_ = -1;
+    return true;
+  }
 
  private:
   int Reap(int sig) {

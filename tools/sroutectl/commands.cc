@@ -536,6 +536,13 @@ const std::vector<Command>& Commands() {
                    Args& a) { JsonFlag(c, a, "CtlOffloadStatus"); },
        .run = [](const Args& a,
                  ControlTarget& t) { return Show(t.OffloadStatus(), a.json); }},
+      {.path = "controllers",
+       .help = "the controllers sharing the store, the leader, and the "
+               "store's health (--controller, any of them)",
+       .setup = [](CLI::App& c,
+                   Args& a) { JsonFlag(c, a, "ControllerMembers"); },
+       .run = [](const Args& a,
+                 ControlTarget& t) { return Show(t.Controllers(), a.json); }},
       {.path = "hosts",
        .help = "the hosts registered at the controller (--controller)",
        .setup = [](CLI::App& c, Args& a) { JsonFlag(c, a, "CtlHosts"); },

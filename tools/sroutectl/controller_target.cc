@@ -500,6 +500,34 @@ class ControllerTarget : public ControlTarget {
     return report;
   }
 
+  absl::StatusOr<Report> Controllers() override {
+    if (absl::Status s = Connect(); !s.ok()) return s;
+    auto m = client_->ListControllers();
+    if (!m.ok()) return Classify(m.status());
+    std::vector<std::vector<std::string>> members = {
+        {"CONTROLLER", "ADDRESS", "ROLE"}};
+    for (const proto::ControllerMember& c : m->members()) {
+      members.push_back(
+          {c.id(), c.address(), c.leader() ? "leader" : "follower"});
+    }
+    std::vector<std::vector<std::string>> store = {
+        {"STORE MEMBER", "HEALTH", "RAFT", "VERSION", "SIZE"}};
+    for (const proto::StoreMember& sm : m->store_members()) {
+      store.push_back(
+          {sm.endpoint(), sm.healthy() ? "healthy" : "unhealthy: " + sm.error(),
+           sm.leader() ? "leader" : (sm.version().empty() ? "-" : "follower"),
+           sm.version().empty() ? "-" : sm.version(),
+           sm.db_size() > 0 ? std::to_string(sm.db_size()) : "-"});
+    }
+    std::string leader = "none (an election is under way)";
+    for (const proto::ControllerMember& c : m->members()) {
+      if (c.leader()) leader = c.address();
+    }
+    return Report{.text = "store " + m->store() + "\nleader " + leader +
+                          "\n\n" + Table(members) + "\n" + Table(store),
+                  .json = ToJson(*m)};
+  }
+
   absl::StatusOr<Report> Hosts() override {
     if (absl::Status s = Connect(); !s.ok()) return s;
     auto hosts = client_->ListHosts();

@@ -314,6 +314,11 @@ class HostTarget : public ControlTarget {
         "hosts asks the controller: give --controller HOST:PORT");
   }
 
+  absl::StatusOr<Report> Controllers() override {
+    return absl::InvalidArgumentError(
+        "controllers asks a controller: give --controller HOST:PORT");
+  }
+
   absl::StatusOr<Report> CacheCurves(const std::string&) override {
     return absl::InvalidArgumentError(
         "the curves are the cache_sizing app's: give --controller HOST:PORT");

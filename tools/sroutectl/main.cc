@@ -34,7 +34,8 @@ int main(int argc, char** argv) {
                  "socket) or HOST:PORT (a storage server); with --controller, "
                  "an sSwitch registered at the controller");
   app.add_option("--controller", args.controller,
-                 "work through the controller at HOST:PORT");
+                 "work through the controller at HOST:PORT (or several, "
+                 "comma-separated, sharing a store: the leader answers)");
   app.add_option("--secret-file", args.secret_file,
                  "the cluster secret, for storage servers and the controller");
   app.fallthrough();

@@ -87,6 +87,8 @@ class ControlTarget {
   virtual absl::StatusOr<Report> Records(const std::string& sswitch) = 0;
   // The hosts registered at the controller.
   virtual absl::StatusOr<Report> Hosts() = 0;
+  // The controllers sharing the store, the leader, the store's health.
+  virtual absl::StatusOr<Report> Controllers() = 0;
   // Acts on the host's stages (list, add, set, remove) and shows them after
   // (at the controller with --host: that host's; a listing without it:
   // every host's as of its last statistics report).

@@ -1,0 +1,606 @@
+// Several controllers on one etcd store, for real: a three-member etcd
+// cluster, two sroute-controller processes, storage servers and a FUSE
+// volume, all started by the test on 127.0.0.1. One controller leads; the
+// other points hosts and clients to it; when the leader is killed during
+// two-phase updates under checksumming writers, the other takes over and
+// every sSwitch ends with the store's rules, nothing lost, no IO routed by
+// mixed rules; a leader paused past its lease changes nothing once another
+// leads; etcd losing one member changes nothing, losing two stops changes
+// (with a clear error) but not IO.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "controller/client.h"
+#include "gtest/gtest.h"
+#include "proto/controller.pb.h"
+#include "rpc/channel.h"
+#include "rpc/io_threads.h"
+#include "rpc/leader.h"
+#include "tests/util/ctl_json.h"
+#include "tests/util/etcd_cluster.h"
+#include "tests/util/mounted_volume.h"
+#include "tests/util/run_command.h"
+#include "tests/util/server_process.h"
+#include "tests/util/temp_dir.h"
+
+namespace sroute {
+namespace {
+
+using ::sroute::testing::EtcdCluster;
+using ::sroute::testing::FreeLoopbackPort;
+using ::sroute::testing::MountedVolume;
+using ::sroute::testing::ReadWholeFile;
+using ::sroute::testing::RunCommand;
+using ::sroute::testing::ServerProcess;
+using ::sroute::testing::TempDir;
+using ::sroute::testing::WriteSecretFile;
+using ::sroute::testing::WriteWholeFile;
+
+const std::string kSecret = "test-cluster-secret-0123456789";
+const std::string kFuse = "fuse-ha";
+
+template <typename Pred>
+bool Eventually(Pred pred, int seconds = 20) {
+  for (int i = 0; i < seconds * 20; ++i) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return pred();
+}
+
+// Sets `stop` and joins `threads` when it goes out of scope (a failed
+// ASSERT returns early).
+struct JoinAll {
+  std::atomic<bool>& stop;
+  std::vector<std::thread>& threads;
+  ~JoinAll() {
+    stop = true;
+    for (auto& t : threads) {
+      if (t.joinable()) t.join();
+    }
+  }
+};
+
+// The rule texts of a host (sroutectl --host ... rules ls), sorted.
+std::multiset<std::string> RuleTexts(const std::string& listing) {
+  std::multiset<std::string> out;
+  size_t at = 0;
+  while (at < listing.size()) {
+    size_t nl = listing.find('\n', at);
+    if (nl == std::string::npos) nl = listing.size();
+    std::string line = listing.substr(at, nl - at);
+    at = nl + 1;
+    const size_t colon = line.find(": ");
+    if (colon == std::string::npos) continue;
+    line = line.substr(colon + 2);
+    line = line.substr(0, line.find("  # "));
+    out.insert(line);
+  }
+  return out;
+}
+
+class HaControllerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(etcd_.ok()) << "etcd did not start: " << etcd_.log(0);
+    secret_ = WriteSecretFile(keys_ / "secret", kSecret);
+    ports_ = {FreeLoopbackPort(), FreeLoopbackPort()};
+    controllers_.resize(2);
+  }
+  void TearDown() override {
+    volume_.reset();
+    servers_.clear();
+    for (auto& c : controllers_) c.reset();
+  }
+
+  std::string ControllerAddress(int i) const {
+    return "127.0.0.1:" + std::to_string(ports_[i]);
+  }
+  std::string AllControllers() const {
+    return ControllerAddress(0) + "," + ControllerAddress(1);
+  }
+  void StartController(int i, int ttl_s = 2) {
+    controllers_[i] = std::make_unique<ServerProcess>(
+        SROUTE_CONTROLLER_BINARY,
+        std::vector<std::string>{
+            "--store", "etcd://" + etcd_.endpoints() + "/ha-test/",
+            "--secret-file", secret_, "--listen", ControllerAddress(i), "--id",
+            "c" + std::to_string(i), "--leader-ttl-s", std::to_string(ttl_s),
+            "--stats-interval-ms", "200"});
+    ASSERT_TRUE(controllers_[i]->ok()) << "controller " << i;
+  }
+  ServerProcess* StartServer(const std::string& name, const std::string& root,
+                             const std::vector<std::string>& extra = {}) {
+    std::vector<std::string> args = {
+        "--root", root,       "--name",      name,           "--secret-file",
+        secret_,  "--listen", "127.0.0.1:0", "--controller", AllControllers()};
+    args.insert(args.end(), extra.begin(), extra.end());
+    auto s = std::make_unique<ServerProcess>(SROUTE_SERVER_BINARY, args);
+    EXPECT_TRUE(s->ok()) << "sroute-server " << name << " did not start";
+    servers_[name] = std::move(s);
+    return servers_[name].get();
+  }
+  void Mount(const std::vector<std::string>& endpoints) {
+    std::vector<std::string> args = {"--backing",      home_.path(),
+                                     "--secret-file",  secret_,
+                                     "--kernel-cache", "off",
+                                     "--name",         kFuse,
+                                     "--controller",   AllControllers(),
+                                     "--control",      ctl_ / "sock"};
+    for (const std::string& e : endpoints) {
+      args.push_back("--endpoint");
+      args.push_back(e);
+    }
+    volume_ =
+        std::make_unique<MountedVolume>(SROUTE_FUSE_BINARY, mnt_.path(), args);
+    ASSERT_TRUE(volume_->ok()) << "sroute-fuse did not mount";
+  }
+  std::unique_ptr<ControllerClient> Client(const std::string& address,
+                                           bool expect_ok = true) {
+    ControllerClient::Options o;
+    o.address = address;
+    o.secret = kSecret;
+    o.name = "test";
+    o.timeout = absl::Seconds(20);
+    auto c = ControllerClient::Connect(o);
+    if (expect_ok) {
+      EXPECT_TRUE(c.ok()) << c.status();
+    }
+    return c.ok() ? *std::move(c) : nullptr;
+  }
+  // The index of the leading controller, once one leads (-1 if none does
+  // within the time).
+  int Leader(int seconds = 20) {
+    int leader = -1;
+    Eventually(
+        [&] {
+          for (int i = 0; i < 2; ++i) {
+            if (!controllers_[i]) continue;
+            // A controller may be on its way out: not an error here.
+            auto c = Client(ControllerAddress(i), /*expect_ok=*/false);
+            if (!c) continue;
+            auto m = c->ListControllers();
+            if (!m.ok()) continue;
+            for (const auto& member : m->members()) {
+              if (!member.leader()) continue;
+              for (int j = 0; j < 2; ++j) {
+                if (member.address() == ControllerAddress(j)) leader = j;
+              }
+            }
+            if (leader >= 0) return true;
+          }
+          return false;
+        },
+        seconds);
+    return leader;
+  }
+  bool Connected(ControllerClient& c, const std::string& sswitch) {
+    for (const TopologyHost& h : c.Topology()) {
+      if (h.info.sswitch() == sswitch) return h.connected;
+    }
+    return false;
+  }
+  std::string HostRules(const std::string& host) {
+    return RunCommand(std::string(SROUTECTL_BINARY) + " --host " + host +
+                      " --secret-file " + secret_ + " rules ls")
+        .second;
+  }
+  // The store's rules of `sswitch` (through the leader), as texts.
+  std::multiset<std::string> StoreRules(ControllerClient& c,
+                                        const std::string& sswitch) {
+    std::multiset<std::string> out;
+    auto rules = c.Rules(sswitch);
+    EXPECT_TRUE(rules.ok()) << rules.status();
+    if (rules.ok()) {
+      for (const auto& r : *rules) out.insert(r.text());
+    }
+    return out;
+  }
+
+  EtcdCluster etcd_{3};
+  TempDir keys_, home_, mnt_, ctl_, r1_, r2_;
+  std::string secret_;
+  std::vector<int> ports_;
+  std::vector<std::unique_ptr<ServerProcess>> controllers_;
+  std::map<std::string, std::unique_ptr<ServerProcess>> servers_;
+  std::unique_ptr<MountedVolume> volume_;
+};
+
+// One leads, the other follows and says where the leader is; a client or a
+// host given only the follower's address ends at the leader; rules added
+// through either controller land on the host; `sroutectl controllers`
+// shows the members and the store's health.
+TEST_F(HaControllerTest,
+       EitherControllerTakesRulesAndFollowersPointToTheLeader) {
+  StartController(0);
+  const int first = Leader();
+  ASSERT_EQ(first, 0);
+  StartController(1);
+  ServerProcess* s1 = StartServer("S1", r1_.path());
+  Mount({"S1=" + s1->address()});
+  auto via_leader = Client(ControllerAddress(0));
+  auto via_follower = Client(ControllerAddress(1));
+  ASSERT_TRUE(via_leader && via_follower);
+  ASSERT_TRUE(Eventually([&] { return Connected(*via_leader, kFuse); }));
+  auto a = via_follower->Insert(kFuse, "<*, *, //home/a/*> -> <IO, //S1/a/*>");
+  ASSERT_TRUE(a.ok()) << a.status();
+  auto b = via_leader->Insert(kFuse, "<*, *, //home/b/*> -> <IO, //S1/b/*>");
+  ASSERT_TRUE(b.ok()) << b.status();
+  const auto host = RuleTexts(HostRules("unix:" + (ctl_ / "sock")));
+  EXPECT_EQ(host.count("<*, *, //home/a/*> -> <IO, //S1/a/*>"), 1u);
+  EXPECT_EQ(host.count("<*, *, //home/b/*> -> <IO, //S1/b/*>"), 1u);
+  EXPECT_EQ(host, StoreRules(*via_follower, kFuse));
+  // IO through the new rule reaches S1.
+  std::filesystem::create_directories(home_ / "a");
+  std::filesystem::create_directories(r1_ / "a");
+  WriteWholeFile(mnt_ / "a/x", "through S1");
+  EXPECT_EQ(ReadWholeFile(r1_ / "a/x"), "through S1");
+
+  // A raw call to the follower: UNAVAILABLE naming the leader.
+  IoThreads threads(1);
+  RpcChannel::Options co;
+  co.address = ControllerAddress(1);
+  co.secret = kSecret;
+  co.name = "raw";
+  co.role = "client";
+  auto raw = RpcChannel::Create(&threads, co);
+  ASSERT_TRUE(raw.ok());
+  proto::RpcRequest req;
+  req.mutable_controller()->mutable_list_hosts();
+  auto reply = (*raw)->CallSync(req, absl::Seconds(5));
+  ASSERT_FALSE(reply.ok());
+  EXPECT_TRUE(absl::IsUnavailable(reply.status())) << reply.status();
+  EXPECT_TRUE(IsNotLeader(reply.status()));
+  EXPECT_EQ(LeaderOf(reply.status()), ControllerAddress(0));
+  EXPECT_NE(reply.status().message().find("does not lead"), std::string::npos)
+      << reply.status();
+  (*raw)->Shutdown();
+
+  auto [rc, out] = RunCommand(std::string(SROUTECTL_BINARY) + " --controller " +
+                              ControllerAddress(1) + " --secret-file " +
+                              secret_ + " controllers");
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("leader " + ControllerAddress(0)), std::string::npos)
+      << out;
+  EXPECT_NE(out.find("c1"), std::string::npos) << out;
+  EXPECT_NE(out.find("follower"), std::string::npos) << out;
+  for (const std::string& e : etcd_.member_endpoints()) {
+    EXPECT_NE(out.find(e), std::string::npos) << out;
+  }
+  EXPECT_EQ(out.find("unhealthy"), std::string::npos) << out;
+  std::tie(rc, out) = RunCommand(
+      std::string(SROUTECTL_BINARY) + " --controller " + ControllerAddress(1) +
+      " --secret-file " + secret_ + " controllers --json");
+  ASSERT_EQ(rc, 0) << out;
+  const auto members =
+      ::sroute::testing::FromJson<proto::ControllerMembers>(out);
+  EXPECT_EQ(members.self(), ControllerAddress(1));
+  ASSERT_EQ(members.members_size(), 2) << out;
+  EXPECT_TRUE(members.members(0).leader()) << out;
+  EXPECT_EQ(members.members(0).address(), ControllerAddress(0)) << out;
+  ASSERT_EQ(members.store_members_size(), 3) << out;
+  int raft_leaders = 0;
+  for (const auto& m : members.store_members()) {
+    EXPECT_TRUE(m.healthy()) << out;
+    raft_leaders += m.leader();
+  }
+  EXPECT_EQ(raft_leaders, 1) << out;
+}
+
+// Blocks written by 4 writers through a rule that updates keep flipping
+// between two routes (straight to S1, or through S2 which forwards to S1)
+// across the FUSE host and S2, two-phase. The leader is SIGKILLed in the
+// middle of it: the other controller leads within seconds, the updates go
+// on through it; at the end both hosts hold the store's rules, every
+// acknowledged block is on S1, nothing was ever written at S2 itself (an
+// IO routed by the FUSE host's new rules and S2's old ones would have),
+// and the killed controller, started again, follows.
+TEST_F(HaControllerTest, LeaderKilledDuringUpdatesUnderWritersLosesNothing) {
+  StartController(0);
+  ASSERT_EQ(Leader(), 0);
+  StartController(1);
+  ServerProcess* s1 = StartServer("S1", r1_.path());
+  ServerProcess* s2 = nullptr;
+  {
+    auto s = std::make_unique<ServerProcess>(
+        SROUTE_SERVER_BINARY,
+        std::vector<std::string>{
+            "--root", r2_.path(), "--name", "S2", "--secret-file", secret_,
+            "--listen", "127.0.0.1:0", "--controller", AllControllers(),
+            "--endpoint", "S1=" + s1->address()});
+    ASSERT_TRUE(s->ok());
+    s2 = s.get();
+    servers_["S2"] = std::move(s);
+  }
+  Mount({"S1=" + s1->address(), "S2=" + s2->address()});
+  auto client = Client(AllControllers());
+  ASSERT_TRUE(client);
+  ASSERT_TRUE(Eventually([&] {
+    return Connected(*client, kFuse) && Connected(*client, "S1") &&
+           Connected(*client, "S2");
+  }));
+  const std::string direct = "<*, *, //home/w/*> -> <IO, //S1/w/*>";
+  const std::string via_s2 = "<*, *, //home/w/*> -> <IO, //S2/w/*>";
+  const std::string forward = "<*, *, //S2/w/*> -> <IO, //S1/w/*>";
+  ASSERT_TRUE(client->Insert(kFuse, direct).ok());
+  std::filesystem::create_directories(home_ / "w");
+  std::filesystem::create_directories(r1_ / "w");
+  constexpr int kWriters = 4;
+  for (int w = 0; w < kWriters; ++w) {
+    WriteWholeFile(mnt_ / ("w/f" + std::to_string(w)), "");
+  }
+  std::atomic<bool> stop{false};
+  std::atomic<int> errors{0};
+  std::vector<std::atomic<int>> acked(kWriters);
+  std::vector<std::thread> threads;
+  JoinAll join_all{stop, threads};
+  for (int w = 0; w < kWriters; ++w) {
+    threads.emplace_back([&, w] {
+      const int fd =
+          open((mnt_ / ("w/f" + std::to_string(w))).c_str(), O_WRONLY);
+      ASSERT_GE(fd, 0);
+      for (int i = 0; !stop; ++i) {
+        const std::string block(4096, static_cast<char>('a' + (i + w) % 26));
+        if (pwrite(fd, block.data(), block.size(), i * 4096L) != 4096) {
+          ADD_FAILURE() << "writer " << w << " block " << i << ": "
+                        << strerror(errno);
+          ++errors;
+          break;
+        }
+        acked[w] = i + 1;
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      }
+      close(fd);
+    });
+  }
+  // The updates: each flips the route, on both hosts at once.
+  std::atomic<int> committed{0}, failed{0};
+  std::atomic<bool> stop_updates{false};
+  threads.emplace_back([&] {
+    bool through_s2 = false;
+    while (!stop_updates && !stop) {
+      auto fuse_rules = client->Rules(kFuse);
+      auto s2_rules = client->Rules("S2");
+      if (!fuse_rules.ok() || !s2_rules.ok()) {
+        ++failed;
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        continue;
+      }
+      through_s2 = false;
+      UpdateSpec spec;
+      RuleChanges f{kFuse, {}, {}}, s{"S2", {}, {}};
+      for (const auto& r : *fuse_rules) {
+        if (r.text() == via_s2) through_s2 = true;
+        f.remove.push_back(r.cid());
+      }
+      for (const auto& r : *s2_rules) s.remove.push_back(r.cid());
+      f.insert.push_back(through_s2 ? direct : via_s2);
+      if (!through_s2) s.insert.push_back(forward);
+      spec.changes = {f, s};
+      const auto t0 = std::chrono::steady_clock::now();
+      auto done = client->Update(spec);
+      const double took =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+              .count();
+      if (took > 1) std::cerr << "an update took " << took << " s\n";
+      if (done.ok()) {
+        ++committed;
+      } else {
+        std::cerr << "update failed: " << done.status() << "\n";
+        ++failed;
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
+    }
+  });
+  ASSERT_TRUE(Eventually([&] { return committed >= 10; }))
+      << committed.load() << " committed, " << failed.load() << " failed";
+  // Kill the leader in the middle of the updates.
+  const auto killed = std::chrono::steady_clock::now();
+  controllers_[0]->Kill();
+  controllers_[0].reset();
+  const int at_kill = committed;
+  ASSERT_TRUE(Eventually([&] { return committed >= at_kill + 10; }, 60))
+      << "no update committed after the leader died (" << failed.load()
+      << " failed)";
+  const double failover_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - killed)
+          .count();
+  std::cout << "first commits by the new leader " << failover_s
+            << " s after the SIGKILL\n";
+  stop_updates = true;
+  // Writers go on a moment by the final rules, then stop.
+  const int before_end = acked[0];
+  ASSERT_TRUE(Eventually([&] { return acked[0] >= before_end + 20; }));
+  stop = true;
+  for (auto& t : threads) t.join();
+  threads.clear();
+  ASSERT_EQ(errors.load(), 0);
+
+  // The survivor leads; both hosts hold the store's rules.
+  ASSERT_EQ(Leader(), 1);
+  auto survivor = Client(ControllerAddress(1));
+  ASSERT_TRUE(Eventually([&] {
+    return RuleTexts(HostRules("unix:" + (ctl_ / "sock"))) ==
+               StoreRules(*survivor, kFuse) &&
+           RuleTexts(HostRules(s2->address())) == StoreRules(*survivor, "S2");
+  })) << HostRules("unix:" + (ctl_ / "sock"))
+      << "\n"
+      << HostRules(s2->address());
+  // Nothing landed at S2 itself; every acknowledged block is on S1.
+  EXPECT_FALSE(std::filesystem::exists(r2_ / "w"));
+  for (int w = 0; w < kWriters; ++w) {
+    const std::string data = ReadWholeFile(r1_ / ("w/f" + std::to_string(w)));
+    ASSERT_GE(data.size(), acked[w].load() * 4096u) << "writer " << w;
+    for (int i = 0; i < acked[w]; ++i) {
+      ASSERT_EQ(data[i * 4096], static_cast<char>('a' + (i + w) % 26))
+          << "writer " << w << " block " << i;
+    }
+  }
+  // The killed controller, started again, follows.
+  StartController(0);
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  EXPECT_EQ(Leader(), 1);
+  auto members = Client(ControllerAddress(0))->ListControllers();
+  ASSERT_TRUE(members.ok()) << members.status();
+  EXPECT_EQ(members->members_size(), 2);
+}
+
+// A leader SIGSTOPped for longer than its lease: the other leads and takes
+// a change; the paused one, continued with an update waiting for it, makes
+// no change (its store is fenced, the hosts are the new leader's), and
+// exits (status 75) for its supervisor to start it again as a follower.
+TEST_F(HaControllerTest, APausedLeaderChangesNothingOnceAnotherLeads) {
+  StartController(0, /*ttl_s=*/1);
+  ASSERT_EQ(Leader(), 0);
+  StartController(1, /*ttl_s=*/1);
+  ServerProcess* s1 = StartServer("S1", r1_.path());
+  Mount({"S1=" + s1->address()});
+  auto client = Client(AllControllers());
+  ASSERT_TRUE(Eventually([&] { return Connected(*client, kFuse); }));
+  ASSERT_TRUE(
+      client->Insert(kFuse, "<*, *, //home/a/*> -> <IO, //S1/a/*>").ok());
+  // A raw connection to the leader, made before it pauses.
+  IoThreads threads(1);
+  RpcChannel::Options co;
+  co.address = ControllerAddress(0);
+  co.secret = kSecret;
+  co.name = "raw";
+  co.role = "client";
+  auto raw = RpcChannel::Create(&threads, co);
+  ASSERT_TRUE(raw.ok());
+  ASSERT_TRUE((*raw)->Connect(absl::Seconds(5)).ok());
+
+  kill(controllers_[0]->pid(), SIGSTOP);
+  ASSERT_TRUE(Eventually([&] {
+    auto c = Client(ControllerAddress(1));
+    auto m = c ? c->ListControllers() : absl::UnavailableError("");
+    if (!m.ok()) return false;
+    for (const auto& member : m->members()) {
+      if (member.leader() && member.address() == ControllerAddress(1)) {
+        return true;
+      }
+    }
+    return false;
+  }));
+  auto follower_client = Client(ControllerAddress(1));
+  ASSERT_TRUE(Eventually([&] { return Connected(*follower_client, kFuse); }));
+  ASSERT_TRUE(
+      follower_client->Insert(kFuse, "<*, *, //home/b/*> -> <IO, //S1/b/*>")
+          .ok());
+  // An update sent to the paused leader, which it sees when continued.
+  proto::RpcRequest req;
+  proto::Update* u = req.mutable_controller()->mutable_update();
+  proto::Change* ch = u->add_changes();
+  ch->set_sswitch(kFuse);
+  ch->add_insert("<*, *, //home/c/*> -> <IO, //S1/c/*>");
+  absl::StatusOr<proto::RpcReply> reply = absl::UnknownError("not sent");
+  std::thread sender([&] { reply = (*raw)->CallSync(req, absl::Seconds(30)); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  kill(controllers_[0]->pid(), SIGCONT);
+  sender.join();
+  EXPECT_FALSE(reply.ok() && reply->code() == 0)
+      << "the paused leader took an update";
+  // It exits by itself, with EX_TEMPFAIL.
+  int status = -1;
+  ASSERT_TRUE(Eventually([&] { return controllers_[0]->Exited(&status); }));
+  EXPECT_TRUE(WIFEXITED(status)) << status;
+  EXPECT_EQ(WEXITSTATUS(status), 75);
+  // The store and the host have the new leader's rules only.
+  const auto store = StoreRules(*follower_client, kFuse);
+  EXPECT_EQ(store.count("<*, *, //home/c/*> -> <IO, //S1/c/*>"), 0u);
+  EXPECT_EQ(store.count("<*, *, //home/b/*> -> <IO, //S1/b/*>"), 1u);
+  ASSERT_TRUE(Eventually([&] {
+    return RuleTexts(HostRules("unix:" + (ctl_ / "sock"))) ==
+           StoreRules(*follower_client, kFuse);
+  })) << HostRules("unix:" + (ctl_ / "sock"));
+  (*raw)->Shutdown();
+}
+
+// etcd without one member: changes go on. Without two: a change fails with
+// an error that names etcd, while IO goes on by the rules in place; with
+// the members back, changes go on again.
+TEST_F(HaControllerTest, EtcdLosingMembersStopsChangesNotIo) {
+  StartController(0);
+  ASSERT_EQ(Leader(), 0);
+  StartController(1);
+  ServerProcess* s1 = StartServer("S1", r1_.path());
+  Mount({"S1=" + s1->address()});
+  auto client = Client(AllControllers());
+  ASSERT_TRUE(Eventually([&] { return Connected(*client, kFuse); }));
+  ASSERT_TRUE(
+      client->Insert(kFuse, "<*, *, //home/a/*> -> <IO, //S1/a/*>").ok());
+  std::filesystem::create_directories(home_ / "a");
+  std::filesystem::create_directories(r1_ / "a");
+  std::atomic<bool> stop{false};
+  std::atomic<int> errors{0}, written{0};
+  std::vector<std::thread> threads;
+  JoinAll join_all{stop, threads};
+  threads.emplace_back([&] {
+    for (int i = 0; !stop; ++i) {
+      const std::string path = mnt_ / ("a/f" + std::to_string(i % 50));
+      const std::string data = std::to_string(i);
+      const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      const bool ok = fd >= 0 && write(fd, data.data(), data.size()) ==
+                                     static_cast<ssize_t>(data.size());
+      if (fd >= 0 && close(fd) != 0) ++errors;
+      if (ok) {
+        ++written;
+      } else {
+        ADD_FAILURE() << path << ": " << strerror(errno);
+        ++errors;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  });
+  etcd_.Kill(2);
+  auto one_down = client->Insert(kFuse, "<*, *, //home/b/*> -> <IO, //S1/b/*>");
+  EXPECT_TRUE(one_down.ok()) << one_down.status();
+  etcd_.Kill(1);
+  auto two_down = client->Insert(kFuse, "<*, *, //home/c/*> -> <IO, //S1/c/*>");
+  ASSERT_FALSE(two_down.ok());
+  std::cout << "with two of three etcd members down: " << two_down.status()
+            << "\n";
+  const std::string why(two_down.status().message());
+  EXPECT_TRUE(why.find("etcd") != std::string::npos ||
+              why.find("does not lead") != std::string::npos ||
+              why.find("no controller") != std::string::npos)
+      << why;
+  // IO goes on by the rules in place.
+  const int before = written;
+  ASSERT_TRUE(Eventually([&] { return written >= before + 100; }));
+  EXPECT_EQ(errors.load(), 0);
+  EXPECT_EQ(ReadWholeFile(r1_ / "a/f1").empty(), false);
+  // The members come back; a controller leads again (one that lost its
+  // lease meanwhile exited, and is started again, as its supervisor would).
+  etcd_.Restart(1);
+  etcd_.Restart(2);
+  ASSERT_TRUE(etcd_.WaitWritable(std::chrono::seconds(30)));
+  for (int i = 0; i < 2; ++i) {
+    int status = 0;
+    if (controllers_[i]->Exited(&status)) StartController(i);
+  }
+  ASSERT_GE(Leader(30), 0);
+  auto again = Client(AllControllers());
+  ASSERT_TRUE(Eventually([&] { return Connected(*again, kFuse); }, 30));
+  auto back = again->Insert(kFuse, "<*, *, //home/d/*> -> <IO, //S1/d/*>");
+  EXPECT_TRUE(back.ok()) << back.status();
+  stop = true;
+  for (auto& t : threads) t.join();
+  threads.clear();
+  EXPECT_EQ(errors.load(), 0);
+}
+
+}  // namespace
+}  // namespace sroute
