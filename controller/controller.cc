@@ -1160,7 +1160,9 @@ absl::Status Controller::Impl::OpenStore() {
   auto kv = std::make_unique<EtcdKv>(etcd.get(), prefix + "state/",
                                      options.etcd_max_txn_ops);
   etcd_kv = kv.get();
-  auto s = ControllerStore::Open(std::move(kv));
+  // The leader's reads stay in the process (CachedKv): it is the only
+  // writer. Loaded again when this controller takes over (Reload).
+  auto s = ControllerStore::Open(std::make_unique<CachedKv>(std::move(kv)));
   if (!s.ok()) {
     return absl::Status(s.status().code(),
                         StrCat("store ", spec, ": ", s.status().message()));

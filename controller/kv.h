@@ -54,6 +54,35 @@ class KvStore {
                              bool durable = true) = 0;
   // "rocksdb:DIR" or "etcd://H:P,...": for logs and `sroutectl controllers`.
   virtual std::string Describe() const = 0;
+  // Drops what the store may hold in memory and reads it again (CachedKv;
+  // nothing for the others).
+  virtual absl::Status Refresh() { return absl::OkStatus(); }
+};
+
+// `inner` with every key in memory: reads never leave the process, writes
+// go to `inner` first and, once applied, to the copy. For a leader on
+// etcd: only the leader writes (the others are fenced), so its copy is the
+// store's state; Refresh (taking over) reads it all again.
+//
+// REQUIRES: writes are serialized by the caller (ControllerStore::mu_), so
+// the copy applies them in the order `inner` did.
+class CachedKv : public KvStore {
+ public:
+  explicit CachedKv(std::unique_ptr<KvStore> inner);
+  ~CachedKv() override;
+
+  absl::StatusOr<std::optional<std::string>> Get(
+      const std::string& key) const override;
+  absl::StatusOr<std::vector<std::pair<std::string, std::string>>> Scan(
+      const std::string& prefix, bool keys_only = false) const override;
+  absl::Status Apply(const std::vector<Write>& writes,
+                     bool durable = true) override;
+  std::string Describe() const override;
+  absl::Status Refresh() override;
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
 };
 
 // RocksDB in `dir` (created if missing).

@@ -74,9 +74,14 @@ ControllerStore::ControllerStore(std::unique_ptr<KvStore> kv)
 ControllerStore::~ControllerStore() = default;
 
 absl::Status ControllerStore::Reload() {
+  if (absl::Status s = kv_->Refresh(); !s.ok()) return s;
   auto v = GetCounter(kVersion);
   if (!v.ok()) return v.status();
+  auto next = GetCounter(kNextCid);
+  if (!next.ok()) return next.status();
+  MutexLock l(&mu_);
   version_.store(*v);
+  next_cid_ = std::max<uint64_t>(*next, 1);
   return absl::OkStatus();
 }
 
@@ -88,19 +93,13 @@ absl::StatusOr<uint64_t> ControllerStore::GetCounter(
 }
 
 absl::StatusOr<uint64_t> ControllerStore::NextCids(size_t n) {
+  // In memory: only the leader hands out ids, and the Apply that stores
+  // rules with them stores the counter in the same write. Ids reserved by a
+  // change that was never stored may be handed out again by a controller
+  // that starts (or takes over) later, which is harmless: nobody saw them.
   MutexLock l(&mu_);
-  auto next = GetCounter(kNextCid);
-  if (!next.ok()) return next.status();
-  const uint64_t first = std::max<uint64_t>(*next, 1);
-  // Not durable on its own: the Apply that uses these ids is, and makes
-  // every earlier write durable too. Ids reserved by a change that never
-  // got persisted may be handed out again after a crash, which is harmless:
-  // nobody saw them.
-  if (absl::Status s =
-          kv_->Apply({Write{kNextCid, U64(first + n)}}, /*durable=*/false);
-      !s.ok()) {
-    return absl::Status(s.code(), StrCat("reserving rule ids: ", s.message()));
-  }
+  const uint64_t first = next_cid_;
+  next_cid_ += n;
   return first;
 }
 
@@ -120,6 +119,7 @@ absl::Status ControllerStore::Apply(const std::vector<RuleChange>& changes,
   }
   writes.push_back(Write{kVersion, U64(version)});
   MutexLock l(&mu_);
+  writes.push_back(Write{kNextCid, U64(next_cid_)});
   if (absl::Status s = kv_->Apply(writes); !s.ok()) {
     return absl::Status(s.code(), StrCat("storing rules: ", s.message()));
   }

@@ -8,8 +8,8 @@
 // which is the order they were added in (priorities are in the rules).
 //
 // Reads go to the KvStore each time (another controller may have written
-// before this one led), except the update version, which only the leader
-// moves and which is read once at Open and at Reload.
+// before this one led), except the update version and the rule id
+// counter, which only the leader moves: read at Open and at Reload.
 //
 // Every call may fail when the store does (etcd without a quorum, a full
 // disk); nothing half-written is left: every change is one KvStore Apply.
@@ -42,8 +42,8 @@ class ControllerStore {
   ~ControllerStore();
 
   KvStore& kv() { return *kv_; }
-  // Reads the version again (a controller that just became the leader:
-  // the previous leader moved it).
+  // Reads the version and the rule id counter again (a controller that
+  // just became the leader: the previous leader moved them).
   absl::Status Reload();
 
   // One atomic change to the rules: `insert` (their cids already assigned
@@ -55,8 +55,8 @@ class ControllerStore {
   };
   absl::Status Apply(const std::vector<RuleChange>& changes, uint64_t version);
 
-  // Reserves `n` fresh cids; returns the first. Reserved ids are persisted,
-  // so none is ever handed out twice, even if the change using them fails.
+  // Reserves `n` fresh cids; returns the first. The counter is stored with
+  // the next Apply, so no stored rule's id is ever handed out again.
   absl::StatusOr<uint64_t> NextCids(size_t n);
 
   // The managed rules of `sswitch`, in order.
@@ -98,6 +98,7 @@ class ControllerStore {
   // no lock. A leaf (after Controller::Impl::update_mu).
   Mutex mu_;
   std::atomic<uint64_t> version_{0};
+  uint64_t next_cid_ ABSL_GUARDED_BY(mu_) = 1;
 };
 
 }  // namespace sroute
