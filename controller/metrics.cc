@@ -40,6 +40,10 @@ void Controller::Impl::AddMetrics(metrics::Exposition* out) {
   out->Declare("sroute_controller_version", MetricType::kGauge,
                "Version of the latest committed update")
       .Add({}, static_cast<double>(store->version()));
+  out->Declare("sroute_controller_leading", MetricType::kGauge,
+               "1 while this controller leads (always on RocksDB; on etcd "
+               "one of the controllers sharing the store)")
+      .Add({}, leading.load() ? 1 : 0);
   auto& updates = out->Declare(
       "sroute_controller_updates_total", MetricType::kCounter,
       "Updates, by how they ended: committed; aborted after phase 1 began "

@@ -303,10 +303,11 @@ TEST_F(HaControllerTest,
 // between two routes (straight to S1, or through S2 which forwards to S1)
 // across the FUSE host and S2, two-phase. The leader is SIGKILLed in the
 // middle of it: the other controller leads within seconds, the updates go
-// on through it; at the end both hosts hold the store's rules, every
-// acknowledged block is on S1, nothing was ever written at S2 itself (an
-// IO routed by the FUSE host's new rules and S2's old ones would have),
-// and the killed controller, started again, follows.
+// on through it, and so does the app started on the first; at the end
+// both hosts hold the store's rules, every acknowledged block is on S1,
+// nothing was ever written at S2 itself (an IO routed by the FUSE host's
+// new rules and S2's old ones would have), and the killed controller,
+// started again, follows.
 TEST_F(HaControllerTest, LeaderKilledDuringUpdatesUnderWritersLosesNothing) {
   StartController(0);
   ASSERT_EQ(Leader(), 0);
@@ -335,6 +336,15 @@ TEST_F(HaControllerTest, LeaderKilledDuringUpdatesUnderWritersLosesNothing) {
   const std::string via_s2 = "<*, *, //home/w/*> -> <IO, //S2/w/*>";
   const std::string forward = "<*, *, //S2/w/*> -> <IO, //S1/w/*>";
   ASSERT_TRUE(client->Insert(kFuse, direct).ok());
+  // An app started on the leader runs on the next one.
+  {
+    proto::Apps start;
+    start.set_action(proto::Apps::START);
+    start.set_name("tail_latency");
+    start.set_args("alpha=3,end=1.5");
+    auto started = client->Apps(start);
+    ASSERT_TRUE(started.ok()) << started.status();
+  }
   std::filesystem::create_directories(home_ / "w");
   std::filesystem::create_directories(r1_ / "w");
   constexpr int kWriters = 4;
@@ -438,6 +448,14 @@ TEST_F(HaControllerTest, LeaderKilledDuringUpdatesUnderWritersLosesNothing) {
   })) << HostRules("unix:" + (ctl_ / "sock"))
       << "\n"
       << HostRules(s2->address());
+  proto::Apps list;
+  list.set_action(proto::Apps::LIST);
+  auto apps = survivor->Apps(list);
+  ASSERT_TRUE(apps.ok()) << apps.status();
+  ASSERT_EQ(apps->apps_size(), 1);
+  EXPECT_EQ(apps->apps(0).name(), "tail_latency");
+  EXPECT_EQ(apps->apps(0).args(), "alpha=3,end=1.5");
+  EXPECT_EQ(apps->apps(0).state(), "running");
   // Nothing landed at S2 itself; every acknowledged block is on S1.
   EXPECT_FALSE(std::filesystem::exists(r2_ / "w"));
   for (int w = 0; w < kWriters; ++w) {
