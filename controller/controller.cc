@@ -1326,6 +1326,16 @@ absl::StatusOr<std::unique_ptr<Controller>> Controller::Start(
     LogInfo("metrics at http://", impl->metrics_server->address(), "/metrics");
   }
   if (impl->etcd != nullptr) {
+    // The apps start only once elected: a bad --app is an error now, not a
+    // failed take-over later.
+    for (const std::string& spec : impl->options.apps) {
+      std::string name;
+      if (auto app = ControlAppRegistry::Global().Create(spec, &name);
+          !app.ok()) {
+        std::unique_ptr<Controller> stop(new Controller(std::move(impl)));
+        return app.status();
+      }
+    }
     const std::string self = impl->SelfAddress();
     std::string host;
     uint16_t port = 0;

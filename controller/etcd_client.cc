@@ -101,6 +101,10 @@ absl::StatusOr<std::pair<int, std::string>> EtcdClient::Impl::Exchange(
     io.run();
     if (failed) {
       stream.reset();
+      if (failed == beast::error::timeout) {
+        return absl::DeadlineExceededError(
+            StrCat("no connection in ", absl::FormatDuration(options.timeout)));
+      }
       return absl::UnavailableError(failed.message());
     }
   }
@@ -129,10 +133,11 @@ absl::StatusOr<std::pair<int, std::string>> EtcdClient::Impl::Exchange(
   if (failed) {
     stream.reset();
     buffer.clear();
-    return absl::UnavailableError(
-        failed == beast::error::timeout
-            ? StrCat("no answer in ", absl::FormatDuration(options.timeout))
-            : failed.message());
+    if (failed == beast::error::timeout) {
+      return absl::DeadlineExceededError(
+          StrCat("no answer in ", absl::FormatDuration(options.timeout)));
+    }
+    return absl::UnavailableError(failed.message());
   }
   if (!res.keep_alive()) {
     stream.reset();
@@ -153,7 +158,13 @@ absl::Status EtcdClient::Impl::Call(const std::string& path,
   for (size_t i = 0; i < n; ++i) {
     const size_t index =
         only != std::string::npos ? only : (first + i) % addresses.size();
+    // A kept connection the member closed meanwhile fails at once: one
+    // more try on a new one (not after a timeout: the member is slow).
+    const bool reused = stream.has_value() && current == index;
     auto got = Exchange(index, path, body);
+    if (!got.ok() && reused && !absl::IsDeadlineExceeded(got.status())) {
+      got = Exchange(index, path, body);
+    }
     if (!got.ok()) {
       why += StrCat(why.empty() ? "" : "; ", options.endpoints[index], ": ",
                     got.status().message());

@@ -299,6 +299,34 @@ TEST_F(HaControllerTest,
   EXPECT_EQ(raft_leaders, 1) << out;
 }
 
+// What cannot work is said at start, not at a take-over: a store that is
+// neither RocksDB nor etcd, etcd without members, an unknown app, an
+// address others cannot reach, etcd that does not answer.
+TEST_F(HaControllerTest, BadStoresAndAppsAreClearErrorsAtStart) {
+  const std::string base = std::string(SROUTE_CONTROLLER_BINARY) +
+                           " --secret-file " + secret_ + " --listen ";
+  const std::string etcd = " --store etcd://" + etcd_.endpoints();
+  struct Case {
+    std::string args;
+    std::string says;
+  };
+  const std::vector<Case> cases = {
+      {ControllerAddress(0) + " --store mysql://x", "not rocksdb:DIR nor etcd"},
+      {ControllerAddress(0) + " --store etcd:///p", "no etcd member"},
+      {ControllerAddress(0) + etcd + " --app nope", "nope"},
+      {"0.0.0.0:0" + etcd, "--advertise"},
+      {ControllerAddress(0) +
+           " --store etcd://127.0.0.1:" + std::to_string(FreeLoopbackPort()),
+       "no member answered"},
+      {ControllerAddress(0) + " --db /tmp/x" + etcd, "excludes"},
+  };
+  for (const Case& c : cases) {
+    auto [rc, out] = RunCommand(base + c.args + " 2>&1");
+    EXPECT_NE(rc, 0) << c.args << "\n" << out;
+    EXPECT_NE(out.find(c.says), std::string::npos) << c.args << "\n" << out;
+  }
+}
+
 // Blocks written by 4 writers through a rule that updates keep flipping
 // between two routes (straight to S1, or through S2 which forwards to S1)
 // across the FUSE host and S2, two-phase. The leader is SIGKILLed in the
