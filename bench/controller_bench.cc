@@ -86,10 +86,10 @@ struct Cluster {
   std::vector<std::unique_ptr<ControllerAgent>> agents;
 };
 
-void BM_UpdateThroughput(benchmark::State& state) {
-  const int switches = static_cast<int>(state.range(0));
-  const int per_switch = static_cast<int>(state.range(1));
-  Cluster cluster(switches);
+// Runs the benchmark's loop: each iteration one update replacing
+// `per_switch` rules on each of the cluster's `switches` sSwitches.
+void RunUpdates(benchmark::State& state, Cluster& cluster, int switches,
+                int per_switch) {
   ControllerApi& api = cluster.controller->api();
   std::vector<std::vector<uint64_t>> live(switches);
   uint64_t round = 0;
@@ -117,6 +117,13 @@ void BM_UpdateThroughput(benchmark::State& state) {
     }
     ++round;
   }
+}
+
+void BM_UpdateThroughput(benchmark::State& state) {
+  const int switches = static_cast<int>(state.range(0));
+  const int per_switch = static_cast<int>(state.range(1));
+  Cluster cluster(switches);
+  RunUpdates(state, cluster, switches, per_switch);
   state.SetItemsProcessed(state.iterations() * switches * per_switch);
   state.counters["rules_per_s"] = benchmark::Counter(
       static_cast<double>(state.iterations() * switches * per_switch),
@@ -144,27 +151,7 @@ void BM_UpdateOnStore(benchmark::State& state) {
     store = "etcd://" + etcd->endpoints() + "/bench/";
   }
   Cluster cluster(switches, absl::Seconds(1), store);
-  ControllerApi& api = cluster.controller->api();
-  std::vector<std::vector<uint64_t>> live(switches);
-  uint64_t round = 0;
-  for (auto _ : state) {
-    UpdateSpec spec;
-    for (int s = 0; s < switches; ++s) {
-      RuleChanges c;
-      c.sswitch = StrCat("h", s);
-      c.insert.push_back(
-          StrCat("<*, w, //home/f> -> <IO, //home/r", round, "/f>"));
-      c.remove = live[s];
-      spec.changes.push_back(std::move(c));
-    }
-    auto r = api.Update(spec);
-    if (!r.ok()) {
-      state.SkipWithError(std::string(r.status().message()).c_str());
-      break;
-    }
-    for (int s = 0; s < switches; ++s) live[s] = {r->cids[s]};
-    ++round;
-  }
+  RunUpdates(state, cluster, switches, 1);
   state.counters["updates_per_s"] = benchmark::Counter(
       static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
 }

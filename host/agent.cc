@@ -326,12 +326,19 @@ absl::Status ControllerAgent::Impl::Reconcile(
   MutexLock cl(&control_mu);
   // Updates held in phase one are void now, and so are those still
   // preparing (their Prepare gives their flows back when it ends): the
-  // controller that sent them is gone, or has forgotten them.
+  // controller that sent them is gone, or has forgotten them. Their flows
+  // stay parked until the rules below are in place: released before, a
+  // parked IO would go by the rules this host is leaving while the hosts
+  // that sent it route by the new ones (a mixed route).
+  std::vector<HeaderPattern> parked;
   for (auto& [update, p] : prepared) {
-    for (const HeaderPattern& pat : p.parked) (void)sw->Quiesce(pat, false);
+    parked.insert(parked.end(), p.parked.begin(), p.parked.end());
   }
   prepared.clear();
   for (auto& [update, aborted] : preparing) aborted = true;
+  auto release = [&] {
+    for (const HeaderPattern& pat : parked) (void)sw->Quiesce(pat, false);
+  };
   std::vector<uint64_t> current_ids;
   std::vector<std::pair<uint64_t, std::string>> current;
   for (const RuleInfo& info : sw->ListRules()) {
@@ -347,6 +354,7 @@ absl::Status ControllerAgent::Impl::Reconcile(
   for (const proto::ManagedRule& m : desired) {
     auto rule = ParseRule(m.text());
     if (!rule.ok()) {
+      release();
       return absl::InvalidArgumentError(
           StrCat("rule ", m.cid(), ": ", rule.status().message()));
     }
@@ -354,20 +362,27 @@ absl::Status ControllerAgent::Impl::Reconcile(
     rules.push_back(*std::move(rule));
     owners.push_back(m.owner());
   }
-  if (current == want) return absl::OkStatus();  // nothing to change
+  if (current == want) {  // nothing to change
+    release();
+    return absl::OkStatus();
+  }
   auto ids =
       rules.empty() && current_ids.empty()
           ? absl::StatusOr<std::vector<uint64_t>>(std::vector<uint64_t>())
           : sw->Update(std::move(rules),
                        owners.empty() ? std::vector<std::string>{""} : owners,
                        current_ids);
-  if (!ids.ok()) return ids.status();
+  if (!ids.ok()) {
+    release();  // parked for good would be worse
+    return ids.status();
+  }
   cid_to_id.clear();
   id_to_cid.clear();
   for (size_t i = 0; i < ids->size(); ++i) {
     cid_to_id[want[i].first] = (*ids)[i];
     id_to_cid[(*ids)[i]] = want[i].first;
   }
+  release();
   return absl::OkStatus();
 }
 

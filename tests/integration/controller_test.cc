@@ -27,6 +27,7 @@
 #include "gtest/gtest.h"
 #include "proto/controller.pb.h"
 #include "proto/ctl.pb.h"
+#include "tests/util/block_writers.h"
 #include "tests/util/ctl_json.h"
 #include "tests/util/mounted_volume.h"
 #include "tests/util/real_programs.h"
@@ -40,6 +41,7 @@
 namespace sroute {
 namespace {
 
+using ::sroute::testing::BlockWriters;
 using ::sroute::testing::Exercise;
 using ::sroute::testing::ExerciseOptions;
 using ::sroute::testing::ExerciseResult;
@@ -356,41 +358,16 @@ TEST_F(ControllerTest, TwoPhaseUpdateUnderWritersIsNeverMixed) {
   ASSERT_TRUE(old_rule.ok()) << old_rule.status();
   std::filesystem::create_directories(home_ / "w");
   std::filesystem::create_directories(r1_ / "w");
-  constexpr int kWriters = 4;
-  for (int w = 0; w < kWriters; ++w) {
-    WriteWholeFile(mnt_ / ("w/f" + std::to_string(w)), "");
-  }
-  std::atomic<bool> stop{false};
-  std::atomic<int> errors{0};
-  std::vector<std::atomic<int>> acked(kWriters);
-  std::vector<std::thread> writers;
   // Whatever fails below, the writers stop and are joined.
-  JoinAll join_all{stop, writers};
-  for (int w = 0; w < kWriters; ++w) {
-    writers.emplace_back([&, w] {
-      const int fd =
-          open((mnt_ / ("w/f" + std::to_string(w))).c_str(), O_WRONLY);
-      ASSERT_GE(fd, 0);
-      for (int i = 0; !stop; ++i) {
-        const std::string block(4096, static_cast<char>('a' + (i + w) % 26));
-        if (pwrite(fd, block.data(), block.size(), i * 4096L) != 4096) {
-          ADD_FAILURE() << "writer " << w << " block " << i << ": "
-                        << strerror(errno);
-          ++errors;
-          break;
-        }
-        acked[w] = i + 1;
-      }
-      close(fd);
-    });
-  }
+  BlockWriters writers(mnt_ / "w", 4);
   // Waits until writer 0 acknowledged `n` blocks (false if the writers
   // failed or stalled).
   auto wait_acked = [&](int n) {
-    return Eventually([&] { return acked[0] >= n || errors > 0; }) &&
-           errors == 0;
+    return Eventually(
+               [&] { return writers.acked(0) >= n || writers.errors() > 0; }) &&
+           writers.errors() == 0;
   };
-  ASSERT_TRUE(wait_acked(50)) << errors.load() << " writers failed";
+  ASSERT_TRUE(wait_acked(50)) << writers.errors() << " writers failed";
 
   // A host that refuses (S2 does not know endpoint "nowhere") leaves every
   // host with its old rules; so does the controller's own check.
@@ -421,7 +398,7 @@ TEST_F(ControllerTest, TwoPhaseUpdateUnderWritersIsNeverMixed) {
   EXPECT_EQ((*rules)[0].cid(), *old_rule);
 
   // The real update, across the FUSE host and S2, while the writers run.
-  ASSERT_TRUE(wait_acked(100)) << errors.load() << " writers failed";
+  ASSERT_TRUE(wait_acked(100)) << writers.errors() << " writers failed";
   UpdateSpec good;
   good.changes.push_back(RuleChanges{
       kFuse, {"<*, *, //home/w/*> -> <IO, //S2/w/*>"}, {*old_rule}});
@@ -429,23 +406,15 @@ TEST_F(ControllerTest, TwoPhaseUpdateUnderWritersIsNeverMixed) {
       RuleChanges{"S2", {"<*, *, //S2/w/*> -> <IO, //S1/w/*>"}, {}});
   auto done = Client().Update(good);
   ASSERT_TRUE(done.ok()) << done.status();
-  const int at_switch = acked[0];
+  const int at_switch = writers.acked(0);
   EXPECT_TRUE(wait_acked(at_switch + 100))
-      << errors.load() << " writers failed";
-  stop = true;
-  for (auto& t : writers) t.join();
-  ASSERT_EQ(errors.load(), 0);
+      << writers.errors() << " writers failed";
+  writers.Stop();
+  ASSERT_EQ(writers.errors(), 0);
 
   // Nothing landed at S2 itself, and every acknowledged block is on S1.
   EXPECT_FALSE(std::filesystem::exists(r2_ / "w"));
-  for (int w = 0; w < kWriters; ++w) {
-    const std::string data = ReadWholeFile(r1_ / ("w/f" + std::to_string(w)));
-    ASSERT_GE(data.size(), acked[w].load() * 4096u) << "writer " << w;
-    for (int i = 0; i < acked[w]; ++i) {
-      ASSERT_EQ(data[i * 4096], static_cast<char>('a' + (i + w) % 26))
-          << "writer " << w << " block " << i;
-    }
-  }
+  EXPECT_EQ(writers.Verify(r1_ / "w"), "");
   // Per-IO version stamps at S2: every write the FUSE host routed by its new
   // table met S2's new table.
   const proto::CtlHostStats stats = HostStats(s2->address());

@@ -28,6 +28,7 @@
 #include "rpc/channel.h"
 #include "rpc/io_threads.h"
 #include "rpc/leader.h"
+#include "tests/util/block_writers.h"
 #include "tests/util/ctl_json.h"
 #include "tests/util/etcd_cluster.h"
 #include "tests/util/mounted_volume.h"
@@ -38,6 +39,7 @@
 namespace sroute {
 namespace {
 
+using ::sroute::testing::BlockWriters;
 using ::sroute::testing::EtcdCluster;
 using ::sroute::testing::FreeLoopbackPort;
 using ::sroute::testing::MountedVolume;
@@ -186,6 +188,16 @@ class HaControllerTest : public ::testing::Test {
         seconds);
     return leader;
   }
+  // A channel that does not follow redirects (ControllerClient does).
+  absl::StatusOr<std::unique_ptr<RpcChannel>> RawChannel(
+      IoThreads* threads, const std::string& address) {
+    RpcChannel::Options co;
+    co.address = address;
+    co.secret = kSecret;
+    co.name = "raw";
+    co.role = "client";
+    return RpcChannel::Create(threads, co);
+  }
   bool Connected(ControllerClient& c, const std::string& sswitch) {
     for (const TopologyHost& h : c.Topology()) {
       if (h.info.sswitch() == sswitch) return h.connected;
@@ -250,12 +262,7 @@ TEST_F(HaControllerTest,
 
   // A raw call to the follower: UNAVAILABLE naming the leader.
   IoThreads threads(1);
-  RpcChannel::Options co;
-  co.address = ControllerAddress(1);
-  co.secret = kSecret;
-  co.name = "raw";
-  co.role = "client";
-  auto raw = RpcChannel::Create(&threads, co);
+  auto raw = RawChannel(&threads, ControllerAddress(1));
   ASSERT_TRUE(raw.ok());
   proto::RpcRequest req;
   req.mutable_controller()->mutable_list_hosts();
@@ -364,45 +371,23 @@ TEST_F(HaControllerTest, LeaderKilledDuringUpdatesUnderWritersLosesNothing) {
   const std::string via_s2 = "<*, *, //home/w/*> -> <IO, //S2/w/*>";
   const std::string forward = "<*, *, //S2/w/*> -> <IO, //S1/w/*>";
   ASSERT_TRUE(client->Insert(kFuse, direct).ok());
-  // An app started on the leader runs on the next one.
+  // An app started on the leader runs on the next one. (Kept from acting:
+  // an off-load of the writers' flow, flipped under it by the updates
+  // below, would move their bytes to wherever it took the flow's home.)
   {
     proto::Apps start;
     start.set_action(proto::Apps::START);
     start.set_name("tail_latency");
-    start.set_args("alpha=3,end=1.5");
+    start.set_args("alpha=3,end=1.5,min_ops=1000000000");
     auto started = client->Apps(start);
     ASSERT_TRUE(started.ok()) << started.status();
   }
   std::filesystem::create_directories(home_ / "w");
   std::filesystem::create_directories(r1_ / "w");
-  constexpr int kWriters = 4;
-  for (int w = 0; w < kWriters; ++w) {
-    WriteWholeFile(mnt_ / ("w/f" + std::to_string(w)), "");
-  }
+  BlockWriters writers(mnt_ / "w", 4, std::chrono::milliseconds(2));
   std::atomic<bool> stop{false};
-  std::atomic<int> errors{0};
-  std::vector<std::atomic<int>> acked(kWriters);
   std::vector<std::thread> threads;
   JoinAll join_all{stop, threads};
-  for (int w = 0; w < kWriters; ++w) {
-    threads.emplace_back([&, w] {
-      const int fd =
-          open((mnt_ / ("w/f" + std::to_string(w))).c_str(), O_WRONLY);
-      ASSERT_GE(fd, 0);
-      for (int i = 0; !stop; ++i) {
-        const std::string block(4096, static_cast<char>('a' + (i + w) % 26));
-        if (pwrite(fd, block.data(), block.size(), i * 4096L) != 4096) {
-          ADD_FAILURE() << "writer " << w << " block " << i << ": "
-                        << strerror(errno);
-          ++errors;
-          break;
-        }
-        acked[w] = i + 1;
-        std::this_thread::sleep_for(std::chrono::milliseconds(2));
-      }
-      close(fd);
-    });
-  }
   // The updates: each flips the route, on both hosts at once.
   std::atomic<int> committed{0}, failed{0};
   std::atomic<bool> stop_updates{false};
@@ -459,12 +444,13 @@ TEST_F(HaControllerTest, LeaderKilledDuringUpdatesUnderWritersLosesNothing) {
             << " s after the SIGKILL\n";
   stop_updates = true;
   // Writers go on a moment by the final rules, then stop.
-  const int before_end = acked[0];
-  ASSERT_TRUE(Eventually([&] { return acked[0] >= before_end + 20; }));
+  const int before_end = writers.acked(0);
+  ASSERT_TRUE(Eventually([&] { return writers.acked(0) >= before_end + 20; }));
   stop = true;
   for (auto& t : threads) t.join();
   threads.clear();
-  ASSERT_EQ(errors.load(), 0);
+  writers.Stop();
+  ASSERT_EQ(writers.errors(), 0);
 
   // The survivor leads; both hosts hold the store's rules.
   ASSERT_EQ(Leader(), 1);
@@ -482,18 +468,11 @@ TEST_F(HaControllerTest, LeaderKilledDuringUpdatesUnderWritersLosesNothing) {
   ASSERT_TRUE(apps.ok()) << apps.status();
   ASSERT_EQ(apps->apps_size(), 1);
   EXPECT_EQ(apps->apps(0).name(), "tail_latency");
-  EXPECT_EQ(apps->apps(0).args(), "alpha=3,end=1.5");
+  EXPECT_EQ(apps->apps(0).args(), "alpha=3,end=1.5,min_ops=1000000000");
   EXPECT_EQ(apps->apps(0).state(), "running");
   // Nothing landed at S2 itself; every acknowledged block is on S1.
   EXPECT_FALSE(std::filesystem::exists(r2_ / "w"));
-  for (int w = 0; w < kWriters; ++w) {
-    const std::string data = ReadWholeFile(r1_ / ("w/f" + std::to_string(w)));
-    ASSERT_GE(data.size(), acked[w].load() * 4096u) << "writer " << w;
-    for (int i = 0; i < acked[w]; ++i) {
-      ASSERT_EQ(data[i * 4096], static_cast<char>('a' + (i + w) % 26))
-          << "writer " << w << " block " << i;
-    }
-  }
+  EXPECT_EQ(writers.Verify(r1_ / "w"), "");
   // The killed controller, started again, follows.
   StartController(0);
   std::this_thread::sleep_for(std::chrono::seconds(1));
@@ -519,12 +498,7 @@ TEST_F(HaControllerTest, APausedLeaderChangesNothingOnceAnotherLeads) {
       client->Insert(kFuse, "<*, *, //home/a/*> -> <IO, //S1/a/*>").ok());
   // A raw connection to the leader, made before it pauses.
   IoThreads threads(1);
-  RpcChannel::Options co;
-  co.address = ControllerAddress(0);
-  co.secret = kSecret;
-  co.name = "raw";
-  co.role = "client";
-  auto raw = RpcChannel::Create(&threads, co);
+  auto raw = RawChannel(&threads, ControllerAddress(0));
   ASSERT_TRUE(raw.ok());
   ASSERT_TRUE((*raw)->Connect(absl::Seconds(5)).ok());
 
