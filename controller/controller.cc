@@ -1156,6 +1156,7 @@ absl::Status Controller::Impl::OpenStore() {
   auto client = EtcdClient::Create(eo);
   if (!client.ok()) return client.status();
   etcd = *std::move(client);
+  leader_key = prefix + "leader";
   // Under PREFIX"state/", beside the election's keys.
   auto kv = std::make_unique<EtcdKv>(etcd.get(), prefix + "state/",
                                      options.etcd_max_txn_ops);
@@ -1171,8 +1172,15 @@ absl::Status Controller::Impl::OpenStore() {
   return absl::OkStatus();
 }
 
-std::string Controller::Impl::SelfAddress() const {
-  return options.advertise.empty() ? rpc->address() : options.advertise;
+std::string Controller::Impl::LeaderAddress() {
+  MutexLock l(&leadership_mu);
+  return leadership != nullptr ? leadership->leader_address() : "";
+}
+
+std::string Controller::Impl::SelfAddress() {
+  if (!options.advertise.empty()) return options.advertise;
+  MutexLock l(&leadership_mu);
+  return listening;
 }
 
 absl::Status Controller::Impl::BecomeLeader() {
@@ -1226,8 +1234,7 @@ void Controller::Impl::LeadershipLost(const std::string& why) {
   }
   if (options.on_leadership_lost && etcd != nullptr &&
       !deposed_watch.joinable()) {
-    std::string key = leadership != nullptr ? leadership->leader_key() : "";
-    deposed_watch = std::thread([this, why, key] {
+    deposed_watch = std::thread([this, why, key = leader_key] {
       while (true) {
         {
           MutexLock l(&mu);
@@ -1256,8 +1263,7 @@ void Controller::Impl::LeadershipLost(const std::string& why) {
       s.connected = false;
     }
   }
-  const std::string leader =
-      leadership != nullptr ? leadership->leader_address() : std::string();
+  const std::string leader = LeaderAddress();
   for (auto& c : polls) {
     c->ReplyStatus(NotLeaderError(SelfAddress(), leader, why));
   }
@@ -1311,6 +1317,11 @@ absl::StatusOr<std::unique_ptr<Controller>> Controller::Start(
     return rpc.status();
   }
   impl->rpc = *std::move(rpc);
+  {
+    // Requests may come before this (and read it): "" until then.
+    MutexLock l(&impl->leadership_mu);
+    impl->listening = impl->rpc->address();
+  }
   if (!impl->options.metrics.empty()) {
     auto server = metrics::MetricsServer::Start(impl->options.metrics, [raw] {
       metrics::Exposition e;
@@ -1372,6 +1383,7 @@ absl::StatusOr<std::unique_ptr<Controller>> Controller::Start(
       std::unique_ptr<Controller> stop(new Controller(std::move(impl)));
       return leadership.status();
     }
+    MutexLock l(&impl->leadership_mu);
     impl->leadership = *std::move(leadership);
     LogInfo("controller listening on ", impl->rpc->address(), ", store ",
             impl->store->kv().Describe(), ": following until elected");
@@ -1387,7 +1399,12 @@ Controller::Controller(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Controller::~Controller() {
   // No election from here on; a leader hands over at once (its lease is
   // revoked). Its store writes nothing more.
-  impl_->leadership.reset();
+  std::unique_ptr<Leadership> leadership;
+  {
+    MutexLock l(&impl_->leadership_mu);
+    leadership = std::move(impl_->leadership);
+  }
+  leadership.reset();  // without the lock: its callbacks may want it
   impl_->leading.store(false);
   if (impl_->etcd_kv != nullptr) impl_->etcd_kv->SetFence("", 0);
   impl_->metrics_server.reset();  // a scrape reads everything below
@@ -1425,8 +1442,8 @@ uint16_t Controller::port() const { return impl_->rpc->port(); }
 std::string Controller::address() const { return impl_->rpc->address(); }
 bool Controller::leading() const { return impl_->leading.load(); }
 std::string Controller::leader_address() const {
-  if (impl_->leadership == nullptr) return impl_->rpc->address();
-  return impl_->leadership->leader_address();
+  if (impl_->etcd == nullptr) return impl_->rpc->address();
+  return impl_->LeaderAddress();
 }
 ControllerApi& Controller::api() { return *impl_->admin; }
 uint64_t Controller::bytes_in() const {

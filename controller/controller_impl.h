@@ -310,7 +310,7 @@ struct Controller::Impl {
   absl::Status BecomeLeader();
   void LeadershipLost(const std::string& why);
   // The address hosts and clients reach this controller at.
-  std::string SelfAddress() const;
+  std::string SelfAddress() ABSL_LOCKS_EXCLUDED(leadership_mu);
   void HandleListControllers(Call& call);
 
   const ControllerOptions options;
@@ -318,7 +318,15 @@ struct Controller::Impl {
   std::atomic<bool> leading{false};
   std::unique_ptr<EtcdClient> etcd;  // with an etcd store
   EtcdKv* etcd_kv = nullptr;         // owned by store
-  std::unique_ptr<Leadership> leadership;
+  // The election (etcd only), set once it started: requests and its own
+  // callbacks may come before. Guarded by leadership_mu, a leaf (calls into
+  // Leadership take only its own lock; its callbacks run without it).
+  Mutex leadership_mu;
+  std::unique_ptr<Leadership> leadership ABSL_GUARDED_BY(leadership_mu);
+  std::string leader_key;  // PREFIX"leader" (etcd), set before the RPC starts
+  std::string listening ABSL_GUARDED_BY(leadership_mu);  // the RPC's address
+  // The leader's address as the election last read it ("" if unknown).
+  std::string LeaderAddress() ABSL_LOCKS_EXCLUDED(leadership_mu);
   // Why this controller stopped leading ("" if it never led or leads), for
   // the answers it gives meanwhile. Guarded by mu.
   std::string deposed ABSL_GUARDED_BY(mu);

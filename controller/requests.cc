@@ -29,9 +29,7 @@ void Controller::Impl::Handle(std::unique_ptr<Call> call) {
       MutexLock l(&mu);
       why = deposed;
     }
-    call->ReplyStatus(NotLeaderError(
-        SelfAddress(),
-        leadership != nullptr ? leadership->leader_address() : "", why));
+    call->ReplyStatus(NotLeaderError(SelfAddress(), LeaderAddress(), why));
     return;
   }
   // Handlers that wait for hosts or for other updates run in the
@@ -103,7 +101,7 @@ void Controller::Impl::HandleListControllers(Call& call) {
   proto::ControllerMembers* m = reply.mutable_controllers();
   m->set_self(SelfAddress());
   m->set_store(store->kv().Describe());
-  if (leadership == nullptr) {
+  if (etcd == nullptr) {
     proto::ControllerMember* me = m->add_members();
     me->set_id(SelfAddress());
     me->set_address(SelfAddress());
@@ -115,7 +113,14 @@ void Controller::Impl::HandleListControllers(Call& call) {
     ReplyWith(call, std::move(reply));
     return;
   }
-  auto members = leadership->Members();
+  absl::StatusOr<std::vector<Leadership::Member>> members =
+      absl::UnavailableError("the election has not started yet");
+  {
+    // Held across the read: the election may not go meanwhile (a leaf
+    // that only ~Controller waits for).
+    MutexLock l(&leadership_mu);
+    if (leadership != nullptr) members = leadership->Members();
+  }
   if (!members.ok()) {
     call.ReplyStatus(
         absl::Status(members.status().code(),

@@ -37,9 +37,7 @@ absl::StatusOr<UpdateOutcome> Controller::Impl::Update(
       MutexLock l(&mu);
       why = deposed;
     }
-    return NotLeaderError(
-        SelfAddress(),
-        leadership != nullptr ? leadership->leader_address() : "", why);
+    return NotLeaderError(SelfAddress(), LeaderAddress(), why);
   };
   if (!leading.load()) return refused(deposed_error());
   // Check everything before any host hears of it.
