@@ -620,7 +620,8 @@ void ControllerAgent::Impl::PollLoop() {
                                 std::span<const char>) {
                      {
                        MutexLock l(&poll->mu);
-                       poll->status = s.ok() ? ReplyStatus(r) : s;
+                       poll->status =
+                           s.ok() ? ReplyStatus(r) : UnsharedStatus(s);
                        poll->reply = std::move(r);
                        poll->done = true;
                      }

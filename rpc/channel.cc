@@ -542,7 +542,7 @@ absl::StatusOr<proto::RpcReply> RpcChannel::CallSync(
        [r](const absl::Status& s, proto::RpcReply& reply,
            std::span<const char> p) {
          MutexLock l(&r->mu);
-         r->status = s;
+         r->status = UnsharedStatus(s);
          r->reply.Swap(&reply);
          r->payload.assign(p.data(), p.size());
          r->done = true;
@@ -580,7 +580,7 @@ absl::Status RpcChannel::Connect(absl::Duration timeout) {
         [r](const absl::Status& s, proto::RpcReply& reply,
             std::span<const char>) {
           MutexLock l(&r->mu);
-          r->status = s.ok() ? ReplyStatus(reply) : s;
+          r->status = s.ok() ? ReplyStatus(reply) : UnsharedStatus(s);
           r->done = true;
           r->cv.SignalAll();
         },

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <string>
 
+#include "absl/strings/cord.h"
 #include "util/strings.h"
 
 namespace sroute {
@@ -30,6 +31,15 @@ absl::Status StatusWithErrno(absl::StatusCode code, std::string_view message,
     s.SetPayload(kErrnoPayload, absl::Cord(std::to_string(err)));
   }
   return s;
+}
+
+absl::Status UnsharedStatus(const absl::Status& s) {
+  if (s.ok()) return absl::OkStatus();
+  absl::Status copy(s.code(), std::string(s.message()));
+  s.ForEachPayload([&](absl::string_view url, const absl::Cord& payload) {
+    copy.SetPayload(url, absl::Cord(std::string(payload)));
+  });
+  return copy;
 }
 
 int ErrnoOf(const absl::Status& s) {

@@ -26,6 +26,12 @@ absl::Status StatusWithErrno(absl::StatusCode code, std::string_view message,
 // code (0 for OK).
 int ErrnoOf(const absl::Status& s);
 
+// A copy of `s` (code, message, payloads) that shares no memory with it,
+// for a status handed to another thread: absl counts a status's
+// references partly in Debian's libabsl, which is not built with TSan, so
+// the last release of a shared one looks like a race to TSan.
+absl::Status UnsharedStatus(const absl::Status& s);
+
 }  // namespace sroute
 
 #endif  // SROUTE_UTIL_ERRNO_STATUS_H_
