@@ -198,6 +198,20 @@ class HaControllerTest : public ::testing::Test {
     co.role = "client";
     return RpcChannel::Create(threads, co);
   }
+  // Controller 0 (leading), then 1, server S1 and the volume, with
+  // //home/a/* routed to S1; `client` works through both controllers.
+  void StartRoutedVolume(int ttl_s, std::unique_ptr<ControllerClient>* client) {
+    StartController(0, ttl_s);
+    ASSERT_EQ(Leader(), 0);
+    StartController(1, ttl_s);
+    ServerProcess* s1 = StartServer("S1", r1_.path());
+    Mount({"S1=" + s1->address()});
+    *client = Client(AllControllers());
+    ASSERT_TRUE(*client);
+    ASSERT_TRUE(Eventually([&] { return Connected(**client, kFuse); }));
+    ASSERT_TRUE(
+        (*client)->Insert(kFuse, "<*, *, //home/a/*> -> <IO, //S1/a/*>").ok());
+  }
   bool Connected(ControllerClient& c, const std::string& sswitch) {
     for (const TopologyHost& h : c.Topology()) {
       if (h.info.sswitch() == sswitch) return h.connected;
@@ -487,15 +501,8 @@ TEST_F(HaControllerTest, LeaderKilledDuringUpdatesUnderWritersLosesNothing) {
 // no change (its store is fenced, the hosts are the new leader's), and
 // exits (status 75) for its supervisor to start it again as a follower.
 TEST_F(HaControllerTest, APausedLeaderChangesNothingOnceAnotherLeads) {
-  StartController(0, /*ttl_s=*/1);
-  ASSERT_EQ(Leader(), 0);
-  StartController(1, /*ttl_s=*/1);
-  ServerProcess* s1 = StartServer("S1", r1_.path());
-  Mount({"S1=" + s1->address()});
-  auto client = Client(AllControllers());
-  ASSERT_TRUE(Eventually([&] { return Connected(*client, kFuse); }));
-  ASSERT_TRUE(
-      client->Insert(kFuse, "<*, *, //home/a/*> -> <IO, //S1/a/*>").ok());
+  std::unique_ptr<ControllerClient> client;
+  ASSERT_NO_FATAL_FAILURE(StartRoutedVolume(/*ttl_s=*/1, &client));
   // A raw connection to the leader, made before it pauses.
   IoThreads threads(1);
   auto raw = RawChannel(&threads, ControllerAddress(0));
@@ -552,15 +559,8 @@ TEST_F(HaControllerTest, APausedLeaderChangesNothingOnceAnotherLeads) {
 // an error that names etcd, while IO goes on by the rules in place; with
 // the members back, changes go on again.
 TEST_F(HaControllerTest, EtcdLosingMembersStopsChangesNotIo) {
-  StartController(0);
-  ASSERT_EQ(Leader(), 0);
-  StartController(1);
-  ServerProcess* s1 = StartServer("S1", r1_.path());
-  Mount({"S1=" + s1->address()});
-  auto client = Client(AllControllers());
-  ASSERT_TRUE(Eventually([&] { return Connected(*client, kFuse); }));
-  ASSERT_TRUE(
-      client->Insert(kFuse, "<*, *, //home/a/*> -> <IO, //S1/a/*>").ok());
+  std::unique_ptr<ControllerClient> client;
+  ASSERT_NO_FATAL_FAILURE(StartRoutedVolume(/*ttl_s=*/2, &client));
   std::filesystem::create_directories(home_ / "a");
   std::filesystem::create_directories(r1_ / "a");
   std::atomic<bool> stop{false};
