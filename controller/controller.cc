@@ -1156,6 +1156,7 @@ absl::Status Controller::Impl::OpenStore() {
   auto client = EtcdClient::Create(eo);
   if (!client.ok()) return client.status();
   etcd = *std::move(client);
+  etcd_prefix = prefix;
   leader_key = prefix + "leader";
   // Under PREFIX"state/", beside the election's keys.
   auto kv = std::make_unique<EtcdKv>(etcd.get(), prefix + "state/",
@@ -1175,6 +1176,15 @@ absl::Status Controller::Impl::OpenStore() {
 std::string Controller::Impl::LeaderAddress() {
   MutexLock l(&leadership_mu);
   return leadership != nullptr ? leadership->leader_address() : "";
+}
+
+absl::Status Controller::Impl::FollowerError() {
+  std::string why;
+  {
+    MutexLock l(&mu);
+    why = deposed;
+  }
+  return NotLeaderError(SelfAddress(), LeaderAddress(), why);
 }
 
 std::string Controller::Impl::SelfAddress() {
@@ -1263,10 +1273,7 @@ void Controller::Impl::LeadershipLost(const std::string& why) {
       s.connected = false;
     }
   }
-  const std::string leader = LeaderAddress();
-  for (auto& c : polls) {
-    c->ReplyStatus(NotLeaderError(SelfAddress(), leader, why));
-  }
+  for (auto& c : polls) c->ReplyStatus(FollowerError());
 }
 
 absl::StatusOr<std::unique_ptr<Controller>> Controller::Start(
@@ -1359,15 +1366,12 @@ absl::StatusOr<std::unique_ptr<Controller>> Controller::Start(
           "listen on a specific address or give --advertise HOST:PORT"));
     }
     Leadership::Options lo;
-    std::vector<std::string> endpoints;
-    std::string prefix;
-    (void)ParseEtcdStore(impl->options.store, &endpoints, &prefix);
-    lo.prefix = prefix;
+    lo.prefix = impl->etcd_prefix;
     lo.id = impl->options.id.empty() ? self : impl->options.id;
     lo.address = self;
     lo.ttl = impl->options.leader_ttl;
-    lo.elected = [raw, key = prefix + "leader"](int64_t revision) {
-      raw->etcd_kv->SetFence(key, revision);
+    lo.elected = [raw](int64_t revision) {
+      raw->etcd_kv->SetFence(raw->leader_key, revision);
       if (absl::Status s = raw->BecomeLeader(); !s.ok()) {
         raw->LeadershipLost(StrCat("taking over failed: ", s.message()));
         return;
@@ -1377,7 +1381,7 @@ absl::StatusOr<std::unique_ptr<Controller>> Controller::Start(
     };
     lo.lost = [raw](const std::string& why) { raw->LeadershipLost(why); };
     EtcdClient::Options eo;
-    eo.endpoints = endpoints;
+    eo.endpoints = impl->etcd->endpoints();
     auto leadership = Leadership::Start(eo, std::move(lo));
     if (!leadership.ok()) {
       std::unique_ptr<Controller> stop(new Controller(std::move(impl)));

@@ -311,6 +311,9 @@ struct Controller::Impl {
   void LeadershipLost(const std::string& why);
   // The address hosts and clients reach this controller at.
   std::string SelfAddress() ABSL_LOCKS_EXCLUDED(leadership_mu);
+  // What a controller that does not lead answers: UNAVAILABLE naming the
+  // leader, and why this one stopped leading if it did.
+  absl::Status FollowerError() ABSL_LOCKS_EXCLUDED(mu, leadership_mu);
   void HandleListControllers(Call& call);
 
   const ControllerOptions options;
@@ -323,7 +326,9 @@ struct Controller::Impl {
   // Leadership take only its own lock; its callbacks run without it).
   Mutex leadership_mu;
   std::unique_ptr<Leadership> leadership ABSL_GUARDED_BY(leadership_mu);
-  std::string leader_key;  // PREFIX"leader" (etcd), set before the RPC starts
+  // etcd: PREFIX and PREFIX"leader", set before the RPC starts.
+  std::string etcd_prefix;
+  std::string leader_key;
   std::string listening ABSL_GUARDED_BY(leadership_mu);  // the RPC's address
   // The leader's address as the election last read it ("" if unknown).
   std::string LeaderAddress() ABSL_LOCKS_EXCLUDED(leadership_mu);

@@ -5,7 +5,6 @@
 #include <map>
 
 #include "controller/controller_impl.h"
-#include "rpc/leader.h"
 #include "util/strings.h"
 
 namespace sroute {
@@ -24,12 +23,7 @@ void Controller::Impl::Handle(std::unique_ptr<Call> call) {
   }
   // Only the leader serves; a follower names it (rpc/leader.h).
   if (!leading.load()) {
-    std::string why;
-    {
-      MutexLock l(&mu);
-      why = deposed;
-    }
-    call->ReplyStatus(NotLeaderError(SelfAddress(), LeaderAddress(), why));
+    call->ReplyStatus(FollowerError());
     return;
   }
   // Handlers that wait for hosts or for other updates run in the
@@ -134,8 +128,6 @@ void Controller::Impl::HandleListControllers(Call& call) {
     pm->set_address(member.address);
     pm->set_leader(member.leader);
   }
-  uint64_t raft_leader = 0;
-  std::vector<std::pair<std::string, uint64_t>> ids;
   for (const std::string& endpoint : etcd->endpoints()) {
     proto::StoreMember* sm = m->add_store_members();
     sm->set_endpoint(endpoint);
@@ -152,15 +144,9 @@ void Controller::Impl::HandleListControllers(Call& call) {
     }
     sm->set_version(st->version());
     sm->set_db_size(st->dbsize());
-    if (st->leader() != 0) raft_leader = st->leader();
-    ids.emplace_back(endpoint, st->header().member_id());
-  }
-  for (int i = 0; i < m->store_members_size(); ++i) {
-    for (const auto& [endpoint, id] : ids) {
-      if (endpoint == m->store_members(i).endpoint() && id == raft_leader) {
-        m->mutable_store_members(i)->set_leader(true);
-      }
-    }
+    // The raft leader names itself as the leader.
+    sm->set_leader(st->leader() != 0 &&
+                   st->leader() == st->header().member_id());
   }
   ReplyWith(call, std::move(reply));
 }

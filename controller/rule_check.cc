@@ -139,13 +139,6 @@ void Controller::Impl::HandleCheck(Call& call) {
 
 absl::Status Controller::Impl::CheckPlan(const UpdatePlan& plan, bool force,
                                          std::string* report) {
-  // The checker reads the store; one that cannot be read fails the update
-  // here, with the store's error (the views would just miss its rules).
-  if (auto names = store->SSwitches(); !names.ok()) {
-    return absl::Status(names.status().code(),
-                        StrCat("the rule checker cannot read the store: ",
-                               names.status().message(), "; nothing changed"));
-  }
   CurrentChecker();
   std::vector<check::Checker::Change> changes;
   for (const UpdatePlan::Change& c : plan.changes) {

@@ -3,7 +3,6 @@
 #include <set>
 
 #include "controller/controller_impl.h"
-#include "rpc/leader.h"
 #include "rules/parser.h"
 #include "util/clock.h"
 #include "util/log.h"
@@ -31,15 +30,7 @@ absl::StatusOr<UpdateOutcome> Controller::Impl::Update(
   };
   // A controller that stopped leading (on etcd) changes nothing, and says
   // why; a request already past Handle's check may meet this.
-  auto deposed_error = [this] {
-    std::string why;
-    {
-      MutexLock l(&mu);
-      why = deposed;
-    }
-    return NotLeaderError(SelfAddress(), LeaderAddress(), why);
-  };
-  if (!leading.load()) return refused(deposed_error());
+  if (!leading.load()) return refused(FollowerError());
   // Check everything before any host hears of it.
   absl::StatusOr<UpdatePlan> plan = PlanUpdate(spec, owner);
   if (!plan.ok()) return refused(plan.status());
@@ -48,7 +39,7 @@ absl::StatusOr<UpdateOutcome> Controller::Impl::Update(
   if (absl::Status s = CheckPlan(*plan, spec.force, &report); !s.ok()) {
     return refused(s);
   }
-  if (!leading.load()) return refused(deposed_error());
+  if (!leading.load()) return refused(FollowerError());
   if (absl::Status s = CheckHostsConnected(*plan); !s.ok()) return refused(s);
   if (absl::Status s = NumberUpdate(*plan); !s.ok()) return refused(s);
   // Phase 1; a nack (or silence) anywhere leaves the old rules everywhere.
