@@ -9,6 +9,7 @@
 // (with a clear error) but not IO.
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -32,6 +33,7 @@
 #include "tests/util/ctl_json.h"
 #include "tests/util/etcd_cluster.h"
 #include "tests/util/mounted_volume.h"
+#include "tests/util/real_programs.h"
 #include "tests/util/run_command.h"
 #include "tests/util/server_process.h"
 #include "tests/util/temp_dir.h"
@@ -620,6 +622,98 @@ TEST_F(HaControllerTest, EtcdLosingMembersStopsChangesNotIo) {
   for (auto& t : threads) t.join();
   threads.clear();
   EXPECT_EQ(errors.load(), 0);
+}
+
+// Real programs as ordinary users through a failover: SQLite (WAL) as
+// nobody commits on a routed flow while the leader is SIGKILLed and the new
+// leader moves the flow through a two-phase update (its rule replaced by an
+// identical one: every IO of the flow parks and drains under the programs);
+// git as another user works on the same flow meanwhile. Every transaction
+// commits, the database checks whole with every row through the volume and
+// on S1's disk, git fsck passes.
+TEST_F(HaControllerTest, SqliteAndGitAsUsersThroughAFailoverAndARouteChange) {
+  for (TempDir* d : {&home_, &r1_}) {
+    ASSERT_EQ(chmod(d->path().c_str(), 0755), 0);
+  }
+  ASSERT_EQ(mkdir((home_ / "a").c_str(), 0755), 0);
+  ASSERT_EQ(mkdir((r1_ / "a").c_str(), 0755), 0);
+  std::unique_ptr<ControllerClient> client;
+  ASSERT_NO_FATAL_FAILURE(StartRoutedVolume(/*ttl_s=*/1, &client));
+  const testing::User nobody = testing::Nobody();
+  const testing::User grouped = testing::Grouped();
+  const std::string db_dir = mnt_ / "a/db", git_dir = mnt_ / "a/git";
+  ASSERT_EQ(mkdir(db_dir.c_str(), 0755), 0) << strerror(errno);
+  ASSERT_EQ(chown(db_dir.c_str(), nobody.uid, nobody.gid), 0);
+  ASSERT_EQ(mkdir(git_dir.c_str(), 0755), 0);
+  ASSERT_EQ(chown(git_dir.c_str(), grouped.uid, grouped.gid), 0);
+  // The session runs in a child as nobody: it reports its rows and reads
+  // its stop through files.
+  TempDir flags;
+  ASSERT_EQ(chmod(flags.path().c_str(), 0777), 0);
+  const std::string stop_file = flags / "stop", rows_file = flags / "rows";
+  auto rows = [&] {
+    const std::string n = ReadWholeFile(rows_file);
+    return n.empty() ? 0 : std::stoi(n);
+  };
+  std::string result;
+  std::thread app([&] {
+    result = testing::SqliteSessionAs(
+        nobody, db_dir + "/x.db", "WAL", [&](int committed) {
+          WriteWholeFile(rows_file + ".new", std::to_string(committed));
+          rename((rows_file + ".new").c_str(), rows_file.c_str());
+          return access(stop_file.c_str(), F_OK) != 0;
+        });
+  });
+  struct StopApp {
+    const std::string& stop_file;
+    std::thread& app;
+    ~StopApp() {
+      WriteWholeFile(stop_file, "");
+      if (app.joinable()) app.join();
+    }
+  } stop_app{stop_file, app};
+  ASSERT_TRUE(Eventually([&] { return rows() >= 100; })) << rows();
+
+  controllers_[0]->Kill();
+  controllers_[0].reset();
+  const int at_kill = rows();
+  // The new leader replaces the flow's rule with an identical one, in a
+  // two-phase update, as soon as it leads.
+  const std::string rule = "<*, *, //home/a/*> -> <IO, //S1/a/*>";
+  absl::Status moved = absl::UnknownError("not tried");
+  ASSERT_TRUE(Eventually(
+      [&] {
+        auto rules = client->Rules(kFuse);
+        if (!rules.ok()) return false;
+        UpdateSpec spec;
+        RuleChanges f{kFuse, {rule}, {}};
+        for (const auto& r : *rules) {
+          if (r.text() == rule) f.remove.push_back(r.cid());
+        }
+        spec.changes = {f};
+        moved = client->Update(spec).status();
+        return moved.ok();
+      },
+      60))
+      << moved;
+  EXPECT_EQ(Leader(), 1);
+  const std::string git = testing::GitAs(
+      grouped, git_dir,
+      "git init -q repo && cd repo && for i in $(seq 1 30); do "
+      "seq 1 $((i * 100)) > f$i; done && git add -A && git commit -qm one && "
+      "git gc -q && git fsck --full --strict && git log --format=%s");
+  EXPECT_TRUE(testing::GitOk(git)) << git;
+  EXPECT_EQ(git, "one\n");
+  const int at_update = rows();
+  EXPECT_GT(at_update, at_kill);
+  ASSERT_TRUE(Eventually([&] { return rows() >= at_update + 100; })) << rows();
+  WriteWholeFile(stop_file, "");
+  app.join();
+  EXPECT_EQ(result, "ok");
+  const std::string whole = "ok " + std::to_string(rows());
+  EXPECT_EQ(testing::SqliteCheckAs(nobody, db_dir + "/x.db"), whole);
+  EXPECT_EQ(testing::SqliteCheckAs(nobody, r1_ / "a/db/x.db"), whole);
+  EXPECT_FALSE(std::filesystem::exists(home_ / "a/db"));
 }
 
 }  // namespace
