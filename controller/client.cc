@@ -12,82 +12,44 @@ namespace sroute {
 absl::StatusOr<std::unique_ptr<ControllerClient>> ControllerClient::Connect(
     Options options) {
   auto threads = std::make_unique<IoThreads>(1);
-  std::vector<std::string> addresses;
-  for (std::string_view a : StrSplit(options.address, ',')) {
-    if (!a.empty()) addresses.emplace_back(a);
-  }
-  if (addresses.empty()) {
-    return absl::InvalidArgumentError("no controller address");
-  }
-  std::vector<std::unique_ptr<RpcChannel>> channels;
-  for (const std::string& address : addresses) {
-    RpcChannel::Options co;
-    co.address = address;
-    co.secret = options.secret;
-    co.name = options.name;
-    co.role = "client";
-    co.connections = 2;  // one may hold a WaitEvents
-    auto channel = RpcChannel::Create(threads.get(), co);
-    if (!channel.ok()) return channel.status();
-    channels.push_back(*std::move(channel));
-  }
+  RpcChannel::Options co;
+  co.secret = options.secret;
+  co.name = options.name;
+  co.role = "client";
+  co.connections = 2;  // one may hold a WaitEvents
+  auto controllers =
+      ControllerChannels::Create(threads.get(), options.address, co);
+  if (!controllers.ok()) return controllers.status();
   // The first controller that answers; calls then follow the leader.
+  const size_t count = (*controllers)->size();
   std::string why;
-  for (size_t i = 0; i < channels.size(); ++i) {
+  for (size_t i = 0; i < count; ++i) {
     const absl::Duration timeout =
-        channels.size() == 1 ? absl::Seconds(10) : absl::Seconds(3);
-    absl::Status s = channels[i]->Connect(timeout);
+        count == 1 ? absl::Seconds(10) : absl::Seconds(3);
+    absl::Status s = (*controllers)->at(i).Connect(timeout);
     if (s.ok()) {
-      return std::unique_ptr<ControllerClient>(
-          new ControllerClient(std::move(options), std::move(threads),
-                               std::move(addresses), std::move(channels), i));
+      (*controllers)->Select(i);
+      return std::unique_ptr<ControllerClient>(new ControllerClient(
+          std::move(options), std::move(threads), *std::move(controllers)));
     }
-    if (channels.size() == 1 || absl::IsPermissionDenied(s)) {
-      return absl::Status(
-          s.code(), StrCat("controller ", addresses[i], ": ", s.message()));
+    const std::string address = (*controllers)->address(i);
+    if (count == 1 || absl::IsPermissionDenied(s)) {
+      return absl::Status(s.code(),
+                          StrCat("controller ", address, ": ", s.message()));
     }
-    StrAppend(&why, why.empty() ? "" : "; ", addresses[i], ": ", s.message());
+    StrAppend(&why, why.empty() ? "" : "; ", address, ": ", s.message());
   }
   return absl::UnavailableError(StrCat("no controller answered (", why, ")"));
 }
 
 ControllerClient::ControllerClient(
     Options options, std::unique_ptr<IoThreads> threads,
-    std::vector<std::string> addresses,
-    std::vector<std::unique_ptr<RpcChannel>> channels, size_t current)
+    std::unique_ptr<ControllerChannels> controllers)
     : options_(std::move(options)),
       threads_(std::move(threads)),
-      addresses_(std::move(addresses)),
-      channels_(std::move(channels)),
-      current_(current) {}
+      controllers_(std::move(controllers)) {}
 
-ControllerClient::~ControllerClient() {
-  Stop();
-  MutexLock l(&channels_mu_);
-  channels_.clear();  // before their threads
-}
-
-RpcChannel* ControllerClient::ChannelAt(size_t i) {
-  MutexLock l(&channels_mu_);
-  return channels_[i].get();
-}
-
-size_t ControllerClient::ChannelFor(const std::string& address) {
-  MutexLock l(&channels_mu_);
-  auto it = std::find(addresses_.begin(), addresses_.end(), address);
-  if (it != addresses_.end()) return it - addresses_.begin();
-  RpcChannel::Options co;
-  co.address = address;
-  co.secret = options_.secret;
-  co.name = options_.name;
-  co.role = "client";
-  co.connections = 2;
-  auto channel = RpcChannel::Create(threads_.get(), co);
-  if (!channel.ok()) return current_.load();  // a bad address: stay
-  addresses_.push_back(address);
-  channels_.push_back(*std::move(channel));
-  return channels_.size() - 1;
-}
+ControllerClient::~ControllerClient() { Stop(); }
 
 absl::StatusOr<proto::ControllerReply> ControllerClient::Call(
     proto::ControllerRequest req, absl::Duration timeout) {
@@ -95,36 +57,18 @@ absl::StatusOr<proto::ControllerReply> ControllerClient::Call(
   *rpc.mutable_controller() = std::move(req);
   const absl::Time deadline = absl::Now() + timeout;
   while (true) {
-    const size_t at = current_.load();
-    auto reply = ChannelAt(at)->CallSync(
+    const size_t at = controllers_->current_index();
+    auto reply = controllers_->at(at).CallSync(
         rpc, std::max(deadline - absl::Now(), absl::Milliseconds(1)));
     if (reply.ok()) return std::move(*reply->mutable_controller());
     const absl::Status& s = reply.status();
-    size_t count;
-    {
-      MutexLock l(&channels_mu_);
-      count = channels_.size();
-    }
-    if (!IsNotLeader(s)) {
-      // An absent controller: the next call tries another. This one is not
-      // sent again: it may have been carried out.
-      if (absl::IsUnavailable(s) && count > 1) {
-        size_t expected = at;
-        current_.compare_exchange_strong(expected, (at + 1) % count);
-      }
-      return s;
-    }
+    const bool moved = controllers_->Follow(at, s).has_value();
+    // An absent controller: the next call goes to another. This one is not
+    // sent again: it may have been carried out.
+    if (!IsNotLeader(s)) return s;
     // A follower did nothing: on to the leader it names, or, while an
     // election is under way, ask again shortly.
-    const std::string leader = LeaderOf(s);
-    if (!leader.empty()) {
-      const size_t to = ChannelFor(leader);
-      if (to != at) {
-        size_t expected = at;
-        current_.compare_exchange_strong(expected, to);
-        continue;
-      }
-    }
+    if (moved) continue;
     if (absl::Now() + absl::Milliseconds(200) >= deadline) return s;
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }

@@ -17,6 +17,7 @@
 #include "controller/control_app.h"
 #include "proto/controller.pb.h"
 #include "rpc/channel.h"
+#include "rpc/controller_channels.h"
 #include "rpc/io_threads.h"
 #include "util/mutex.h"
 
@@ -101,9 +102,7 @@ class ControllerClient : public ControllerApi {
 
  private:
   ControllerClient(Options options, std::unique_ptr<IoThreads> threads,
-                   std::vector<std::string> addresses,
-                   std::vector<std::unique_ptr<RpcChannel>> channels,
-                   size_t current);
+                   std::unique_ptr<ControllerChannels> controllers);
   absl::StatusOr<proto::ControllerReply> Call(proto::ControllerRequest req,
                                               absl::Duration timeout);
   absl::StatusOr<proto::ControllerReply> Call(proto::ControllerRequest req) {
@@ -112,18 +111,10 @@ class ControllerClient : public ControllerApi {
 
   const Options options_;
   std::unique_ptr<IoThreads> threads_;
-  // A channel per address (the given ones, then leaders named by
-  // followers); calls go to the current one, which follows the leader
-  // (rpc/leader.h). Channels are only added, never removed.
-  RpcChannel* ChannelAt(size_t i);
-  // The index of `address`'s channel, added if new.
-  size_t ChannelFor(const std::string& address);
-  // Guards addresses_ and channels_. A leaf.
-  Mutex channels_mu_;
-  std::vector<std::string> addresses_ ABSL_GUARDED_BY(channels_mu_);
-  std::vector<std::unique_ptr<RpcChannel>> channels_
-      ABSL_GUARDED_BY(channels_mu_);
-  std::atomic<size_t> current_;
+  // The given controllers and leaders named by followers; calls go to the
+  // current one, which follows the leader. Declared after threads_: goes
+  // before them.
+  std::unique_ptr<ControllerChannels> controllers_;
   struct Timer {
     absl::Duration period;
     absl::Time next;

@@ -9,6 +9,7 @@
 
 #include "control/control_handler.h"
 #include "rpc/channel.h"
+#include "rpc/controller_channels.h"
 #include "rpc/leader.h"
 #include "rules/parser.h"
 #include "sswitch/stats.h"
@@ -95,38 +96,15 @@ struct ControllerAgent::Impl : std::enable_shared_from_this<Impl> {
   SSwitch* const sw;
   IoThreads* const threads;
   const AgentOptions options;
-  // A channel per controller address (AgentOptions::address may list
-  // several controllers sharing a store; a leader a follower names is
-  // added); calls go to the current one, which follows the leader
-  // (rpc/leader.h). Channels are only added, never removed.
-  RpcChannel& channel() {
-    MutexLock l(&channels_mu);
-    return *channels[current.load()];
-  }
-  std::string address() const {
-    MutexLock l(&channels_mu);
-    return addresses[current.load()];
-  }
-  // Every channel (to shut down, without the lock: their calls' callbacks
-  // may call channel()).
-  std::vector<RpcChannel*> AllChannels() {
-    MutexLock l(&channels_mu);
-    std::vector<RpcChannel*> out;
-    for (auto& c : channels) out.push_back(c.get());
-    return out;
-  }
-  // Guards addresses and channels. A leaf.
-  mutable Mutex channels_mu;
-  std::vector<std::string> addresses ABSL_GUARDED_BY(channels_mu);
-  std::vector<std::unique_ptr<RpcChannel>> channels
-      ABSL_GUARDED_BY(channels_mu);
-  std::atomic<size_t> current{0};
-  // Adds a channel to `address` (under channels_mu).
-  absl::Status AddChannel(const std::string& address)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(channels_mu);
-  // After a failed call: on to the leader it names, or to the next address
-  // when the controller could not be reached.
-  void FollowLeader(const absl::Status& why);
+  // The controllers (AgentOptions::address may list several sharing a
+  // store); calls go to the current one, which follows the leader. Set by
+  // Start before any other thread runs.
+  std::unique_ptr<ControllerChannels> controllers;
+  RpcChannel& channel() { return controllers->current(); }
+  std::string address() const { return controllers->current_address(); }
+  // After a call to controller `from` failed: on to the leader it names,
+  // or to the next address when the controller could not be reached.
+  void FollowLeader(size_t from, const absl::Status& why);
 
   // Lock order: control_mu, then mu or events_mu (leaves). No lock is
   // held across a call to the controller or a drain.
@@ -211,47 +189,10 @@ class AgentSink : public ControllerSink {
 
 // --- Registration ---
 
-absl::Status ControllerAgent::Impl::AddChannel(const std::string& address) {
-  RpcChannel::Options co;
-  co.address = address;
-  co.secret = options.secret;
-  co.name = options.host.sswitch();
-  co.role = options.host.role();
-  co.connections = 2;
-  auto channel = RpcChannel::Create(threads, co);
-  if (!channel.ok()) {
-    return absl::Status(
-        channel.status().code(),
-        StrCat("controller ", address, ": ", channel.status().message()));
-  }
-  addresses.push_back(address);
-  channels.push_back(*std::move(channel));
-  return absl::OkStatus();
-}
-
-void ControllerAgent::Impl::FollowLeader(const absl::Status& why) {
-  MutexLock l(&channels_mu);
-  const size_t from = current.load();
-  size_t to = (from + 1) % addresses.size();
-  if (IsNotLeader(why)) {
-    const std::string leader = LeaderOf(why);
-    if (leader.empty()) return;  // an election is under way: ask again
-    auto it = std::find(addresses.begin(), addresses.end(), leader);
-    if (it != addresses.end()) {
-      to = it - addresses.begin();
-    } else if (AddChannel(leader).ok()) {
-      to = addresses.size() - 1;
-    } else {
-      return;
-    }
-  } else if (!absl::IsUnavailable(why) && !absl::IsDeadlineExceeded(why)) {
-    return;  // an answer, not an absence: the same controller decides
-  }
-  if (to == from) return;
-  size_t expected = from;  // another thread may have moved on already
-  if (current.compare_exchange_strong(expected, to)) {
-    LogInfo("controller ", addresses[from], ": ", why.message(),
-            "; trying the controller at ", addresses[to]);
+void ControllerAgent::Impl::FollowLeader(size_t from, const absl::Status& why) {
+  if (std::optional<size_t> to = controllers->Follow(from, why)) {
+    LogInfo("controller ", controllers->address(from), ": ", why.message(),
+            "; trying the controller at ", controllers->address(*to));
   }
 }
 
@@ -272,9 +213,10 @@ absl::Status ControllerAgent::Impl::Register(bool fresh,
       m->set_owner(info.owner.empty() ? "config" : info.owner);
     }
   }
-  auto reply = channel().CallSync(req, timeout);
+  const size_t at = controllers->current_index();
+  auto reply = controllers->at(at).CallSync(req, timeout);
   if (!reply.ok()) {
-    FollowLeader(reply.status());
+    FollowLeader(at, reply.status());
     return reply.status();
   }
   const proto::RegisterReply& rr = reply->controller().registered();
@@ -598,7 +540,7 @@ void ControllerAgent::Impl::PollLoop() {
     if (!is_connected) {
       absl::Status s = Register(
           /*fresh=*/false,
-          AllChannels().size() > 1 ? kRegisterEachTimeout : kCallTimeout);
+          controllers->size() > 1 ? kRegisterEachTimeout : kCallTimeout);
       if (!s.ok()) {
         MutexLock l(&mu);
         cv.WaitFor(&mu, std::chrono::milliseconds(500),
@@ -868,21 +810,22 @@ absl::StatusOr<std::unique_ptr<ControllerAgent>> ControllerAgent::Start(
   }
   auto impl = std::make_shared<Impl>(sw, threads, std::move(options));
   {
-    MutexLock l(&impl->channels_mu);
-    for (std::string_view a : StrSplit(impl->options.address, ',')) {
-      if (a.empty()) continue;
-      if (absl::Status s = impl->AddChannel(std::string(a)); !s.ok()) return s;
-    }
-    if (impl->channels.empty()) {
-      return absl::InvalidArgumentError("no controller address");
-    }
+    RpcChannel::Options co;
+    co.secret = impl->options.secret;
+    co.name = impl->options.host.sswitch();
+    co.role = impl->options.host.role();
+    co.connections = 2;  // one may hold the poll for commands
+    auto controllers =
+        ControllerChannels::Create(threads, impl->options.address, co);
+    if (!controllers.ok()) return controllers.status();
+    impl->controllers = *std::move(controllers);
   }
   // Register before serving: retry while the controller is unreachable,
   // up to the deadline; its refusal is final.
   const absl::Time deadline = absl::Now() + impl->options.register_timeout;
   absl::Status s;
   while (true) {
-    const bool several = impl->AllChannels().size() > 1;
+    const bool several = impl->controllers->size() > 1;
     absl::Duration left =
         std::max(deadline - absl::Now(), absl::Milliseconds(1));
     if (several) left = std::min(left, kRegisterEachTimeout);
@@ -900,7 +843,7 @@ absl::StatusOr<std::unique_ptr<ControllerAgent>> ControllerAgent::Start(
     s = absl::OkStatus();
   }
   if (!s.ok()) {
-    for (RpcChannel* c : impl->AllChannels()) c->Shutdown();
+    for (RpcChannel* c : impl->controllers->All()) c->Shutdown();
     return absl::Status(s.code(),
                         StrCat("cannot register with the controller at ",
                                impl->address(), ": ", s.message()));
@@ -925,7 +868,7 @@ ControllerAgent::~ControllerAgent() {
   }
   impl_->cv.SignalAll();
   // Ends the poll waiting for commands.
-  for (RpcChannel* c : impl_->AllChannels()) c->Shutdown();
+  for (RpcChannel* c : impl_->controllers->All()) c->Shutdown();
   impl_->poll_thread.join();
   impl_->tick_thread.join();
   // Commands and controller-bound IOs in progress use the sSwitch, which
