@@ -693,6 +693,13 @@ void Controller::Impl::HandleRegister(RpcServer::Call& call) {
     s.interval = options.stats_interval;
     s.rules.clear();
     s.active.clear();
+    // The stages the host has as it registers, until its first report
+    // counts them: the checker knows them from the start (an update naming
+    // a configured stage must not race the host's first report).
+    s.stages.clear();
+    for (const std::string& stage : host.stages()) {
+      s.stages.emplace_back().mutable_config()->set_name(stage);
+    }
     rr->set_session(s.id);
     for (const auto& m : desired) rule_cache[m.cid()] = m;
   }

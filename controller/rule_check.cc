@@ -64,8 +64,10 @@ std::vector<check::SwitchView> Controller::Impl::CheckerViews(bool with_rules) {
       for (const proto::EndpointInfo& e : info->endpoints()) {
         v.endpoints.push_back({e.name(), e.kind(), e.address()});
       }
-      std::set<std::string> stages(info->stages().begin(),
-                                   info->stages().end());
+      // The registration's own list is not used: a stage removed since
+      // would stay in it. The session's list starts from it and follows
+      // the host's reports.
+      std::set<std::string> stages;
       // A store that cannot be read fails the update that follows anyway
       // (it persists there first); the view just misses those stages.
       if (auto stored = store->Stages(name); stored.ok()) {

@@ -201,6 +201,9 @@ absl::Status ControllerAgent::Impl::Register(bool fresh,
   proto::RpcRequest req;
   proto::Register* r = req.mutable_controller()->mutable_register_();
   *r->mutable_host() = options.host;
+  for (const SSwitch::StageInfo& st : sw->Stages()) {
+    r->mutable_host()->add_stages(st.name);
+  }
   r->set_fresh(fresh);
   {
     MutexLock cl(&control_mu);

@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -108,14 +109,14 @@ class ControllerTest : public ::testing::Test {
 
   void StartController(int port = 0,
                        const std::vector<std::string>& extra = {}) {
-    std::vector<std::string> args = {"--db",
-                                     db_ / "db",
-                                     "--secret-file",
-                                     secret_,
-                                     "--listen",
-                                     "127.0.0.1:" + std::to_string(port),
-                                     "--stats-interval-ms",
-                                     "200"};
+    std::vector<std::string> args = {
+        "--db",  db_ / "db", "--secret-file",
+        secret_, "--listen", "127.0.0.1:" + std::to_string(port)};
+    // Reports every 200 ms unless the test says otherwise.
+    if (std::find(extra.begin(), extra.end(), "--stats-interval-ms") ==
+        extra.end()) {
+      args.insert(args.end(), {"--stats-interval-ms", "200"});
+    }
     args.insert(args.end(), extra.begin(), extra.end());
     controller_ =
         std::make_unique<ServerProcess>(SROUTE_CONTROLLER_BINARY, args);
@@ -326,6 +327,26 @@ TEST_F(ControllerTest, RuleCheckerRefusesALoopAcrossTwoServers) {
   std::tie(rc, out) = RunCommand(ctl + " rules check");
   EXPECT_EQ(rc, 1) << out;
   EXPECT_NE(out.find("error: loop"), std::string::npos) << out;
+}
+
+// A stage a server is started with is known to the rule checker from the
+// server's registration, not from its first stats report (an update right
+// after the server came up was refused as naming an unknown stage): with
+// reports a minute apart, a rule naming the stage is taken at once; one
+// naming a stage the server lacks is refused.
+TEST_F(ControllerTest, ConfiguredStagesAreKnownFromRegistration) {
+  ASSERT_NO_FATAL_FAILURE(StartController(0, {"--stats-interval-ms", "60000"}));
+  ServerProcess* s1 =
+      StartServer("S1", r1_.path(), 0, {"--stage", "d=delay:delay_us=10"});
+  ASSERT_TRUE(s1->ok());
+  ASSERT_TRUE(Eventually([&] { return Connected("S1"); }));
+  auto taken = Client().Insert("S1", "<*, w, //S1/x/*> -> <IO, stage:d>");
+  EXPECT_TRUE(taken.ok()) << taken.status();
+  auto refused = Client().Insert("S1", "<*, w, //S1/y/*> -> <IO, stage:e>");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("has no stage e"),
+            std::string::npos)
+      << refused.status();
 }
 
 // Writers keep writing while an update moves their files' route from S1 to
