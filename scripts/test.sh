@@ -14,8 +14,23 @@ begin() {
   phase=$1 phase_start=$SECONDS
   echo "== $1"
 }
+# The assertions and sanitizer reports of the failed tests, shown again at
+# the end: --output-on-failure prints them in the middle of the log.
+failures=""
+run_tests() {  # BUILD_DIR CTEST_ARGS...
+  local dir=$1
+  shift
+  ctest --test-dir "$dir" --output-on-failure -j"$jobs" "$@" && return 0
+  local rc=$?
+  failures+=$(grep -a -B3 -A10 -E ': Failure$|^(==[0-9]+==)?ERROR: |WARNING: ThreadSanitizer|runtime error:' \
+    "$dir/Testing/Temporary/LastTest.log" | head -200 || true)
+  return $rc
+}
 report_times() {
   begin end >/dev/null
+  if [ -n "$failures" ]; then
+    printf "== what failed (from the test logs)\n%s\n" "$failures"
+  fi
   printf "== phase times (total %d s)\n%b" "$SECONDS" "$phase_times"
 }
 trap report_times EXIT
@@ -28,7 +43,7 @@ jobs=$(nproc)
 begin "build (Release)"
 scripts/build.sh build -DCMAKE_BUILD_TYPE=Release
 begin "tests"
-ctest --test-dir build --output-on-failure -j"$jobs" --timeout 600
+run_tests build --timeout 600
 
 # The lock annotations (util/mutex.h), checked by clang: compile only.
 begin "build (clang -Wthread-safety)"
@@ -46,7 +61,7 @@ if [ "$quick" = 0 ]; then
   begin "tests under ASan+UBSan"
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    ctest --test-dir build-asan --output-on-failure -j"$jobs" --timeout 900
+    run_tests build-asan --timeout 900
 
   # The concurrent parts under ThreadSanitizer: the sSwitch, stages and
   # endpoints, the RPC layer, and the FUSE daemon and storage server (a race there
@@ -64,8 +79,8 @@ if [ "$quick" = 0 ]; then
   begin "tests under TSan"
   TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/tests/tsan.supp" \
   SROUTE_EXERCISE_OPS=3000 \
-    ctest --test-dir build-tsan \
+    run_tests build-tsan \
     -L 'sswitch_test|stages_test|util_test|rpc_test|fuse_unit_test|fuse_test|server_test|controller_unit_test|host_unit_test|controller_test|trust_test' \
-    --output-on-failure -j"$jobs" --timeout 900
+    --timeout 900
 fi
 echo "== all tests passed"
