@@ -36,6 +36,7 @@
 #include "tests/util/run_command.h"
 #include "tests/util/server_process.h"
 #include "tests/util/temp_dir.h"
+#include "tests/util/wait.h"
 #include "tools/exercise/exerciser.h"
 #include "util/strings.h"
 
@@ -43,10 +44,12 @@ namespace sroute {
 namespace {
 
 using ::sroute::testing::BlockWriters;
+using ::sroute::testing::Eventually;
 using ::sroute::testing::Exercise;
 using ::sroute::testing::ExerciseOptions;
 using ::sroute::testing::ExerciseResult;
 using ::sroute::testing::FromJson;
+using ::sroute::testing::JoinAll;
 using ::sroute::testing::MountedVolume;
 using ::sroute::testing::OutputLines;
 using ::sroute::testing::ReadWholeFile;
@@ -57,20 +60,6 @@ using ::sroute::testing::TempDir;
 using ::sroute::testing::WaitCommand;
 using ::sroute::testing::WriteSecretFile;
 using ::sroute::testing::WriteWholeFile;
-
-// Sets `stop` and joins `threads` when it goes out of scope: a failed
-// ASSERT returns early, and a joinable thread destroyed would abort the
-// test and orphan its processes.
-struct JoinAll {
-  std::atomic<bool>& stop;
-  std::vector<std::thread>& threads;
-  ~JoinAll() {
-    stop = true;
-    for (auto& t : threads) {
-      if (t.joinable()) t.join();
-    }
-  }
-};
 
 const std::string kSecret = "test-cluster-secret-0123456789";
 const std::string kFuse = "fuse-test";
@@ -83,16 +72,6 @@ int PwriteAll(const std::string& path, const std::string& data, off_t offset) {
   close(fd);
   if (err != 0) return err;
   return n == static_cast<ssize_t>(data.size()) ? 0 : EIO;
-}
-
-// Waits until `pred` holds (up to `seconds`).
-template <typename Pred>
-bool Eventually(Pred pred, int seconds = 20) {
-  for (int i = 0; i < seconds * 20; ++i) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return pred();
 }
 
 class ControllerTest : public ::testing::Test {

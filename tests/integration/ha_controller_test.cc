@@ -37,13 +37,16 @@
 #include "tests/util/run_command.h"
 #include "tests/util/server_process.h"
 #include "tests/util/temp_dir.h"
+#include "tests/util/wait.h"
 
 namespace sroute {
 namespace {
 
 using ::sroute::testing::BlockWriters;
 using ::sroute::testing::EtcdCluster;
+using ::sroute::testing::Eventually;
 using ::sroute::testing::FreeLoopbackPort;
+using ::sroute::testing::JoinAll;
 using ::sroute::testing::MountedVolume;
 using ::sroute::testing::ReadWholeFile;
 using ::sroute::testing::RunCommand;
@@ -54,28 +57,6 @@ using ::sroute::testing::WriteWholeFile;
 
 const std::string kSecret = "test-cluster-secret-0123456789";
 const std::string kFuse = "fuse-ha";
-
-template <typename Pred>
-bool Eventually(Pred pred, int seconds = 20) {
-  for (int i = 0; i < seconds * 20; ++i) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return pred();
-}
-
-// Sets `stop` and joins `threads` when it goes out of scope (a failed
-// ASSERT returns early).
-struct JoinAll {
-  std::atomic<bool>& stop;
-  std::vector<std::thread>& threads;
-  ~JoinAll() {
-    stop = true;
-    for (auto& t : threads) {
-      if (t.joinable()) t.join();
-    }
-  }
-};
 
 // The rule texts of a host (sroutectl --host ... rules ls), sorted.
 std::multiset<std::string> RuleTexts(const std::string& listing) {

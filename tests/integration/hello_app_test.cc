@@ -22,10 +22,12 @@
 #include "tests/util/run_command.h"
 #include "tests/util/server_process.h"
 #include "tests/util/temp_dir.h"
+#include "tests/util/wait.h"
 
 namespace sroute {
 namespace {
 
+using ::sroute::testing::Eventually;
 using ::sroute::testing::MountedVolume;
 using ::sroute::testing::ReadWholeFile;
 using ::sroute::testing::RunCommand;
@@ -45,16 +47,6 @@ const std::string kAwayRule =
 const std::string kHomeRule =
     "<*, w, //home/hello.dat> -> track_writes(); <IO, //home/hello.dat>";
 constexpr size_t kSize = 64 * 1024;
-
-// Waits until `pred` holds (up to 20 s).
-template <typename Pred>
-bool Eventually(Pred pred) {
-  for (int i = 0; i < 400; ++i) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return pred();
-}
 
 // A child process whose output goes to the test's; killed if still running
 // when destroyed.

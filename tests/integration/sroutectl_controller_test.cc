@@ -26,10 +26,12 @@
 #include "tests/util/run_command.h"
 #include "tests/util/server_process.h"
 #include "tests/util/temp_dir.h"
+#include "tests/util/wait.h"
 
 namespace sroute {
 namespace {
 
+using ::sroute::testing::Eventually;
 using ::sroute::testing::FromJson;
 using ::sroute::testing::MountedVolume;
 using ::sroute::testing::ReadWholeFile;
@@ -113,16 +115,6 @@ int PwriteAll(const std::string& path, const std::string& data, off_t offset) {
   close(fd);
   if (err != 0) return err;
   return n == static_cast<ssize_t>(data.size()) ? 0 : EIO;
-}
-
-// Waits until `pred` holds (up to 20 s).
-template <typename Pred>
-bool Eventually(Pred pred) {
-  for (int i = 0; i < 400; ++i) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return pred();
 }
 
 class SroutectlControllerTest : public ::testing::Test {

@@ -10,21 +10,13 @@
 
 #include "gtest/gtest.h"
 #include "tests/util/etcd_cluster.h"
+#include "tests/util/wait.h"
 
 namespace sroute {
 namespace {
 
 using ::sroute::testing::EtcdCluster;
-
-bool Eventually(const std::function<bool()>& f, int seconds = 10) {
-  const auto end =
-      std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
-  while (std::chrono::steady_clock::now() < end) {
-    if (f()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return f();
-}
+using ::sroute::testing::Eventually;
 
 class LeadershipTest : public ::testing::Test {
  protected:
