@@ -29,6 +29,7 @@
 #include "proto/controller.pb.h"
 #include "proto/ctl.pb.h"
 #include "tests/util/block_writers.h"
+#include "tests/util/cluster_fixture.h"
 #include "tests/util/ctl_json.h"
 #include "tests/util/mounted_volume.h"
 #include "tests/util/real_programs.h"
@@ -58,10 +59,8 @@ using ::sroute::testing::ServerProcess;
 using ::sroute::testing::StartCommand;
 using ::sroute::testing::TempDir;
 using ::sroute::testing::WaitCommand;
-using ::sroute::testing::WriteSecretFile;
 using ::sroute::testing::WriteWholeFile;
 
-const std::string kSecret = "test-cluster-secret-0123456789";
 const std::string kFuse = "fuse-test";
 
 int PwriteAll(const std::string& path, const std::string& data, off_t offset) {
@@ -74,17 +73,15 @@ int PwriteAll(const std::string& path, const std::string& data, off_t offset) {
   return n == static_cast<ssize_t>(data.size()) ? 0 : EIO;
 }
 
-class ControllerTest : public ::testing::Test {
+class ControllerTest : public testing::ClusterFixture {
  protected:
-  void SetUp() override {
-    secret_ = WriteSecretFile(keys_ / "secret", kSecret);
-  }
+  ControllerTest() : ClusterFixture(kFuse) {}
   void TearDown() override {
     client_.reset();
-    volume_.reset();
-    servers_.clear();
+    ClusterFixture::TearDown();
     controller_.reset();
   }
+  std::string ControllerList() const override { return controller_->address(); }
 
   void StartController(int port = 0,
                        const std::vector<std::string>& extra = {}) {
@@ -100,36 +97,6 @@ class ControllerTest : public ::testing::Test {
     controller_ =
         std::make_unique<ServerProcess>(SROUTE_CONTROLLER_BINARY, args);
     ASSERT_TRUE(controller_->ok()) << "sroute-controller did not start";
-  }
-  ServerProcess* StartServer(const std::string& name, const std::string& root,
-                             int port = 0,
-                             const std::vector<std::string>& extra = {}) {
-    std::vector<std::string> args = {
-        "--root",        root,
-        "--name",        name,
-        "--secret-file", secret_,
-        "--listen",      "127.0.0.1:" + std::to_string(port),
-        "--controller",  controller_->address()};
-    args.insert(args.end(), extra.begin(), extra.end());
-    auto s = std::make_unique<ServerProcess>(SROUTE_SERVER_BINARY, args);
-    EXPECT_TRUE(s->ok()) << "sroute-server " << name << " did not start";
-    servers_[name] = std::move(s);
-    return servers_[name].get();
-  }
-  void Mount(const std::vector<std::string>& endpoints) {
-    std::vector<std::string> args = {"--backing",      home_.path(),
-                                     "--secret-file",  secret_,
-                                     "--kernel-cache", "off",
-                                     "--name",         kFuse,
-                                     "--controller",   controller_->address(),
-                                     "--control",      ctl_ / "sock"};
-    for (const std::string& e : endpoints) {
-      args.push_back("--endpoint");
-      args.push_back(e);
-    }
-    volume_ =
-        std::make_unique<MountedVolume>(SROUTE_FUSE_BINARY, mnt_.path(), args);
-    ASSERT_TRUE(volume_->ok()) << "sroute-fuse did not mount";
   }
   ControllerClient& Client() {
     if (!client_) {
@@ -155,11 +122,6 @@ class ControllerTest : public ::testing::Test {
     }
     return 0;
   }
-  std::string HostRules(const std::string& host) {
-    return RunCommand(std::string(SROUTECTL_BINARY) + " --host " + host +
-                      " --secret-file " + secret_ + " rules ls")
-        .second;
-  }
   proto::CtlHostStats HostStats(const std::string& host) {
     auto [rc, out] =
         RunCommand(std::string(SROUTECTL_BINARY) + " --host " + host +
@@ -168,11 +130,8 @@ class ControllerTest : public ::testing::Test {
     return rc == 0 ? FromJson<proto::CtlHostStats>(out) : proto::CtlHostStats();
   }
 
-  TempDir keys_, db_, home_, mnt_, ctl_, r1_, r2_;
-  std::string secret_;
+  TempDir db_;
   std::unique_ptr<ServerProcess> controller_;
-  std::map<std::string, std::unique_ptr<ServerProcess>> servers_;
-  std::unique_ptr<MountedVolume> volume_;
   std::unique_ptr<ControllerClient> client_;
 };
 
@@ -372,7 +331,7 @@ TEST_F(ControllerTest, TwoPhaseUpdateUnderWritersIsNeverMixed) {
   // A host that refuses (S2 does not know endpoint "nowhere") leaves every
   // host with its old rules; so does the controller's own check.
   const uint64_t fuse_before = VersionOf(kFuse), s2_before = VersionOf("S2");
-  const std::string fuse_rules = HostRules("unix:" + (ctl_ / "sock"));
+  const std::string fuse_rules = HostRules(VolumeHost());
   const std::string s2_rules = HostRules(s2->address());
   UpdateSpec bad;
   bad.changes.push_back(RuleChanges{
@@ -390,7 +349,7 @@ TEST_F(ControllerTest, TwoPhaseUpdateUnderWritersIsNeverMixed) {
   EXPECT_FALSE(refused.ok());
   EXPECT_NE(refused.status().message().find("S2 refused"), std::string::npos)
       << refused.status();
-  EXPECT_EQ(HostRules("unix:" + (ctl_ / "sock")), fuse_rules);
+  EXPECT_EQ(HostRules(VolumeHost()), fuse_rules);
   EXPECT_EQ(HostRules(s2->address()), s2_rules);
   auto rules = Client().Rules(kFuse);
   ASSERT_TRUE(rules.ok());
@@ -471,8 +430,7 @@ TEST_F(ControllerTest, TrackWritesRulesComeBackAfterTheVolumeIsKilled) {
   EXPECT_NE(ReadWholeFile(home_ / "vhd"), model);
   auto read_rules = [&] {
     std::set<std::string> out;
-    for (const std::string& line :
-         OutputLines(HostRules("unix:" + (ctl_ / "sock")))) {
+    for (const std::string& line : OutputLines(HostRules(VolumeHost()))) {
       std::string text = line.substr(line.find(": ") + 2);
       text = text.substr(0, text.find("  # owner="));
       if (text.find("<*, r, //home/vhd[") == 0) out.insert(text);
@@ -848,8 +806,7 @@ void TailLatencyTest::Scenario(const Crash& crash) {
   EXPECT_NE(status.find("reclaimed: every byte of"), std::string::npos)
       << status;
   // No read rule, no record left.
-  EXPECT_EQ(HostRules("unix:" + (ctl_ / "sock")).find("delegate:"),
-            std::string::npos);
+  EXPECT_EQ(HostRules(VolumeHost()).find("delegate:"), std::string::npos);
   for (ServerProcess* s : {s1, s2, s3}) {
     auto [rc, out] =
         RunCommand(std::string(SROUTECTL_BINARY) + " --host " + s->address() +
@@ -981,8 +938,7 @@ TEST_F(ControllerTest, SqliteAndGitAsUsersOnAnOffLoadedFlow) {
   }
   EXPECT_FALSE(std::filesystem::exists(r3 / ".sroute-tl-1"));
   EXPECT_FALSE(std::filesystem::exists(r2_ / ".sroute-tl-1"));
-  EXPECT_EQ(HostRules("unix:" + (ctl_ / "sock")).find("delegate:"),
-            std::string::npos);
+  EXPECT_EQ(HostRules(VolumeHost()).find("delegate:"), std::string::npos);
   // Every byte home: the volume and S1's disk agree with what was read away.
   EXPECT_TRUE(tree(mnt_ / "vol") == away);
   {
@@ -1162,7 +1118,7 @@ TEST_F(ControllerTest, CacheSizingSizesTheTenantsPartitionsFromTheirReads) {
                                "--control", ctl_ / "sock", "--tenant",
                                "alice=uid:0", "--tenant", "bob=uid:65534"});
   ASSERT_TRUE(volume_->ok());
-  const std::string host = "unix:" + (ctl_ / "sock");
+  const std::string host = VolumeHost();
   // The app's routes arrive with its first round.
   ASSERT_TRUE(Eventually([&] {
     const std::string rules = HostRules(host);
@@ -1273,8 +1229,7 @@ class TraceThroughControllerTest : public ControllerTest {
       }
     }
     for (const std::string& host :
-         {"unix:" + (ctl_ / "sock"), servers_["S1"]->address(),
-          servers_["S2"]->address()}) {
+         {VolumeHost(), servers_["S1"]->address(), servers_["S2"]->address()}) {
       for (const std::string& line : OutputLines(HostRules(host))) {
         if (line.find("owner=sroute-trace:") != std::string::npos) ++n;
       }

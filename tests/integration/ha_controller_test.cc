@@ -30,6 +30,7 @@
 #include "rpc/io_threads.h"
 #include "rpc/leader.h"
 #include "tests/util/block_writers.h"
+#include "tests/util/cluster_fixture.h"
 #include "tests/util/ctl_json.h"
 #include "tests/util/etcd_cluster.h"
 #include "tests/util/mounted_volume.h"
@@ -47,15 +48,12 @@ using ::sroute::testing::EtcdCluster;
 using ::sroute::testing::Eventually;
 using ::sroute::testing::FreeLoopbackPort;
 using ::sroute::testing::JoinAll;
-using ::sroute::testing::MountedVolume;
 using ::sroute::testing::ReadWholeFile;
 using ::sroute::testing::RunCommand;
 using ::sroute::testing::ServerProcess;
 using ::sroute::testing::TempDir;
-using ::sroute::testing::WriteSecretFile;
 using ::sroute::testing::WriteWholeFile;
 
-const std::string kSecret = "test-cluster-secret-0123456789";
 const std::string kFuse = "fuse-ha";
 
 // The rule texts of a host (sroutectl --host ... rules ls), sorted.
@@ -76,19 +74,20 @@ std::multiset<std::string> RuleTexts(const std::string& listing) {
   return out;
 }
 
-class HaControllerTest : public ::testing::Test {
+class HaControllerTest : public testing::ClusterFixture {
  protected:
+  HaControllerTest() : ClusterFixture(kFuse) {}
   void SetUp() override {
+    ClusterFixture::SetUp();
     ASSERT_TRUE(etcd_.ok()) << "etcd did not start: " << etcd_.log(0);
-    secret_ = WriteSecretFile(keys_ / "secret", kSecret);
     ports_ = {FreeLoopbackPort(), FreeLoopbackPort()};
     controllers_.resize(2);
   }
   void TearDown() override {
-    volume_.reset();
-    servers_.clear();
+    ClusterFixture::TearDown();
     for (auto& c : controllers_) c.reset();
   }
+  std::string ControllerList() const override { return AllControllers(); }
 
   std::string ControllerAddress(int i) const {
     return "127.0.0.1:" + std::to_string(ports_[i]);
@@ -105,32 +104,6 @@ class HaControllerTest : public ::testing::Test {
             "c" + std::to_string(i), "--leader-ttl-s", std::to_string(ttl_s),
             "--stats-interval-ms", "200"});
     ASSERT_TRUE(controllers_[i]->ok()) << "controller " << i;
-  }
-  ServerProcess* StartServer(const std::string& name, const std::string& root,
-                             const std::vector<std::string>& extra = {}) {
-    std::vector<std::string> args = {
-        "--root", root,       "--name",      name,           "--secret-file",
-        secret_,  "--listen", "127.0.0.1:0", "--controller", AllControllers()};
-    args.insert(args.end(), extra.begin(), extra.end());
-    auto s = std::make_unique<ServerProcess>(SROUTE_SERVER_BINARY, args);
-    EXPECT_TRUE(s->ok()) << "sroute-server " << name << " did not start";
-    servers_[name] = std::move(s);
-    return servers_[name].get();
-  }
-  void Mount(const std::vector<std::string>& endpoints) {
-    std::vector<std::string> args = {"--backing",      home_.path(),
-                                     "--secret-file",  secret_,
-                                     "--kernel-cache", "off",
-                                     "--name",         kFuse,
-                                     "--controller",   AllControllers(),
-                                     "--control",      ctl_ / "sock"};
-    for (const std::string& e : endpoints) {
-      args.push_back("--endpoint");
-      args.push_back(e);
-    }
-    volume_ =
-        std::make_unique<MountedVolume>(SROUTE_FUSE_BINARY, mnt_.path(), args);
-    ASSERT_TRUE(volume_->ok()) << "sroute-fuse did not mount";
   }
   std::unique_ptr<ControllerClient> Client(const std::string& address,
                                            bool expect_ok = true) {
@@ -201,11 +174,6 @@ class HaControllerTest : public ::testing::Test {
     }
     return false;
   }
-  std::string HostRules(const std::string& host) {
-    return RunCommand(std::string(SROUTECTL_BINARY) + " --host " + host +
-                      " --secret-file " + secret_ + " rules ls")
-        .second;
-  }
   // The store's rules of `sswitch` (through the leader), as texts.
   std::multiset<std::string> StoreRules(ControllerClient& c,
                                         const std::string& sswitch) {
@@ -219,12 +187,8 @@ class HaControllerTest : public ::testing::Test {
   }
 
   EtcdCluster etcd_{3};
-  TempDir keys_, home_, mnt_, ctl_, r1_, r2_;
-  std::string secret_;
   std::vector<int> ports_;
   std::vector<std::unique_ptr<ServerProcess>> controllers_;
-  std::map<std::string, std::unique_ptr<ServerProcess>> servers_;
-  std::unique_ptr<MountedVolume> volume_;
 };
 
 // One leads, the other follows and says where the leader is; a client or a
@@ -247,7 +211,7 @@ TEST_F(HaControllerTest,
   ASSERT_TRUE(a.ok()) << a.status();
   auto b = via_leader->Insert(kFuse, "<*, *, //home/b/*> -> <IO, //S1/b/*>");
   ASSERT_TRUE(b.ok()) << b.status();
-  const auto host = RuleTexts(HostRules("unix:" + (ctl_ / "sock")));
+  const auto host = RuleTexts(HostRules(VolumeHost()));
   EXPECT_EQ(host.count("<*, *, //home/a/*> -> <IO, //S1/a/*>"), 1u);
   EXPECT_EQ(host.count("<*, *, //home/b/*> -> <IO, //S1/b/*>"), 1u);
   EXPECT_EQ(host, StoreRules(*via_follower, kFuse));
@@ -345,18 +309,9 @@ TEST_F(HaControllerTest, LeaderKilledDuringUpdatesUnderWritersLosesNothing) {
   ASSERT_EQ(Leader(), 0);
   StartController(1);
   ServerProcess* s1 = StartServer("S1", r1_.path());
-  ServerProcess* s2 = nullptr;
-  {
-    auto s = std::make_unique<ServerProcess>(
-        SROUTE_SERVER_BINARY,
-        std::vector<std::string>{
-            "--root", r2_.path(), "--name", "S2", "--secret-file", secret_,
-            "--listen", "127.0.0.1:0", "--controller", AllControllers(),
-            "--endpoint", "S1=" + s1->address()});
-    ASSERT_TRUE(s->ok());
-    s2 = s.get();
-    servers_["S2"] = std::move(s);
-  }
+  ServerProcess* s2 =
+      StartServer("S2", r2_.path(), 0, {"--endpoint", "S1=" + s1->address()});
+  ASSERT_TRUE(s2->ok());
   Mount({"S1=" + s1->address(), "S2=" + s2->address()});
   auto client = Client(AllControllers());
   ASSERT_TRUE(client);
@@ -453,10 +408,9 @@ TEST_F(HaControllerTest, LeaderKilledDuringUpdatesUnderWritersLosesNothing) {
   ASSERT_EQ(Leader(), 1);
   auto survivor = Client(ControllerAddress(1));
   ASSERT_TRUE(Eventually([&] {
-    return RuleTexts(HostRules("unix:" + (ctl_ / "sock"))) ==
-               StoreRules(*survivor, kFuse) &&
+    return RuleTexts(HostRules(VolumeHost())) == StoreRules(*survivor, kFuse) &&
            RuleTexts(HostRules(s2->address())) == StoreRules(*survivor, "S2");
-  })) << HostRules("unix:" + (ctl_ / "sock"))
+  })) << HostRules(VolumeHost())
       << "\n"
       << HostRules(s2->address());
   proto::Apps list;
@@ -532,9 +486,9 @@ TEST_F(HaControllerTest, APausedLeaderChangesNothingOnceAnotherLeads) {
   EXPECT_EQ(store.count("<*, *, //home/c/*> -> <IO, //S1/c/*>"), 0u);
   EXPECT_EQ(store.count("<*, *, //home/b/*> -> <IO, //S1/b/*>"), 1u);
   ASSERT_TRUE(Eventually([&] {
-    return RuleTexts(HostRules("unix:" + (ctl_ / "sock"))) ==
+    return RuleTexts(HostRules(VolumeHost())) ==
            StoreRules(*follower_client, kFuse);
-  })) << HostRules("unix:" + (ctl_ / "sock"));
+  })) << HostRules(VolumeHost());
   (*raw)->Shutdown();
 }
 
