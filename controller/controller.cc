@@ -272,6 +272,16 @@ absl::StatusOr<std::vector<proto::StageStats>> LocalApi::Stages(
                               wait + impl_->options.command_timeout);
   if (!r.ok()) return r.status();
   if (absl::Status s = ResultStatus(*r); !s.ok()) return s;
+  // The host's stages now: the rule checker goes by them at once, not from
+  // the host's next report.
+  {
+    MutexLock l(&impl_->mu);
+    auto it = impl_->sessions.find(sswitch);
+    if (it != impl_->sessions.end()) {
+      it->second.stages.assign(r->stages().begin(), r->stages().end());
+      it->second.reported = true;
+    }
+  }
   // What the host has now is what it gets back when it registers again
   // (a restarted host would refuse the rules naming these stages).
   absl::Status kept;
@@ -693,13 +703,7 @@ void Controller::Impl::HandleRegister(RpcServer::Call& call) {
     s.interval = options.stats_interval;
     s.rules.clear();
     s.active.clear();
-    // The stages the host has as it registers, until its first report
-    // counts them: the checker knows them from the start (an update naming
-    // a configured stage must not race the host's first report).
-    s.stages.clear();
-    for (const std::string& stage : host.stages()) {
-      s.stages.emplace_back().mutable_config()->set_name(stage);
-    }
+    s.reported = false;
     rr->set_session(s.id);
     for (const auto& m : desired) rule_cache[m.cid()] = m;
   }
@@ -807,6 +811,7 @@ void Controller::Impl::RecordStats(const proto::StatsReport& r) {
   s->in_flight = r.total_in_flight();
   if (r.interval_ms() > 0) s->interval = absl::Milliseconds(r.interval_ms());
   s->stages.assign(r.stages().begin(), r.stages().end());
+  s->reported = true;
   s->gauges.clear();
   s->gauges.insert(r.gauges().begin(), r.gauges().end());
   // Rules of the host's own and of delegates come and go: keep only those

@@ -67,7 +67,10 @@ struct Session {
   std::map<std::pair<uint64_t, uint64_t>, RuleStats> rules;
   std::vector<std::pair<uint64_t, uint64_t>> active;  // in the last report
   std::vector<proto::StageStats> stages;              // in the last report
-  std::map<std::string, int64_t> gauges;              // in the last report
+  // Whether a report came since the host registered: until one does, its
+  // stages are those it registered with (host.stages).
+  bool reported = false;
+  std::map<std::string, int64_t> gauges;  // in the last report
 };
 
 struct FileTurns {

@@ -45,7 +45,15 @@ std::vector<check::SwitchView> Controller::Impl::CheckerViews(bool with_rules) {
   std::map<std::string, std::set<std::string>> live_stages;
   {
     MutexLock l(&mu);
+    // The newer of the registration's list and the last report's: an
+    // update naming a configured stage must not race the first report,
+    // and a stage removed since the registration must not stay.
     for (const auto& [name, s] : sessions) {
+      if (!s.reported) {
+        live_stages[name].insert(s.host.stages().begin(),
+                                 s.host.stages().end());
+        continue;
+      }
       for (const proto::StageStats& st : s.stages) {
         live_stages[name].insert(st.config().name());
       }
@@ -64,9 +72,8 @@ std::vector<check::SwitchView> Controller::Impl::CheckerViews(bool with_rules) {
       for (const proto::EndpointInfo& e : info->endpoints()) {
         v.endpoints.push_back({e.name(), e.kind(), e.address()});
       }
-      // The registration's own list is not used: a stage removed since
-      // would stay in it. The session's list starts from it and follows
-      // the host's reports.
+      // Not info->stages: it is the list at registration, which
+      // live_stages replaces once the host reports.
       std::set<std::string> stages;
       // A store that cannot be read fails the update that follows anyway
       // (it persists there first); the view just misses those stages.

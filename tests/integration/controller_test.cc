@@ -269,13 +269,16 @@ TEST_F(ControllerTest, RuleCheckerRefusesALoopAcrossTwoServers) {
 
 // A stage a server is started with is known to the rule checker from the
 // server's registration, not from its first stats report (an update right
-// after the server came up was refused as naming an unknown stage): with
-// reports a minute apart, a rule naming the stage is taken at once; one
-// naming a stage the server lacks is refused.
+// after the server came up was refused as naming an unknown stage), and a
+// stage the controller adds or removes counts at once: with reports a
+// minute apart, a rule naming the stage is taken at once; one naming a
+// stage the server lacks is refused, then taken once the stage is added;
+// once a configured stage is removed, a rule naming it is refused.
 TEST_F(ControllerTest, ConfiguredStagesAreKnownFromRegistration) {
   ASSERT_NO_FATAL_FAILURE(StartController(0, {"--stats-interval-ms", "60000"}));
-  ServerProcess* s1 =
-      StartServer("S1", r1_.path(), 0, {"--stage", "d=delay:delay_us=10"});
+  ServerProcess* s1 = StartServer(
+      "S1", r1_.path(), 0,
+      {"--stage", "d=delay:delay_us=10", "--stage", "g=delay:delay_us=10"});
   ASSERT_TRUE(s1->ok());
   ASSERT_TRUE(Eventually([&] { return Connected("S1"); }));
   auto taken = Client().Insert("S1", "<*, w, //S1/x/*> -> <IO, stage:d>");
@@ -285,6 +288,23 @@ TEST_F(ControllerTest, ConfiguredStagesAreKnownFromRegistration) {
   EXPECT_NE(refused.status().message().find("has no stage e"),
             std::string::npos)
       << refused.status();
+  auto stages = [&](proto::Stages::Action action, const std::string& name,
+                    const std::string& spec) {
+    proto::Stages request;
+    request.set_action(action);
+    request.mutable_stage()->set_name(name);
+    request.set_spec(spec);
+    return Client().StagesAt("S1", request).status();
+  };
+  ASSERT_TRUE(stages(proto::Stages::ADD, "", "e=delay:delay_us=10").ok());
+  auto added = Client().Insert("S1", "<*, w, //S1/y/*> -> <IO, stage:e>");
+  EXPECT_TRUE(added.ok()) << added.status();
+  // g, configured and unused, removed: gone from the checker's view too.
+  ASSERT_TRUE(stages(proto::Stages::REMOVE, "g", "").ok());
+  auto gone = Client().Insert("S1", "<*, w, //S1/z/*> -> <IO, stage:g>");
+  ASSERT_FALSE(gone.ok());
+  EXPECT_NE(gone.status().message().find("has no stage g"), std::string::npos)
+      << gone.status();
 }
 
 // Writers keep writing while an update moves their files' route from S1 to
