@@ -10,7 +10,6 @@
 #include "control/control_handler.h"
 #include "rpc/channel.h"
 #include "rpc/controller_channels.h"
-#include "rpc/leader.h"
 #include "rules/parser.h"
 #include "sswitch/stats.h"
 #include "stages/stage_control.h"
