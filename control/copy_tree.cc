@@ -143,7 +143,8 @@ class TreeCopy {
                           const std::vector<std::string>& rel) {
     std::string out = base;
     for (const std::string& c : rel) {
-      StrAppend(&out, out.back() == '/' ? "" : "/", c);
+      // An empty base gives "/c/..." (back() of an empty string is UB).
+      StrAppend(&out, !out.empty() && out.back() == '/' ? "" : "/", c);
     }
     return out;
   }
