@@ -10,7 +10,7 @@
 namespace sroute {
 namespace {
 
-constexpr uint32_t kStageChangeMs = 5000;
+constexpr uint32_t kGcStageChangeMs = 5000;
 
 }  // namespace
 
@@ -114,7 +114,7 @@ void GcRedirect::OnStats(const StatsSnapshot& stats) {
       set.mutable_stage()->mutable_replica_set()->set_gc(options_.mode);
       set.mutable_stage()->mutable_replica_set()->set_gc_poll_us(
           options_.poll_us);
-      set.set_timeout_ms(kStageChangeMs);
+      set.set_timeout_ms(kGcStageChangeMs);
       auto done = api_->Stages(host.info.sswitch(), set);
       if (done.ok()) {
         LogInfo("gc_redirect: ", host.info.sswitch(), " stage ", c.name(),

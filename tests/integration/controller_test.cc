@@ -737,11 +737,22 @@ void TailLatencyTest::Scenario(const Crash& crash) {
   EXPECT_EQ(offload.flows(0).home(), "S1") << json;
   ASSERT_GT(offload.flows(0).targets_size(), 0) << json;
   EXPECT_EQ(offload.flows(0).targets(0), "S3") << json;
-  std::this_thread::sleep_for(std::chrono::seconds(2));  // writes land on S3
-  EXPECT_TRUE(std::filesystem::exists(r3 / ".sroute-tl-1/vol/f"));
-  if (crash.spread) {
-    EXPECT_TRUE(std::filesystem::exists(r2_ / ".sroute-tl-1/vol/f"));
-  }
+  // Writes land on S3 (and S2): at least 32 distinct blocks of the burst
+  // in each temporary file (sparse: its allocated blocks tell), and the
+  // reader has checked 30 blocks while they are away (over 100 in all).
+  auto blocks_away = [](const std::filesystem::path& p) -> int64_t {
+    struct stat st {};
+    return stat(p.c_str(), &st) == 0 ? st.st_blocks * 512 / kBlock : 0;
+  };
+  const uint64_t reads_at_offload = reads;
+  EXPECT_TRUE(Eventually([&] {
+    return blocks_away(r3 / ".sroute-tl-1/vol/f") >= 32 &&
+           (!crash.spread || blocks_away(r2_ / ".sroute-tl-1/vol/f") >= 32) &&
+           reads >= reads_at_offload + 30 && reads > 100;
+  })) << "S3: "
+      << blocks_away(r3 / ".sroute-tl-1/vol/f")
+      << " blocks, S2: " << blocks_away(r2_ / ".sroute-tl-1/vol/f")
+      << ", reads " << reads;
   // Stops the workload, kills `crash.who` and starts it again, then checks
   // every block through the volume.
   auto crash_now = [&] {

@@ -54,7 +54,7 @@ using ::sroute::testing::ServerProcess;
 using ::sroute::testing::TempDir;
 using ::sroute::testing::WriteWholeFile;
 
-const std::string kFuse = "fuse-ha";
+const std::string kHaFuse = "fuse-ha";
 
 // The rule texts of a host (sroutectl --host ... rules ls), sorted.
 std::multiset<std::string> RuleTexts(const std::string& listing) {
@@ -76,7 +76,7 @@ std::multiset<std::string> RuleTexts(const std::string& listing) {
 
 class HaControllerTest : public testing::ClusterFixture {
  protected:
-  HaControllerTest() : ClusterFixture(kFuse) {}
+  HaControllerTest() : ClusterFixture(kHaFuse) {}
   void SetUp() override {
     ClusterFixture::SetUp();
     ASSERT_TRUE(etcd_.ok()) << "etcd did not start: " << etcd_.log(0);
@@ -164,9 +164,10 @@ class HaControllerTest : public testing::ClusterFixture {
     Mount({"S1=" + s1->address()});
     *client = Client(AllControllers());
     ASSERT_TRUE(*client);
-    ASSERT_TRUE(Eventually([&] { return Connected(**client, kFuse); }));
-    ASSERT_TRUE(
-        (*client)->Insert(kFuse, "<*, *, //home/a/*> -> <IO, //S1/a/*>").ok());
+    ASSERT_TRUE(Eventually([&] { return Connected(**client, kHaFuse); }));
+    ASSERT_TRUE((*client)
+                    ->Insert(kHaFuse, "<*, *, //home/a/*> -> <IO, //S1/a/*>")
+                    .ok());
   }
   bool Connected(ControllerClient& c, const std::string& sswitch) {
     for (const TopologyHost& h : c.Topology()) {
@@ -206,15 +207,16 @@ TEST_F(HaControllerTest,
   auto via_leader = Client(ControllerAddress(0));
   auto via_follower = Client(ControllerAddress(1));
   ASSERT_TRUE(via_leader && via_follower);
-  ASSERT_TRUE(Eventually([&] { return Connected(*via_leader, kFuse); }));
-  auto a = via_follower->Insert(kFuse, "<*, *, //home/a/*> -> <IO, //S1/a/*>");
+  ASSERT_TRUE(Eventually([&] { return Connected(*via_leader, kHaFuse); }));
+  auto a =
+      via_follower->Insert(kHaFuse, "<*, *, //home/a/*> -> <IO, //S1/a/*>");
   ASSERT_TRUE(a.ok()) << a.status();
-  auto b = via_leader->Insert(kFuse, "<*, *, //home/b/*> -> <IO, //S1/b/*>");
+  auto b = via_leader->Insert(kHaFuse, "<*, *, //home/b/*> -> <IO, //S1/b/*>");
   ASSERT_TRUE(b.ok()) << b.status();
   const auto host = RuleTexts(HostRules(VolumeHost()));
   EXPECT_EQ(host.count("<*, *, //home/a/*> -> <IO, //S1/a/*>"), 1u);
   EXPECT_EQ(host.count("<*, *, //home/b/*> -> <IO, //S1/b/*>"), 1u);
-  EXPECT_EQ(host, StoreRules(*via_follower, kFuse));
+  EXPECT_EQ(host, StoreRules(*via_follower, kHaFuse));
   // IO through the new rule reaches S1.
   std::filesystem::create_directories(home_ / "a");
   std::filesystem::create_directories(r1_ / "a");
@@ -316,13 +318,13 @@ TEST_F(HaControllerTest, LeaderKilledDuringUpdatesUnderWritersLosesNothing) {
   auto client = Client(AllControllers());
   ASSERT_TRUE(client);
   ASSERT_TRUE(Eventually([&] {
-    return Connected(*client, kFuse) && Connected(*client, "S1") &&
+    return Connected(*client, kHaFuse) && Connected(*client, "S1") &&
            Connected(*client, "S2");
   }));
   const std::string direct = "<*, *, //home/w/*> -> <IO, //S1/w/*>";
   const std::string via_s2 = "<*, *, //home/w/*> -> <IO, //S2/w/*>";
   const std::string forward = "<*, *, //S2/w/*> -> <IO, //S1/w/*>";
-  ASSERT_TRUE(client->Insert(kFuse, direct).ok());
+  ASSERT_TRUE(client->Insert(kHaFuse, direct).ok());
   // An app started on the leader runs on the next one. (Kept from acting:
   // an off-load of the writers' flow, flipped under it by the updates
   // below, would move their bytes to wherever it took the flow's home.)
@@ -346,7 +348,7 @@ TEST_F(HaControllerTest, LeaderKilledDuringUpdatesUnderWritersLosesNothing) {
   threads.emplace_back([&] {
     bool through_s2 = false;
     while (!stop_updates && !stop) {
-      auto fuse_rules = client->Rules(kFuse);
+      auto fuse_rules = client->Rules(kHaFuse);
       auto s2_rules = client->Rules("S2");
       if (!fuse_rules.ok() || !s2_rules.ok()) {
         ++failed;
@@ -355,7 +357,7 @@ TEST_F(HaControllerTest, LeaderKilledDuringUpdatesUnderWritersLosesNothing) {
       }
       through_s2 = false;
       UpdateSpec spec;
-      RuleChanges f{kFuse, {}, {}}, s{"S2", {}, {}};
+      RuleChanges f{kHaFuse, {}, {}}, s{"S2", {}, {}};
       for (const auto& r : *fuse_rules) {
         if (r.text() == via_s2) through_s2 = true;
         f.remove.push_back(r.cid());
@@ -408,7 +410,8 @@ TEST_F(HaControllerTest, LeaderKilledDuringUpdatesUnderWritersLosesNothing) {
   ASSERT_EQ(Leader(), 1);
   auto survivor = Client(ControllerAddress(1));
   ASSERT_TRUE(Eventually([&] {
-    return RuleTexts(HostRules(VolumeHost())) == StoreRules(*survivor, kFuse) &&
+    return RuleTexts(HostRules(VolumeHost())) ==
+               StoreRules(*survivor, kHaFuse) &&
            RuleTexts(HostRules(s2->address())) == StoreRules(*survivor, "S2");
   })) << HostRules(VolumeHost())
       << "\n"
@@ -459,15 +462,15 @@ TEST_F(HaControllerTest, APausedLeaderChangesNothingOnceAnotherLeads) {
     return false;
   }));
   auto follower_client = Client(ControllerAddress(1));
-  ASSERT_TRUE(Eventually([&] { return Connected(*follower_client, kFuse); }));
+  ASSERT_TRUE(Eventually([&] { return Connected(*follower_client, kHaFuse); }));
   ASSERT_TRUE(
-      follower_client->Insert(kFuse, "<*, *, //home/b/*> -> <IO, //S1/b/*>")
+      follower_client->Insert(kHaFuse, "<*, *, //home/b/*> -> <IO, //S1/b/*>")
           .ok());
   // An update sent to the paused leader, which it sees when continued.
   proto::RpcRequest req;
   proto::Update* u = req.mutable_controller()->mutable_update();
   proto::Change* ch = u->add_changes();
-  ch->set_sswitch(kFuse);
+  ch->set_sswitch(kHaFuse);
   ch->add_insert("<*, *, //home/c/*> -> <IO, //S1/c/*>");
   absl::StatusOr<proto::RpcReply> reply = absl::UnknownError("not sent");
   std::thread sender([&] { reply = (*raw)->CallSync(req, absl::Seconds(30)); });
@@ -482,12 +485,12 @@ TEST_F(HaControllerTest, APausedLeaderChangesNothingOnceAnotherLeads) {
   EXPECT_TRUE(WIFEXITED(status)) << status;
   EXPECT_EQ(WEXITSTATUS(status), 75);
   // The store and the host have the new leader's rules only.
-  const auto store = StoreRules(*follower_client, kFuse);
+  const auto store = StoreRules(*follower_client, kHaFuse);
   EXPECT_EQ(store.count("<*, *, //home/c/*> -> <IO, //S1/c/*>"), 0u);
   EXPECT_EQ(store.count("<*, *, //home/b/*> -> <IO, //S1/b/*>"), 1u);
   ASSERT_TRUE(Eventually([&] {
     return RuleTexts(HostRules(VolumeHost())) ==
-           StoreRules(*follower_client, kFuse);
+           StoreRules(*follower_client, kHaFuse);
   })) << HostRules(VolumeHost());
   (*raw)->Shutdown();
 }
@@ -522,10 +525,12 @@ TEST_F(HaControllerTest, EtcdLosingMembersStopsChangesNotIo) {
     }
   });
   etcd_.Kill(2);
-  auto one_down = client->Insert(kFuse, "<*, *, //home/b/*> -> <IO, //S1/b/*>");
+  auto one_down =
+      client->Insert(kHaFuse, "<*, *, //home/b/*> -> <IO, //S1/b/*>");
   EXPECT_TRUE(one_down.ok()) << one_down.status();
   etcd_.Kill(1);
-  auto two_down = client->Insert(kFuse, "<*, *, //home/c/*> -> <IO, //S1/c/*>");
+  auto two_down =
+      client->Insert(kHaFuse, "<*, *, //home/c/*> -> <IO, //S1/c/*>");
   ASSERT_FALSE(two_down.ok());
   std::cout << "with two of three etcd members down: " << two_down.status()
             << "\n";
@@ -550,8 +555,8 @@ TEST_F(HaControllerTest, EtcdLosingMembersStopsChangesNotIo) {
   }
   ASSERT_GE(Leader(30), 0);
   auto again = Client(AllControllers());
-  ASSERT_TRUE(Eventually([&] { return Connected(*again, kFuse); }, 30));
-  auto back = again->Insert(kFuse, "<*, *, //home/d/*> -> <IO, //S1/d/*>");
+  ASSERT_TRUE(Eventually([&] { return Connected(*again, kHaFuse); }, 30));
+  auto back = again->Insert(kHaFuse, "<*, *, //home/d/*> -> <IO, //S1/d/*>");
   EXPECT_TRUE(back.ok()) << back.status();
   stop = true;
   for (auto& t : threads) t.join();
@@ -618,10 +623,10 @@ TEST_F(HaControllerTest, SqliteAndGitAsUsersThroughAFailoverAndARouteChange) {
   absl::Status moved = absl::UnknownError("not tried");
   ASSERT_TRUE(Eventually(
       [&] {
-        auto rules = client->Rules(kFuse);
+        auto rules = client->Rules(kHaFuse);
         if (!rules.ok()) return false;
         UpdateSpec spec;
-        RuleChanges f{kFuse, {rule}, {}};
+        RuleChanges f{kHaFuse, {rule}, {}};
         for (const auto& r : *rules) {
           if (r.text() == rule) f.remove.push_back(r.cid());
         }

@@ -32,7 +32,9 @@ proto::CtlRules RulesOf(const proto::ControlResponse& resp) {
   return rules;
 }
 
-std::string Micros(uint64_t ns) {
+// Nanoseconds as microseconds with one decimal, without the unit (a table
+// column says it).
+std::string MicrosNoUnit(uint64_t ns) {
   return Printf("%.1f", static_cast<double>(ns) / 1000.0);
 }
 
@@ -55,8 +57,9 @@ std::string StatsText(const proto::ControlResponse& resp) {
                   static_cast<unsigned long long>(r.bytes()),
                   static_cast<long long>(r.in_flight()),
                   static_cast<unsigned long long>(r.errors()),
-                  Micros(r.p50_ns()).c_str(), Micros(r.p99_ns()).c_str(),
-                  Micros(r.p999_ns()).c_str(), r.text().c_str());
+                  MicrosNoUnit(r.p50_ns()).c_str(),
+                  MicrosNoUnit(r.p99_ns()).c_str(),
+                  MicrosNoUnit(r.p999_ns()).c_str(), r.text().c_str());
   }
   out += Printf("version %llu, in flight %lld, parked %llu\n",
                 static_cast<unsigned long long>(resp.version()),

@@ -14,7 +14,7 @@
 namespace sroute::trace {
 namespace {
 
-constexpr absl::Duration kCallTimeout = absl::Seconds(10);
+constexpr absl::Duration kTapCallTimeout = absl::Seconds(10);
 constexpr uint32_t kTraceBatch = 4096;
 
 std::string TapText(const std::string& tenant, const std::string& ops,
@@ -121,7 +121,7 @@ class HostTaps : public TapTarget {
 
  private:
   absl::StatusOr<proto::ControlResponse> Call(const proto::ControlRequest& q) {
-    return ctl::CallHost(host_, secret_file_, q, kCallTimeout);
+    return ctl::CallHost(host_, secret_file_, q, kTapCallTimeout);
   }
   absl::Status Lease(absl::Duration ttl) {
     proto::ControlRequest q;

@@ -31,7 +31,7 @@ using ::sroute::testing::WriteWholeFile;
 using ::testing::HasSubstr;
 
 // Passes IOs on.
-class PassStage : public Stage {
+class ForwardingStage : public Stage {
  public:
   void Submit(Io* io, const Forward& forward) override { forward(io); }
 };
@@ -40,7 +40,7 @@ class TraceTest : public ::testing::Test {
  protected:
   void SetUp() override {
     ASSERT_TRUE(host_.AddLocalEndpoint("A", dir_.path()).ok());
-    ASSERT_TRUE(host_.AddStage("S", std::make_shared<PassStage>()).ok());
+    ASSERT_TRUE(host_.AddStage("S", std::make_shared<ForwardingStage>()).ok());
   }
   absl::Status Write(const std::string& file, const std::string& data) {
     return host_

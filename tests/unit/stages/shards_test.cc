@@ -222,7 +222,7 @@ TEST(MrcBuilderTest, MatchesNaiveLruStackWithRemovals) {
 
 // The paper's setting: a skewed trace, 1% and 0.1% spatial sampling and a
 // fixed-size sample, against the exact curve.
-class ShardsAccuracyTest : public testing::Test {
+class ShardsAccuracyTest : public ::testing::Test {
  protected:
   static constexpr size_t kRefs = 2'000'000;
   static constexpr size_t kKeys = 100'000;
