@@ -53,12 +53,21 @@ void Getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
          [ino](Request& r) { ReplyAttr(r, ino); });
 }
 
+// FATTR_KILL_SUIDGID (libfuse passes it on as FUSE_SET_ATTR_KILL_SUID): a
+// truncate by a caller without CAP_FSETID or a chown of a non-directory,
+// which clear set-ID bits and capabilities (kill_setid.h). A truncate
+// through a descriptor (ftruncate: `fi`) was allowed when the descriptor
+// was opened for writing, whatever the mode says now.
 void Setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set,
-             fuse_file_info*) {
+             fuse_file_info* fi) {
   std::string path;
   if (!PathOf(req, ino, &path)) return;
   auto r = NewRequest(req, Op::kSetattr, path);
   IoArgs& a = r->io.args;
+  if (to_set & FUSE_SET_ATTR_KILL_SUID) a.to_set |= kKillSetid;
+  if (fi != nullptr && (to_set & FUSE_SET_ATTR_SIZE)) {
+    a.to_set |= kSizeByDescriptor;
+  }
   if (to_set & FUSE_SET_ATTR_MODE) a.to_set |= kSetMode, a.mode = attr->st_mode;
   if (to_set & FUSE_SET_ATTR_UID) a.to_set |= kSetUid, a.uid = attr->st_uid;
   if (to_set & FUSE_SET_ATTR_GID) a.to_set |= kSetGid, a.gid = attr->st_gid;
@@ -75,7 +84,13 @@ void Setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set,
     a.to_set |= kSetMtime;
     a.mtime = {0, UTIME_NOW};
   }
-  Submit(std::move(r), [ino](Request& rr) { ReplyAttr(rr, ino); });
+  // A chmod that sets a set-ID bit: open files no longer know they have
+  // none.
+  const bool setid = (a.to_set & kSetMode) && (a.mode & (S_ISUID | S_ISGID));
+  Submit(std::move(r), [ino, setid](Request& rr) {
+    if (setid) rr.volume->SetidMayHaveChanged();
+    ReplyAttr(rr, ino);
+  });
 }
 
 void Readlink(fuse_req_t req, fuse_ino_t ino) {

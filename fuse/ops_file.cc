@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <optional>
 
+#include "fuse/kill_setid.h"
 #include "fuse/ops.h"
 #include "fuse/request.h"
 #include "util/log.h"
@@ -96,6 +97,53 @@ int ReplyCreate(fuse_req_t req, const fuse_entry_param& e,
   return fuse_reply_buf(req, reinterpret_cast<const char*>(&out), sizeof(out));
 }
 
+// The write_flags of the WRITE being served through libfuse (which does
+// not pass them on), or 0.
+uint32_t CurrentWriteFlags() {
+  const fuse_in_header* in = CurrentRawRequest();
+  if (in == nullptr || in->opcode != FUSE_WRITE ||
+      in->len < sizeof(*in) + sizeof(fuse_write_in)) {
+    return 0;
+  }
+  return reinterpret_cast<const fuse_write_in*>(in + 1)->write_flags;
+}
+
+// The open_flags (FUSE_OPEN_KILL_SUIDGID) of the OPEN or CREATE being
+// served through libfuse, or 0.
+uint32_t CurrentOpenFlags() {
+  const fuse_in_header* in = CurrentRawRequest();
+  if (in == nullptr) return 0;
+  if (in->opcode == FUSE_OPEN &&
+      in->len >= sizeof(*in) + sizeof(fuse_open_in)) {
+    return reinterpret_cast<const fuse_open_in*>(in + 1)->open_flags;
+  }
+  if (in->opcode == FUSE_CREATE &&
+      in->len >= sizeof(*in) + sizeof(fuse_create_in)) {
+    return reinterpret_cast<const fuse_create_in*>(in + 1)->open_flags;
+  }
+  return 0;
+}
+Caller CallerOf(fuse_req_t req) {
+  const fuse_ctx* ctx = fuse_req_ctx(req);
+  return Caller{ctx->uid, ctx->gid, ctx->pid};
+}
+
+// What a reply to `r` needs, in a request of its own: `r` is freed once its
+// completion returns, and the reply is sent after more IO.
+std::unique_ptr<Request> CopyForReply(const Request& r) {
+  auto c = std::make_unique<Request>();
+  c->volume = r.volume;
+  c->req = r.req;
+  c->io.header = r.io.header;
+  c->io.args = r.io.args;
+  c->io.attr = r.io.attr;
+  c->parent = r.parent;
+  c->name = r.name;
+  c->fi = r.fi;
+  c->has_fi = r.has_fi;
+  return c;
+}
+
 OpenFile* NewOpenFile(Request& r) {
   OpenFile* file = r.volume->NewOpenFile();
   const fuse_ctx* ctx = fuse_req_ctx(r.req);
@@ -121,16 +169,31 @@ void Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   auto r = NewRequest(req, Op::kOpen, path);
   r->io.args.open_flags = fi->flags;
   r->fi = *fi;
-  Submit(std::move(r), [ino](Request& rr) {
+  const bool kill = (CurrentOpenFlags() & FUSE_OPEN_KILL_SUIDGID) != 0;
+  Submit(std::move(r), [ino, kill](Request& rr) {
     if (!rr.io.status.ok()) return ReplyError(rr);
-    SetCaching(*rr.volume, rr.io.header.file, &rr.fi);
-    rr.volume->inodes().Opened(ino);
-    rr.fi.fh = reinterpret_cast<uint64_t>(NewOpenFile(rr));
-    if (ReplyOpen(rr.req, rr.fi) != 0) {
-      // Interrupted: no release follows.
-      rr.volume->DeleteOpenFile(OpenFile::Of(&rr.fi));
-      rr.volume->inodes().Released(ino);
-    }
+    auto reply = [ino](Request& o) {
+      SetCaching(*o.volume, o.io.header.file, &o.fi);
+      o.volume->inodes().Opened(ino);
+      o.fi.fh = reinterpret_cast<uint64_t>(NewOpenFile(o));
+      if (ReplyOpen(o.req, o.fi) != 0) {
+        // Interrupted: no release follows.
+        o.volume->DeleteOpenFile(OpenFile::Of(&o.fi));
+        o.volume->inodes().Released(ino);
+      }
+    };
+    if (!kill) return reply(rr);
+    // O_TRUNC by a caller without CAP_FSETID: the truncate clears set-ID
+    // bits and capabilities. The open's request is answered after that,
+    // from a copy (this one is freed when its completion returns).
+    KillSetidThen(CopyForReply(rr), nullptr, CallerOf(rr.req),
+                  [reply](std::unique_ptr<Request> o, const absl::Status& s) {
+                    if (!s.ok()) {
+                      o->io.status = s;
+                      return ReplyError(*o);
+                    }
+                    reply(*o);
+                  });
   });
 }
 
@@ -144,17 +207,40 @@ void Create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
   r->parent = parent;
   r->name = name;
   r->fi = *fi;
-  Submit(std::move(r), [](Request& rr) {
+  // An existing file opened O_TRUNC by a caller without CAP_FSETID.
+  const bool kill = (CurrentOpenFlags() & FUSE_OPEN_KILL_SUIDGID) != 0;
+  const uint64_t generation = VolumeOf(req).setid_generation();
+  Submit(std::move(r), [kill, generation](Request& rr) {
     if (!rr.io.status.ok()) return ReplyError(rr);
-    fuse_entry_param e = MakeEntry(rr);
-    SetCaching(*rr.volume, rr.io.header.file, &rr.fi);
-    rr.volume->inodes().Opened(e.ino);
-    rr.fi.fh = reinterpret_cast<uint64_t>(NewOpenFile(rr));
-    if (ReplyCreate(rr.req, e, rr.fi) != 0) {
-      rr.volume->DeleteOpenFile(OpenFile::Of(&rr.fi));
-      rr.volume->inodes().Released(e.ino);
-      rr.volume->inodes().Forget(e.ino, 1);
-    }
+    auto reply = [generation](Request& c) {
+      fuse_entry_param e = MakeEntry(c);
+      SetCaching(*c.volume, c.io.header.file, &c.fi);
+      c.volume->inodes().Opened(e.ino);
+      OpenFile* open = NewOpenFile(c);
+      // Made by this create (O_EXCL), without set-ID bits: nothing to
+      // clear until a chmod or setxattr says otherwise.
+      if ((c.io.args.open_flags & O_EXCL) &&
+          (c.io.attr.st_mode & (S_ISUID | S_ISGID)) == 0) {
+        open->SetWithoutSetid(generation);
+      }
+      c.fi.fh = reinterpret_cast<uint64_t>(open);
+      if (ReplyCreate(c.req, e, c.fi) != 0) {
+        c.volume->DeleteOpenFile(OpenFile::Of(&c.fi));
+        c.volume->inodes().Released(e.ino);
+        c.volume->inodes().Forget(e.ino, 1);
+      }
+    };
+    if (!kill) return reply(rr);
+    // Cleared before the reply (a write through the new descriptor could
+    // come at once), which is then sent from a copy of this request.
+    KillSetidThen(CopyForReply(rr), nullptr, CallerOf(rr.req),
+                  [reply](std::unique_ptr<Request> c, const absl::Status& s) {
+                    if (!s.ok()) {
+                      c->io.status = s;
+                      return ReplyError(*c);
+                    }
+                    reply(*c);
+                  });
   });
 }
 
@@ -218,6 +304,31 @@ void SubmitWriteAt(std::unique_ptr<Request> r, const char* data, size_t size,
   r->io.header.length = size;
   SubmitWrite(std::move(r), data, size, ReplyWrite);
 }
+
+// A write the kernel flagged FUSE_WRITE_KILL_SUIDGID (its caller lacks
+// CAP_FSETID) clears set-ID bits and capabilities first, unless the open
+// file is known to have none (kill_setid.h). Then the data is copied: the
+// worker's buffer is reused once the handler returns.
+void SubmitWriteKilling(std::unique_ptr<Request> r, OpenFile* open,
+                        const Caller& caller, bool kill, const char* data,
+                        size_t size, off_t off) {
+  if (!kill || open->KnownWithoutSetid(r->volume->setid_generation())) {
+    SubmitWriteAt(std::move(r), data, size, off);
+    return;
+  }
+  r->buffer.assign(data, data + size);
+  KillSetidThen(std::move(r), open, caller,
+                [off](std::unique_ptr<Request> w, const absl::Status& s) {
+                  if (!s.ok()) {
+                    w->io.status = s;
+                    ReplyWrite(*w);
+                    return;
+                  }
+                  std::vector<char> copy = std::move(w->buffer);
+                  SubmitWriteAt(std::move(w), copy.data(), copy.size(), off);
+                });
+}
+
 }  // namespace
 
 void Write(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size,
@@ -226,14 +337,18 @@ void Write(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size,
   std::string file;
   if (!open->FileName(req, ino, &file)) return;
   std::unique_ptr<Request> r;
+  const fuse_ctx* ctx = fuse_req_ctx(req);
+  Caller caller{ctx->uid, ctx->gid, ctx->pid};
   if (fi->writepage) {  // a page written through a shared mapping
-    r = NewFileRequest(VolumeOf(req), open->opener, Op::kWrite,
-                       std::move(file));
+    caller = open->opener;
+    r = NewFileRequest(VolumeOf(req), caller, Op::kWrite, std::move(file));
     r->req = req;
   } else {
     r = NewFileRequest(req, Op::kWrite, std::move(file));
   }
-  SubmitWriteAt(std::move(r), buf, size, off);
+  SubmitWriteKilling(std::move(r), open, caller,
+                     (CurrentWriteFlags() & FUSE_WRITE_KILL_SUIDGID) != 0, buf,
+                     size, off);
 }
 
 bool ServeRawWrite(Volume& volume, fuse_session* se, const RawRequest& raw) {
@@ -245,8 +360,12 @@ bool ServeRawWrite(Volume& volume, fuse_session* se, const RawRequest& raw) {
   auto r = NewRawFileRequest(volume, se, *raw.header, arg->fh, Op::kWrite,
                              (arg->write_flags & FUSE_WRITE_CACHE) != 0);
   if (r != nullptr) {
-    SubmitWriteAt(std::move(r), raw.arg + sizeof(fuse_write_in), arg->size,
-                  static_cast<off_t>(arg->offset));
+    const fuse_in_header& in = *raw.header;
+    SubmitWriteKilling(std::move(r), reinterpret_cast<OpenFile*>(arg->fh),
+                       Caller{in.uid, in.gid, static_cast<pid_t>(in.pid)},
+                       (arg->write_flags & FUSE_WRITE_KILL_SUIDGID) != 0,
+                       raw.arg + sizeof(fuse_write_in), arg->size,
+                       static_cast<off_t>(arg->offset));
   }
   return true;
 }
@@ -315,15 +434,33 @@ void Lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
   });
 }
 
+// A fallocate carries no kill flag: a caller without CAP_FSETID clears
+// set-ID bits and capabilities first (kill_setid.h), as fallocate(2) does
+// on a local file system.
 void Fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset,
-               off_t length, fuse_file_info*) {
+               off_t length, fuse_file_info* fi) {
   std::string path;
   if (!PathOf(req, ino, &path)) return;
   auto r = NewRequest(req, Op::kFallocate, path);
   r->io.args.fallocate_mode = mode;
   r->io.header.offset = static_cast<uint64_t>(offset);
   r->io.header.length = static_cast<uint64_t>(length);
-  Submit(std::move(r), ReplyError);
+  OpenFile* open = fi != nullptr ? OpenFile::Of(fi) : nullptr;
+  const fuse_ctx* ctx = fuse_req_ctx(req);
+  if ((open != nullptr &&
+       open->KnownWithoutSetid(r->volume->setid_generation())) ||
+      !LacksFsetid(Caller{ctx->uid, ctx->gid, ctx->pid})) {
+    Submit(std::move(r), ReplyError);
+    return;
+  }
+  KillSetidThen(std::move(r), open, Caller{ctx->uid, ctx->gid, ctx->pid},
+                [](std::unique_ptr<Request> f, const absl::Status& s) {
+                  if (!s.ok()) {
+                    f->io.status = s;
+                    return ReplyError(*f);
+                  }
+                  Submit(std::move(f), ReplyError);
+                });
 }
 
 }  // namespace sroute::fuse_internal

@@ -34,8 +34,10 @@ void Setxattr(fuse_req_t req, fuse_ino_t ino, const char* name,
   r->io.args.xattr_flags = flags;
   r->buffer.assign(value, value + size);
   r->io.write_data = std::span<const char>(r->buffer);
-  Submit(std::move(r), [](Request& rr) {
+  const bool capability = std::strcmp(name, "security.capability") == 0;
+  Submit(std::move(r), [capability](Request& rr) {
     rr.volume->XattrsChanged();
+    if (capability) rr.volume->SetidMayHaveChanged();
     ReplyError(rr);
   });
 }
@@ -90,11 +92,19 @@ void Listxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
          [size](Request& rr) { ReplyXattr(rr, size); });
 }
 
+// The kernel removes security.capability itself, as the writer, when a
+// caller without CAP_FSETID writes a file that has one through the page
+// cache. A caller reaches here with that name only so: removexattr(2) of
+// it needs CAP_SETFCAP, which the kernel checks before asking (the volume
+// mounts with default_permissions). It is removed with the daemon's rights.
 void Removexattr(fuse_req_t req, fuse_ino_t ino, const char* name) {
   std::string path;
   if (!PathOf(req, ino, &path)) return;
   auto r = NewRequest(req, Op::kRemovexattr, path);
   r->io.args.xattr_name = name;
+  if (std::strcmp(name, "security.capability") == 0) {
+    r->io.args.caller = Credentials();
+  }
   Submit(std::move(r), [](Request& rr) {
     rr.volume->XattrsChanged();
     ReplyError(rr);

@@ -101,9 +101,21 @@ class OpenFile {
   // routed as the opener's, so that a tenant's rules see them.
   Caller opener{0, 0, 0};
 
+  // Whether the file is known to have no set-ID bits and no capabilities
+  // while the volume's setid_generation() is `generation` (0: unknown).
+  // Thread-safe.
+  bool KnownWithoutSetid(uint64_t generation) const {
+    return generation != 0 &&
+           without_setid_.load(std::memory_order_acquire) == generation;
+  }
+  void SetWithoutSetid(uint64_t generation) {
+    without_setid_.store(generation, std::memory_order_release);
+  }
+
  private:
   // The generation `file_` is valid for (0: none yet).
   std::atomic<uint64_t> valid_generation_{0};
+  std::atomic<uint64_t> without_setid_{0};
   std::atomic<const std::string*> file_{nullptr};
   // Serializes refreshes; guards names_. Order: after InodeTable::mu_ is
   // released (never held together); a leaf.

@@ -61,6 +61,7 @@ std::atomic<uint64_t> init_unique{0};
 std::atomic<bool> uring_wanted{false};
 std::atomic<bool> uring_offered{false};
 std::atomic<bool> mmap_offered{false};
+std::atomic<bool> killpriv_v2_offered{false};
 std::atomic<bool> uring_agreed{false};
 std::atomic<size_t> uring_max_payload{0};
 
@@ -81,6 +82,13 @@ void PatchInitReply(iovec* iov, int count) {
     return;
   }
   auto* out = static_cast<fuse_init_out*>(iov[1].iov_base);
+  // FUSE_HANDLE_KILLPRIV_V2 (protocol 7.33, Linux 5.11): the kernel tells
+  // which writes, truncates, chowns and O_TRUNC opens must clear the
+  // set-user-ID and set-group-ID bits (the caller lacks CAP_FSETID) instead
+  // of sending a chmod of its own as the caller, which a caller who may
+  // write but does not own the file is refused (fuse/kill_setid.h).
+  // libfuse 3.14 wants FUSE_HANDLE_KILLPRIV (v1) but never sends it.
+  if (killpriv_v2_offered.load()) out->flags |= FUSE_HANDLE_KILLPRIV_V2;
   if (mmap_offered.load()) {
     out->flags |= FUSE_INIT_EXT;
     out->flags2 |= static_cast<uint32_t>(kFuseDirectIoAllowMmap >> 32);
@@ -123,6 +131,8 @@ ssize_t PlainRead(int fd, void* buf, size_t len, void*) {
 // The buffer the calling worker received its current request into (null
 // outside a request, and on other threads).
 thread_local fuse_buf* current_request_buffer = nullptr;
+// The request the calling thread is serving (either transport).
+thread_local const fuse_in_header* current_request = nullptr;
 
 // Receive buffers taken by requests and given back, for workers whose own
 // was taken. All were allocated by libfuse for this process's session,
@@ -402,6 +412,7 @@ class Loop {
     uring_offered.store(ext && (arg->flags2 & (kFuseOverIoUring >> 32)) != 0);
     mmap_offered.store(ext &&
                        (arg->flags2 & (kFuseDirectIoAllowMmap >> 32)) != 0);
+    killpriv_v2_offered.store((arg->flags & FUSE_HANDLE_KILLPRIV_V2) != 0);
     init_unique.store(in->unique);
     return true;
   }
@@ -461,7 +472,13 @@ class Loop {
       o_.request_counts->Add(
           FuseOpSlot(static_cast<const fuse_in_header*>(buf.mem)->opcode));
     }
+    const fuse_in_header* outer = current_request;
+    current_request =
+        !(buf.flags & FUSE_BUF_IS_FD) && size >= sizeof(fuse_in_header)
+            ? static_cast<const fuse_in_header*>(buf.mem)
+            : nullptr;
     if (!ServeRaw(buf, size)) fuse_session_process_buf(se_, &buf);
+    current_request = outer;
   }
 
   // Offers the `size` bytes received in `buf` to the raw handler; true if
@@ -592,6 +609,10 @@ void SendRawReply(fuse_session* se, uint64_t unique, int error,
   // Anything else means the session is gone; the loop sees that itself.
   (void)!writev(fuse_session_fd(se), iov, count);
 }
+
+const fuse_in_header* CurrentRawRequest() { return current_request; }
+
+bool KillPrivV2() { return killpriv_v2_offered.load(); }
 
 bool InRequestBuffer(const void* payload) {
   // A ring entry stays the request's until it is answered.

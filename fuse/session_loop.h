@@ -116,6 +116,15 @@ bool TakeStopSignal();
 // write's data does, as libfuse hands it over), or in the io_uring entry a
 // queue thread serves.
 bool InRequestBuffer(const void* payload);
+// The request the calling thread is serving, as the kernel sent it (the
+// header, its argument after it), while a libfuse op callback runs; null
+// on other threads. For what libfuse 3.14 does not pass on: the
+// kill-set-ID flag of OPEN (protocol 7.33).
+const fuse_in_header* CurrentRawRequest();
+// Whether the kernel offered FUSE_HANDLE_KILLPRIV_V2 at INIT, which the
+// loop then accepts: writes, truncates, chowns and O_TRUNC opens then say
+// when set-ID bits must be cleared (fuse/kill_setid.h).
+bool KillPrivV2();
 // Takes that buffer from the worker, which then receives its next request
 // into another, and returns it; nullptr (taking nothing) if `payload` does
 // not lie in it, or lies in an io_uring entry (uring_queues.h), which stays

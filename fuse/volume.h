@@ -21,6 +21,7 @@
 #include "fuse/inode_table.h"
 #include "fuse/tenant_map.h"
 #include "sswitch/sswitch.h"
+#include "util/helper_pool.h"
 #include "util/mutex.h"
 
 namespace sroute {
@@ -87,12 +88,28 @@ class Volume {
   void XattrsChanged() {
     xattr_generation_.fetch_add(1, std::memory_order_acq_rel);
   }
+  // Changes whenever a chmod or setxattr through the volume may have given
+  // a file set-ID bits or capabilities: an open file known to have none
+  // (fuse/kill_setid.h) is known so only while this stands.
+  uint64_t setid_generation() const {
+    return setid_generation_.load(std::memory_order_acquire);
+  }
+  void SetidMayHaveChanged() {
+    setid_generation_.fetch_add(1, std::memory_order_acq_rel);
+  }
   // The state of an open regular file (fuse_file_info::fh). Handles the
   // kernel has not released when the volume ends (a daemon stopped by a
   // signal while files were open, or before the kernel's asynchronous
   // releases arrived) are freed with the volume.
   fuse_internal::OpenFile* NewOpenFile();
   void DeleteOpenFile(fuse_internal::OpenFile* file);
+  // Runs `work` on a helper thread that may block: for what follows an IO
+  // the volume made of its own (the clearing of set-ID bits before a
+  // write), whose completion may run on a thread that must not (an RPC
+  // connection's, which a write-back cache waiting for room would stall).
+  void Continue(absl::AnyInvocable<void() &&> work) {
+    continuations_.Post(0, std::move(work));
+  }
 
  private:
   SSwitch* const sw_;
@@ -100,6 +117,8 @@ class Volume {
   InodeTable inodes_;
   fuse_lowlevel_ops ops_{};
   std::atomic<uint64_t> xattr_generation_{1};
+  std::atomic<uint64_t> setid_generation_{1};
+  HelperPool continuations_{{.lanes = 1, .max_threads = 16, .pin = false}};
   // Guards open_files_. A leaf (files are freed after it is released).
   Mutex open_files_mu_;
   std::unordered_map<fuse_internal::OpenFile*,

@@ -88,6 +88,19 @@ enum SetattrField : uint32_t {
   kSetSize = 8,
   kSetAtime = 16,
   kSetMtime = 32,
+  // After the other changes, clears the set-user-ID bit, the set-group-ID
+  // bit of a group-executable file, and the file's capabilities
+  // (security.capability), with the endpoint's own rights: what a write,
+  // truncate or chown by a caller without CAP_FSETID does on a local file
+  // system, allowed to a caller who may write but does not own the file
+  // (fuse/kill_setid.h says when the volume asks for it). Alone: a setattr
+  // that does only this.
+  kKillSetid = 64,
+  // The size change comes through a descriptor open for writing
+  // (ftruncate): its access was judged when it was opened, so it is made
+  // with the endpoint's own rights, never re-checked against the file's
+  // mode now (a file created with mode 0, or chmod'ed to 0 while open).
+  kSizeByDescriptor = 128,
 };
 
 // A rule a delegate made for an IO, stored with the IO where it lands so the

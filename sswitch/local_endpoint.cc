@@ -262,7 +262,10 @@ struct LocalEndpoint::Impl {
   absl::Status Readlink(Io* io, std::string_view path);
   absl::Status Xattr(Io* io, std::string_view path);
   absl::Status Statfs(Io* io, std::string_view path);
-  absl::Status Setattr(Io* io, std::string_view path);
+  absl::Status Setattr(Io* io, std::string_view path,
+                       std::optional<ScopedCredentials>& as_caller);
+  absl::Status KillSetid(int fd, const Credentials& caller,
+                         std::string_view path);
   absl::Status Truncate(Io* io, std::string_view path);
   absl::Status Fsync(Io* io, std::string_view path);
   absl::Status Lseek(Io* io, std::string_view path);
@@ -863,11 +866,28 @@ absl::Status LocalEndpoint::Impl::Statfs(Io* io, std::string_view path) {
 
 // setattr acts on the final component itself (a symlink is not followed), in
 // the order chown, truncate, chmod, utimens (so a requested mtime wins over
-// the truncate's, and chown's clearing of set-id bits precedes chmod). chmod
-// of a symlink is EOPNOTSUPP (Linux has no symlink modes); truncate of a
-// directory is EISDIR, of other non-regular files EINVAL.
-absl::Status LocalEndpoint::Impl::Setattr(Io* io, std::string_view path) {
+// the truncate's, and chown's clearing of set-id bits precedes chmod), then
+// the clearing of set-ID bits and capabilities a write, truncate or chown
+// asks for (kKillSetid). chmod of a symlink is EOPNOTSUPP (Linux has no
+// symlink modes); truncate of a directory is EISDIR, of other non-regular
+// files EINVAL. `as_caller` holds the caller's rights, if the IO has a
+// caller: a truncate through a descriptor (kSizeByDescriptor) and the
+// clearing are made without them.
+absl::Status LocalEndpoint::Impl::Setattr(
+    Io* io, std::string_view path,
+    std::optional<ScopedCredentials>& as_caller) {
   const IoArgs& a = io->args;
+  // Runs `step` with the daemon's own rights, then as the caller again.
+  auto as_daemon = [&](auto step) -> absl::Status {
+    const bool was_caller = as_caller.has_value();
+    as_caller.reset();
+    absl::Status s = step();
+    if (was_caller) {
+      as_caller.emplace(a.caller);
+      if (s.ok() && !as_caller->ok()) s = as_caller->status();
+    }
+    return s;
+  };
   Parent p;
   if (auto s = OpenParent(Op::kSetattr, path, &p); !s.ok()) return s;
   UniqueFd fd(
@@ -887,9 +907,16 @@ absl::Status LocalEndpoint::Impl::Setattr(Io* io, std::string_view path) {
   if (a.to_set & kSetSize) {
     if (S_ISDIR(st.st_mode)) return Fail(EISDIR, Op::kSetattr, path);
     if (!S_ISREG(st.st_mode)) return Fail(EINVAL, Op::kSetattr, path);
-    if (::truncate(ProcPath(fd.get()).c_str(), static_cast<off_t>(a.size)) !=
-        0) {
-      return Fail(errno, Op::kSetattr, path);
+    auto truncate = [&] {
+      return ::truncate(ProcPath(fd.get()).c_str(),
+                        static_cast<off_t>(a.size)) == 0
+                 ? absl::OkStatus()
+                 : Fail(errno, Op::kSetattr, path);
+    };
+    if (auto s =
+            (a.to_set & kSizeByDescriptor) ? as_daemon(truncate) : truncate();
+        !s.ok()) {
+      return s;
     }
   }
   if (a.to_set & kSetMode) {
@@ -906,7 +933,45 @@ absl::Status LocalEndpoint::Impl::Setattr(Io* io, std::string_view path) {
       return Fail(errno, Op::kSetattr, path);
     }
   }
+  if (a.to_set & kKillSetid) {
+    if (auto s = as_daemon([&] { return KillSetid(fd.get(), a.caller, path); });
+        !s.ok()) {
+      return s;
+    }
+  }
   if (::fstat(fd.get(), &io->attr) != 0) {
+    return Fail(errno, Op::kSetattr, path);
+  }
+  return absl::OkStatus();
+}
+
+// Clears what a write by `caller`, who lacks CAP_FSETID, clears on a local
+// file system (setattr_should_drop_suidgid, cap_inode_killpriv): the
+// set-user-ID bit; the set-group-ID bit if the group may execute, or if the
+// caller is not in the file's group (without group execute the bit marks
+// mandatory locking, which a member keeps); and security.capability.
+// Regular files only. `fd` is an O_PATH descriptor of the file.
+absl::Status LocalEndpoint::Impl::KillSetid(int fd, const Credentials& caller,
+                                            std::string_view path) {
+  struct stat st;
+  if (::fstat(fd, &st) != 0) return Fail(errno, Op::kSetattr, path);
+  if (!S_ISREG(st.st_mode)) return absl::OkStatus();
+  mode_t kill = st.st_mode & S_ISUID;
+  if (st.st_mode & S_ISGID) {
+    const bool member =
+        caller.set &&
+        (caller.gid == st.st_gid ||
+         (caller.groups != nullptr &&
+          std::find(caller.groups->begin(), caller.groups->end(),
+                    static_cast<uint32_t>(st.st_gid)) != caller.groups->end()));
+    if ((st.st_mode & S_IXGRP) || !member) kill |= S_ISGID;
+  }
+  const std::string proc = ProcPath(fd);
+  if (kill != 0 && ::chmod(proc.c_str(), st.st_mode & 07777 & ~kill) != 0) {
+    return Fail(errno, Op::kSetattr, path);
+  }
+  if (::removexattr(proc.c_str(), "security.capability") != 0 &&
+      errno != ENODATA && errno != ENOTSUP) {
     return Fail(errno, Op::kSetattr, path);
   }
   return absl::OkStatus();
@@ -1102,7 +1167,7 @@ absl::Status LocalEndpoint::Impl::Dispatch(Io* io, std::string_view path) {
     case Op::kStatfs:
       return Statfs(io, path);
     case Op::kSetattr:
-      return Setattr(io, path);
+      return Setattr(io, path, as_caller);
     case Op::kTruncate:
       return Truncate(io, path);
     case Op::kFsync:

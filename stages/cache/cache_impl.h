@@ -116,10 +116,13 @@ struct FileState {
   // Write-back.
   absl::flat_hash_map<Block*, Part*> dirty;
   uint64_t dirty_size = 0;  // end of the furthest dirty byte
-  uint32_t flushing = 0;    // flush writes in flight
-  uint32_t urgent = 0;      // waiters that want all dirty blocks written
-  std::string writer;       // the tenant whose write dirtied it last
-  absl::Status error;       // the first failed flush, not yet reported
+  // When the last write was taken (CLOCK_REALTIME): the file's mtime and
+  // ctime while its data waits, as a local write would have set them.
+  struct timespec dirty_mtime = {0, 0};
+  uint32_t flushing = 0;  // flush writes in flight
+  uint32_t urgent = 0;    // waiters that want all dirty blocks written
+  std::string writer;     // the tenant whose write dirtied it last
+  absl::Status error;     // the first failed flush, not yet reported
   std::vector<Pending> pending;
   std::vector<FsyncWaiter> fsync_waiters;
 };

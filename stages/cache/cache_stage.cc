@@ -171,9 +171,17 @@ void CacheStage::Submit(Io* io, const Forward& forward) {
       ShowDirtySize(io);
       Open(io, forward);
       return;
+    case Op::kSetattr:
+      if (io->args.to_set & (kSetAtime | kSetMtime)) {
+        // Times set while writes wait: they land first, so the backend's
+        // write does not move the mtime past the one asked for.
+        Fsync(io, forward);
+        return;
+      }
+      ShowDirtySize(io);
+      break;
     case Op::kGetattr:
     case Op::kLookup:
-    case Op::kSetattr:
     case Op::kCreate:
       ShowDirtySize(io);
       break;
@@ -609,8 +617,9 @@ void CacheStage::Promote(Part* part, FileState* fs, uint64_t first,
 }
 
 // Write-back: a file's size is the backend's or the end of its furthest
-// dirty byte, whichever is larger (stat after a write sees the write). The
-// end is taken at the request too: a flush that lands after the backend
+// dirty byte, whichever is larger (stat after a write sees the write), and
+// its mtime and ctime are the last write's if later than the backend's.
+// Both are taken at the request too: a flush that lands after the backend
 // answered empties the dirty set (and zeroes dirty_size) before the reply.
 void CacheStage::ShowDirtySize(Io* io) {
   // Nothing dirty (always so in write-through): nothing to show, no lock.
@@ -618,13 +627,15 @@ void CacheStage::ShowDirtySize(Io* io) {
   // its ack (release/acquire on the count).
   if (dirty_file_count_.load(std::memory_order_acquire) == 0) return;
   uint64_t at_request = 0;
+  struct timespec written_at = {0, 0};
   {
     MutexLock l(&mu_);
     if (const FileState* fs = FindFile(io->header.file)) {
       at_request = fs->dirty_size;
+      if (at_request != 0) written_at = fs->dirty_mtime;
     }
   }
-  io->AddResponseHook([this, at_request](Io& done) {
+  io->AddResponseHook([this, at_request, written_at](Io& done) {
     if (!done.status.ok() || !S_ISREG(done.attr.st_mode)) return;
     MutexLock l(&mu_);
     const FileState* fs = FindFile(done.header.file);
@@ -633,6 +644,13 @@ void CacheStage::ShowDirtySize(Io* io) {
     if (dirty_end > static_cast<uint64_t>(done.attr.st_size)) {
       done.attr.st_size = static_cast<off_t>(dirty_end);
     }
+    struct timespec t = written_at;
+    if (fs != nullptr && fs->dirty_size != 0) t = fs->dirty_mtime;
+    auto later = [](const timespec& a, const timespec& b) {
+      return a.tv_sec != b.tv_sec ? a.tv_sec > b.tv_sec : a.tv_nsec > b.tv_nsec;
+    };
+    if (later(t, done.attr.st_mtim)) done.attr.st_mtim = t;
+    if (later(t, done.attr.st_ctim)) done.attr.st_ctim = t;
   });
 }
 

@@ -218,6 +218,7 @@ void CacheStage::WriteBack(Io* io, const Forward& forward) {
   }
   ++fs->gen;  // fills in flight read the backend's older bytes
   fs->dirty_size = std::max(fs->dirty_size, end);
+  clock_gettime(CLOCK_REALTIME, &fs->dirty_mtime);
   fs->writer = io->header.source;
   // Its done=true (if the sSwitch announced it) must not undo it.
   if (observed_.contains(io)) own_.insert(io);
@@ -239,7 +240,11 @@ void CacheStage::Fsync(Io* io, const Forward& forward) {
     forward(io);
     return;
   }
-  if (!fs->error.ok()) {
+  // A failed flush is reported by the next fsync or close, not by an op
+  // that only waits for the dirty blocks (lseek, setattr of times).
+  const bool reports =
+      io->header.op == Op::kFsync || io->header.op == Op::kFlush;
+  if (reports && !fs->error.ok()) {
     absl::Status s = std::move(fs->error);
     fs->error = absl::OkStatus();
     l.Unlock();

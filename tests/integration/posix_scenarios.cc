@@ -2214,6 +2214,193 @@ std::vector<Scenario> PosixScenarios() {
   };
 }
 
+// What a write, truncate, fallocate, O_TRUNC open or chown by a caller
+// without CAP_FSETID clears: the set-user-ID bit, the set-group-ID bit of
+// a group-executable file (not of one without group execute: that marks
+// mandatory locking) and the file capabilities; what root's own write
+// keeps. The writer may write but does not own the file (the kernel's own
+// clearing would be a chmod it may not make), or owns it.
+std::string IdentitySetidClearing(const std::string& root) {
+  Log L(root);
+  Users U(L);
+  const User a = Nobody(), b = Grouped();
+  const std::string P = root;
+  auto make = [&](const std::string& rel, mode_t mode) {
+    L.MakeFile(rel, "data");
+    L.Step("chmod(" + rel + ", " + ModeStr(mode) + ")",
+           R(::chmod(L.C(rel), mode)));
+  };
+  auto append = [P](const std::string& rel) {
+    return [P, rel] {
+      const int fd = ::open((P + "/" + rel).c_str(), O_WRONLY | O_APPEND);
+      if (fd < 0) return R(fd);
+      Res r = R(::write(fd, "x", 1));
+      ::close(fd);
+      return r;
+    };
+  };
+  make("su", 04777);
+  U.Do(a, "append(su)", append("su"));
+  L.Stat("su");
+  make("sg", 02777);
+  U.Do(a, "append(sg)", append("sg"));
+  L.Stat("sg");
+  make("sugx", 06777);
+  U.Do(a, "append(sugx)", append("sugx"));
+  L.Stat("sugx");
+  // Without group execute, the set-group-ID bit stays for a writer in the
+  // file's group and goes for one outside it.
+  make("sgnx", 02767);
+  U.Do(a, "append(sgnx)", append("sgnx"));
+  L.Stat("sgnx");
+  make("sgnxg", 02767);
+  L.Step("chown(sgnxg, 0, 60001)", R(::chown(L.C("sgnxg"), 0, 60001)));
+  L.Step("chmod(sgnxg, 02767)", R(::chmod(L.C("sgnxg"), 02767)));
+  U.Do(b, "append(sgnxg)", append("sgnxg"));
+  L.Stat("sgnxg");
+  make("mine", 04777);  // root's own write keeps them (CAP_FSETID)
+  L.Step("append(mine) as root", append("mine")());
+  L.Stat("mine");
+  make("tr", 04777);
+  U.Do(a, "truncate(tr, 2)",
+       [P] { return R(::truncate((P + "/tr").c_str(), 2)); });
+  L.Stat("tr");
+  make("ftr", 04777);
+  U.Do(a, "ftruncate(ftr, 1)", [P] {
+    const int fd = ::open((P + "/ftr").c_str(), O_WRONLY);
+    if (fd < 0) return R(fd);
+    const Res r = R(::ftruncate(fd, 1));
+    ::close(fd);
+    return r;
+  });
+  L.Stat("ftr");
+  make("otr", 04777);
+  U.Do(a, "open(otr, O_WRONLY|O_TRUNC)", [P] {
+    const int fd = ::open((P + "/otr").c_str(), O_WRONLY | O_TRUNC);
+    const Res r = R(fd);
+    if (fd >= 0) ::close(fd);
+    return r;
+  });
+  L.Stat("otr");
+  make("fa", 04777);
+  U.Do(a, "fallocate(fa, 0, 8192)", [P] {
+    const int fd = ::open((P + "/fa").c_str(), O_WRONLY);
+    if (fd < 0) return R(fd);
+    const Res r = R(::fallocate(fd, 0, 0, 8192));
+    ::close(fd);
+    return r;
+  });
+  L.Stat("fa");
+  // Two writes by the owner through one descriptor with her chmod between
+  // them: the second write clears what the chmod set.
+  L.MakeFile("twice", "data");
+  L.Step("chown(twice, 60000, 60000)", R(::chown(L.C("twice"), 60000, 60000)));
+  U.Do(b, "write; chmod(twice, 04777); write", [P] {
+    const std::string f = P + "/twice";
+    const int fd = ::open(f.c_str(), O_WRONLY);
+    if (fd < 0) return R(fd);
+    Res r = R(::pwrite(fd, "1", 1, 0));
+    if (r.rc >= 0) r = R(::chmod(f.c_str(), 04777));
+    struct stat st {};
+    if (r.rc >= 0) r = R(::stat(f.c_str(), &st));
+    if (r.rc >= 0 && !(st.st_mode & S_ISUID)) r = Res{-1, ENOTRECOVERABLE};
+    if (r.rc >= 0) r = R(::pwrite(fd, "2", 1, 1));
+    ::close(fd);
+    return r;
+  });
+  L.Stat("twice");
+  // File capabilities go too (security.capability, version 2, one
+  // permitted capability).
+  make("cap", 0755);
+  {
+    const uint32_t cap[5] = {0x02000000, 1u << 10, 0, 0, 0};
+    L.Step(
+        "setxattr(cap, security.capability)",
+        R(::setxattr(L.C("cap"), "security.capability", cap, sizeof(cap), 0)));
+  }
+  L.Step("chmod(cap, 0777)", R(::chmod(L.C("cap"), 0777)));
+  U.Do(a, "append(cap)", append("cap"));
+  {
+    char value[64];
+    L.Step(
+        "getxattr(cap, security.capability)",
+        R(::getxattr(L.C("cap"), "security.capability", value, sizeof(value))),
+        ENODATA);
+  }
+  // The owner's write, and a chown by the owner to another group of hers.
+  L.MakeFile("own", "data");
+  L.Step("chown(own, 60000, 60000)", R(::chown(L.C("own"), 60000, 60000)));
+  L.Step("chmod(own, 06775)", R(::chmod(L.C("own"), 06775)));
+  U.Do(b, "append(own)", append("own"));
+  L.Stat("own");
+  L.Step("chmod(own, 06775) again", R(::chmod(L.C("own"), 06775)));
+  U.Do(b, "chown(own, -1, 60001)",
+       [P] { return R(::chown((P + "/own").c_str(), -1, 60001)); });
+  L.Stat("own");
+  // Directories keep theirs (a write into one is no write of it).
+  L.Step("mkdir(d, 02777)", R(::mkdir(L.C("d"), 0777)));
+  L.Step("chmod(d, 02777)", R(::chmod(L.C("d"), 02777)));
+  U.Creat(a, "d/f", 0644);
+  L.Stat("d");
+  return L.str();
+}
+
+// Operations through an open descriptor are judged by the access it was
+// opened with, never by the file's mode now: a file created with mode 0,
+// and one chmod'ed to 0 while open.
+std::string IdentityDescriptorAccess(const std::string& root) {
+  Log L(root);
+  Users U(L);
+  const User a = Nobody();
+  const std::string P = root;
+  L.Step("chmod(., 01777)", R(::chmod(L.C(""), 01777)));
+  auto through = [P](const std::string& rel, bool create) {
+    return [P, rel, create] {
+      const std::string f = P + "/" + rel;
+      const int fd = create ? ::open(f.c_str(), O_CREAT | O_EXCL | O_RDWR, 0)
+                            : ::open(f.c_str(), O_RDWR);
+      if (fd < 0) return R(fd);
+      Res r{0, 0};
+      if (!create) r = R(::chmod(f.c_str(), 0));
+      if (r.rc >= 0) r = R(::ftruncate(fd, 100));
+      if (r.rc >= 0) r = R(::pwrite(fd, "abc", 3, 10));
+      if (r.rc >= 0) r = R(::fallocate(fd, 0, 0, 4096));
+      if (r.rc >= 0) r = R(::ftruncate(fd, 50));
+      char buf[3];
+      if (r.rc >= 0) r = R(::pread(fd, buf, 3, 10));
+      if (r.rc >= 0 && std::string(buf, 3) != "abc") r = Res{-1, EIO};
+      if (r.rc >= 0) r = R(::fsync(fd));
+      ::close(fd);
+      return r;
+    };
+  };
+  U.Do(a,
+       "open(zero, O_CREAT|O_EXCL|O_RDWR, 0); ftruncate; pwrite; "
+       "fallocate; ftruncate; pread; fsync",
+       through("zero", true));
+  L.Stat("zero");
+  U.Creat(a, "later", 0600);
+  U.Do(a,
+       "open(later, O_RDWR); chmod(later, 0); ftruncate; pwrite; "
+       "fallocate; ftruncate; pread; fsync",
+       through("later", false));
+  L.Stat("later");
+  // The mode still counts for a new open and for a path.
+  U.Do(
+      a, "open(later, O_RDWR)",
+      [P] {
+        const int fd = ::open((P + "/later").c_str(), O_RDWR);
+        const Res r = R(fd);
+        if (fd >= 0) ::close(fd);
+        return r;
+      },
+      EACCES);
+  U.Do(
+      a, "truncate(later, 0)",
+      [P] { return R(::truncate((P + "/later").c_str(), 0)); }, EACCES);
+  return L.str();
+}
+
 std::vector<Scenario> IdentityScenarios() {
   return {
       {"identity_owners", IdentityOwners},
@@ -2221,6 +2408,8 @@ std::vector<Scenario> IdentityScenarios() {
       {"identity_sticky", IdentitySticky},
       {"identity_search", IdentitySearch},
       {"identity_umask", IdentityUmask},
+      {"identity_setid_clearing", IdentitySetidClearing},
+      {"identity_descriptor_access", IdentityDescriptorAccess},
   };
 }
 

@@ -156,8 +156,25 @@ std::vector<std::string> Names(const std::vector<Scenario>& all) {
 // ---------------------------------------------------------------------------
 // POSIX parity as other users, and with several users on one tree.
 
-// One volume per backing (local directory, storage server) for all
-// scenarios of a suite.
+// The routes the parity scenarios run through, one volume each for all
+// scenarios of a suite: the home a local directory; the home a storage
+// server; every op through a write-back cache stage in front of a storage
+// server (the tree lives there).
+enum class Route { kLocal, kRemote, kWriteBackCache };
+const Route kRoutes[] = {Route::kLocal, Route::kRemote, Route::kWriteBackCache};
+
+std::string RouteName(Route r) {
+  switch (r) {
+    case Route::kLocal:
+      return "local";
+    case Route::kRemote:
+      return "remote";
+    case Route::kWriteBackCache:
+      return "write_back_cache";
+  }
+  return "";
+}
+
 struct ParityVolumes {
   ParityVolumes() {
     Volume::Options local;
@@ -165,9 +182,19 @@ struct ParityVolumes {
     Volume::Options remote;
     remote.remote_backing = true;
     volumes.push_back(std::make_unique<Volume>(remote));
+    Volume::Options cache;
+    cache.remote_fast = true;
+    cache.rules =
+        "<*, *, //home/*> -> <IO, stage:c>\n"
+        "<stage:c, *, //home/*> -> <IO, //fast/*>";
+    cache.extra = {"--stage",
+                   "c=cache:partition_bytes=1M,write_mode=write_back,"
+                   "dirty_limit_bytes=256K"};
+    volumes.push_back(std::make_unique<Volume>(cache));
     for (auto& v : volumes) chmod(v->mnt().c_str(), 0755);
   }
-  std::vector<std::unique_ptr<Volume>> volumes;  // local, remote
+  Volume& Of(Route r) { return *volumes[static_cast<size_t>(r)]; }
+  std::vector<std::unique_ptr<Volume>> volumes;  // by Route
 };
 ParityVolumes* parity_volumes = nullptr;
 
@@ -198,14 +225,14 @@ std::string UserDir(const std::string& parent, const std::string& name,
 }
 
 using UserParam =
-    std::tuple<std::string, std::string, bool>;  // scenario, user, remote
+    std::tuple<std::string, std::string, Route>;  // scenario, user, route
 
 class UserParityTest : public ::testing::TestWithParam<UserParam> {};
 
 TEST_P(UserParityTest, SameTranscriptAsAPlainDirectory) {
-  const auto& [name, who, remote] = GetParam();
+  const auto& [name, who, route] = GetParam();
   const User user = who == "nobody" ? testing::Nobody() : testing::Grouped();
-  Volume& v = *Parity().volumes[remote ? 1 : 0];
+  Volume& v = Parity().Of(route);
   ASSERT_TRUE(v.ok()) << "the volume did not come up";
   static const std::vector<Scenario> all = testing::PosixScenarios();
   const Scenario& scenario = FindScenario(all, name);
@@ -227,19 +254,19 @@ INSTANTIATE_TEST_SUITE_P(
     AsUsers, UserParityTest,
     ::testing::Combine(::testing::ValuesIn(Names(testing::PosixScenarios())),
                        ::testing::Values("nobody", "grouped"),
-                       ::testing::Bool()),
+                       ::testing::ValuesIn(kRoutes)),
     [](const auto& info) {
-      return std::get<0>(info.param) + "_" + std::get<1>(info.param) +
-             (std::get<2>(info.param) ? "_remote" : "_local");
+      return std::get<0>(info.param) + "_" + std::get<1>(info.param) + "_" +
+             RouteName(std::get<2>(info.param));
     });
 
-using IdentityParam = std::tuple<std::string, bool>;  // scenario, remote
+using IdentityParam = std::tuple<std::string, Route>;  // scenario, route
 
 class IdentityParityTest : public ::testing::TestWithParam<IdentityParam> {};
 
 TEST_P(IdentityParityTest, SameTranscriptAsAPlainDirectory) {
-  const auto& [name, remote] = GetParam();
-  Volume& v = *Parity().volumes[remote ? 1 : 0];
+  const auto& [name, route] = GetParam();
+  Volume& v = Parity().Of(route);
   ASSERT_TRUE(v.ok()) << "the volume did not come up";
   static const std::vector<Scenario> all = testing::IdentityScenarios();
   const Scenario& scenario = FindScenario(all, name);
@@ -257,10 +284,9 @@ TEST_P(IdentityParityTest, SameTranscriptAsAPlainDirectory) {
 INSTANTIATE_TEST_SUITE_P(
     Identity, IdentityParityTest,
     ::testing::Combine(::testing::ValuesIn(Names(testing::IdentityScenarios())),
-                       ::testing::Bool()),
+                       ::testing::ValuesIn(kRoutes)),
     [](const auto& info) {
-      return std::get<0>(info.param) +
-             (std::get<1>(info.param) ? "_remote" : "_local");
+      return std::get<0>(info.param) + "_" + RouteName(std::get<1>(info.param));
     });
 
 // ---------------------------------------------------------------------------

@@ -1282,6 +1282,92 @@ TEST_F(LocalEndpointTest, DataIoOfAnOpenFileIgnoresItsNewMode) {
   EXPECT_EQ(ReadAll("f"), "still");
 }
 
+// kKillSetid: what a write by a caller without CAP_FSETID clears, made
+// with the endpoint's rights although the caller may not chmod the file.
+TEST_F(LocalEndpointTest, KillSetidClearsWhatAWriteByAnotherUserClears) {
+  ASSERT_TRUE(ScopedCredentials::Supported()) << "tests run as root";
+  const Credentials alice = Credentials::Of(4321, 8765, {100});
+  auto kill = [&](const std::string& name, struct stat* st) {
+    return Setattr(
+        name, kKillSetid, [&](IoArgs& a) { a.caller = alice; }, st);
+  };
+  struct stat st;
+  struct Case {
+    const char* name;
+    mode_t mode;
+    gid_t gid;
+    mode_t after;
+  } cases[] = {
+      {"su", 04777, 0, 0777},        // set-user-ID: always
+      {"sg", 02775, 0, 0775},        // set-group-ID with group execute
+      {"sgnx", 02764, 0, 0764},      // without: a writer outside the group
+      {"sgnxm", 02764, 100, 02764},  // a member keeps it (mandatory locking)
+      {"plain", 0755, 0, 0755},
+  };
+  for (const Case& c : cases) {
+    ASSERT_TRUE(Create(c.name, O_RDWR, 0644).ok());
+    const std::string f = root_ + "/" + c.name;
+    ASSERT_EQ(::chown(f.c_str(), 0, c.gid), 0);
+    ASSERT_EQ(::chmod(f.c_str(), c.mode), 0);
+    ASSERT_TRUE(kill(c.name, &st).ok()) << c.name;
+    EXPECT_EQ(st.st_mode & 07777, c.after) << c.name;
+  }
+  // File capabilities go too.
+  const uint32_t cap[5] = {0x02000000, 1u << 10, 0, 0, 0};
+  ASSERT_EQ(::setxattr((root_ + "/plain").c_str(), "security.capability", cap,
+                       sizeof(cap), 0),
+            0);
+  ASSERT_TRUE(kill("plain", &st).ok());
+  char value[32];
+  EXPECT_EQ(::getxattr((root_ + "/plain").c_str(), "security.capability", value,
+                       sizeof(value)),
+            -1);
+  EXPECT_EQ(errno, ENODATA);
+  // A chmod of the caller's own in the same setattr is still hers to make.
+  EXPECT_EQ(ErrnoOf(Setattr(
+                "su", kSetMode | kKillSetid,
+                [&](IoArgs& a) {
+                  a.caller = alice;
+                  a.mode = 0700;
+                },
+                &st)),
+            EPERM);
+  // Directories keep theirs.
+  ASSERT_EQ(::mkdir((root_ + "/d").c_str(), 02777), 0);
+  ASSERT_EQ(::chmod((root_ + "/d").c_str(), 02777), 0);
+  ASSERT_TRUE(kill("d", &st).ok());
+  EXPECT_EQ(st.st_mode & 07777, 02777u);
+}
+
+// kSizeByDescriptor: an ftruncate is judged by the descriptor's access, not
+// by the mode now; a truncate by path still is.
+TEST_F(LocalEndpointTest, TruncateByDescriptorIgnoresTheModeNow) {
+  ASSERT_TRUE(ScopedCredentials::Supported()) << "tests run as root";
+  const Credentials alice = Credentials::Of(4321, 8765);
+  ASSERT_TRUE(Create("f", O_RDWR, 0644).ok());
+  ASSERT_EQ(::chown((root_ + "/f").c_str(), 4321, 8765), 0);
+  ASSERT_EQ(::chmod((root_ + "/f").c_str(), 0), 0);
+  struct stat st;
+  EXPECT_EQ(ErrnoOf(Setattr(
+                "f", kSetSize,
+                [&](IoArgs& a) {
+                  a.caller = alice;
+                  a.size = 7;
+                },
+                &st)),
+            EACCES);
+  ASSERT_TRUE(Setattr(
+                  "f", kSetSize | kSizeByDescriptor,
+                  [&](IoArgs& a) {
+                    a.caller = alice;
+                    a.size = 7;
+                  },
+                  &st)
+                  .ok());
+  EXPECT_EQ(st.st_size, 7);
+  EXPECT_EQ(st.st_mode & 07777, 0u);
+}
+
 TEST_F(LocalEndpointTest, PathsLongerThanPathMax) {
   const std::string name(200, 'n');
   std::string path;
