@@ -626,5 +626,56 @@ TEST_F(SroutectlControllerTest, EveryJsonOutputParsesIntoItsMessage) {
   EXPECT_EQ(check.findings(0).origin(), file + ":2") << text;
 }
 
+// Offline with the host known: a rule file checked against a volume's
+// configuration (its home, endpoints, stages and own rules) or against
+// named endpoints and stages reports the black holes the host would refuse;
+// alone, the same file has no host to hold it to.
+TEST(SroutectlOfflineTest, RulesCheckKnowsTheHostFromItsConfigOrFlags) {
+  TempDir dir;
+  const std::string rules = dir / "r.rules";
+  WriteWholeFile(rules,
+                 "<*, *, //home/a/*> -> <IO, stage:nowhere>\n"
+                 "<*, *, //home/b/*> -> <IO, //fast/b/*>\n"
+                 "<*, *, //home/c/*> -> <IO, //ghost/c/*>\n");
+  const std::string config = dir / "volume.conf";
+  WriteWholeFile(config,
+                 "name: \"vol\"\n"
+                 "backing: \"/srv/vol\"\n"
+                 "endpoint { name: \"fast\" dir: \"/srv/fast\" }\n"
+                 "stage { name: \"c\" kind: \"cache\" }\n"
+                 "rule: \"<*, *, //home/d/*> -> <IO, stage:c>\"\n");
+  const std::string ctl = std::string(SROUTECTL_BINARY) + " rules check ";
+  auto [alone_rc, alone] = RunCommand(ctl + rules);
+  EXPECT_EQ(alone_rc, 0) << alone;
+
+  auto [rc, json] = RunCommand(ctl + "--json --config " + config + " " + rules);
+  EXPECT_EQ(rc, 1) << json;
+  const proto::CtlCheck check = FromJson<proto::CtlCheck>(json);
+  std::vector<std::string> holes;
+  for (const auto& f : check.findings()) {
+    EXPECT_EQ(f.kind(), "black-hole") << json;
+    holes.push_back(f.origin());
+  }
+  EXPECT_EQ(holes, (std::vector<std::string>{rules + ":1", rules + ":3"}))
+      << json;
+
+  // The same host named by flags; a stage of the config's own rules that
+  // is not declared is a black hole too.
+  auto [flags_rc, text] = RunCommand(
+      ctl + "--endpoints home,fast,ghost --stages nowhere " + rules);
+  EXPECT_EQ(flags_rc, 0) << text;
+  WriteWholeFile(config,
+                 "backing: \"/srv/vol\"\n"
+                 "rule: \"<*, *, //home/d/*> -> <IO, stage:c>\"\n");
+  std::tie(rc, text) = RunCommand(ctl + "--config " + config);
+  EXPECT_EQ(rc, 1) << text;
+  EXPECT_NE(text.find("fuse has no stage c"), std::string::npos) << text;
+  // A config that does not parse is an error that says where.
+  WriteWholeFile(config, "backing: \"/srv/vol\"\nnonsense: 1\n");
+  std::tie(rc, text) = RunCommand(ctl + "--config " + config + " 2>&1");
+  EXPECT_NE(rc, 0) << text;
+  EXPECT_NE(text.find(config + ":2"), std::string::npos) << text;
+}
+
 }  // namespace
 }  // namespace sroute

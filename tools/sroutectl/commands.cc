@@ -6,7 +6,10 @@
 
 #include "check/checker.h"
 #include "check/report_proto.h"
+#include "host/config.h"
+#include "rpc/remote_endpoint.h"
 #include "rules/parser.h"
+#include "util/strings.h"
 #include "tools/sroutectl/format.h"
 #include "tools/sroutectl/json_output.h"
 #include "tools/sroutectl/replicas.h"
@@ -99,15 +102,113 @@ int CheckFiles(const std::vector<std::string>& files, bool deep, bool json) {
   return status;
 }
 
+// Prints a report of one sSwitch's check: its text and a summary line
+// naming `what`, or (json) the CtlCheck. Returns the exit code.
+int PrintReport(const check::Report& report, size_t rules,
+                const std::string& what, bool json) {
+  if (json) {
+    std::cout << ToJson(CtlCheckOf(check::ToProto(report)));
+  } else {
+    std::cout << report.Text(/*summary=*/false) << what << ": "
+              << Plural(rules, "rule") << ", "
+              << Plural(report.errors(), "error") << ", "
+              << Plural(report.warnings(), "warning") << "\n";
+  }
+  return report.errors() > 0 ? 1 : 0;
+}
+
+// `rules check` offline for one host whose endpoints and stages are known:
+// those of its configuration (--config: its home, endpoints, stages and
+// its own rules, which come first) and those named (--endpoints,
+// --stages). FILEs' rules follow, as the host would have them in its
+// table; a target the host does not have is then a black hole.
+int CheckForHost(const Args& a) {
+  check::SwitchView view;
+  view.topology_known = true;
+  std::vector<std::pair<std::string, std::string>> texts;  // origin, text
+  if (!a.config.empty()) {
+    auto config = LoadHostConfig(a.config);
+    if (!config.ok()) return Fail(config.status());
+    const HostKind kind = config->root().empty() && config->listen().empty()
+                              ? HostKind::kFuse
+                              : HostKind::kServer;
+    if (absl::Status s = CheckHostConfig(*config, kind, a.config); !s.ok()) {
+      return Fail(s);
+    }
+    view.name = config->name().empty() ? HostKindName(kind) : config->name();
+    // The home: a volume's is "home", a server's is named as the server.
+    const std::string home = kind == HostKind::kFuse ? config->backing()
+                                                     : config->root();
+    if (!home.empty()) {
+      const bool remote = IsServerAddress(home);
+      view.endpoints.push_back(
+          {kind == HostKind::kFuse ? "home" : config->name(),
+           remote ? "server" : "dir", remote ? home : ""});
+    }
+    for (const auto& e : config->endpoint()) {
+      view.endpoints.push_back({e.name(),
+                                !e.server().empty()  ? "server"
+                                : !e.flash().empty() ? "flash"
+                                                     : "dir",
+                                e.server()});
+    }
+    for (const auto& st : config->stage()) view.stages.push_back(st.name());
+    if (!config->rules_file().empty()) {
+      std::string text;
+      if (!ReadInput(config->rules_file(), &text)) return 2;
+      texts.emplace_back(config->rules_file(), std::move(text));
+    }
+    for (int i = 0; i < config->rule_size(); ++i) {
+      texts.emplace_back(StrCat(a.config, ": rule ", i + 1), config->rule(i));
+    }
+  }
+  if (view.name.empty()) view.name = "host";
+  for (const std::string& e : a.endpoints) view.endpoints.push_back({e, "", ""});
+  for (const std::string& st : a.stages) view.stages.push_back(st);
+  for (const std::string& path : a.items) {
+    std::string text;
+    if (!ReadInput(path, &text)) return 2;
+    texts.emplace_back(path, std::move(text));
+  }
+  int status = 0;
+  size_t count = 0;
+  for (const auto& [origin, text] : texts) {
+    const ParsedRules parsed = ParseRules(text);
+    if (PrintErrors(origin, parsed) > 0) {
+      status = 1;
+      continue;
+    }
+    // In the host's order: after every rule before them.
+    for (check::TableRule& t : check::TableRulesOf(parsed, origin)) {
+      t.order.seq = t.id = ++count;
+      view.rules.push_back(std::move(t));
+    }
+  }
+  if (status != 0) return status;
+  const std::string what = view.name;
+  const check::Report report =
+      check::CheckTables({std::move(view)}, {.deep = a.deep});
+  return PrintReport(report, count, what, a.json);
+}
+
 // `rules check` of a live table: the host's, or the cluster's at the
 // controller; FILEs' rules are checked as if inserted.
 int Check(const Args& a, ControlTarget& target) {
+  const bool offline_host =
+      !a.config.empty() || !a.endpoints.empty() || !a.stages.empty();
   if (a.host.empty() && a.controller.empty()) {
+    if (offline_host) return CheckForHost(a);
     if (a.items.empty()) {
       return Fail(absl::InvalidArgumentError(
-          "name rule files, or a live table with --host or --controller"));
+          "name rule files (with --config, or --endpoints and --stages, to "
+          "know the host's), or a live table with --host or --controller"));
     }
     return CheckFiles(a.items, a.deep, a.json);
+  }
+  if (offline_host) {
+    return Fail(absl::InvalidArgumentError(
+        "--config, --endpoints and --stages describe a host offline; a live "
+        "check (--host, --controller) asks the host itself"));
   }
   std::vector<std::string> add;
   for (const std::string& path : a.items) {
@@ -167,12 +268,25 @@ const std::vector<Command>& Commands() {
       {.path = "rules", .help = "rule files and rule tables"},
       {.path = "rules check",
        .help = "check rules: shadowed, black holes, loops, hazards, each "
-               "with a witness header (offline: FILEs; with --host or "
+               "with a witness header (offline: FILEs, each alone, or one "
+               "host's with --config or --endpoints/--stages; with --host or "
                "--controller: the live tables, FILEs as if added); exit 1 "
                "on errors",
        .setup =
            [](CLI::App& c, Args& a) {
              c.add_option("FILE", a.items, "rule files ('-' for stdin)");
+             c.add_option("--config", a.config,
+                          "offline: the host's configuration (HostConfig): "
+                          "its endpoints, stages and rules are known, and "
+                          "FILEs follow its rules");
+             c.add_option("--endpoints", a.endpoints,
+                          "offline: the host's endpoints, comma-separated")
+                 ->delimiter(',')
+                 ->allow_extra_args(false);
+             c.add_option("--stages", a.stages,
+                          "offline: the host's stages, comma-separated")
+                 ->delimiter(',')
+                 ->allow_extra_args(false);
              c.add_flag("--deep", a.deep,
                         "also re-route every witness through the table "
                         "(a self-check of the checker)");

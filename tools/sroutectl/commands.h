@@ -34,6 +34,11 @@ struct Args {
   int last = 20;              // gc status --last
   bool json = false;
   bool deep = false;   // rules check --deep
+  // rules check offline: a host's configuration (HostConfig), and its
+  // endpoints and stages named on the command line.
+  std::string config;
+  std::vector<std::string> endpoints;
+  std::vector<std::string> stages;
   bool force = false;  // rules add|load --force
 };
 
