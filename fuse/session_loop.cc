@@ -30,17 +30,12 @@
 namespace sroute {
 namespace {
 
-// Interrupts a worker blocked reading /dev/fuse when the loop ends: the
-// read fails with EINTR (no SA_RESTART) and the worker sees the session
-// has exited.
-constexpr int kWakeSignal = SIGUSR2;
-
 void InstallWakeHandler() {
   struct sigaction sa {};
   sa.sa_handler = [](int) {};
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = 0;
-  sigaction(kWakeSignal, &sa, nullptr);
+  sigaction(kFuseWakeSignal, &sa, nullptr);
 }
 
 sigset_t StopSignals() {
@@ -223,7 +218,7 @@ class Loop {
     while (!workers_.empty()) {
       for (auto& w : workers_) {
         if (!w->done.load())
-          pthread_kill(w->thread.native_handle(), kWakeSignal);
+          pthread_kill(w->thread.native_handle(), kFuseWakeSignal);
       }
       cv_.WaitFor(&mu_, std::chrono::milliseconds(10));
       ReapLocked();
@@ -264,7 +259,7 @@ class Loop {
     // every thread anyway: the supervisor takes them, see TakeStopSignal.)
     sigset_t all, old;
     sigfillset(&all);
-    sigdelset(&all, kWakeSignal);
+    sigdelset(&all, kFuseWakeSignal);
     pthread_sigmask(SIG_BLOCK, &all, &old);
     raw->thread = std::thread([this, raw] { Work(raw); });
     pthread_sigmask(SIG_SETMASK, &old, nullptr);

@@ -64,10 +64,6 @@ struct UringCommand {  // in the SQE's command area
 constexpr uint32_t kRegister = 1;
 constexpr uint32_t kCommitAndFetch = 2;
 
-// Wakes a queue thread blocked in io_uring_enter when the queues stop (as
-// the session loop wakes its workers).
-constexpr int kWakeSignal = SIGUSR2;
-
 // An entry's buffer: its header, then (a page in) the payload. A request's
 // fuse_in_header and first argument are copied to just below the payload,
 // so that it lies in one piece as read from /dev/fuse, without copying a
@@ -700,7 +696,7 @@ UringQueues::~UringQueues() {
   for (auto& t : impl_->threads) {
     // Again until it ends: a signal just before io_uring_enter is lost.
     while (t->thread.joinable() && !t->done.load()) {
-      pthread_kill(t->thread.native_handle(), kWakeSignal);
+      pthread_kill(t->thread.native_handle(), kFuseWakeSignal);
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
     if (t->thread.joinable()) t->thread.join();

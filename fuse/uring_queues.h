@@ -33,6 +33,7 @@
 #include <sys/uio.h>
 
 #include <atomic>
+#include <csignal>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -42,6 +43,12 @@
 #include "fuse/volume.h"  // libfuse, at the API version the volume uses
 
 namespace sroute {
+
+// Interrupts a thread blocked reading /dev/fuse (a session loop's worker)
+// or in io_uring_enter (a queue thread) when the loop or the queues stop:
+// the call fails with EINTR (the handler RunSessionLoop installs does
+// nothing and leaves SA_RESTART off) and the thread sees it must end.
+inline constexpr int kFuseWakeSignal = SIGUSR2;
 
 // Bits of the INIT exchange (include/uapi/linux/fuse.h, 7.42).
 inline constexpr uint64_t kFuseOverIoUring = uint64_t{1} << 41;
