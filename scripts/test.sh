@@ -34,15 +34,17 @@ run_tests() {  # LABEL BUILD_DIR CTEST_ARGS...
   shift 2
   ctest --test-dir "$dir" --output-on-failure -j"$jobs" "$@" 2>&1 |
     tee "$dir/ctest.out" || rc=$?
-  slowest+="  $label:\n$(test_times "$dir/ctest.out" | sort -k2 -rn | head -20 |
-    awk '{printf "    %7.1f s  %s\\n", $2, $1}')\n"
+  # awk, not head: under pipefail a sort killed by SIGPIPE would end the run.
+  slowest+="  $label:\n$(test_times "$dir/ctest.out" | sort -k2 -rn |
+    awk 'NR <= 20 {printf "    %7.1f s  %s\\n", $2, $1}')\n"
   [ "$rc" = 0 ] && return 0
   failures+=$(grep -a -B3 -A10 -E ': Failure$|^(==[0-9]+==)?ERROR: |WARNING: ThreadSanitizer|runtime error:' \
     "$dir/Testing/Temporary/LastTest.log" | head -200 || true)
   # Once more, the failed ones alone: a test that passes now is flaky, and
   # is named as such; the run fails either way.
   local failed
-  failed=$(sed -nE 's/^[[:space:]]*[0-9]+ - ([^ ]+) .*/\1/p' "$dir/ctest.out" | head -50)
+  failed=$(sed -nE 's/^[[:space:]]*[0-9]+ - ([^ ]+) .*/\1/p' "$dir/ctest.out" |
+    awk 'NR <= 50')
   if ctest --test-dir "$dir" --rerun-failed -j"$jobs" "$@" \
       >"$dir/ctest-rerun.out" 2>&1; then
     flaky+="  $label (failed, then passed alone):\n$(echo "$failed" | sed 's/^/    /')\n"

@@ -35,10 +35,12 @@
 #include "tests/util/run_command.h"
 #include "tests/util/temp_dir.h"
 #include "tests/util/uring_switch.h"
+#include "tests/util/wait.h"
 
 namespace sroute {
 namespace {
 
+using ::sroute::testing::Eventually;
 using ::sroute::testing::FromJson;
 using ::sroute::testing::kUringSwitchPath;
 using ::sroute::testing::MountedVolume;
@@ -627,6 +629,11 @@ TEST_F(FuseControlTest, AParkedReadOutlastsASignalAndGetsItsBytes) {
     }
     EXPECT_TRUE(others_ok);
     EXPECT_EQ(parked_result.load(), -2) << "the quiesced read returned early";
+    // The kernel sends the interrupt once the parked thread has run its
+    // handler: on the first read, wait for it; after it, no other comes.
+    if (read == 1) {
+      EXPECT_TRUE(Eventually([&] { return interrupts_refused() >= 1; }));
+    }
     EXPECT_EQ(interrupts_refused(), 1);
     std::tie(rc, out) = Ctl(Host() + " quiesce " + range + " off");
     EXPECT_EQ(rc, 0) << out;
@@ -696,7 +703,13 @@ TEST_P(ParallelDirectWritesTest, AParkedWriteDoesNotHoldUpOthers) {
   };
   std::atomic<int> parked_done{0}, other_done{0};
   std::thread parked(direct_write, parked_fd, 0, 'A', &parked_done);
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  // Parked at the sSwitch (the volume's stats say so) before the others
+  // start: only then does "not held up" mean anything.
+  EXPECT_TRUE(Eventually([&] {
+    return parked_done.load() != 0 ||
+           Ctl(Host() + " stats").second.find("parked 1\n") !=
+               std::string::npos;
+  })) << "the write was never parked";
   EXPECT_EQ(parked_done.load(), 0) << "the quiesced write went through";
   const int other_fd = open(db.c_str(), O_WRONLY | O_DIRECT);
   ASSERT_GE(other_fd, 0) << strerror(errno);
@@ -1054,10 +1067,10 @@ TEST_F(FuseUringTest, AStuckEndpointHoldsNoQueueThread) {
     fsync_rc = fsync(slow);
     ++stuck_done;
   });
-  // Both calls are on their way to the stopped daemon (or waiting in it).
-  for (int i = 0; i < 100 && Gauge("fuse_uring_helper_busy") < 2; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  // Both calls are on their way to the stopped daemon (or waiting in it),
+  // each holding a helper, not a queue thread.
+  EXPECT_TRUE(Eventually([&] { return Gauge("fuse_uring_helper_busy") >= 2; }))
+      << Gauge("fuse_uring_helper_busy");
 
   auto others = std::async(std::launch::async, [&]() -> std::string {
     PinToCpu0();

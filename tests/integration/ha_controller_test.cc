@@ -427,13 +427,16 @@ TEST_F(HaControllerTest, LeaderKilledDuringUpdatesUnderWritersLosesNothing) {
   // Nothing landed at S2 itself; every acknowledged block is on S1.
   EXPECT_FALSE(std::filesystem::exists(r2_ / "w"));
   EXPECT_EQ(writers.Verify(r1_ / "w"), "");
-  // The killed controller, started again, follows.
+  // The killed controller, started again, follows: once it has joined (its
+  // member key written), both are members and the survivor still leads.
   StartController(0);
-  std::this_thread::sleep_for(std::chrono::seconds(1));
+  auto c0 = Client(ControllerAddress(0));
+  ASSERT_TRUE(c0 != nullptr);
+  EXPECT_TRUE(Eventually([&] {
+    auto m = c0->ListControllers();
+    return m.ok() && m->members_size() == 2;
+  }));
   EXPECT_EQ(Leader(), 1);
-  auto members = Client(ControllerAddress(0))->ListControllers();
-  ASSERT_TRUE(members.ok()) << members.status();
-  EXPECT_EQ(members->members_size(), 2);
 }
 
 // A leader SIGSTOPped for longer than its lease: the other leads and takes

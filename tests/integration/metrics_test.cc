@@ -13,11 +13,13 @@
 #include "metrics/http_server.h"
 #include "metrics/text_parser.h"
 #include "tests/integration/server_fixture.h"
+#include "tests/util/wait.h"
 
 namespace sroute {
 namespace {
 
 using metrics::ParsedMetrics;
+using testing::Eventually;
 using testing::FreeLoopbackPort;
 using testing::ServerProcess;
 using testing::WriteWholeFile;
@@ -173,12 +175,10 @@ TEST_F(ServerTest, ControllerMetricsCountHostsUpdatesAndReports) {
   EXPECT_EQ(rc, 1) << out;
 
   ParsedMetrics m;
-  for (int i = 0; i < 100; ++i) {  // a stats report within a few intervals
+  EXPECT_TRUE(Eventually([&] {  // the first stats report
     m = Scrape(at);
-    if (Value(m, "sroute_controller_stats_reports_total") >= 1) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  EXPECT_GE(Value(m, "sroute_controller_stats_reports_total"), 1);
+    return Value(m, "sroute_controller_stats_reports_total") >= 1;
+  }));
   EXPECT_EQ(Value(m, "sroute_controller_hosts",
                   {{"role", "server"}, {"state", "connected"}}),
             1);

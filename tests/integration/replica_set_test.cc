@@ -26,11 +26,13 @@
 #include "tests/util/ctl_json.h"
 #include "tests/util/real_programs.h"
 #include "tests/util/run_as.h"
+#include "tests/util/wait.h"
 #include "tools/exercise/exerciser.h"
 
 namespace sroute {
 namespace {
 
+using ::sroute::testing::Eventually;
 using ::sroute::testing::Exercise;
 using ::sroute::testing::ExerciseOptions;
 using ::sroute::testing::ExerciseResult;
@@ -363,8 +365,8 @@ TEST_P(KilledUnderLoadTest, IsResyncedAndAllEndEqual) {
   });
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
   KillServer(victim);
-  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
-  ASSERT_EQ(StateOf(victim_name), "out");
+  // Out once an IO or a probe of the volume's has found it gone.
+  ASSERT_TRUE(WaitState(victim_name, "out"));
   auto [rc, out] =
       Ctl("--host unix:" + (ctl_ / "sock") + " replicas resync pause rs");
   ASSERT_EQ(rc, 0) << out;
@@ -546,14 +548,22 @@ TEST_P(HungMemberTest, ReadsGoAroundItAndItComesBack) {
                  std::chrono::milliseconds(5));
   std::this_thread::sleep_for(std::chrono::milliseconds(1000));
   ASSERT_EQ(kill(servers_[0]->pid(), SIGSTOP), 0);  // the primary
-  std::this_thread::sleep_for(std::chrono::milliseconds(3000));
+  // Reads go around it (a failover, or a hedge that won), and then go on:
+  // 20 more while it is still stopped.
+  const bool around = Eventually(
+      [&] {
+        const proto::CtlReplicaSet s = Set();
+        return GetParam() == "hedged" ? s.hedge_wins() > 0 : s.failovers() > 0;
+      },
+      30);
   const int reads_while_hung = load.reads.load();
-  std::this_thread::sleep_for(std::chrono::milliseconds(1000));
-  const int reads_later = load.reads.load();
+  const bool more =
+      Eventually([&] { return load.reads.load() > reads_while_hung + 20; }, 30);
   ASSERT_EQ(kill(servers_[0]->pid(), SIGCONT), 0);
+  EXPECT_TRUE(around) << Status();
+  EXPECT_TRUE(more) << "reads stopped behind S1";
   EXPECT_TRUE(WaitState("S1", "current"));
   load.Stop();
-  EXPECT_GT(reads_later, reads_while_hung) << "reads stopped behind S1";
   EXPECT_GT(load.writes.load(), 10);
   EXPECT_EQ(load.read_errors.load(), 0);
   EXPECT_EQ(load.write_errors.load(), 0);

@@ -47,11 +47,13 @@
 #include "tests/util/run_command.h"
 #include "tests/util/server_process.h"
 #include "tests/util/temp_dir.h"
+#include "tests/util/wait.h"
 
 namespace sroute {
 namespace {
 
 using ::sroute::testing::DelayProxy;
+using ::sroute::testing::Eventually;
 using ::sroute::testing::FromJson;
 using ::sroute::testing::FromJsonLine;
 using ::sroute::testing::MountedVolume;
@@ -237,11 +239,10 @@ TEST_F(ServerTest, KilledServerFailsIoWithinTheDeadlineAndComesBack) {
   // Back on the same port: IO resumes without a remount.
   StartServer("S1", r1_.path(), {}, port);
   std::string back;
-  for (int i = 0; i < 100 && back.empty(); ++i) {
+  EXPECT_TRUE(Eventually([&] {
     back = ReadWholeFile(m + "/r/f");
-    if (back.empty())
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
+    return !back.empty();
+  }));
   ASSERT_GE(back.size(), acked * 4096u);
   for (int i = 0; i < acked; ++i) {
     ASSERT_EQ(back.substr(i * 4096, 4096),
@@ -1162,9 +1163,13 @@ TEST_F(TraceToolTest, TextTableAndSigint) {
   const std::string out_file = ctl_ / "trace.out";
   const pid_t pid =
       StartTrace("--op w --interval-ms 100 //home/fwd/x", out_file);
-  while (ToolRules() == 0)
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  ASSERT_TRUE(Eventually([&] { return ToolRules() > 0; }));
+  // A sampled write of each hop is in the volume's trace buffer before the
+  // tool is stopped (it collects once more as it ends).
+  EXPECT_TRUE(Eventually([&] {
+    auto [rc, json] = Ctl(Host() + " traces --json");
+    return rc == 0 && json.find("\"S2\"") != std::string::npos;
+  }));
   kill(pid, SIGINT);
   const int rc = WaitCommand(pid);
   const std::string out = ReadWholeFile(out_file);
@@ -1187,22 +1192,25 @@ TEST_F(TraceToolTest, TextTableAndSigint) {
 }
 
 // Killed, the tool cannot remove its tap: the volume does when its lease
-// runs out.
+// runs out. Alive, it renews the lease (every interval): the tap outlives
+// two leases. (The lease is 3 s: a renewal a loaded machine delays by less
+// keeps it.)
 TEST_F(TraceToolTest, ATapOfAKilledToolGoesWithItsLease) {
   SetUpPath();
-  const pid_t pid = StartTrace("--lease-ms 500 --interval-ms 100 //home/fwd/x");
-  while (ToolRules() == 0)
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  std::this_thread::sleep_for(std::chrono::milliseconds(700));  // renewed
-  EXPECT_EQ(ToolRules(), 1);
+  const pid_t pid =
+      StartTrace("--lease-ms 3000 --interval-ms 100 //home/fwd/x");
+  ASSERT_TRUE(Eventually([&] { return ToolRules() == 1; }));
+  const auto start = std::chrono::steady_clock::now();
+  bool kept = true;
+  while (kept &&
+         std::chrono::steady_clock::now() - start < std::chrono::seconds(6)) {
+    kept = ToolRules() == 1;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  EXPECT_TRUE(kept) << "the tap went while its tool renewed the lease";
   kill(pid, SIGKILL);
   WaitCommand(pid);
-  const auto until =
-      std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (ToolRules() != 0 && std::chrono::steady_clock::now() < until) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  EXPECT_EQ(ToolRules(), 0);
+  EXPECT_TRUE(Eventually([&] { return ToolRules() == 0; }));
 }
 
 // Sampling at 0: the tap stays silent; no trace is kept.
@@ -1330,17 +1338,32 @@ TEST_F(TraceToolTest, AUsersWritesAreTracedWhileTheRulesChange) {
   WriterAs user(testing::Nobody(), mnt_ / "fwd/x", r3_ / "stop");
   const std::string out_file = ctl_ / "trace.json";
   const pid_t pid = StartTrace(
-      "--tenant uid:65534 --op w --interval-ms 100 --duration 4 --json "
-      "//home/fwd/x",
+      "--tenant uid:65534 --op w --interval-ms 100 --json //home/fwd/x",
       out_file);
-  while (ToolRules() == 0) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  ASSERT_TRUE(Eventually([&] { return ToolRules() > 0; }));
+  // Whether the volume sampled a write of the user's that its rules sent
+  // to `next` (the tool collects the same records, and once more as it
+  // ends).
+  auto sampled_via = [&](const std::string& next) {
+    auto [trc, json] = Ctl(Host() + " traces --json");
+    if (trc != 0) return false;
+    const proto::CtlTraces traces = FromJson<proto::CtlTraces>(json);
+    for (const proto::CtlTrace& t : traces.traces()) {
+      for (const proto::CtlHop& h : t.hops()) {
+        if (h.host() == "fuse-test" && h.kind() == "rule" && h.next() == next) {
+          return true;
+        }
+      }
+    }
+    return false;
+  };
+  EXPECT_TRUE(Eventually([&] { return sampled_via("//S1/fwd/x"); }));
   std::tie(rc, out) = Ctl(Host() +
                           " rules add '@10 <*, w, //home/fwd/x> -> <IO, "
                           "//home/direct/x>'");
-  ASSERT_EQ(rc, 0) << out;
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_TRUE(Eventually([&] { return sampled_via("//home/direct/x"); }));
+  kill(pid, SIGINT);
   EXPECT_EQ(WaitCommand(pid), 0);
   out = ReadWholeFile(out_file);
   EXPECT_EQ(user.Stop(), "");

@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -36,11 +37,13 @@
 #include "tests/util/run_command.h"
 #include "tests/util/server_process.h"
 #include "tests/util/temp_dir.h"
+#include "tests/util/wait.h"
 #include "tools/exercise/exerciser.h"
 
 namespace sroute {
 namespace {
 
+using ::sroute::testing::Eventually;
 using ::sroute::testing::Exercise;
 using ::sroute::testing::ExerciseOptions;
 using ::sroute::testing::ExerciseResult;
@@ -705,10 +708,16 @@ TEST_P(CacheCrashTest, AKilledDaemonLosesNothingItPromised) {
       }
     }
   }
-  std::this_thread::sleep_for(std::chrono::milliseconds(800));
+  // Killed once the writer has logged 100 acknowledged writes.
+  auto logged = [&] {
+    const std::string l = ReadWholeFile(log);
+    return std::count(l.begin(), l.end(), 'W');
+  };
+  const bool started = Eventually([&] { return logged() > 100; }, 60);
   v.volume->Kill();
   int status = 0;
   waitpid(writer, &status, 0);
+  ASSERT_TRUE(started) << "the writer logged " << logged() << " writes";
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
 
   // What the backend holds, block by block, against the log.

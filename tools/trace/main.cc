@@ -385,6 +385,17 @@ int Run(const Options& o) {
       if (screen->QuitPressed()) break;
     }
   }
+  // What was sampled since the last collection counts too: a stop (SIGINT,
+  // the duration) may come right after the path's first IOs.
+  if (error.ok() && (o.count == 0 || report.ios() < o.count)) {
+    auto traces = target->Collect(&missed);
+    if (traces.ok()) {
+      for (const proto::TraceRecord& t : *traces) {
+        if (o.count != 0 && report.ios() >= o.count) break;
+        report.Add(t);
+      }
+    }
+  }
   screen.reset();
   prober.reset();
   const absl::Status removed = target->Remove();

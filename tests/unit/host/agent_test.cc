@@ -15,10 +15,12 @@
 #include "sswitch/host.h"
 #include "tests/util/holding_endpoint.h"
 #include "tests/util/temp_dir.h"
+#include "tests/util/wait.h"
 
 namespace sroute {
 namespace {
 
+using ::sroute::testing::Eventually;
 using ::sroute::testing::HoldingEndpoint;
 using ::sroute::testing::TempDir;
 
@@ -69,13 +71,11 @@ TEST(ControllerAgentTest, StatsFlowWhileAnUpdateDrains) {
   // Reports keep coming meanwhile (the snapshot's time moves on).
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   const absl::Time first = api.Stats().at;
-  bool moved = false;
-  for (int i = 0; i < 50 && !moved; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  const bool moved = Eventually([&] {
     const StatsSnapshot s = api.Stats();
     const HostStats* h = s.Host("h0");
-    moved = s.at > first && h != nullptr && h->in_flight == 1;
-  }
+    return s.at > first && h != nullptr && h->in_flight == 1;
+  });
   EXPECT_FALSE(updated.load()) << "the drain waits for the held IO";
   slow->Release();
   io.join();

@@ -20,11 +20,13 @@
 #include "sswitch/sswitch.h"
 #include "tests/util/holding_endpoint.h"
 #include "tests/util/temp_dir.h"
+#include "tests/util/wait.h"
 #include "util/clock.h"
 
 namespace sroute {
 namespace {
 
+using ::sroute::testing::Eventually;
 using ::sroute::testing::ReadWholeFile;
 using ::sroute::testing::TempDir;
 using ::sroute::testing::WriteWholeFile;
@@ -163,12 +165,16 @@ TEST_F(TraceTest, RulesOfAnExpiredLeaseAreDeleted) {
     for (const RuleInfo& r : sw.ListRules()) out.insert(r.owner);
     return out;
   };
-  // tool-2 renews; tool-1 does not.
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(1);
-  while (std::chrono::steady_clock::now() < until) {
-    ASSERT_TRUE(sw.HoldLease("tool-2", absl::Milliseconds(300)).ok());
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
+  // tool-2 renews (for 2 s each time: a stalled test thread keeps it);
+  // tool-1 does not, and goes. Past twice their first 300 ms, tool-2 is
+  // still there only by its renewals.
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_TRUE(Eventually([&] {
+    EXPECT_TRUE(sw.HoldLease("tool-2", absl::Seconds(2)).ok());
+    return owners().count("tool-1") == 0 &&
+           std::chrono::steady_clock::now() - start >=
+               std::chrono::milliseconds(600);
+  }));
   EXPECT_EQ(owners(), (std::multiset<std::string>{"someone", "tool-2"}));
   EXPECT_EQ(sw.LeaseOwners(), std::vector<std::string>{"tool-2"});
   auto n = sw.HoldLease("tool-2", absl::ZeroDuration());
