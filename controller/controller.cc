@@ -1385,11 +1385,12 @@ absl::StatusOr<std::unique_ptr<Controller>> Controller::Start(
     lo.elected = [raw](int64_t revision) {
       raw->etcd_kv->SetFence(raw->leader_key, revision);
       if (absl::Status s = raw->BecomeLeader(); !s.ok()) {
-        raw->LeadershipLost(StrCat("taking over failed: ", s.message()));
-        return;
+        LogError("taking over failed: ", s.message());
+        return false;  // lost: LeadershipLost runs, the lease is given back
       }
       LogInfo("controller (epoch ", raw->epoch, ") leads at ",
               raw->SelfAddress());
+      return true;
     };
     lo.lost = [raw](const std::string& why) { raw->LeadershipLost(why); };
     EtcdClient::Options eo;

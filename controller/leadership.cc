@@ -49,6 +49,9 @@ struct Leadership::Impl {
   void CheckStillLeading();
   // Reads who leads (a member that lost its leadership still points there).
   void ReadLeader();
+  // Gives the lease back (once etcd answers): nothing of the lost
+  // leadership holds the leader key.
+  void RevokeLease();
   void SetLeader(const etcd::RangeResponse& r);
   void Lose(const std::string& why);
 };
@@ -134,7 +137,9 @@ void Leadership::Impl::Campaign() {
     }
     LogInfo("this controller (", options.id, ") leads (revision ", revision,
             ")");
-    if (options.elected) options.elected(revision);
+    if (options.elected && !options.elected(revision)) {
+      Lose("taking over failed");
+    }
     return;
   }
   if (r->responses_size() > 0) SetLeader(r->responses(0).response_range());
@@ -149,6 +154,15 @@ void Leadership::Impl::SetLeader(const etcd::RangeResponse& r) {
   }
   MutexLock l(&mu);
   leader_address = address;
+}
+
+void Leadership::Impl::RevokeLease() {
+  if (lease == 0) return;
+  absl::Status s = keep->LeaseRevoke(lease);
+  if (s.ok() || absl::IsNotFound(s)) {  // NotFound: it ran out meanwhile
+    lease = 0;
+    LogInfo("leader election: lease of the lost leadership revoked");
+  }
 }
 
 void Leadership::Impl::ReadLeader() {
@@ -173,16 +187,22 @@ void Leadership::Impl::Loop() {
       MutexLock l(&mu);
       if (stopping) return;
     }
-    bool has_lease = KeepLease();
     bool is_leading, has_lost;
     {
       MutexLock l(&mu);
       is_leading = leading;
       has_lost = lost;
     }
-    if (is_leading) {
+    if (has_lost) {
+      // A member that lost its leadership keeps no lease alive: its leader
+      // key would outlive the leadership and hold off every other member
+      // until this process exits (after an etcd outage, for as long as its
+      // supervisor takes). The lease goes as soon as etcd answers.
+      RevokeLease();
+      ReadLeader();
+    } else if (const bool has_lease = KeepLease(); is_leading) {
       CheckStillLeading();
-    } else if (has_lease && !has_lost) {
+    } else if (has_lease) {
       Campaign();
     } else {
       ReadLeader();

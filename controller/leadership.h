@@ -13,9 +13,10 @@
 // (EtcdKv::SetFence), so a leader that lost its lease writes nothing even
 // before it notices. A member notices within a tick, or when a keep-alive
 // has failed for a whole TTL (it cannot know the lease still holds), and
-// then calls `lost` once and never leads again (the daemon exits and its
-// supervisor starts it again as a follower: nothing of an old leadership
-// survives into a new one).
+// then calls `lost` once, gives its lease back as soon as etcd answers (its
+// key must not hold off the others) and never leads again (the daemon exits
+// and its supervisor starts it again as a follower: nothing of an old
+// leadership survives into a new one).
 //
 // Thread safety: thread-safe. The callbacks run on the leadership's thread;
 // `elected` may take its time (the lease is kept alive meanwhile by that
@@ -42,8 +43,10 @@ class Leadership {
     std::string id;       // unique among the members
     std::string address;  // where hosts and clients reach this member
     absl::Duration ttl = absl::Seconds(3);  // whole seconds, at least 1
-    // Called once this member leads, with the leadership's revision.
-    std::function<void(int64_t revision)> elected;
+    // Called once this member leads, with the leadership's revision; false
+    // if it cannot take over (the leadership is then lost: `lost` is called
+    // and the lease given back, so another member leads).
+    std::function<bool(int64_t revision)> elected;
     // Called once when a leadership is gone.
     std::function<void(const std::string& why)> lost;
   };

@@ -28,7 +28,15 @@
 #include "util/log.h"
 #include "util/mutex.h"
 
+// GCC says __SANITIZE_THREAD__, clang __has_feature(thread_sanitizer).
 #if defined(__SANITIZE_THREAD__)
+#define SROUTE_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define SROUTE_TSAN 1
+#endif
+#endif
+#ifdef SROUTE_TSAN
 extern "C" void __tsan_acquire(void* addr);
 extern "C" void __tsan_release(void* addr);
 #endif
@@ -36,7 +44,7 @@ extern "C" void __tsan_release(void* addr);
 namespace sroute {
 namespace {
 
-#if defined(__SANITIZE_THREAD__)
+#ifdef SROUTE_TSAN
 char kernel_hand_off;  // the address TSan's happens-before edges use
 #endif
 
@@ -219,10 +227,12 @@ class Ring {
     return err;
   }
 
-  // The next completion, or null; Seen() consumes it.
+  // The next completion, or null; Seen() consumes it. (A completion can
+  // arrive after Enter returned: it is taken from the kernel here.)
   io_uring_cqe* Peek() {
     const unsigned head = *cq_head_;
     if (head == __atomic_load_n(cq_tail_, __ATOMIC_ACQUIRE)) return nullptr;
+    KernelHandOffAcquire();
     return &cqes_[head & cq_mask_];
   }
   void Seen() { __atomic_store_n(cq_head_, *cq_head_ + 1, __ATOMIC_RELEASE); }
@@ -759,13 +769,13 @@ bool UringReply(uint64_t unique, const iovec* iov, int count) {
 }
 
 void KernelHandOffRelease() {
-#if defined(__SANITIZE_THREAD__)
+#ifdef SROUTE_TSAN
   __tsan_release(&kernel_hand_off);
 #endif
 }
 
 void KernelHandOffAcquire() {
-#if defined(__SANITIZE_THREAD__)
+#ifdef SROUTE_TSAN
   __tsan_acquire(&kernel_hand_off);
 #endif
 }

@@ -546,7 +546,8 @@ TEST_F(HaControllerTest, EtcdLosingMembersStopsChangesNotIo) {
   const int before = written;
   ASSERT_TRUE(Eventually([&] { return written >= before + 100; }));
   EXPECT_EQ(errors.load(), 0);
-  EXPECT_EQ(ReadWholeFile(r1_ / "a/f1").empty(), false);
+  // (Each file is truncated before it is written again: wait for a write.)
+  EXPECT_TRUE(Eventually([&] { return !ReadWholeFile(r1_ / "a/f1").empty(); }));
   // The members come back; a controller leads again (one that lost its
   // lease meanwhile exited, and is started again, as its supervisor would).
   etcd_.Restart(1);

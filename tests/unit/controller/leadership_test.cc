@@ -37,6 +37,7 @@ class LeadershipTest : public ::testing::Test {
     o.elected = [events](int64_t revision) {
       events->revision = revision;
       ++events->elected;
+      return true;
     };
     o.lost = [events](const std::string&) { ++events->lost; };
     EtcdClient::Options eo;
@@ -102,6 +103,38 @@ TEST_F(LeadershipTest, ALeaderWhoseKeyIsGoneStopsAndNeverLeadsAgain) {
   EXPECT_FALSE(a->leading());
   EXPECT_EQ(a_events.elected, 1);
   EXPECT_EQ(a_events.lost, 1);
+}
+
+// etcd away for longer than the TTL: the leader loses its leadership. When
+// etcd is back, the lost member gives its lease back at once, so the other
+// leads without waiting for the lost one to go away (before, it kept a lease
+// alive: the old one held the leader key as long as its process lived, or,
+// if etcd had let it run out, a new one listed it as a member).
+TEST_F(LeadershipTest, ALeaderLostInAnEtcdOutageLetsTheOtherLeadWhenItIsBack) {
+  Events a_events, b_events;
+  auto a = Member("3001", &a_events);
+  ASSERT_TRUE(Eventually([&] { return a->leading(); }));
+  auto b = Member("3002", &b_events);
+  ASSERT_TRUE(
+      Eventually([&] { return b->leader_address() == "127.0.0.1:3001"; }));
+  etcd_.Kill(0);
+  ASSERT_TRUE(Eventually([&] { return a_events.lost == 1; }));
+  EXPECT_FALSE(a->leading());
+  etcd_.Restart(0);
+  ASSERT_TRUE(etcd_.WaitWritable(std::chrono::seconds(30)));
+  // A is still there (as a deposed daemon is until it exits).
+  ASSERT_TRUE(Eventually([&] { return b->leading(); }));
+  EXPECT_EQ(b_events.elected, 1);
+  ASSERT_TRUE(Eventually([&] {
+    return a->leader_address() == "127.0.0.1:3002";
+  })) << a->leader_address();
+  EXPECT_FALSE(a->leading());
+  EXPECT_EQ(a_events.elected, 1);
+  // And it holds no lease: it is no longer listed as a member.
+  EXPECT_TRUE(Eventually([&] {
+    auto m = b->Members();
+    return m.ok() && m->size() == 1 && (*m)[0].id == "3002";
+  }));
 }
 
 TEST_F(LeadershipTest, BadOptionsAreRefused) {
