@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # FUSE data-path benchmark: sroute-fuse against the raw backing directory,
 # mergerfs (cache.files=off and partial) and libfuse's passthrough_ll
 # (cache=never and default), alternated run by run over the same backing
 # files. Prints one line per (system, workload) with the median over rounds
 # of IOPS or MB/s, p50/p99 completion latency and the daemon's CPU use.
 # The backing directory is a journaled ext4 loop filesystem made for the
-# benchmark (DESIGN.md §11). "meta20k" creates, stats and unlinks 20000
+# benchmark (docs/design.md §11). "meta20k" creates, stats and unlinks 20000
 # files (bench/metaops.c); its IOPS column is metadata ops/s, and a system
 # that cannot finish it shows "failed".
 #
@@ -145,7 +146,7 @@ run_meta() {  # dir -> "ops 0 p50_us p99_us cpu_pct", or "failed"
   before=$(cpu_ticks)
   t0=$(date +%s.%N)
   # passthrough_ll holds a descriptor per known inode and runs out at the
-  # open-files limit (DESIGN.md §11): that is a result, not a script error.
+  # open-files limit (docs/design.md §11): that is a result, not a script error.
   if ! out=$("$metaops" "$dir" 20000 2>"$work/meta.err"); then
     echo "# metaops failed: $(tail -1 "$work/meta.err")" >&2
     rm -rf "$data/meta"

@@ -1,5 +1,6 @@
-// The rule checker (DESIGN.md §4, §8): finds what is wrong with rule tables
-// before they are installed, each finding with a concrete IO header that
+// SPDX-License-Identifier: Apache-2.0
+// The rule checker (docs/design.md §4, §8): finds what is wrong with rule
+// tables before they are installed, each finding with a concrete IO header that
 // shows it (a witness), which the sSwitch's own matcher routes as the
 // finding says.
 //

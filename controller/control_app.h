@@ -1,4 +1,5 @@
-// The C++ API for control applications (DESIGN.md §7, §9): a ControlApp
+// SPDX-License-Identifier: Apache-2.0
+// The C++ API for control applications (docs/design.md §7, §9): a ControlApp
 // turns a policy into rules through a ControllerApi, in the controller's
 // process (compiled in, or loaded from a plug-in library) or in its own
 // (controller/client.h speaks the same API over the RPC).
@@ -112,9 +113,9 @@ struct RuleChanges {
   std::vector<uint64_t> remove;     // cids
 };
 
-// A consistent update (DESIGN.md §6): flows are parked and drained on every
-// sSwitch changed, the changes are checked everywhere, persisted, installed
-// everywhere and the flows released; if any host says no (or does not
+// A consistent update (docs/design.md §6): flows are parked and drained on
+// every sSwitch changed, the changes are checked everywhere, persisted,
+// installed everywhere and the flows released; if any host says no (or does not
 // answer), no host changes.
 struct UpdateSpec {
   std::vector<RuleChanges> changes;

@@ -1,4 +1,5 @@
-// Controller: the heart of `sroute-controller` (DESIGN.md §6-§7).
+// SPDX-License-Identifier: Apache-2.0
+// Controller: the heart of `sroute-controller` (docs/design.md §6-§7).
 //
 // Hosts register over the RPC (host/agent.h) and are reconciled to
 // their persisted rules, plus the delegate-made rules recovered from the

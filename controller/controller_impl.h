@@ -1,9 +1,10 @@
+// SPDX-License-Identifier: Apache-2.0
 // Controller::Impl: the controller's state and the functions over it
 // (internal to controller/). Its definitions are split by concern:
 //   controller.cc  start and stop, the apps' API, commands to hosts,
 //                  registration and recovery, host traffic, views, sweeping
 //   requests.cc    the RPC dispatch (Handle) and the administrator's requests
-//   update.cc      the two-phase update (DESIGN.md §6)
+//   update.cc      the two-phase update (docs/design.md §6)
 //
 // Lock order (as in controller.h): update_mu > mu; update_mu >
 // ControllerStore::mu_; channels_mu, PendingCommand::mu and AppRunner::mu_

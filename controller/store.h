@@ -1,4 +1,5 @@
-// ControllerStore: the controller's durable state (DESIGN.md §6) in a
+// SPDX-License-Identifier: Apache-2.0
+// ControllerStore: the controller's durable state (docs/design.md §6) in a
 // KvStore (controller/kv.h: RocksDB by default, etcd for several
 // controllers): the managed rules of every sSwitch in order, the topology
 // hosts last registered, control applications' state, and counters (next

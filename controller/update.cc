@@ -1,4 +1,5 @@
-// The controller's two-phase update across sSwitches (DESIGN.md §6).
+// SPDX-License-Identifier: Apache-2.0
+// The controller's two-phase update across sSwitches (docs/design.md §6).
 #include <algorithm>
 #include <set>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // File ops: open, create, read, write, flush, release, fsync, lseek,
 // fallocate.
 #include <fcntl.h>
@@ -16,9 +17,9 @@
 namespace sroute::fuse_internal {
 
 namespace {
-// Kernel caching of file data (DESIGN.md §3): with --kernel-cache=off every
-// read and write reaches the sSwitch (direct IO). With auto, the kernel keeps
-// the pages of a file no rule can route, across opens (a rule change
+// Kernel caching of file data (docs/design.md §3): with --kernel-cache=off
+// every read and write reaches the sSwitch (direct IO). With auto, the kernel
+// keeps the pages of a file no rule can route, across opens (a rule change
 // invalidates them: Volume::StartInvalidating); a file some rule matches
 // gets direct IO, since its route may depend on the tenant or the range.
 // An O_DIRECT open gets direct IO too: the caller asked for it, and the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Volume: the FUSE front end of a host. Every FUSE request becomes an Io
 // whose header names the file as //HOME/PATH and the caller's tenant; the
 // sSwitch routes it, and the completion replies to the kernel, so a parked
@@ -38,8 +39,9 @@ struct VolumeOptions {
   // the kernel also keeps the pages of files no rule can route
   // (SSwitch::MayRoute); files some rule matches when opened get direct IO.
   // In both, the kernel keeps attributes and names for a second (they live
-  // at the file's home whatever the route, DESIGN.md §3), and a rule change
-  // drops the kernel's pages, attributes and names of the files it matches.
+  // at the file's home whatever the route, docs/design.md §3), and a rule
+  // change drops the kernel's pages, attributes and names of the files it
+  // matches.
   enum class KernelCache { kOff, kAuto };
   KernelCache kernel_cache = KernelCache::kAuto;
   double attr_timeout = 1.0;   // seconds

@@ -1,4 +1,5 @@
-// ControllerAgent: a host's side of the controller (DESIGN.md §6-§7), in
+// SPDX-License-Identifier: Apache-2.0
+// ControllerAgent: a host's side of the controller (docs/design.md §6-§7), in
 // every sroute-fuse and sroute-server started with --controller.
 //
 // Start registers the host and applies what the controller says before it

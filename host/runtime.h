@@ -1,4 +1,5 @@
-// HostRuntime: a daemon's host, built from its HostConfig (DESIGN.md §7):
+// SPDX-License-Identifier: Apache-2.0
+// HostRuntime: a daemon's host, built from its HostConfig (docs/design.md §7):
 // the sSwitch with its endpoints, stages and rules, the network threads and the
 // cluster secret that remote endpoints need, the controller agent and the
 // control socket. sroute-fuse and sroute-server differ only in their front

@@ -1,5 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
 // Exposition: metrics in the Prometheus text format (version 0.0.4), as
-// every daemon's /metrics answers them (DESIGN.md §7).
+// every daemon's /metrics answers them (docs/design.md §7).
 //
 //   Exposition e;
 //   auto& ops = e.Declare("sroute_rule_ops_total", MetricType::kCounter,

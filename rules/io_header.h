@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // IoHeader: the match key of every IO, <source, op, file, offset, length>.
 #ifndef SROUTE_RULES_IO_HEADER_H_
 #define SROUTE_RULES_IO_HEADER_H_
@@ -8,8 +9,8 @@
 
 namespace sroute {
 
-// Op classes that rules match (DESIGN.md §1). A bit mask so a pattern can name
-// several classes at once.
+// Op classes that rules match (docs/design.md §1). A bit mask so a pattern can
+// name several classes at once.
 enum OpClass : uint8_t {
   kOpClassRead = 1,    // r: read, getattr, readdir, readlink, getxattr, ...
   kOpClassWrite = 2,   // w: write, truncate/setattr, fsync, fallocate, ...

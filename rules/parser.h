@@ -1,4 +1,5 @@
-// The rule language (DESIGN.md §4): parsing with precise errors, and a
+// SPDX-License-Identifier: Apache-2.0
+// The rule language (docs/design.md §4): parsing with precise errors, and a
 // printer whose output parses back to the same rule.
 #ifndef SROUTE_RULES_PARSER_H_
 #define SROUTE_RULES_PARSER_H_

@@ -1,4 +1,5 @@
-// Rule: `pattern -> [delegate;] detour, detour, ...` (DESIGN.md §4).
+// SPDX-License-Identifier: Apache-2.0
+// Rule: `pattern -> [delegate;] detour, detour, ...` (docs/design.md §4).
 #ifndef SROUTE_RULES_RULE_H_
 #define SROUTE_RULES_RULE_H_
 

@@ -1,6 +1,7 @@
+// SPDX-License-Identifier: Apache-2.0
 // RecordStore: a storage server's durable state in RocksDB: the
-// delegate-rule records that arrive with IOs (DESIGN.md §5), by sSwitch and
-// sequence number, and the server's identity.
+// delegate-rule records that arrive with IOs (docs/design.md §5), by sSwitch
+// and sequence number, and the server's identity.
 //
 // Records stay proportional to the distinct byte ranges they describe, not
 // to the writes that made them. A record whose rule names one exact file

@@ -1,4 +1,5 @@
-// StorageServer: the host behind `sroute-server` (DESIGN.md §7): a
+// SPDX-License-Identifier: Apache-2.0
+// StorageServer: the host behind `sroute-server` (docs/design.md §7): a
 // directory exported as endpoint NAME (files //NAME/PATH), its own sSwitch
 // with server-side rules (forwarding to other servers, stages), and an RPC
 // front end that serves the data plane (IOs from other hosts' remote

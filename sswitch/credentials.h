@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Credentials: who asked for an IO, and acting as them on this thread.
 //
 // The daemons run as root and serve many users. An endpoint performs a
@@ -5,7 +6,7 @@
 // the caller's file-system uid, gid and supplementary groups, so the backing
 // file system chooses owners (setgid directories included) and makes its
 // permission decisions exactly as it would for a local process
-// (DESIGN.md §11). Data IO on descriptors opened earlier does not switch:
+// (docs/design.md §11). Data IO on descriptors opened earlier does not switch:
 // permission was checked when the file was opened, as locally.
 //
 // Linux keeps fsuid, fsgid and the group list per thread; glibc's

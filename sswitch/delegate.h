@@ -1,4 +1,5 @@
-// Delegates: small named functions attached to rules (DESIGN.md §5).
+// SPDX-License-Identifier: Apache-2.0
+// Delegates: small named functions attached to rules (docs/design.md §5).
 //
 // A delegate sees the header read-only and never the payload. Through its
 // context it may only Insert/Delete/Quiesce/Drain rules on its own sSwitch;
@@ -82,8 +83,9 @@ class Delegate {
   // On the request path, once the IO's targets are known: the rules this
   // IO will make if it succeeds (e.g. track_writes's read rule for the
   // written range). The sSwitch sends them with the IO as records, and the
-  // host that stores the IO stores them too (DESIGN.md §5), so they survive
-  // a restart of this sSwitch. Only called when `makes_durable_rules()`.
+  // host that stores the IO stores them too (docs/design.md §5), so they
+  // survive a restart of this sSwitch. Only called when
+  // `makes_durable_rules()`.
   //
   // A durable rule on one exact file with a byte range states what this
   // delegate's rules say for the whole range once the IO succeeds; it may

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Detours: sending an IO where its rule says (files, stages, the
 // controller), preparing a detour's file and parents on first need, and
 // growing the home after a write detoured away from it.
@@ -291,7 +292,7 @@ void SSwitch::SendToFile(Io* io, std::string file) {
 // make the missing parents there (with the mode and owner of the file's
 // directory at its home) and try once more. A write-like op sent to a
 // detour whose file does not exist yet makes the file too (lazily, at the
-// first IO that needs it: DESIGN.md §6), with the mode and owner of the
+// first IO that needs it: docs/design.md §6), with the mode and owner of the
 // file at its home.
 struct SSwitch::DetourCreate {
   Io* parent;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Where IOs go: endpoints (bytes live there), stages (a hop that does
 // something and hands the IO back), and the controller sink.
 #ifndef SROUTE_SSWITCH_ENDPOINT_H_
@@ -13,7 +14,7 @@
 
 namespace sroute {
 
-// Every endpoint's reserved folder (DESIGN.md §6), beneath its root: files
+// Every endpoint's reserved folder (docs/design.md §6), beneath its root: files
 // the router makes for its own use (detours' temporary files, files a
 // volume keeps while unlinked and open in "unlinked/", a server's state
 // store) live there, hidden from the volume's listing and closed to

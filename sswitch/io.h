@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Io: one request in flight: a header, a payload, and a completion that runs
 // exactly once.
 #ifndef SROUTE_SSWITCH_IO_H_
@@ -104,7 +105,7 @@ enum SetattrField : uint32_t {
 };
 
 // A rule a delegate made for an IO, stored with the IO where it lands so the
-// rule outlives a restart of the sSwitch that made it (DESIGN.md §5).
+// rule outlives a restart of the sSwitch that made it (docs/design.md §5).
 struct DelegateRuleRecord {
   std::string sswitch;  // the sSwitch whose delegate made the rule
   uint64_t seq = 0;     // that sSwitch's order of records (newest highest)

@@ -1,4 +1,5 @@
-// Namespace questions every front end asks the same way (DESIGN.md §3): a
+// SPDX-License-Identifier: Apache-2.0
+// Namespace questions every front end asks the same way (docs/design.md §3): a
 // name exists exactly where its rules route it, so a directory's listing is
 // its own route's listing merged with every place the rules may send its
 // children, each name kept only where its own route points.

@@ -1,4 +1,5 @@
-// SSwitch: the router inside every process on the IO path (DESIGN.md §3).
+// SPDX-License-Identifier: Apache-2.0
+// SSwitch: the router inside every process on the IO path (docs/design.md §3).
 //
 // Route() pins the current snapshot (rule table, endpoints, stages, quiesced
 // patterns) for the whole life of the IO, parks IOs whose flow is quiesced,
@@ -213,7 +214,7 @@ class SSwitch {
   absl::Status Validate(const std::vector<Rule>& rules);
 
   // Gives delegate-made rules of an earlier life of this sSwitch back to the
-  // delegates that made them (DESIGN.md §5): records are grouped by their
+  // delegates that made them (docs/design.md §5): records are grouped by their
   // anchor (the pattern of the delegate's rule) and each group, oldest
   // first, goes to Delegate::Restore of the rule with that pattern. Records
   // whose rule is gone are skipped (counted in *skipped). Returns the first

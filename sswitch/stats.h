@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Per-rule counters: ops, bytes, in flight, errors and a latency histogram.
 #ifndef SROUTE_SSWITCH_STATS_H_
 #define SROUTE_SSWITCH_STATS_H_
@@ -53,7 +54,7 @@ class LatencyHistogram {
 struct RuleCountersSnapshot {
   uint64_t ops = 0;
   uint64_t bytes = 0;
-  // By op class (DESIGN.md §1): ops of class r, w, and c or d; bytes read
+  // By op class (docs/design.md §1): ops of class r, w, and c or d; bytes read
   // and written.
   uint64_t reads = 0;
   uint64_t writes = 0;

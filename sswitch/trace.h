@@ -1,4 +1,5 @@
-// Tracing one IO along its path (DESIGN.md §8, tracer; sroute-trace).
+// SPDX-License-Identifier: Apache-2.0
+// Tracing one IO along its path (docs/design.md §8, tracer; sroute-trace).
 //
 // An IO sampled at its first sSwitch (a rule's `trace(rate)` delegate
 // decides) carries a Trace; every sSwitch, stage and RPC hop it then

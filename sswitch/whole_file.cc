@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Files whose bytes live in several places: the operations that act on a
 // whole file, done so that such a file behaves as a plain one.
 //
@@ -152,7 +153,7 @@ std::vector<std::string> TargetsOf(const Snapshot& snap, const IoHeader& h) {
   return out;
 }
 
-// Whether `file` lies in its host's reserved folder (DESIGN.md §6), where
+// Whether `file` lies in its host's reserved folder (docs/design.md §6), where
 // a volume keeps files unlinked while open.
 bool IsReserved(const std::string& file) {
   FileName n;

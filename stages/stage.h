@@ -1,4 +1,5 @@
-// The stage layer (DESIGN.md §8): stage kinds registered by name, stages
+// SPDX-License-Identifier: Apache-2.0
+// The stage layer (docs/design.md §8): stage kinds registered by name, stages
 // made from a StageConfig (proto/config.proto) in any host.
 //
 //   StageEnv env{&sswitch};

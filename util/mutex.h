@@ -1,9 +1,10 @@
+// SPDX-License-Identifier: Apache-2.0
 // sroute::Mutex, MutexLock, ReleasableMutexLock, CondVar: std::mutex and
 // std::condition_variable with Clang thread-safety annotations.
 //
 // Everything here is inline and adds nothing to std::mutex at run time: the
 // annotations only feed Clang's -Wthread-safety (see
-// scripts/thread_safety_build.sh). Conventions (DESIGN.md §10):
+// scripts/thread_safety_build.sh). Conventions (docs/design.md §10):
 //   - every lock's declaration says what it guards and its place in the lock
 //     order, in a comment and with ABSL_ACQUIRED_AFTER/ABSL_ACQUIRED_BEFORE
 //     where the other lock can be named from there;

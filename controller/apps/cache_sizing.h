@@ -1,4 +1,5 @@
-// cache_sizing: the cache control application (DESIGN.md §9.3). The hosts
+// SPDX-License-Identifier: Apache-2.0
+// cache_sizing: the cache control application (docs/design.md §9.3). The hosts
 // sample the blocks each tenant reads with SHARDS (the shards() delegate on
 // the tenant's route); the app builds a miss-ratio curve per tenant from the
 // samples, splits a total cache budget across the tenants to maximise the

@@ -1,4 +1,5 @@
-// gc_redirect: the GC-coordination control application (DESIGN.md §9.5,
+// SPDX-License-Identifier: Apache-2.0
+// gc_redirect: the GC-coordination control application (docs/design.md §9.5,
 // RackBlox §3.4-3.5). It finds the replica sets whose members are flash
 // devices and sets their GC coordination (ReplicaSetOptions.gc) up: from
 // then on each replica set holds, in its host's data path, the table of

@@ -1,4 +1,5 @@
-// replica_control: the replica-set control application (DESIGN.md §9.2).
+// SPDX-License-Identifier: Apache-2.0
+// replica_control: the replica-set control application (docs/design.md §9.2).
 // A read-only flow of a replica_set stage reads from every member (its
 // stage flow's read policy is `spread`), which spreads the load; a write
 // to it would let a reader see a member that has the write and then one

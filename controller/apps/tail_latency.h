@@ -1,5 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
 // tail_latency: burst off-loading and reclaim (sRoute §3.4 and §5.1,
-// after Everest; DESIGN.md §9.1).
+// after Everest; docs/design.md §9.1).
 //
 // A flow is a managed rule of a FUSE host that sends a file (or a prefix
 // of files) with its writes to one file on a storage server:

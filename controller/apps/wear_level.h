@@ -1,5 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
 // wear_level: wear levelling across flash devices (RackBlox §3.6;
-// DESIGN.md §9.5). Every host reports its flash endpoints' wear (the
+// docs/design.md §9.5). Every host reports its flash endpoints' wear (the
 // gauges flash.NAME.erase_mean_milli and flash.NAME.erases). When the
 // variance of the mean erase counts of one host's flash endpoints (its
 // devices, or the vSSDs of one device) passes a threshold, the app swaps

@@ -1,4 +1,5 @@
-// HelloApp: the smallest useful control application (DESIGN.md §9). It
+// SPDX-License-Identifier: Apache-2.0
+// HelloApp: the smallest useful control application (docs/design.md §9). It
 // moves one file's writes to another server for a while and back again:
 //
 //   away:  <*, w, FILE> -> track_writes(); <IO, TO>

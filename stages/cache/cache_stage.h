@@ -1,4 +1,5 @@
-// Stage kind "cache" (DESIGN.md §8): a DRAM block cache on the IO path,
+// SPDX-License-Identifier: Apache-2.0
+// Stage kind "cache" (docs/design.md §8): a DRAM block cache on the IO path,
 // with a partition per tenant (or per rule, or one), each with a byte
 // budget, LRU or S3-FIFO eviction (stages/cache/block_cache.h), and
 // write-through (default) or write-back writes. Options: CacheOptions in

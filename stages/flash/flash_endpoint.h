@@ -1,4 +1,5 @@
-// An emulated flash device as an endpoint (DESIGN.md §8, issue 24): the
+// SPDX-License-Identifier: Apache-2.0
+// An emulated flash device as an endpoint (docs/design.md §8, issue 24): the
 // files and their bytes live in a real directory (a LocalEndpoint: what is
 // written reads back exactly), and every IO's time comes from a FlashModel.
 // Each page of a file gets one of the device's logical pages when it is

@@ -1,4 +1,5 @@
-// The timing model of an emulated flash device (DESIGN.md §8, issue 24):
+// SPDX-License-Identifier: Apache-2.0
+// The timing model of an emulated flash device (docs/design.md §8, issue 24):
 // channels of dies, dies of blocks, blocks of pages; a page-mapped FTL that
 // writes out of place; a pool of free blocks per die and greedy garbage
 // collection that holds its die while it copies the victim's valid pages

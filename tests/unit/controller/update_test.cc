@@ -1,4 +1,5 @@
-// The controller's two-phase update (controller/update.cc, DESIGN.md §6)
+// SPDX-License-Identifier: Apache-2.0
+// The controller's two-phase update (controller/update.cc, docs/design.md §6)
 // with real agents (host/agent.h) over loopback, in one process: no root.
 #include <atomic>
 #include <chrono>

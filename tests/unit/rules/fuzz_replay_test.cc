@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Replays the rule parser fuzz corpus (tests/fuzz/corpus/rule_parser) with
 // the same checks as the fuzz target, so every seed and every past crash is
 // a regression test in the ordinary test run.
@@ -33,7 +34,8 @@ TEST(RuleParserFuzzCorpus, EveryInputPassesTheFuzzChecks) {
     EXPECT_EQ(fuzz_check::CheckRuleParserInput(input), "");
     rules += static_cast<int>(ParseRules(input).rules.size());
   }
-  // The seeds include the DESIGN.md examples, so some inputs are rules.
+  // The seeds include the examples of docs/design.md §4, so some inputs are
+  // rules.
   EXPECT_GT(rules, 9);
 }
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "rules/parser.h"
 
 #include <cstdint>
@@ -15,7 +16,7 @@ namespace {
 
 using ::testing::HasSubstr;
 
-// The example block of DESIGN.md §4, verbatim.
+// The example block of docs/design.md §4, verbatim.
 constexpr std::string_view kDesignExample =
     R"(# comments start with '#'; a file's rules are ordered top to bottom
 <VM1, *, //S1/X>            -> <IO, //S2/Y>
@@ -68,7 +69,7 @@ Target FileTarget(std::string file) {
 }
 
 // ---------------------------------------------------------------------------
-// The DESIGN.md examples.
+// The examples of docs/design.md §4.
 
 TEST(ParserDesignExamples, WholeFileParses) {
   ParsedRules parsed = ParseRules(kDesignExample);
