@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // burst_driver: an open-loop workload shaped like the Exchange volumes of
 // the sRoute paper (§5.1): a max, a median and a min flow, each a file with
 // a quiet request rate, and bursts that multiply one flow's rate (two orders

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // cache_bench: the cache stage's hit path, and cache sizing with SHARDS
 // measured on a real cache stage.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // How a file's cached pages lie in physical memory: maps the first SIZE
 // bytes (default 256 MiB), touches every page (pages not cached are read
 // in), then reads /proc/self/pagemap and /proc/kpageflags (root only) and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The rule checker on large tables (issue 27): a full check of N rules, and
 // the check of one inserted rule against N installed ones.
 //

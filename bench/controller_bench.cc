@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Controller benchmarks (issue 5), with a real Controller and real hosts'
 // agents over loopback RPC in one process (several sSwitches may share one
 // process for this):

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The exerciser's long run: sroute-exercise (tools/exercise) on two files of
 # a mounted volume under several rule kinds, OPS operations each (default
 # 1 000 000), seeded; prints each kind's result line. Needs root (FUSE) and

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Shared by bench/fuse_fio.sh and bench/server_fio.sh (sourced).
 
 # fio_workload WORKLOAD: sets rw, bs, jobs, dist and direct for one of the benchmarks'

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // BM_FlashModel/W: the cost of the emulated flash device's timing model
 // (stages/flash/flash_model.h) per modelled IO, on the "rackblox" preset
 // (32 dies, 1 M logical pages, GC on its own), half reads and half writes

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // gc_ycsb: YCSB-style mixes on a replicated pair of emulated flash vSSDs
 // under GC pressure (issue 24's benchmark), through the real data path: a
 // Host, a replica_set stage of two FlashEndpoints, reads at random between

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # GC coordination under YCSB-style load (issue 24): runs build/bench/gc_ycsb
 # on every mix (A, B, C, D, E, F and W: 50, 5, 0 % updates, inserts and
 # latest reads, scans, read-modify-write, 95 % updates), the four set-ups

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Failover of the controller on etcd (issue 29): a three-member etcd
 // cluster, two sroute-controller processes and one sroute-server, all on
 // 127.0.0.1. Each trial SIGKILLs the leader and times how long until an

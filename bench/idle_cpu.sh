@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Idle CPU of the daemons with default flags (issue 26): a volume whose home
 # is one sroute-server on loopback, and a volume on a local directory, both
 # mounted and unused for DURATION seconds (after a short burst of IO, so

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Metadata benchmark for bench/fuse_fio.sh: in DIR, creates N empty files,
 // stats each, then unlinks each. Prints "OPS_PER_S P50_US P99_US" over the
 // 3*N operations (each one a syscall timed on its own).

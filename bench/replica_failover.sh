@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Replica failover benchmark (issue 23): the time from a replica member's
 # SIGKILL to the first successful read after it, through an sroute-fuse
 # volume whose IO goes through a replica_set stage of three sroute-servers

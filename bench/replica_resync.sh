@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Replica resync benchmark (issue 23): the resync rate (MiB/s) of a
 # replica_set stage with and without foreground IO, and the foreground 4 KiB
 # random-read p99 during a resync at the default rate (target: at most 2x the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // BM_RpcRoundTrip/W: 4 KiB reads from a real StorageServer on loopback
 // (its sSwitch and a local directory endpoint) over one connection, with W
 // requests outstanding (W = 1: one at a time, the round-trip latency);

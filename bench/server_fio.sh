@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Storage-server path benchmark (issue 4): fio through an sroute-fuse volume
 # whose home is ONE sroute-server on loopback (sroute-fuse --kernel-cache off
 # and auto) against a single-brick GlusterFS volume on loopback mounted with

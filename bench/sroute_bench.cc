@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // sroute_bench: micro-benchmarks of rule matching and routing.
 //
 //   build/bench/sroute_bench --benchmark_repetitions=3

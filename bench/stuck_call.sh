@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # IO next to a stuck call (issue 26): a volume with default flags (FUSE over
 # io_uring, the kernel's switch on as installed; --kernel-cache off) whose
 # file "slow" is routed to an endpoint that stops answering (a directory on

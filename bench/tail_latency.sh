@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Burst absorption (issue 25): the same seeded Exchange-like workload
 # (bench/burst_driver.cc) through one FUSE volume onto three storage
 # servers, once with the controller running no app and once running

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What waking a sleeping thread costs on this machine: two threads pass a
 // byte back and forth over two pipes, each sleeping in read(2) until the
 // other writes, first both pinned to CPU 0, then on CPUs 0 and 1, then

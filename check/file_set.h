@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // FileSet: the set of file names ("//HOST/PATH") a rule's file pattern
 // names, as an automaton the rule checker (check/checker.h) can compare:
 // is one set inside the union of others, do two sets meet, and if not,

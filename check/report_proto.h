@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A checker report as the control protocols carry it (proto CheckResult).
 #ifndef SROUTE_CHECK_REPORT_PROTO_H_
 #define SROUTE_CHECK_REPORT_PROTO_H_

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ControlClient: talks to a ControlServer over its unix socket. Every call
 // has a deadline, so a dead or stuck server gives an error, not a hang.
 //

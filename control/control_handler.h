@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The control requests of proto/control.proto served against one sSwitch:
 // list, add and delete rules, quiesce, drain, stats, stages and copies of
 // data between its endpoints (control/copy_tree.h). Every host's

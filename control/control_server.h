@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ControlServer: a host's control port. Listens on a unix stream socket
 // (mode 0600: the file's permissions are the authentication) and serves
 // RpcRequests carrying a ControlRequest, in the RPC framing

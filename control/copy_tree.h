@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Copying a host's data between its own endpoints (proto/control.proto
 // Copy): the wear-levelling app's swap of two vSSDs' data
 // (controller/apps/wear_level.h) runs on the host that has both, in steps

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ControllerClient: the ControllerApi of a control application (or tool)
 // in its own process, over the RPC to sroute-controller. Run() drives a
 // ControlApp as the controller would: Start, then stats, headers and timers

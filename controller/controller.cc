@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The controller: start and stop, the apps' API, commands to hosts, the
 // hosts' registration and traffic, views and housekeeping. The RPC dispatch
 // and the administrator's requests are in requests.cc, the update protocol

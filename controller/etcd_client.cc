@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "controller/etcd_client.h"
 
 #include <google/protobuf/util/json_util.h>

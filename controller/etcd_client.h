@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // EtcdClient: etcd's v3 API (Debian's etcd-server 3.4) as JSON through
 // etcd's gRPC gateway, over HTTP/1.1 with Boost.Beast: what the controller's
 // etcd store and its leader election need (controller/kv.h,

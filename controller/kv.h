@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // KvStore: the ordered key-value store under the controller's state
 // (controller/store.h). Two engines: RocksDB in a local directory (one
 // controller, the default) and etcd (several controllers sharing one

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CachedKv: a KvStore with every key in memory (controller/kv.h).
 #include <map>
 

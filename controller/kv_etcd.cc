@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // KvStore on etcd: the state of several controllers, one leading, in a
 // replicated store (controller/kv.h).
 #include "absl/strings/str_join.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // KvStore on RocksDB: one controller's state in a local directory.
 #include <rocksdb/db.h>
 #include <rocksdb/write_batch.h>

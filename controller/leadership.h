@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Leadership: leader election among controllers that share an etcd store
 // (controller/kv.h), on an etcd lease.
 //

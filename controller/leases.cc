@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Leases of rule owners at the controller (UpdateSpec::lease): a tool that
 // installs rules for itself (sroute-trace) renews its lease while it runs;
 // when it stops renewing, every rule it owns is removed in one update.

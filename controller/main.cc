@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // sroute-controller (--db DIR | --store rocksdb:DIR | --store etcd://H:P,...)
 //                   --listen HOST:PORT --secret-file FILE
 //                   [--id ID] [--advertise HOST:PORT] [--leader-ttl-s N]

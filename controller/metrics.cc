@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What the controller exports at /metrics (--metrics): its hosts, rules,
 // updates and stats reports, and its RPC server. README "Metrics".
 #include "host/metrics.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The controller's RPC: the dispatch of every request to its handler, and
 // the handlers of the administrator's requests (sroutectl, out-of-process
 // apps: controller/client.h). The hosts' requests are handled in

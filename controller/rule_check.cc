@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Phase zero of every update: the rule checker (check/checker.h) over the
 // cluster's persisted rules and topology, with the update applied.
 #include <algorithm>

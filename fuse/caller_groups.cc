@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "fuse/caller_groups.h"
 
 #include <fcntl.h>

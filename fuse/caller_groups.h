@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The supplementary groups of the thread behind a FUSE request.
 //
 // The FUSE protocol carries the caller's uid, gid and thread id, not its

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // sroute-fuse's own part of start-up: its flags beyond every host's
 // (host/flags.h) and running a volume from a resolved HostConfig: the host
 // (host/runtime.h), the FUSE session and its loop, and the orderly stop.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "fuse/inode_table.h"
 
 #include <functional>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // InodeTable: the FUSE inode numbers of a volume and the names they stand
 // for. A node is one file (keyed by the identity its home reported: st_dev
 // and st_ino), known under one or more (parent, name) links, and counted by

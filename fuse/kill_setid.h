@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Clearing set-ID bits and capabilities where a caller without CAP_FSETID
 // writes, truncates or chowns a file, as a local file system does: the
 // caller may write the file but may not chmod it, and a set-user-ID

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // sroute-fuse MOUNTPOINT --backing DIR|HOST:PORT [--config FILE]
 //             [--endpoint NAME=DIR|NAME=HOST:PORT]... [--secret-file FILE]
 //             [--rules FILE] [--rule RULE]... [--tenant NAME=WHO]...

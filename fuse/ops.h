@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The FUSE low-level ops of a Volume, one group per file (internal).
 #ifndef SROUTE_FUSE_OPS_H_
 #define SROUTE_FUSE_OPS_H_

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Directory ops: opendir, readdir, releasedir, fsyncdir.
 #include <dirent.h>
 

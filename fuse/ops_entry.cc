@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Namespace ops: lookup, forget, getattr, setattr, readlink, mknod, mkdir,
 // symlink, link, unlink, rmdir, rename.
 #include <cerrno>

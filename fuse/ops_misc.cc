@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // statfs and extended attributes.
 #include <sys/statvfs.h>
 

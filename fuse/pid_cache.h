@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // PidCache: what /proc says about a caller, kept for a short time.
 //
 // Reading /proc per FUSE request costs several system calls (open, read,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Request: one FUSE request in flight as an Io (internal to fuse/).
 #ifndef SROUTE_FUSE_REQUEST_H_
 #define SROUTE_FUSE_REQUEST_H_

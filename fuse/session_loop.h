@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The loop that reads FUSE requests and runs them.
 //
 // libfuse's multithreaded loop starts a new worker whenever none is idle,

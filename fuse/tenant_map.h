@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // TenantMap: who issued a FUSE request, as the `source` of its IO header.
 // A caller is mapped by its uid first, then its gid, then its cgroup (the
 // deepest configured cgroup v2 path that holds the caller's, so a

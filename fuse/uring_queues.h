@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // FUSE over io_uring (Linux 6.14+): the kernel queues each request on a
 // ring of the CPU its caller runs on, and a thread of ours pinned to that
 // CPU takes it, answers it and fetches the next one in one system call.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The configuration of a host (proto/config.proto, HostConfig): read from a
 // file in protobuf text format, overlaid by command-line flags
 // (host/flags.h), and checked for the daemon it is for.

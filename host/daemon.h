@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Detaching a daemon from its terminal, with its start-up reported to the
 // command that started it:
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "host/flags.h"
 
 #include "rpc/remote_endpoint.h"

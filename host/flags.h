@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // HostFlags: the command-line flags every host takes (sroute-fuse and
 // sroute-server), written into a HostConfig overlay: a flag that is given
 // sets its field, one that is not leaves the config file's value.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What a host (sroute-fuse, sroute-server) exports at /metrics
 // (--metrics HOST:PORT, config `metrics`), beside its daemon's own: the
 // rules' counters and latency histograms, IOs unmatched and in flight, the

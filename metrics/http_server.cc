@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "metrics/http_server.h"
 
 #include <pthread.h>

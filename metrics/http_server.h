@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // MetricsServer: answers `GET /metrics` over HTTP/1.1 with what a collector
 // renders (metrics/exposition.h), for Prometheus to scrape. Any other path
 // is 404, any other method 405; keep-alive is honoured. It has one thread

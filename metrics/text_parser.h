@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ParseMetrics: reads the Prometheus text format (version 0.0.4) back, and
 // checks what a scraper relies on: every sample belongs to a family with
 // a TYPE, names and labels are well formed, no series appears twice,

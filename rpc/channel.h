@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // RpcChannel: the client side of sroute's RPC to one peer (HOST:PORT): a
 // small pool of connections, each authenticated with the cluster secret
 // (rpc/handshake.h), carrying many outstanding requests.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ControllerChannels: the channels a host (host/agent.h) or a client
 // (controller/client.h) keeps to the controllers that share a store, and
 // the one it talks to now.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "rpc/fd_frames.h"
 
 #include <errno.h>

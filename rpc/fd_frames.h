@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // FdFrameStream: the RPC framing (rpc/frame.h) on a connected, blocking
 // socket, one frame at a time, every wait bounded by a deadline. For the
 // hosts' unix control sockets (control/control_server.h), whose few small

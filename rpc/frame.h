@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // RPC framing (proto/rpc.proto): a frame is an 8-byte prefix (u32
 // big-endian header length H, u32 big-endian payload length P), H bytes of a
 // serialized protobuf message and P bytes of raw payload. Payloads stay out

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // FramedSocket: one TCP connection carrying frames (rpc/frame.h), shared by
 // the RPC server and client (internal to rpc/).
 //

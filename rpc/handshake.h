@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The cluster secret and the mutual-authentication handshake of sroute's
 // RPC (proto/rpc.proto). Every host is given the same secret file; a
 // connection is served only after both ends proved they know it:

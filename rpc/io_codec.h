@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Io <-> proto::IoRequest / RpcReply, for IOs that cross the network
 // (RemoteEndpoint on the sending host, the storage server on the other).
 #ifndef SROUTE_RPC_IO_CODEC_H_

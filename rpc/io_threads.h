@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // IoThreads: a Boost.Asio io_context run by a few threads of its own, on
 // which RPC connections do their network work.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Redirects between controllers. Several controllers may share one store
 // with one of them leading (controller/leadership.h); the others answer
 // each request only the leader serves with UNAVAILABLE naming the leader,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // RemoteEndpoint: an endpoint that is a storage server (sroute-server)
 // reached over the RPC (rpc/channel.h). Files //NAME/PATH of the endpoint
 // are PATH beneath the server's root; the server's own sSwitch routes them

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // RpcServer: accepts TCP connections, runs the handshake (rpc/handshake.h)
 // and hands every request of an authenticated peer to a handler; replies go
 // back on the connection, in any order, as they are ready.

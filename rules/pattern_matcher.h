@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // PatternMatcher: a header pattern <SOURCE, OPS, FILE[RANGE]> (rules/rule.h)
 // compiled once (its regex too) to test many IO headers.
 #ifndef SROUTE_RULES_PATTERN_MATCHER_H_

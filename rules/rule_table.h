@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // RuleTable: an immutable, indexed snapshot of an sSwitch's rules.
 //
 // Lookups never scan every rule: exact files are hashed, prefixes are looked

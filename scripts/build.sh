@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Configures and builds into DIR (default build/); extra args go to cmake.
 #   scripts/build.sh [DIR] [-DSROUTE_SANITIZE=address,undefined ...]
 set -euo pipefail

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The README's run command: install, build, and mount the demo volume (two
 # local endpoints, example rules, no controller needed); it shows a few
 # routed IOs and stays mounted for you to try. `--embed` instead runs the

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Turns on FUSE over io_uring, which sroute volumes use by default when the
 # kernel offers it (Linux 6.14+ built with CONFIG_FUSE_IO_URING): now (the
 # fuse module's enable_uring parameter) and at every boot (a modprobe.d

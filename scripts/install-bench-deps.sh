@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Installs what bench/fuse_fio.sh and bench/server_fio.sh need beyond
 # scripts/install-deps.sh (Debian 12, as root): fio, mergerfs as a FUSE peer
 # to compare with, and GlusterFS (10.3: server and FUSE client) as a peer for

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Installs what sroute needs to build, test and benchmark (Debian 12, as root).
 set -euo pipefail
 packages=(

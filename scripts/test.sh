@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The README's test command: install, build (Release, GCC) and run every
 # test; then one clang build that is both the lock-annotation check
 # (-Wthread-safety) and the ASan+UBSan build, with every test again; then the

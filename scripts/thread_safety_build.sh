@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Compiles everything with clang and its thread-safety analysis
 # (-Wthread-safety: the lock annotations of util/mutex.h; -Wthread-safety-beta
 # adds the lock-order checks of ABSL_ACQUIRED_AFTER/BEFORE). Warnings are

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The README's sroute-trace session, for real: a controller, a volume "vol"
 # whose //home/db/* goes to S1, which forwards it to S2, whose writes pass a
 # stage "slow" (a 3 ms delay); a writer and a reader on the file; then

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // sroute-server --root DIR --listen HOST:PORT --secret-file FILE
 //               [--config FILE] [--name NAME] [--state DIR] [--rules FILE]
 //               [--rule RULE]... [--endpoint NAME=DIR|NAME=HOST:PORT]...

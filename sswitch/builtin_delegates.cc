@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The built-in delegates: pick, notify, track_writes and trace.
 #include <algorithm>
 #include <cstdint>

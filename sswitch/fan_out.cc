@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Fan-out: the sub-IOs of a split (byte ranges) and of a scatter (several
 // detours), joined into one reply; fences after a scatter that only some
 // targets applied.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Host: an sSwitch with its endpoints and stages, usable from C++ without
 // FUSE or a controller (the embedding API).
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The in-flight registry and drain waiters of an sSwitch (internal to
 // sswitch/).
 #ifndef SROUTE_SSWITCH_INFLIGHT_H_

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // LeaseKeeper: leases of rule owners that must not outlive their client.
 //
 // A client that installs rules for itself only (sroute-trace's taps) holds

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // LocalEndpoint: syscalls confined beneath a root directory.
 //
 // Path safety. A path is checked up front (no leading '/', no "." or ".."

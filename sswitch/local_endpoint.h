@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // LocalEndpoint: an endpoint that is a directory on this machine.
 //
 // Every path is resolved beneath the root: ".." and symlinks that would leave

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Slow-op capture (sroute-trace --slow): the IOs whose time at an sSwitch,
 // from their first rule's start to their reply, reached a threshold. Kept
 // apart from sampled traces, so fast IOs never push them out: the last

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What an sSwitch routes with: installed rules and the snapshot of rules,
 // endpoints and stages an IO is pinned to (internal to sswitch/).
 #ifndef SROUTE_SSWITCH_SNAPSHOT_H_

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The built-in stage kinds (and the delegates that go with them),
 // registered by StageRegistry::Global().
 #include "sswitch/delegate.h"

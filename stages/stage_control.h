@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The stages of a host, driven by configs and control requests: making
 // them from the registry, changing and removing them live through the
 // sSwitch's update protocol for stages (SSwitch::ChangeStage, RemoveStage),

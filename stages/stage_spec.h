@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Stages written on one line, for --stage and sroutectl:
 //
 //   NAME=KIND[:key=value,...]

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Background: runs slow requests (drains, record listings, updates) on
 // threads of their own, so they never hold a network thread; the destructor
 // waits until all of them finished and their functions (with everything

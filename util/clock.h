@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The one monotonic clock of sroute: nanoseconds of CLOCK_MONOTONIC (what
 // std::chrono::steady_clock reads on Linux), for latencies, deadlines and
 // caches' time-outs. Thread-safe; a vDSO call, no system call.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // errno <-> absl::Status at the syscall and FUSE edges. The errno travels as
 // a payload so the FUSE front end can reply with exactly the errno a syscall
 // gave (canonical codes alone would merge ENOTEMPTY and EEXIST, say).

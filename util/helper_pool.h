@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // HelperPool: threads that make the calls a thread which must never block
 // hands over (a FUSE io_uring queue thread: while it blocks, the requests
 // the kernel queued on its other ring entries wait with it).

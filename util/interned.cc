@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "util/interned.h"
 
 #include "absl/container/node_hash_set.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // InternName: a string kept for the life of the process, the same object
 // for equal text, so that a pointer to it can be handed between threads
 // with no owner to outlive (an IO saying where it waits, read by a scan of

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Minimal logging for daemons: one line per event on stderr, with a UTC
 // timestamp and the process's tag ("sroute-server", ...). Not for the
 // per-IO path (it takes a lock and formats).

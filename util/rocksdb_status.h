@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // For the RocksDB stores (a server's RecordStore, a replica set's
 // RegionLog): a RocksDB call's status as an absl::Status (ResourceExhausted
 // for a full disk, callers answer ENOSPC; Internal for anything else, each

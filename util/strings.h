@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Small string helpers over std::string_view. (Debian's abseil is built with
 // its own string_view type, so absl::StrCat does not accept std::string_view.)
 #ifndef SROUTE_UTIL_STRINGS_H_

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Thread shards: state that every IO updates is kept in shards, handed to
 // threads in turn as they first ask (so threads share one only after
 // kThreadShards threads came), so that threads on different CPUs rarely

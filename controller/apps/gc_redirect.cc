@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "controller/apps/gc_redirect.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "controller/apps/replica_control.h"
 
 #include <algorithm>

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Waypoint routing through a cache: a storage server S1 holds the data, a
 # volume mounts it, and two tenants' reads and writes go through one cache
 # stage on the volume's host, each tenant in a partition of its own

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // sroute-embed-demo: routes IO through an sSwitch from plain C++, with no
 // FUSE mount and no controller. Two directories act as endpoints S1 and S2;
 // the rules (examples/rules/demo.rules, or the embedded copy) move IO

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "examples/hello_app/hello_app.h"
 
 #include <charconv>

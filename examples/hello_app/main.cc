@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // sroute-hello-app --controller HOST:PORT --secret-file FILE
 //                  --args "sswitch=NAME,file=//HOST/PATH,to=//HOST/PATH"
 //                  [--name NAME]

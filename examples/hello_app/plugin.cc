@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The plug-in entry point: `sroute-controller --plugin libsroute_hello_app.so
 // --app hello:ARGS` calls it once, before it starts the apps. Everything
 // else the plug-in uses (the registry, the rule parser, logging) it takes

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Mounts the demo volume: two local directories as endpoints "home" and
 # "fast" under DIR (default /tmp/sroute-demo), the rules of demo.rules, and a
 # mount at DIR/mnt. Shows a few routed IOs and leaves the volume mounted.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Splitting one cache budget across tenants to maximise total hits, given
 // each tenant's miss ratio curve (stages/cache/shards.h) and how many
 // references it makes: hits(size) = references * (1 - miss_ratio(size)).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "stages/cache/block_cache.h"
 
 #include <cstring>

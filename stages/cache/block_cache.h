@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The index and eviction policies of the cache stage (stages/cache/): one
 // Partition holds cached blocks keyed by (file id, block index) within a
 // budget of blocks and evicts by LRU or S3-FIFO.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The cache stage's class, shared by its files: cache_stage.cc (options,
 // reads, coherence, counters, live changes) and write_back.cc (dirty
 // blocks, the flusher, fsync). Internal to stages/cache/.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "stages/cache/cache_stage.h"
 
 #include <fcntl.h>

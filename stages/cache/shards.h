@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // SHARDS: miss ratio curves (MRCs) of an LRU cache from a spatially hashed
 // sample of the reference stream (Waldspurger et al., "Efficient MRC
 // Construction with SHARDS", FAST'15).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Delegate shards(rate=R, block=B[, writes=1]): samples the blocks a rule's
 // IOs read (and write, with writes=1) with SHARDS spatial hashing
 // (shards.h) and emits the sampled block keys, for the controller's

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The cache stage's second tier (CacheOptions.tier_dir, tier_bytes): clean
 // blocks evicted from DRAM are kept in one file on a local SSD, in slots
 // of one block, replaced oldest first (FIFO: a ring); a read that misses

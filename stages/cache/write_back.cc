@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Write-back: dirty blocks, the flusher, fsync (CacheStage, cache_impl.h).
 //
 // A write completes in the cache when every block it touches is in the

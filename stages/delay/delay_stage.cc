@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "stages/delay/delay_stage.h"
 
 #include <atomic>

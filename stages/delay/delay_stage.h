@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Stage kind "delay": holds each IO DelayOptions.delay_us before handing it
 // back to the sSwitch (a slower link or device, for experiments and tests);
 // with 0 it hands IOs back at once and only counts them.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // GC coordination with members on emulated flash (RackBlox §3.4-3.5): the
 // replica set is where every read and write of its members passes, as
 // RackBlox's top-of-rack switch is, so it holds the tables RackBlox keeps

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "stages/replica_set/region_log.h"
 
 #include <rocksdb/db.h>

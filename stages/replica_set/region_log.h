@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // RegionLog: a replica set's dirty-region log (issue 23), durable in a
 // RocksDB of its own under the host's state directory: for each region of
 // a file that may differ between members, which members are stale there

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The replica_set stage's class, shared by its data path
 // (replica_set_stage.cc) and its background work (resync.cc): probing
 // members that left, forgetting clean regions, rebuilding stale ones.

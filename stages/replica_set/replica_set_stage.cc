@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "stages/replica_set/replica_set_stage.h"
 
 #include <fcntl.h>

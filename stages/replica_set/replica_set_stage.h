@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Stage kind "replica_set" (issue 23): keeps each file it is sent on
 // several members, endpoints of its host (ReplicaSetOptions in
 // proto/config.proto). Changes go to every member in the set, overlapping

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The replica set's background work: asking members that left whether they
 // are back, forgetting regions every member holds, and rebuilding the
 // regions a member missed from a member current there (resync).

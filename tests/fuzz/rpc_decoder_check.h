@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The invariants of the RPC frame and message decoders that the fuzzer
 // (rpc_decoder_fuzz.cc) and the corpus replay test
 // (tests/unit/rpc/fuzz_replay_test.cc) check on arbitrary bytes from a peer.

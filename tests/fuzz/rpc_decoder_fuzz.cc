@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // libFuzzer target for what a peer can send: the RPC frame decoder and the
 // messages in its frames. Whatever the bytes, decoding must not crash, must
 // not depend on how the bytes are cut into reads, and every message that

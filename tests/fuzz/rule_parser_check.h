@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The invariants of the rule language that the fuzzer (rule_parser_fuzz.cc)
 // and the corpus replay test (tests/unit/rules/fuzz_replay_test.cc) check on
 // arbitrary input. Header-only so both can share it.

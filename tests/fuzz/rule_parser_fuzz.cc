@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // libFuzzer target for the rule language: whatever the input, parsing must
 // not crash, every parsed rule must print to text that parses back to the
 // same rule, and the rule table must route each rule's own header by that

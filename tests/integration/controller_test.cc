@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // sroute-controller for real: a controller, storage servers and FUSE
 // volumes as separate processes on 127.0.0.1, driven through the
 // ControllerClient API: persisted rules across restarts, two-phase updates

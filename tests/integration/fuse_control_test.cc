@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // sroute-fuse with a live control port: sroutectl (run as a subprocess)
 // adds and removes rules while the volume is mounted and in use.
 #include <fcntl.h>

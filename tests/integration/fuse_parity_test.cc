@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // POSIX parity: every scenario of posix_scenarios.h gives the same
 // transcript on a mounted sroute volume as on a plain directory.
 #include <sys/stat.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // sroute-fuse mounted for real: basic file system behaviour and routing
 // between local endpoints.
 #include <dirent.h>

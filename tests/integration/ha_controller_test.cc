@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Several controllers on one etcd store, for real: a three-member etcd
 // cluster, two sroute-controller processes, storage servers and a FUSE
 // volume, all started by the test on 127.0.0.1. One controller leads; the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The hello app (examples/hello_app) end to end, both ways it runs: loaded
 // into sroute-controller from its plug-in, and as sroute-hello-app in a
 // process of its own. A controller, a storage server S2 and a mounted FUSE

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Prometheus metrics of live daemons (--metrics): a storage server and a
 // FUSE volume routing through it, and the controller. Each is scraped over
 // HTTP and its answer parsed (metrics/text_parser.h checks the format);

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "tests/integration/posix_scenarios.h"
 
 #include <dirent.h>

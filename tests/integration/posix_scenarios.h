@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // POSIX-parity scenarios: each one runs a fixed sequence of syscalls beneath a
 // directory and returns a transcript that depends only on the file system's
 // observable behaviour (results and errno names), never on where the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Runs every POSIX-parity scenario on plain directories: two fresh
 // directories must give the same transcript, a rerun on a reused (emptied)
 // directory too, and the transcript must be non-trivial, free of

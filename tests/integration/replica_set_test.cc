@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Replica sets for real (issue 23): a FUSE volume whose rep/ folder is kept
 // on three storage servers by a replica_set stage, servers killed and
 // restarted under load, resync, and sroutectl replicas.

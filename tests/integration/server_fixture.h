@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ServerTest: the fixture of tests that run storage servers and a FUSE
 // volume as real processes on 127.0.0.1 (server_test.cc,
 // replica_set_test.cc): a cluster secret, servers by name and root, a mount

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // sroute-server for real: FUSE volumes whose files live on storage servers
 // started as separate processes on 127.0.0.1, server-side rules, failures
 // (killed, stopped and full servers, wrong secrets, bad frames, escaping

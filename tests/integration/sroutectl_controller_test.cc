@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // sroutectl --controller for real: a controller, a storage server and a
 // mounted FUSE volume as separate processes on 127.0.0.1, driven only
 // through the sroutectl binary: hosts, rules add/ls/load/rm, stats, quiesce

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The trust suite: what a user of the volume may rely on, tested as users
 // are. POSIX parity as other users and with several users on one tree,
 // locally and through a storage server; the model-based exerciser on plain

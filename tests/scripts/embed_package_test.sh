@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The library package (packaging/cmake): examples/embed, built out of tree
 # against a staged install of the build tree, once with
 # find_package(sroute CONFIG) and once with pkg-config, prints what the demo

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # scripts/enable-fuse-uring.sh, alone and as `cmake --install` runs it, on
 # stand-ins for the kernel's switch and /etc/modprobe.d.
 #   tests/scripts/enable_fuse_uring_test.sh SOURCE_DIR BUILD_DIR

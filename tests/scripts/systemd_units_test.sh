@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The systemd units (packaging/systemd) pass `systemd-analyze verify` with
 # no complaint at all (unknown keys are only warnings there, so any output
 # fails the test). The copies checked name the built binaries.

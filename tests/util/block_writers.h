@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // BlockWriters: writers for tests of updates under load. Writer w appends
 // 4 KiB blocks to DIR/f<w> (block i filled with 'a' + (i + w) % 26) until
 // stopped, counting the blocks acknowledged; a failed write is a test

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ClusterFixture: the processes of a cluster test, started by the test on
 // 127.0.0.1 and stopped by it: storage servers and a FUSE volume that take
 // their rules from the controllers ControllerList() names (one process, or

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What sroutectl and sroute-trace print with --json, parsed back into the
 // message the README ("JSON output") names for the command, as a script
 // would: strictly (a key the message lacks fails), with

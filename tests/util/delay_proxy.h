@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // DelayProxy: a TCP relay on 127.0.0.1 that holds every byte going to the
 // target for a fixed delay (replies pass at once), like a slow network
 // link in one direction. For tests where `tc netem` is not available.

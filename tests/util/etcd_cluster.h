@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // EtcdCluster: a real etcd cluster (Debian's etcd-server, /usr/bin/etcd) of
 // N members on 127.0.0.1 for a test. Each member has its own data
 // directory and free ports; the constructor returns once a write goes

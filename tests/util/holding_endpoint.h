@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // HoldingEndpoint: a test endpoint that completes every IO at once (as if
 // all its bytes moved) or, while holding, keeps them until Release(): an IO
 // stuck downstream, for tests of quiesce, drain and the update protocol.

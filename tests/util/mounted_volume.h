@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // MountedVolume: runs `sroute-fuse MOUNTPOINT -f ARGS...` as a child process
 // for a test, waits until the mount is live, and unmounts and reaps it on
 // destruction (or Kill() to simulate a crash).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The threads of a process as /proc shows them, for tests that watch a
 // daemon's threads (stopped, waiting on FUSE, named).
 #ifndef SROUTE_TESTS_UTIL_PROCESS_THREADS_H_

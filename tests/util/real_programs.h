@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Real programs run as ordinary users on a volume (the brief's lesson: test
 // as users are): an SQLite session and git scripts.
 #ifndef SROUTE_TESTS_UTIL_REAL_PROGRAMS_H_

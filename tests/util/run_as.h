@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // RunAs: runs a function in a child process that acts as another user (its
 // uid, gid and supplementary groups set for real, as setpriv would), and
 // returns the string the function returned. For tests that must see what

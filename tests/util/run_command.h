@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // RunCommand: runs a shell command for a test and returns its exit code (-1
 // if it did not exit normally) and everything it printed (stdout+stderr);
 // StartCommand / WaitCommand: the same in the background.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Whether this build runs under a sanitizer (SROUTE_SANITIZE): each request
 // then costs 3-10x, so the heaviest scenarios run at sizes that still test
 // the same guarantee (say which in the test), as the exerciser does

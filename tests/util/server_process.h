@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ServerProcess: runs `sroute-server ARGS...` as a child process for a test,
 // waits until it prints "listening on HOST:PORT", and stops it by its pid
 // (SIGTERM on destruction, or Kill() to simulate a crash). Also writes a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Test helpers: a temporary directory removed with its contents, and whole-
 // file reads and writes.
 #ifndef SROUTE_TESTS_UTIL_TEMP_DIR_H_

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The kernel's system-wide switch for FUSE over io_uring, for tests that
 // need it on. Tests turn it on as installing sroute does, and never off:
 // volumes mount with --io-uring=auto by default, and a test's volume should

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Waiting in tests of real processes: for a condition, and for threads a
 // failed ASSERT would otherwise leave running.
 #ifndef SROUTE_TESTS_UTIL_WAIT_H_

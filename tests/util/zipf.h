@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Zipf: draws item indices 0..n-1 with P(i) proportional to 1/(i+1)^s, by
 // inverse CDF (O(log n) a draw). For cache tests and benchmarks.
 #ifndef SROUTE_TESTS_UTIL_ZIPF_H_

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A model-based random exerciser of files: a seeded sequence of writes,
 // reads, shared-mmap reads and writes, truncates up and down, O_TRUNC
 // reopens, close/reopen, every fallocate mode, copy_file_range within and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // sroute-exercise: runs the model-based file exerciser (exerciser.h) on
 // files, for long runs and for replaying a failure by its seed.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The commands of sroutectl as one table: main builds the command line from
 // it (a subcommand per entry, under its group) and runs the entry whose
 // subcommand was given. Adding a command is adding an entry.

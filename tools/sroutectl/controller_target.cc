@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ControllerTarget: sroute-controller, through ControllerClient. Rules are
 // changed in consistent updates; a rule is named by its cid. Commands that
 // act on one sSwitch act on the one --host names, or on the only one

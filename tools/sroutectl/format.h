@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Text helpers of sroutectl: reading a rule file or stdin, printf into a
 // string, column output. What every command and target shares (--json
 // output is json_output.h's).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // HostTarget: one host's control port. A FUSE host's is its control socket
 // (--host unix:PATH, ControlClient); a storage server's is its RPC port
 // (--host HOST:PORT with --secret-file, the ControlRequest wrapped in an

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The --json output of sroutectl and sroute-trace: every command prints one
 // protobuf message, by ToJson, so that a script parses it back into that
 // message (README, "JSON output", names each command's). The messages are

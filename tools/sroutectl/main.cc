@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // sroutectl: the admin client. `rules check` and `rules fmt` work on rule
 // files offline; with `--host unix:PATH` (a FUSE host's control socket) or
 // `--host HOST:PORT --secret-file F` (a storage server) it talks to one

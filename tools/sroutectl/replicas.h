@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // sroutectl replicas: the replica_set stages of a host (or, through the
 // controller, of every host) shown as replica sets, and changed through
 // the stages' options (stages set): members, primary, resync pause.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ControlTarget: what sroutectl's online commands talk to. One host's
 // control port (HostTarget: a FUSE host's control socket, unix:PATH, or a
 // storage server, HOST:PORT) or the controller (ControllerTarget, which

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // sroute-trace: a storage traceroute. It taps the IOs of a file (or a
 // pattern) on a host with a trace rule of its own, collects the paths of
 // the sampled IOs, and shows one row per hop of their path, like mtr:

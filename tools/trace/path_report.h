@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // PathReport: the hops of sampled IOs, folded into one row per hop of their
 // path, as sroute-trace shows them (like mtr: samples, errors, last, mean,
 // min, max, stdev, p50, p99), with each hop's own time and share of the

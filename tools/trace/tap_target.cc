@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "tools/trace/tap_target.h"
 
 #include <deque>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Where sroute-trace installs its taps and reads the sampled paths: one
 // host over its control port (HostTaps), or every sSwitch on a file's path
 // through the controller (ControllerTaps: path found by following the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The rule checker: one test per finding kind, each finding's witness
 // header routed through real sSwitches (with endpoints that record where
 // IOs land) to show that it does what the finding says.

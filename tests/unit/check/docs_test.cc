@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The check report the README shows is what the checker says of the demo
 // rules.
 #include <sstream>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The shadowing analysis against a brute-force oracle: random tables over a
 // small universe (tenants, a stage, every op class, names over {a,b} with
 // exact, prefix, '*' and regex patterns, small byte ranges), every header of

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Copies between a host's endpoints (control/copy_tree.h): in budgeted
 // steps that resume where the last ended, a sync pass that writes only what
 // differs and removes what the source lost, counting, removing, and bad

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The cache_sizing app's logic: curves from SHARDS samples as the hosts send
 // them, and the budget split they give, against the best split of the exact
 // curves.

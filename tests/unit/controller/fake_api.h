@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // FakeApi: a ControllerApi that records what a control app asks, for unit
 // tests of an app's own logic (its effects on real hosts are tested in
 // tests/integration/).

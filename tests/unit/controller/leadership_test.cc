@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Leader election on a real etcd (controller/leadership.h): one of two
 // members leads and the other knows where; a leader that stops hands over
 // at once; a leader whose key is taken from it hears so and never leads

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The replica_control app's arguments (its behaviour is tested end to end
 // in tests/integration/replica_set_test.cc).
 #include "controller/apps/replica_control.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ControllerStore on both engines (controller/kv.h): RocksDB in a directory
 // and a real etcd (one member, started by the suite), read directly or
 // through the leader's in-memory copy (CachedKv). Many writers at once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The tail_latency app's own logic against a recording controller: its
 // arguments, when it off-loads and reclaims, where it sends the writes,
 // and that a load hovering at its thresholds does not make it flap (its

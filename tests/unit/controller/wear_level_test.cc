@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The wear_level app's arguments and the pieces of its decisions: the wear
 // a host's gauges tell, its variance, the data folders of a rule's targets
 // and a rule moved to new folders (its behaviour end to end is in

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ReadBuffer: page-aligned read destinations reused per thread, in size
 // classes up to the kernel's largest read (1 MiB).
 #include <sys/resource.h>

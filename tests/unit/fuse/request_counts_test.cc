@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // FUSE requests counted by opcode (the daemon's /metrics).
 #include <linux/fuse.h>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The host-side agent with a real controller over loopback, in one process.
 #include "host/agent.h"
 

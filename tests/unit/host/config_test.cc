@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A host's configuration (file, flags, checks) and the runtime built from it,
 // without FUSE or a network: what sroute-fuse and sroute-server share.
 #include "host/config.h"

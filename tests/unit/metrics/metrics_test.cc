@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The Prometheus text format as written and read back, and the HTTP server
 // that answers /metrics.
 #include <arpa/inet.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ControllerChannels and the redirects of rpc/leader.h: which controller a
 // host or client calls next after each kind of failure. No connection is
 // made: the channels are only chosen.

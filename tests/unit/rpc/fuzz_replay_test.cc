@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Replays the RPC decoder fuzz corpus (tests/fuzz/corpus/rpc_decoder) with
 // the same checks as the fuzz target, so every seed and every past crash is
 // a regression test in the ordinary test run (CI builds no fuzzers).

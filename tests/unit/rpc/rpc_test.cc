@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The RPC layer on real loopback sockets: framing, the handshake, pipelined
 // calls, deadlines, bad peers and reconnection; and the IO codec.
 #include <arpa/inet.h>

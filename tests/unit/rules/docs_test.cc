@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The rules shown in the README and shipped in examples/ must stay valid.
 #include <fstream>
 #include <sstream>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // RecordStore with many writers at once: a server stores the delegate
 // records of concurrent IOs from several threads, and every record must be
 // listed afterwards (and, under TSan, no race reported).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "sswitch/local_endpoint.h"
 
 #include <dirent.h>

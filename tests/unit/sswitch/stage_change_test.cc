@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Stages changed and removed live (SSwitch::ChangeStage, RemoveStage), and
 // the change observers caches rely on for coherence.
 #include <fcntl.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Tracing in the data path (sswitch/trace.h): the trace(P) delegate samples
 // IOs at their first sSwitch, every hop adds its segment, and the sSwitch
 // keeps the sampled IOs' whole paths (SSwitch::Traces).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The cache's eviction policies (stages/cache/block_cache.h) against naive
 // reference models on random traces, and the metadata figure.
 #include <algorithm>

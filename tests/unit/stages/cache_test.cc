@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The cache stage (stages/cache/) through a real Host with a local
 // endpoint: exact counters, partitions, coherence, write-through and
 // write-back, and concurrent writers and readers.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The emulated flash endpoint (stages/flash/flash_endpoint.h): bytes read
 // back exactly across GC, a full device refuses new pages with ENOSPC and
 // takes them back on unlink, names carry their pages, and no IO completes

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The flash timing model (stages/flash/flash_model.h): presets and checks,
 // the times of unloaded IOs, free-block accounting and GC on scripted
 // sequences, latency ordering around a collecting die, the write buffer,

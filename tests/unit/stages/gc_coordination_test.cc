@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // GC coordination of a replica set over emulated flash members
 // (stages/replica_set/gc.cc): two replicas under write pressure never
 // collect at once unless one must (a regular request, or a device with no

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The replica_set stage (stages/replica_set/), first slice: changes to
 // every member, reads from one with failover, members leaving the set.
 #include <fcntl.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // SHARDS sampling, miss ratio curves and the cache budget allocator
 // (stages/cache/shards.h, stages/cache/allocate.h).
 #include "stages/cache/shards.h"

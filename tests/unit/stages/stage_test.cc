@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The stage layer: the registry of kinds, stages written on one line, and
 // the control requests that add, change and remove stages of a live host.
 #include "stages/stage.h"

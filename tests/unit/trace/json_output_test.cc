@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The --json printer that sroutectl and sroute-trace share
 // (tools/sroutectl/json_output.h): the options README ("JSON output")
 // promises, and text that is not UTF-8.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // PathReport (tools/trace/path_report.h): a trace's hops become a tree, one
 // row per hop of the path, with own times that add up to the whole.
 #include "tools/trace/path_report.h"

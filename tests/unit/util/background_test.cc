@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Background (util/background.h): Wait() returns only once every job ran
 // and what it captured is gone (an RPC call whose connection needs the io
 // context its owner is about to destroy: an ASan use-after-free in CI).

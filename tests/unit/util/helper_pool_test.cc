@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // HelperPool (util/helper_pool.h): a call stuck on a helper holds only that
 // helper; past the bound, work waits and runs once a helper comes free; the
 // destructor runs what was queued.
