@@ -57,6 +57,7 @@ absl::StatusOr<proto::ControllerReply> ControllerClient::Call(
   proto::RpcRequest rpc;
   *rpc.mutable_controller() = std::move(req);
   const absl::Time deadline = absl::Now() + timeout;
+  size_t unreachable = 0;
   while (true) {
     const size_t at = controllers_->current_index();
     auto reply = controllers_->at(at).CallSync(
@@ -64,12 +65,20 @@ absl::StatusOr<proto::ControllerReply> ControllerClient::Call(
     if (reply.ok()) return std::move(*reply->mutable_controller());
     const absl::Status& s = reply.status();
     const bool moved = controllers_->Follow(at, s).has_value();
-    // An absent controller: the next call goes to another. This one is not
-    // sent again: it may have been carried out.
-    if (!IsNotLeader(s)) return s;
-    // A follower did nothing: on to the leader it names, or, while an
-    // election is under way, ask again shortly.
-    if (moved) continue;
+    if (NotSent(s)) {
+      // A controller that is down (a follower may still name it as the
+      // leader): the call never left, so it goes to the next one, after a
+      // pause once every controller was tried.
+      if (!moved) return s;
+      if (++unreachable % controllers_->size() != 0) continue;
+    } else if (!IsNotLeader(s)) {
+      // An absent controller: the next call goes to another. This one is
+      // not sent again: it may have been carried out.
+      return s;
+    } else if (moved) {
+      continue;  // a follower did nothing: on to the leader it names
+    }
+    // An election under way, or no controller up: ask again shortly.
     if (absl::Now() + absl::Milliseconds(200) >= deadline) return s;
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }

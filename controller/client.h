@@ -4,6 +4,11 @@
 // ControlApp as the controller would: Start, then stats, headers and timers
 // on the calling thread until Stop().
 //
+// Given several controllers, a call goes to the leader: a follower's
+// redirect is followed, and a call that could not leave for a controller
+// that is down (rpc/channel.h NotSent) goes to the next; one that may have
+// been carried out is never sent twice.
+//
 // Thread safety: thread-safe; the app's callbacks run on Run's thread.
 #ifndef SROUTE_CONTROLLER_CLIENT_H_
 #define SROUTE_CONTROLLER_CLIENT_H_

@@ -114,7 +114,10 @@ absl::Status Controller::Impl::CheckHostsConnected(const UpdatePlan& plan) {
     if (it == sessions.end() || !it->second.connected) {
       return absl::UnavailableError(StrCat(
           "host ", p.sswitch,
-          it == sessions.end() ? " has never registered" : " is not connected",
+          it == sessions.end()
+              ? " has not registered with this controller (after a failover"
+                " a host registers again within seconds)"
+              : " is not connected",
           "; nothing changed"));
     }
   }

@@ -12,6 +12,8 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/cord.h"
 #include "rpc/framed_socket.h"
 #include "rpc/handshake.h"
 #include "rpc/leader.h"
@@ -33,6 +35,18 @@ absl::Status ReplyStatus(const proto::RpcReply& reply) {
   absl::Status s = StatusWithErrno(static_cast<absl::StatusCode>(reply.code()),
                                    reply.message(), reply.errno_value());
   return reply.has_leader() ? WithLeader(std::move(s), reply.leader()) : s;
+}
+
+namespace {
+constexpr char kNotSentPayload[] = "sroute.rpc/not-sent";
+absl::Status MarkNotSent(absl::Status s) {
+  s.SetPayload(kNotSentPayload, absl::Cord("1"));
+  return s;
+}
+}  // namespace
+
+bool NotSent(const absl::Status& s) {
+  return !s.ok() && s.GetPayload(kNotSentPayload).has_value();
 }
 
 namespace rpc_internal {
@@ -85,7 +99,7 @@ class ClientConnection : public std::enable_shared_from_this<ClientConnection> {
                    absl::FormatDuration(absl::Trunc(next_attempt_ - now,
                                                     absl::Milliseconds(1)))));
         l.Unlock();
-        Finish(std::move(done), s);
+        Finish(std::move(done), MarkNotSent(std::move(s)));
         return;
       }
       state_ = State::kConnecting;
@@ -360,6 +374,7 @@ class ClientConnection : public std::enable_shared_from_this<ClientConnection> {
   // reconnects after the backoff.
   void Fail(std::optional<uint64_t> attempt, absl::Status why) {
     absl::flat_hash_map<uint64_t, Pending> failed;
+    absl::flat_hash_set<uint64_t> not_sent;  // still queued: never written
     std::shared_ptr<FramedSocket> socket;
     {
       MutexLock l(&mu_);
@@ -368,6 +383,7 @@ class ClientConnection : public std::enable_shared_from_this<ClientConnection> {
       state_ = State::kIdle;
       socket.swap(socket_);
       failed.swap(pending_);
+      for (const Queued& q : queued_) not_sent.insert(q.id);
       queued_.clear();
       last_error_ = why;
       next_attempt_ = absl::Now() + backoff_;
@@ -375,7 +391,9 @@ class ClientConnection : public std::enable_shared_from_this<ClientConnection> {
     }
     timer_.cancel();
     if (socket) socket->Close(why);
-    for (auto& [id, p] : failed) Finish(std::move(p.done), why);
+    for (auto& [id, p] : failed) {
+      Finish(std::move(p.done), not_sent.contains(id) ? MarkNotSent(why) : why);
+    }
   }
 
   const std::shared_ptr<ChannelShared> shared_;

@@ -94,6 +94,12 @@ class RpcChannel {
 // The status a failed reply carries (code, message, and errno when set).
 absl::Status ReplyStatus(const proto::RpcReply& reply);
 
+// Whether a call failed before any byte of it left for the peer (it could
+// not connect, or was backing off): the peer did nothing, so the call may go
+// to another peer. A call that failed after it was sent may have been
+// carried out.
+bool NotSent(const absl::Status& s);
+
 }  // namespace sroute
 
 #endif  // SROUTE_RPC_CHANNEL_H_
