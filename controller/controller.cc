@@ -1426,7 +1426,9 @@ Controller::~Controller() {
   impl_->leading.store(false);
   if (impl_->etcd_kv != nullptr) impl_->etcd_kv->SetFence("", 0);
   impl_->metrics_server.reset();  // a scrape reads everything below
-  impl_->leases.reset();  // no lease runs out on a controller going away
+  // No lease runs out on a controller going away; the keeper itself stays
+  // until the RPC threads that renew leases are gone.
+  if (impl_->leases) impl_->leases->Stop();
   // The apps' calls into the controller end first; the apps themselves go
   // last: the RPC threads and the sweeper deliver to them until they stop.
   const auto apps = impl_->Apps();
@@ -1443,6 +1445,7 @@ Controller::~Controller() {
   if (impl_->sweeper.joinable()) impl_->sweeper.join();
   if (impl_->deposed_watch.joinable()) impl_->deposed_watch.join();
   if (impl_->background) impl_->background.reset();
+  impl_->leases.reset();
   {
     MutexLock l(&impl_->apps_mu);
     impl_->apps = std::make_shared<Impl::AppList>();

@@ -380,7 +380,8 @@ struct Controller::Impl {
       ABSL_GUARDED_BY(channels_mu);
 
   std::unique_ptr<LocalApi> admin;
-  // Rule owners under leases. Destroyed before the rest (~Controller).
+  // Rule owners under leases. Stopped first and destroyed once no thread
+  // that renews leases is left (~Controller).
   std::unique_ptr<LeaseKeeper> leases;
   // Guards lease_ttls. A leaf.
   Mutex leases_mu;

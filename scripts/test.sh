@@ -26,6 +26,8 @@ begin() {
 # The assertions and sanitizer reports of the failed tests, shown again at
 # the end: --output-on-failure prints them in the middle of the log.
 failures="" slowest="" flaky=""
+sanitizer_report='^(==[0-9]+==)?ERROR: (AddressSanitizer|LeakSanitizer)|WARNING: ThreadSanitizer|runtime error:'
+
 # The NAME SECONDS of every test of a pass, from ctest's own timings.
 test_times() {  # CTEST_OUTPUT
   sed -nE 's/^ *[0-9]+\/[0-9]+ Test +#[0-9]+: ([^ ]+) .* ([0-9.]+) sec$/\1 \2/p' "$1"
@@ -38,9 +40,22 @@ run_tests() {  # LABEL BUILD_DIR CTEST_ARGS...
   # awk, not head: under pipefail a sort killed by SIGPIPE would end the run.
   slowest+="  $label:\n$(test_times "$dir/ctest.out" | sort -k2 -rn |
     awk 'NR <= 20 {printf "    %7.1f s  %s\\n", $2, $1}')\n"
+  # A sanitizer report from a daemon a test started fails the pass even
+  # when the test passed (a controller stopping with a race exits 66, and
+  # few tests look at how their daemons ended).
+  local reports
+  reports=$(grep -a -c -E "$sanitizer_report" \
+    "$dir/Testing/Temporary/LastTest.log" || true)
+  if [ "$rc" = 0 ] && [ "${reports:-0}" != 0 ]; then
+    failures+="$label: $reports sanitizer report(s) in passing tests' output:
+$(grep -a -B3 -A30 -E "$sanitizer_report" \
+      "$dir/Testing/Temporary/LastTest.log" | head -400 || true)
+"
+    return 1
+  fi
   [ "$rc" = 0 ] && return 0
-  failures+=$(grep -a -B3 -A10 -E ': Failure$|^(==[0-9]+==)?ERROR: |WARNING: ThreadSanitizer|runtime error:' \
-    "$dir/Testing/Temporary/LastTest.log" | head -200 || true)
+  failures+=$(grep -a -B3 -A30 -E ': Failure$|^(==[0-9]+==)?ERROR: |WARNING: ThreadSanitizer|runtime error:' \
+    "$dir/Testing/Temporary/LastTest.log" | head -400 || true)
   # Once more, the failed ones alone: a test that passes now is flaky, and
   # is named as such; the run fails either way.
   local failed

@@ -8,7 +8,9 @@ namespace sroute {
 LeaseKeeper::LeaseKeeper(std::function<void(const std::string&)> expire)
     : expire_(std::move(expire)) {}
 
-LeaseKeeper::~LeaseKeeper() {
+LeaseKeeper::~LeaseKeeper() { Stop(); }
+
+void LeaseKeeper::Stop() {
   std::thread t;
   {
     MutexLock l(&mu_);
@@ -24,7 +26,7 @@ void LeaseKeeper::Hold(const std::string& owner, absl::Duration ttl) {
       Clock::now() + std::chrono::nanoseconds(absl::ToInt64Nanoseconds(ttl));
   MutexLock l(&mu_);
   deadlines_[owner] = deadline;
-  if (!thread_.joinable()) thread_ = std::thread([this] { Run(); });
+  if (!stop_ && !thread_.joinable()) thread_ = std::thread([this] { Run(); });
   changed_.SignalAll();
 }
 

@@ -11,7 +11,9 @@
 //   leases.Release("sroute-trace:1234@h");  // no expiry call
 //
 // A thread of its own runs the expiry calls, started with the first lease;
-// the destructor stops it (pending expiries are not called).
+// Stop() (or the destructor) ends it: pending expiries are not called, and
+// Hold and Release may still be called (an owner going away keeps its
+// users safe until they are gone) but nothing expires any more.
 //
 // Thread safety: thread-safe. `expire` runs on the keeper's thread with no
 // lock of the keeper held.
@@ -45,6 +47,9 @@ class LeaseKeeper {
   bool Release(const std::string& owner) ABSL_LOCKS_EXCLUDED(mu_);
   // The owners holding leases now.
   std::vector<std::string> Owners() const ABSL_LOCKS_EXCLUDED(mu_);
+  // No expiry from now on; waits for one being called to return.
+  // REQUIRES: not called from `expire`.
+  void Stop() ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   using Clock = std::chrono::steady_clock;
