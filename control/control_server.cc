@@ -71,6 +71,17 @@ absl::StatusOr<std::unique_ptr<ControlServer>> ControlServer::Start(
       return Errno(StrCat("cannot remove stale socket ", socket_path));
     }
   }
+  // The socket's own directory (/run/sroute) is made if missing, as
+  // systemd's RuntimeDirectory= would; nothing further up.
+  const size_t slash = socket_path.rfind('/');
+  if (slash != std::string::npos && slash > 0) {
+    const std::string dir = socket_path.substr(0, slash);
+    if (mkdir(dir.c_str(), 0755) == 0) {
+      chmod(dir.c_str(), 0755);  // whatever the umask
+    } else if (errno != EEXIST) {
+      return Errno(StrCat("cannot make the control socket's directory ", dir));
+    }
+  }
   const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return Errno("socket");
   if (bind(fd, reinterpret_cast<const sockaddr*>(&*addr), sizeof(*addr)) != 0) {

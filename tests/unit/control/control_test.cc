@@ -274,6 +274,21 @@ TEST_F(ControlTest, SecondServerOnLivePathIsRefused) {
   EXPECT_EQ(List().code(), 0);
 }
 
+// As /run/sroute/NAME.sock on a fresh boot: the socket's directory is made
+// (0755); a missing directory further up is an error that names it.
+TEST_F(ControlTest, MakesTheSocketsDirectoryOnly) {
+  const std::string in_new_dir = dir_ / "run-sroute/vol.sock";
+  auto server = ControlServer::Start(&sw_, in_new_dir, nullptr);
+  ASSERT_TRUE(server.ok()) << server.status();
+  struct stat st {};
+  ASSERT_EQ(stat((dir_ / "run-sroute").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0755u);
+  EXPECT_TRUE(ControlClient::Connect(in_new_dir).ok());
+  auto deeper = ControlServer::Start(&sw_, dir_ / "no/such/vol.sock", nullptr);
+  ASSERT_FALSE(deeper.ok());
+  EXPECT_THAT(deeper.status().message(), HasSubstr(dir_ / "no/such"));
+}
+
 TEST_F(ControlTest, StaleSocketFileIsReplaced) {
   const std::string stale = dir_ / "stale.sock";
   {
