@@ -455,6 +455,18 @@ TEST_F(FuseVolumeTest, MountHelperTakesFstabStyleArguments) {
   EXPECT_EQ(ReadWholeFile(other_ / "m"), "via fstab");
   // Unmounting ends the daemon (it went to the background).
   EXPECT_EQ(RunCommand("fusermount3 -u " + mnt_.path()).first, 0);
+  // An option neither sroute's nor FUSE's is an error that names it (it
+  // used to reach FUSE, which failed without saying why), and so is a rule,
+  // whose commas a mount option cannot hold.
+  std::tie(rc, out) = RunCommand(helper + " " + backing_.path() + " " +
+                                 mnt_.path() + " -o defaults,kernel_cach=off");
+  EXPECT_NE(rc, 0);
+  EXPECT_NE(out.find("unknown option 'kernel_cach=off'"), std::string::npos)
+      << out;
+  std::tie(rc, out) = RunCommand(helper + " " + backing_.path() + " " +
+                                 mnt_.path() + " -o rule=x");
+  EXPECT_NE(rc, 0);
+  EXPECT_NE(out.find("rules=FILE"), std::string::npos) << out;
 }
 
 TEST_F(FuseVolumeTest, InTheBackgroundStartReturnsOnceServingOrWithTheError) {
