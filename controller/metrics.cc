@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // What the controller exports at /metrics (--metrics): its hosts, rules,
-// updates and stats reports, and its RPC server. README "Metrics".
+// updates and stats reports, and its RPC server. docs/admin/metrics.md.
 #include "host/metrics.h"
 
 #include <map>

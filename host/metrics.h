@@ -3,7 +3,7 @@
 // (--metrics HOST:PORT, config `metrics`), beside its daemon's own: the
 // rules' counters and latency histograms, IOs unmatched and in flight, the
 // endpoints' and stages' counters, and whether the controller is reached.
-// README "Metrics" lists every family.
+// docs/admin/metrics.md lists every family.
 //
 // Label cardinality is bounded: the `rule_cap` rules with the most IOs
 // each have their series (labels rule_id, rule, owner); the others are

@@ -7,10 +7,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
-scripts/build.sh build
+# Only what the demo runs (the whole tree with its tests: scripts/test.sh).
 if [ "${1:-}" = "--embed" ]; then
+  SROUTE_BUILD_TARGETS=sroute-embed-demo scripts/build.sh build
   exec build/examples/embed/sroute-embed-demo
 fi
+SROUTE_BUILD_TARGETS="sroute-fuse sroutectl" scripts/build.sh build
 # Volumes use FUSE over io_uring when the kernel offers it; turn its switch
 # on (off by default), as `ninja install` does; the script says how to undo it.
 scripts/enable-fuse-uring.sh

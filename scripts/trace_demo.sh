@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# The README's sroute-trace session, for real: a controller, a volume "vol"
+# The sroute-trace session of docs/admin/tracing.md, for real: a controller, a volume "vol"
 # whose //home/db/* goes to S1, which forwards it to S2, whose writes pass a
 # stage "slow" (a 3 ms delay); a writer and a reader on the file; then
 # sroute-trace through the controller finds the slow stage.

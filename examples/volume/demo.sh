@@ -8,6 +8,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
 bin=${SROUTE_FUSE:-$top/build/fuse/sroute-fuse}
+ctl=${SROUTECTL:-$top/build/tools/sroutectl/sroutectl}
 dir=${1:-/tmp/sroute-demo}
 
 if mountpoint -q "$dir/mnt" 2>/dev/null; then fusermount3 -u "$dir/mnt"; fi
@@ -18,7 +19,7 @@ mkdir -p "$dir/home" "$dir/fast" "$dir/mnt"
 : > "$dir/home/journal.log"; : > "$dir/fast/journal.log"
 
 "$bin" "$dir/mnt" --backing "$dir/home" --endpoint "fast=$dir/fast" \
-  --rules "$here/demo.rules"
+  --rules "$here/demo.rules" --control "$dir/control.sock"
 for _ in $(seq 100); do mountpoint -q "$dir/mnt" && break; sleep 0.05; done
 mountpoint -q "$dir/mnt" || { echo "demo: the volume did not mount" >&2; exit 1; }
 
@@ -49,6 +50,9 @@ cat <<TXT
 Try:
   ls -la $m; cat $m/scratch/build/a.o
   echo more >> $m/journal.log; cat $dir/fast/journal.log
-  build/tools/sroutectl/sroutectl rules check $here/demo.rules
+  $ctl --host unix:$dir/control.sock rules ls
+  $ctl --host unix:$dir/control.sock rules add '<*, *, //home/tmp/*> -> <IO, //fast/tmp/*>'
+  $ctl --host unix:$dir/control.sock stats
+  $ctl rules check $here/demo.rules
 Unmount with: fusermount3 -u $m
 TXT

@@ -511,7 +511,7 @@ TEST_F(SroutectlControllerTest, WrongSecretFailsClearly) {
 
 // Every --json output this cluster gives, at the controller and at the
 // volume's and the server's own ports, and offline, parses back into the
-// message README ("JSON output") names for its command (FromJson: one
+// message docs/reference/json.md names for its command (FromJson: one
 // document on one line, no key the message lacks), with the values the
 // text shows.
 TEST_F(SroutectlControllerTest, EveryJsonOutputParsesIntoItsMessage) {
@@ -662,8 +662,8 @@ TEST(SroutectlOfflineTest, RulesCheckKnowsTheHostFromItsConfigOrFlags) {
 
   // The same host named by flags; a stage of the config's own rules that
   // is not declared is a black hole too.
-  auto [flags_rc, text] = RunCommand(
-      ctl + "--endpoints home,fast,ghost --stages nowhere " + rules);
+  auto [flags_rc, text] =
+      RunCommand(ctl + "--endpoints home,fast,ghost --stages nowhere " + rules);
   EXPECT_EQ(flags_rc, 0) << text;
   WriteWholeFile(config,
                  "backing: \"/srv/vol\"\n"

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // What sroutectl and sroute-trace print with --json, parsed back into the
-// message the README ("JSON output") names for the command, as a script
+// message docs/reference/json.md names for the command, as a script
 // would: strictly (a key the message lacks fails), with
 // google::protobuf::util::JsonStringToMessage.
 #ifndef SROUTE_TESTS_UTIL_CTL_JSON_H_

@@ -10,10 +10,10 @@
 #include "host/config.h"
 #include "rpc/remote_endpoint.h"
 #include "rules/parser.h"
-#include "util/strings.h"
 #include "tools/sroutectl/format.h"
 #include "tools/sroutectl/json_output.h"
 #include "tools/sroutectl/replicas.h"
+#include "util/strings.h"
 
 namespace sroute::ctl {
 namespace {
@@ -138,8 +138,8 @@ int CheckForHost(const Args& a) {
     }
     view.name = config->name().empty() ? HostKindName(kind) : config->name();
     // The home: a volume's is "home", a server's is named as the server.
-    const std::string home = kind == HostKind::kFuse ? config->backing()
-                                                     : config->root();
+    const std::string home =
+        kind == HostKind::kFuse ? config->backing() : config->root();
     if (!home.empty()) {
       const bool remote = IsServerAddress(home);
       view.endpoints.push_back(
@@ -164,7 +164,8 @@ int CheckForHost(const Args& a) {
     }
   }
   if (view.name.empty()) view.name = "host";
-  for (const std::string& e : a.endpoints) view.endpoints.push_back({e, "", ""});
+  for (const std::string& e : a.endpoints)
+    view.endpoints.push_back({e, "", ""});
   for (const std::string& st : a.stages) view.stages.push_back(st);
   for (const std::string& path : a.items) {
     std::string text;
@@ -257,7 +258,7 @@ int Load(const std::string& path, const std::string& owner, bool force,
   return ShowIds(target.AddRules(rules, owner, force));
 }
 
-// --json: print `message` (README, "JSON output") instead of text.
+// --json: print `message` (docs/reference/json.md) instead of text.
 void JsonFlag(CLI::App& c, Args& a, const std::string& message) {
   c.add_flag("--json", a.json, "print proto " + message + " as JSON");
 }

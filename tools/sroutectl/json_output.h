@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The --json output of sroutectl and sroute-trace: every command prints one
 // protobuf message, by ToJson, so that a script parses it back into that
-// message (README, "JSON output", names each command's). The messages are
+// message (docs/reference/json.md names each command's). The messages are
 // those of proto/ctl.proto, or a wire message itself where it holds no
 // text as `bytes` (AppList, AppInfo, StageStats, GcEvent); the functions
 // below turn the wire messages that do into ctl.proto's, text as string.

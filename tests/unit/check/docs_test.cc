@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// The check report the README shows is what the checker says of the demo
-// rules.
+// The check report docs/reference/rules.md shows is what the checker says of
+// the demo rules.
 #include <sstream>
 
 #include "check/checker.h"
@@ -21,18 +21,18 @@ TEST(CheckDocsTest, ReadmeShowsTheDemoRulesReport) {
   view.name = "demo";  // as sroutectl names a file's table
   view.rules = TableRulesOf(parsed, path);
   const Report report = CheckTables({view});
-  const std::string readme =
-      testing::ReadWholeFile(SROUTE_SOURCE_DIR "/README.md");
+  const std::string doc =
+      testing::ReadWholeFile(SROUTE_SOURCE_DIR "/docs/reference/rules.md");
   std::istringstream lines(report.Text(/*summary=*/false));
   std::string line;
   int n = 0;
   while (std::getline(lines, line)) {
-    EXPECT_NE(readme.find(line + "\n"), std::string::npos) << line;
+    EXPECT_NE(doc.find(line + "\n"), std::string::npos) << line;
     ++n;
   }
   EXPECT_EQ(n, 9);
-  EXPECT_NE(readme.find(StrCat(path, ": 5 rules, ", report.errors(),
-                               " errors, ", report.warnings(), " warnings")),
+  EXPECT_NE(doc.find(StrCat(path, ": 5 rules, ", report.errors(), " errors, ",
+                            report.warnings(), " warnings")),
             std::string::npos);
 }
 

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// The rules shown in the README and shipped in examples/ must stay valid.
+// The rules shown in docs/reference/rules.md and shipped in examples/ must stay
+// valid.
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -18,15 +19,15 @@ std::string Slurp(const std::string& path) {
 }
 
 TEST(DocsTest, ReadmeRuleTourParses) {
-  const std::string readme = Slurp(SROUTE_SOURCE_DIR "/README.md");
-  const size_t start = readme.find("# pattern: <source, ops, file>");
+  const std::string doc = Slurp(SROUTE_SOURCE_DIR "/docs/reference/rules.md");
+  const size_t start = doc.find("# pattern: <source, ops, file>");
   ASSERT_NE(start, std::string::npos);
-  const size_t end = readme.find("```", start);
+  const size_t end = doc.find("```", start);
   ASSERT_NE(end, std::string::npos);
-  ParsedRules parsed = ParseRules(readme.substr(start, end - start));
+  ParsedRules parsed = ParseRules(doc.substr(start, end - start));
   for (const ParseError& e : parsed.errors) {
-    ADD_FAILURE() << "README rule tour line " << e.line << ":" << e.column
-                  << ": " << e.reason;
+    ADD_FAILURE() << "docs/reference/rules.md rule tour line " << e.line << ":"
+                  << e.column << ": " << e.reason;
   }
   EXPECT_EQ(parsed.rules.size(), 12u);
 }

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // The --json printer that sroutectl and sroute-trace share
-// (tools/sroutectl/json_output.h): the options README ("JSON output")
+// (tools/sroutectl/json_output.h): the options docs/reference/json.md
 // promises, and text that is not UTF-8.
 #include "tools/sroutectl/json_output.h"
 
