@@ -26,6 +26,8 @@
 
 int main(int argc, char** argv) {
   CLI::App app{"sroute-controller: rules, updates, statistics, control apps"};
+  app.set_version_flag("--version",
+                       std::string("sroute-controller ") + SROUTE_VERSION);
   sroute::ControllerOptions o;
   std::string secret_file;
   std::vector<std::string> plugins;

@@ -22,6 +22,8 @@ int main(int argc, char** argv) {
   sroute::BlockStopSignals();
   signal(SIGPIPE, SIG_IGN);  // a closed socket is an error, not an exit
   CLI::App app{"sroute-fuse: a FUSE volume whose IO is routed by rules"};
+  app.set_version_flag("--version",
+                       std::string("sroute-fuse ") + SROUTE_VERSION);
   sroute::HostFlags host_flags(&app, sroute::HostKind::kFuse);
   sroute::MountRequest mount;
   sroute::AddVolumeFlags(&app, &host_flags.overlay(), &mount);

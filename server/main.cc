@@ -23,6 +23,8 @@
 
 int main(int argc, char** argv) {
   CLI::App app{"sroute-server: a storage server with its own sSwitch"};
+  app.set_version_flag("--version",
+                       std::string("sroute-server ") + SROUTE_VERSION);
   sroute::HostFlags flags(&app, sroute::HostKind::kServer);
   sroute::proto::HostConfig* o = &flags.overlay();
   app.add_option_function<std::string>(

@@ -16,18 +16,71 @@
 // host and controller_target.cc for the controller; format.cc the shared
 // column output, json_output.cc the --json output (one protobuf message a
 // command). This file builds the command line from the table.
+#include <iostream>
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "CLI/CLI.hpp"
 #include "tools/sroutectl/commands.h"
 #include "tools/sroutectl/target.h"
 
+namespace {
+
+// The words a command takes next: its subcommands and its flags.
+std::string Words(const CLI::App& app) {
+  std::string out;
+  for (const CLI::App* sub : app.get_subcommands({})) {
+    out += (out.empty() ? "" : " ") + sub->get_name();
+  }
+  for (const CLI::Option* opt : app.get_options({})) {
+    for (const std::string& name : opt->get_lnames()) {
+      out += (out.empty() ? "--" : " --") + name;
+    }
+  }
+  return out;
+}
+
+void CaseArms(const CLI::App& app, const std::string& path) {
+  std::cout << "    \"" << path << "\") words=\"" << Words(app) << "\" ;;\n";
+  for (const CLI::App* sub : app.get_subcommands({})) {
+    CaseArms(*sub,
+             path.empty() ? sub->get_name() : path + " " + sub->get_name());
+  }
+}
+
+// `sroutectl completion bash`: a bash completion script made from the
+// command line itself (so from the command table): installed as
+// share/bash-completion/completions/sroutectl.
+void PrintBashCompletion(const CLI::App& app) {
+  std::cout << "# bash completion for sroutectl (sroutectl completion bash)\n"
+               "_sroutectl() {\n"
+               "  local cur=${COMP_WORDS[COMP_CWORD]} path=\"\" words i w\n"
+               "  for ((i = 1; i < COMP_CWORD; i++)); do\n"
+               "    w=${COMP_WORDS[i]}\n"
+               "    case $w in\n"
+               "      --host|--controller|--secret-file) ((i++)) ;;\n"
+               "      -*) ;;\n"
+               "      *) path=\"${path:+$path }$w\" ;;\n"
+               "    esac\n"
+               "  done\n"
+               "  case $path in\n";
+  CaseArms(app, "");
+  std::cout << "    *) words=\"\" ;;\n"
+               "  esac\n"
+               "  mapfile -t COMPREPLY < <(compgen -W \"$words\" -- \"$cur\")\n"
+               "}\n"
+               "complete -o default -F _sroutectl sroutectl\n";
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   using sroute::ctl::Args;
   using sroute::ctl::Command;
   CLI::App app{"sroutectl: manage sroute rules"};
+  app.set_version_flag("--version", std::string("sroutectl ") + SROUTE_VERSION);
   app.require_subcommand(1);
   Args args;
   app.add_option("--host", args.host,
@@ -58,7 +111,17 @@ int main(int argc, char** argv) {
     if (c.setup != nullptr) c.setup(*sub, args);
     commands[&c] = sub;
   }
+  std::string shell;
+  CLI::App* completion = app.add_subcommand(
+      "completion", "print a shell completion script (bash)");
+  completion->add_option("SHELL", shell, "bash")
+      ->required()
+      ->check(CLI::IsMember({"bash"}));
   CLI11_PARSE(app, argc, argv);
+  if (completion->parsed()) {
+    PrintBashCompletion(app);
+    return 0;
+  }
 
   for (const auto& [command, sub] : commands) {
     if (!sub->parsed()) continue;

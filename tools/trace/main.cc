@@ -441,6 +441,8 @@ int Run(const Options& o) {
 int main(int argc, char** argv) {
   sroute::trace::Options o;
   CLI::App app{"sroute-trace: where on its path an IO spends its time"};
+  app.set_version_flag("--version",
+                       std::string("sroute-trace ") + SROUTE_VERSION);
   app.add_option("--host", o.host,
                  "the host whose IOs to trace: unix:PATH (a FUSE host's "
                  "control socket) or HOST:PORT (a storage server); with "
