@@ -13,7 +13,7 @@
 namespace sroute {
 namespace {
 
-constexpr char kSecret[] = "0123456789abcdef-test-secret";
+constexpr char kClientTestSecret[] = "0123456789abcdef-test-secret";
 
 class ControllerClientTest : public ::testing::Test {
  protected:
@@ -22,7 +22,7 @@ class ControllerClientTest : public ::testing::Test {
   std::unique_ptr<RpcServer> Serve(absl::Status answer) {
     RpcServer::Options o;
     o.name = "stand-in";
-    o.secret = kSecret;
+    o.secret = kClientTestSecret;
     auto server =
         RpcServer::Start(&threads_, "127.0.0.1:0", o,
                          [answer](std::unique_ptr<RpcServer::Call> call) {
@@ -46,7 +46,7 @@ class ControllerClientTest : public ::testing::Test {
       absl::Duration timeout = absl::Seconds(10)) {
     ControllerClient::Options o;
     o.address = addresses;
-    o.secret = kSecret;
+    o.secret = kClientTestSecret;
     o.timeout = timeout;
     auto c = ControllerClient::Connect(o);
     EXPECT_TRUE(c.ok()) << c.status();
