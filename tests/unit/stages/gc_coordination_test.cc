@@ -133,8 +133,9 @@ class GcCoordinationTest : public ::testing::Test {
 };
 
 // Under write pressure both devices need GC again and again: the stage
-// grants soft requests one member at a time, so two passes overlap only
-// where one of them had to run (regular, or forced on the device); reads
+// grants soft requests one member at a time, so two passes overlap (by
+// more than a predicted end may move) only where one of them had to run
+// (regular, or forced on the device); reads
 // meanwhile go to the member that does not collect; both members end
 // with every byte written.
 TEST_F(GcCoordinationTest, ReplicasCollectInTurnAndReadsGoAroundThem) {
@@ -154,8 +155,13 @@ TEST_F(GcCoordinationTest, ReplicasCollectInTurnAndReadsGoAroundThem) {
     for (int j = i + 1; j < stats.gc_events_size(); ++j) {
       const proto::GcEvent& b = stats.gc_events(j);
       if (a.member() == b.member()) continue;
-      const bool overlap = a.start_unix_us() < b.end_unix_us() &&
-                           b.start_unix_us() < a.end_unix_us();
+      // A pass's end is the device's prediction, and a later answer may
+      // move it by up to the stage's jitter (500 us) after the next pass
+      // was granted on the earlier one: overlaps that small are that.
+      const int64_t shared =
+          std::min<int64_t>(a.end_unix_us(), b.end_unix_us()) -
+          std::max<int64_t>(a.start_unix_us(), b.start_unix_us());
+      const bool overlap = shared > 500;
       const bool had_to = a.kind() == "regular" || a.kind() == "device" ||
                           b.kind() == "regular" || b.kind() == "device";
       EXPECT_TRUE(!overlap || had_to)
