@@ -1129,9 +1129,8 @@ void Engine::Hazards(const View& v, const std::string& file,
     }
     auto add = [&](FindingKind kind, const RuleEntry* rule, IoHeader witness,
                    std::string detail) {
-      const std::string key =
-          StrCat(KindName(kind), v.sw->view.name, "\x1f",
-                 rule ? rule->owner() : file, "\x1f", file);
+      const std::string key = StrCat(KindName(kind), v.sw->view.name, "\x1f",
+                                     rule ? rule->owner() : file, "\x1f", file);
       if (!reported->insert(key).second) return;
       Finding f;
       f.kind = kind;
