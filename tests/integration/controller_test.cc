@@ -59,6 +59,7 @@ using ::sroute::testing::RunCommand;
 using ::sroute::testing::ServerProcess;
 using ::sroute::testing::StartCommand;
 using ::sroute::testing::TempDir;
+using ::sroute::testing::Throughout;
 using ::sroute::testing::WaitCommand;
 using ::sroute::testing::WriteWholeFile;
 
@@ -1324,14 +1325,8 @@ TEST_F(TraceThroughControllerTest, TapsOfAKilledToolGoWithItsLease) {
   ASSERT_TRUE(Eventually([&] { return ToolRules() == 2; })) << ToolRules();
   // Renewed while the tool lives: the taps outlive two leases. (3 s: a
   // renewal a loaded machine delays by less keeps them.)
-  const auto start = std::chrono::steady_clock::now();
-  bool kept = true;
-  while (kept &&
-         std::chrono::steady_clock::now() - start < std::chrono::seconds(6)) {
-    kept = ToolRules() == 2;
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  }
-  EXPECT_TRUE(kept) << "the taps went while their tool renewed the lease";
+  EXPECT_TRUE(Throughout([&] { return ToolRules() == 2; }, 6))
+      << "the taps went while their tool renewed the lease";
   kill(pid, SIGKILL);
   WaitCommand(pid);
   EXPECT_TRUE(Eventually([&] { return ToolRules() == 0; })) << ToolRules();

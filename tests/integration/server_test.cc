@@ -66,6 +66,7 @@ using ::sroute::testing::RunCommand;
 using ::sroute::testing::ServerProcess;
 using ::sroute::testing::StartCommand;
 using ::sroute::testing::TempDir;
+using ::sroute::testing::Throughout;
 using ::sroute::testing::WaitCommand;
 using ::sroute::testing::WriteSecretFile;
 using ::sroute::testing::WriteWholeFile;
@@ -1201,14 +1202,8 @@ TEST_F(TraceToolTest, ATapOfAKilledToolGoesWithItsLease) {
   const pid_t pid =
       StartTrace("--lease-ms 3000 --interval-ms 100 //home/fwd/x");
   ASSERT_TRUE(Eventually([&] { return ToolRules() == 1; }));
-  const auto start = std::chrono::steady_clock::now();
-  bool kept = true;
-  while (kept &&
-         std::chrono::steady_clock::now() - start < std::chrono::seconds(6)) {
-    kept = ToolRules() == 1;
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  }
-  EXPECT_TRUE(kept) << "the tap went while its tool renewed the lease";
+  EXPECT_TRUE(Throughout([&] { return ToolRules() == 1; }, 6))
+      << "the tap went while its tool renewed the lease";
   kill(pid, SIGKILL);
   WaitCommand(pid);
   EXPECT_TRUE(Eventually([&] { return ToolRules() == 0; }));

@@ -24,6 +24,19 @@ bool Eventually(Pred pred, int seconds = 20) {
   return pred();
 }
 
+// Whether `pred` holds throughout `seconds` (asked every 200 ms): the
+// converse of Eventually, for what must not go away meanwhile.
+template <typename Pred>
+bool Throughout(Pred pred, int seconds) {
+  const auto end =
+      std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+  while (std::chrono::steady_clock::now() < end) {
+    if (!pred()) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  return pred();
+}
+
 // Sets `stop` and joins `threads` when it goes out of scope: a failed
 // ASSERT returns early, and a joinable thread destroyed would abort the
 // test and orphan its processes.
