@@ -9,10 +9,10 @@
 # missing).
 #
 #   [MIXES="A F"] bench/gc_ycsb.sh [OUT] [gc_ycsb arguments...]
-#   bench/gc_ycsb.sh bench/gc_ycsb seconds=10 threads=16 dilation=5 rate=4000
+#   bench/gc_ycsb.sh bench/results/gc_ycsb seconds=10 threads=16 dilation=5 rate=4000
 set -euo pipefail
 cd "$(dirname "$0")/.."
-out=${1:-bench/gc_ycsb}
+out=${1:-bench/results/gc_ycsb}
 shift || true
 bin=build/bench/gc_ycsb
 [ -x "$bin" ] || { echo "build first: scripts/build.sh build" >&2; exit 1; }

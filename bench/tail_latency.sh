@@ -20,7 +20,7 @@
 #   APP_ARGS=... bench/tail_latency.sh ...   (the app's arguments)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-out=${1:-bench/tail_latency}
+out=${1:-bench/results/tail_latency}
 shift || true
 bin=build
 server=$bin/server/sroute-server
