@@ -10,6 +10,7 @@
 #include <chrono>
 #include <optional>
 
+#include "absl/strings/ascii.h"
 #include "util/mutex.h"
 #include "util/strings.h"
 
@@ -176,7 +177,15 @@ absl::Status EtcdClient::Impl::Call(const std::string& path,
       etcd::GatewayError e;
       if (!FromJson(text, &e, path).ok() || e.code() == 0) {
         e.set_code(static_cast<int>(absl::StatusCode::kUnknown));
-        e.set_message(StrCat("HTTP ", code, ": ", text.substr(0, 200)));
+        e.set_message(StrCat("HTTP ", code, ": ",
+                             absl::StripAsciiWhitespace(text.substr(0, 200))));
+        // etcd started with --config-file serves no gateway unless told to.
+        if (code == 404) {
+          e.set_message(StrCat(e.message(), " from ", options.endpoints[index],
+                               path,
+                               ": is the member's v3 JSON gateway off? (a "
+                               "config file needs enable-grpc-gateway: true)"));
+        }
       }
       // A member without a leader (or shutting down) may not be the only
       // one: the next may answer.

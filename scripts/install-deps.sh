@@ -14,6 +14,7 @@ packages=(
   libsqlite3-dev rsync git
   systemd  # systemd-analyze verify checks the units (packaging/systemd)
   etcd-server  # the controllers' shared store (tests start their own)
+  iproute2  # tests bring up loopback in private network namespaces
 )
 missing=()
 for p in "${packages[@]}"; do
