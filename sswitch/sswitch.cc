@@ -38,6 +38,7 @@ bool TouchesWholeFile(Op op) {
     case Op::kFallocate:
     case Op::kRenameFrom:
     case Op::kLink:
+    case Op::kFsync:
       return true;
     default:
       return false;

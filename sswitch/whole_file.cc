@@ -18,6 +18,8 @@
 //    is completed with zeros up to the home's size.
 //  - unlink removes the places too, so that bytes of a removed file never
 //    show up in a new file of the same name.
+//  - fsync reaches every place too: an fsync that succeeded made every
+//    byte written before it durable, wherever a rule put it.
 //  - rename and link move (or link) each place along when the new name has
 //    the same place by the same rule; otherwise they fail with EXDEV before
 //    anything changed (mv then copies through the routes).
@@ -326,6 +328,7 @@ void SSwitch::StepSizeFanOut(const std::shared_ptr<SizeFanOut>& st) {
       [&st](Io& io) {
         io.args.size = st->size;
         io.args.truncate_mode = TruncateMode::kShrinkOnly;
+        io.args.datasync = st->parent->args.datasync;
         if (!st->records_stored) io.records = st->records;
       },
       [this, st, place](Io& io) {
@@ -378,6 +381,7 @@ bool SSwitch::RouteWholeFile(Io* io) {
     case Op::kLseek:
     case Op::kRenameFrom:
     case Op::kLink:
+    case Op::kFsync:
       break;
     default:
       return false;
@@ -435,8 +439,10 @@ bool SSwitch::RouteWholeFile(Io* io) {
       !Contains(targets, home)) {
     st->home = home;
   }
-  if (h.op == Op::kUnlink || new_size) {
-    st->place_op = h.op == Op::kUnlink ? Op::kUnlink : Op::kTruncate;
+  if (h.op == Op::kUnlink || h.op == Op::kFsync || new_size) {
+    st->place_op = h.op == Op::kUnlink  ? Op::kUnlink
+                   : h.op == Op::kFsync ? Op::kFsync
+                                        : Op::kTruncate;
     st->size = new_size.value_or(0);
     for (const Place& p : places.data) {
       if (!Contains(targets, p.file)) st->places.push_back(p.file);

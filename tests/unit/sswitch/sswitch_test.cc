@@ -1460,6 +1460,60 @@ TEST_F(SSwitchTest, UnlinkRemovesThePlacesOfAFile) {
   EXPECT_EQ(ReadAll(host_, "//A/f", 100), "n");
 }
 
+// Completes every IO, and counts the fsyncs it was sent per path (with
+// datasync or not).
+class FsyncCountingEndpoint : public Endpoint {
+ public:
+  void Submit(Io* io, std::string_view path) override {
+    if (io->header.op == Op::kFsync) {
+      std::lock_guard<std::mutex> l(mu_);
+      ++fsyncs_[std::string(path)];
+      if (io->args.datasync) ++datasyncs_;
+    }
+    if (io->header.op == Op::kWrite) io->bytes = io->header.length;
+    io->Complete();
+  }
+  int Fsyncs(const std::string& path) {
+    std::lock_guard<std::mutex> l(mu_);
+    return fsyncs_[path];
+  }
+  int Datasyncs() {
+    std::lock_guard<std::mutex> l(mu_);
+    return datasyncs_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::map<std::string, int> fsyncs_;
+  int datasyncs_ = 0;
+};
+
+// Bytes a ranged rule put elsewhere are made durable by the file's fsync:
+// it succeeds only once every place synced too.
+TEST_F(SSwitchTest, FsyncReachesEveryPlaceOfARangedFile) {
+  auto places = std::make_shared<FsyncCountingEndpoint>();
+  ASSERT_TRUE(host_.AddEndpoint("P", places).ok());
+  WriteWholeFile(a_ / "f", "");
+  ASSERT_TRUE(host_.LoadRules("<*, r|w, //A/f[0:64K]> -> <IO, //P/f>").ok());
+  ASSERT_TRUE(host_.Write("t", "//A/f", 0, Bytes("in the place")).ok());
+  IoArgs args;
+  args.datasync = true;
+  ASSERT_TRUE(host_.Call("t", Op::kFsync, "//A/f", args).ok());
+  EXPECT_EQ(places->Fsyncs("f"), 1) << "the place was not synced";
+  EXPECT_EQ(places->Datasyncs(), 1) << "fdatasync became fsync";
+
+  // A place whose sync fails fails the file's.
+  auto failing = std::make_shared<FailingEndpoint>(
+      absl::Status(absl::StatusCode::kInternal, "disk gone"));
+  ASSERT_TRUE(host_.AddEndpoint("Bad", failing).ok());
+  WriteWholeFile(a_ / "g", "");
+  ASSERT_TRUE(
+      host_.LoadRules("<*, r|w, //A/g[64K:128K]> -> <IO, //Bad/g>").ok());
+  auto synced = host_.Call("t", Op::kFsync, "//A/g");
+  EXPECT_FALSE(synced.ok());
+  EXPECT_GE(failing->calls.load(), 1);
+}
+
 TEST_F(SSwitchTest, RenameMovesPlacesOrRefusesWithExdev) {
   std::filesystem::create_directories(a_ / "d");
   WriteWholeFile(a_ / "d/f", "");
