@@ -290,10 +290,10 @@ void SSwitch::SendToFile(Io* io, std::string file) {
 // A create sent somewhere other than its own name: the parent directories
 // exist at the home but maybe not at the target. Try the create; on ENOENT
 // make the missing parents there (with the mode and owner of the file's
-// directory at its home) and try once more. A write-like op sent to a
-// detour whose file does not exist yet makes the file too (lazily, at the
-// first IO that needs it: docs/design.md §6), with the mode and owner of the
-// file at its home.
+// directory at its home, or of the name's directory) and try once more. A
+// write-like op sent to a detour whose file does not exist yet makes the file
+// too (lazily, at the first IO that needs it: docs/design.md §6), with the mode
+// and owner of the file at its home.
 struct SSwitch::DetourCreate {
   Io* parent;
   std::shared_ptr<Endpoint> endpoint;
@@ -334,7 +334,10 @@ void SSwitch::TryDetourCreate(const std::shared_ptr<DetourCreate>& st) {
 void SSwitch::MakeDetourParents(const std::shared_ptr<DetourCreate>& st) {
   Io& parent = *st->parent;
   const std::string home = HomeOf(*parent.snapshot_, parent.header);
-  MakeParents(parent, parent.target, ParentFileOf(home),
+  // The directory at the home, or, when the home is routed with the file
+  // (a rule for every op) and is missing too, the directory of the name.
+  MakeParents(parent, parent.target,
+              {ParentFileOf(home), ParentFileOf(parent.header.file)},
               [this, st](absl::Status s) {
                 if (!s.ok()) {
                   st->parent->Complete(std::move(s));

@@ -426,10 +426,10 @@ class SSwitch {
                const std::function<void(Io&)>& setup,
                absl::AnyInvocable<void(Io&)> done);
   // Makes the missing ancestors of `file` on its endpoint, as the daemon,
-  // each with the mode and owner of directory `model` (when it can be
-  // read), then calls done(status).
+  // each with the mode and owner of the first of `models` that is a
+  // directory (0755 and the daemon's when none is), then calls done(status).
   void MakeParents(const Io& like, const std::string& file,
-                   const std::string& model,
+                   std::vector<std::string> models,
                    absl::AnyInvocable<void(absl::Status)> done);
   struct SizeFanOut;
   struct PlaceMoves;

@@ -666,7 +666,7 @@ void SSwitch::StepPlaceMoves(const std::shared_ptr<PlaceMoves>& st) {
                   }
                   if (!g.status.ok()) return fail(from, g.status);
                   st->made_parents = true;
-                  MakeParents(*st->parent, to, ParentFileOf(from),
+                  MakeParents(*st->parent, to, {ParentFileOf(from)},
                               [this, st, to, fail](absl::Status s) {
                                 if (!s.ok()) return fail(to, s);
                                 StepPlaceMoves(st);  // the same move again
@@ -678,7 +678,7 @@ void SSwitch::StepPlaceMoves(const std::shared_ptr<PlaceMoves>& st) {
 // --- Making directories at places and detours -----------------------------
 
 void SSwitch::MakeParents(const Io& like, const std::string& file,
-                          const std::string& model,
+                          std::vector<std::string> models,
                           absl::AnyInvocable<void(absl::Status)> done) {
   struct Parents {
     const Io* like;
@@ -737,17 +737,34 @@ void SSwitch::MakeParents(const Io& like, const std::string& file,
               [st, step](Io&) { (*step)(); });  // an owner is best effort
         });
   };
-  if (model.empty()) {
-    (*step)();
-    return;
+  // The first model that is a directory, then the steps.
+  auto models_left = std::make_shared<std::vector<std::string>>();
+  for (auto it = models.rbegin(); it != models.rend(); ++it) {
+    if (!it->empty()) models_left->push_back(std::move(*it));
   }
-  SendOwn(like, Op::kGetattr, model, nullptr, [st, step](Io& g) {
-    if (g.status.ok() && S_ISDIR(g.attr.st_mode)) {
-      st->model = g.attr;
-      st->have_model = true;
+  // Each pending getattr holds the search; the search itself holds only a
+  // weak reference (no cycle to break).
+  auto find_model = std::make_shared<std::function<void()>>();
+  std::weak_ptr<std::function<void()>> weak = find_model;
+  *find_model = [this, st, step, models_left, weak] {
+    if (models_left->empty()) {
+      (*step)();
+      return;
     }
-    (*step)();
-  });
+    const std::string model = std::move(models_left->back());
+    models_left->pop_back();
+    SendOwn(*st->like, Op::kGetattr, model, nullptr,
+            [st, step, again = weak.lock()](Io& g) {
+              if (g.status.ok() && S_ISDIR(g.attr.st_mode)) {
+                st->model = g.attr;
+                st->have_model = true;
+                (*step)();
+                return;
+              }
+              (*again)();
+            });
+  };
+  (*find_model)();
 }
 
 // --- SEEK_DATA / SEEK_HOLE

@@ -1460,6 +1460,30 @@ TEST_F(SSwitchTest, UnlinkRemovesThePlacesOfAFile) {
   EXPECT_EQ(ReadAll(host_, "//A/f", 100), "n");
 }
 
+// A rule that sends every op of a folder's files elsewhere: the folder is
+// missing at the target until the first create, which makes it with the
+// mode and owner of the folder by the file's own name (its home is the
+// target too, so it cannot be the model).
+TEST_F(SSwitchTest, ParentsMadeAtATargetTakeTheNamesFolderAsModel) {
+  std::filesystem::create_directories(a_ / "shared");
+  ASSERT_EQ(chmod((a_ / "shared").c_str(), 01777), 0);
+  ASSERT_EQ(chown((a_ / "shared").c_str(), 1234, 1234), 0);
+  ASSERT_TRUE(
+      host_.LoadRules("<*, *, //A/shared/*> -> <IO, //B/shared/*>").ok());
+  IoArgs args;
+  args.mode = S_IFREG | 0644;
+  args.open_flags = O_CREAT | O_RDWR;
+  const mode_t umask_was = umask(0);  // as the daemons run
+  auto made = host_.Call("t", Op::kCreate, "//A/shared/f", args);
+  umask(umask_was);
+  ASSERT_TRUE(made.ok()) << made.status();
+  struct stat st {};
+  ASSERT_EQ(stat((b_ / "shared").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 01777u);
+  EXPECT_EQ(st.st_uid, 1234u);
+  EXPECT_EQ(st.st_gid, 1234u);
+}
+
 // Completes every IO, and counts the fsyncs it was sent per path (with
 // datasync or not).
 class FsyncCountingEndpoint : public Endpoint {
