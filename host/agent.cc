@@ -613,10 +613,10 @@ void ControllerAgent::Impl::TickLoop() {
                  [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return stopping; });
       if (stopping) return;
       every = interval;
-      if (!connected) continue;
     }
-    FlushEvents();
-    // Updates whose controller went silent are given up.
+    // Updates whose controller went silent are given up, also while it is
+    // unreachable: IO never waits for a controller that may not come back
+    // (registering again reconciles the host to the stored rules).
     {
       MutexLock cl(&control_mu);
       const absl::Time now = absl::Now();
@@ -633,6 +633,11 @@ void ControllerAgent::Impl::TickLoop() {
         }
       }
     }
+    {
+      MutexLock l(&mu);
+      if (!connected) continue;
+    }
+    FlushEvents();
     if (absl::Now() >= next_stats) {
       next_stats = absl::Now() + every;
       SendStats();

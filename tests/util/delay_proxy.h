@@ -2,6 +2,8 @@
 // DelayProxy: a TCP relay on 127.0.0.1 that holds every byte going to the
 // target for a fixed delay (replies pass at once), like a slow network
 // link in one direction. For tests where `tc netem` is not available.
+// Cut(true) is a network partition: every relayed connection closes and
+// new ones are closed at once, until Cut(false).
 //
 // Thread safety: construct and destroy on one thread; it runs threads of
 // its own.
@@ -46,7 +48,13 @@ class DelayProxy {
     shutdown(listen_fd_, SHUT_RDWR);
     close(listen_fd_);
     accept_.join();
-    for (auto& l : links_) l->Stop();
+    Cut(true);
+  }
+  void Cut(bool cut) {
+    std::lock_guard<std::mutex> l(links_mu_);
+    cut_ = cut;
+    if (!cut) return;
+    for (auto& link : links_) link->Stop();
     links_.clear();
   }
   std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
@@ -137,6 +145,13 @@ class DelayProxy {
     while (!stop_) {
       const int c = accept(listen_fd_, nullptr, nullptr);
       if (c < 0) return;
+      {
+        std::lock_guard<std::mutex> l(links_mu_);
+        if (cut_) {
+          close(c);
+          continue;
+        }
+      }
       const int t = socket(AF_INET, SOCK_STREAM, 0);
       sockaddr_in a{};
       a.sin_family = AF_INET;
@@ -150,6 +165,7 @@ class DelayProxy {
       const int one = 1;
       setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
       setsockopt(t, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+      std::lock_guard<std::mutex> l(links_mu_);
       links_.push_back(std::make_unique<Link>(c, t, delay_));
     }
   }
@@ -160,7 +176,9 @@ class DelayProxy {
   uint16_t port_ = 0;
   std::atomic<bool> stop_{false};
   std::thread accept_;
-  std::vector<std::unique_ptr<Link>> links_;  // the accept thread's, then ours
+  std::mutex links_mu_;
+  bool cut_ = false;                          // guarded by links_mu_
+  std::vector<std::unique_ptr<Link>> links_;  // guarded by links_mu_
 };
 
 }  // namespace sroute::testing

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <filesystem>
+#include <fstream>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -13,7 +14,9 @@
 #include "controller/controller.h"
 #include "gtest/gtest.h"
 #include "rpc/io_threads.h"
+#include "rules/parser.h"
 #include "sswitch/host.h"
+#include "tests/util/delay_proxy.h"
 #include "tests/util/holding_endpoint.h"
 #include "tests/util/temp_dir.h"
 #include "tests/util/wait.h"
@@ -21,6 +24,7 @@
 namespace sroute {
 namespace {
 
+using ::sroute::testing::DelayProxy;
 using ::sroute::testing::Eventually;
 using ::sroute::testing::HoldingEndpoint;
 using ::sroute::testing::TempDir;
@@ -84,6 +88,101 @@ TEST(ControllerAgentTest, StatsFlowWhileAnUpdateDrains) {
   EXPECT_TRUE(moved) << "no statistics while the update drained";
   EXPECT_TRUE(updated.load());
   agent->reset();
+  controller->reset();
+}
+
+// A host cut off from its controller in the middle of an update (prepared:
+// a flow parked, neither commit nor abort coming) releases the flow when the
+// update's lease ends, by the rules it had: IO never waits for a controller
+// that may not come back. Once it is back, the host gets the stored rules.
+TEST(ControllerAgentTest,
+     APreparedUpdateCutOffFromItsControllerEndsAtItsLease) {
+  TempDir dir;
+  ControllerOptions o;
+  o.listen = "127.0.0.1:0";
+  o.secret = kSecret;
+  o.db_dir = dir / "db";
+  o.command_timeout = absl::Milliseconds(300);
+  auto controller = Controller::Start(o);
+  ASSERT_TRUE(controller.ok()) << controller.status();
+  const std::string address = (*controller)->address();
+  DelayProxy link(
+      static_cast<uint16_t>(std::stoi(address.substr(address.rfind(':') + 1))),
+      std::chrono::microseconds(0));
+  IoThreads threads(2);
+
+  // h0 reaches the controller through `link`; h1 directly, with an IO held
+  // in flight on the update's flow so that the update waits in its drain.
+  Host h0("h0"), h1("h1");
+  std::filesystem::create_directories(dir / "e");
+  std::ofstream(dir / "e/f") << "";
+  ASSERT_TRUE(h0.AddLocalEndpoint("e", dir / "e").ok());
+  auto slow = std::make_shared<HoldingEndpoint>(/*hold=*/true);
+  ASSERT_TRUE(h1.AddEndpoint("slow", slow).ok());
+  AgentOptions a;
+  a.secret = kSecret;
+  a.host.set_role("fuse");
+  a.address = link.address();
+  auto agent0 = ControllerAgent::Start(&h0.sswitch(), &threads, a);
+  ASSERT_TRUE(agent0.ok()) << agent0.status();
+  a.address = address;
+  auto agent1 = ControllerAgent::Start(&h1.sswitch(), &threads, a);
+  ASSERT_TRUE(agent1.ok()) << agent1.status();
+  std::thread held([&] {
+    std::string buf(16, '\0');
+    (void)h1.Read("t", "//slow/f", 0, std::span<char>(buf));
+  });
+  slow->WaitHeld();
+
+  ControllerApi& api = (*controller)->api();
+  std::thread update([&] {
+    UpdateSpec spec;
+    spec.timeout = absl::Seconds(1);
+    for (const char* sw : {"h0", "h1"}) {
+      RuleChanges c;
+      c.sswitch = sw;
+      c.insert.push_back(sw == std::string("h0")
+                             ? "<*, *, //e/g> -> <IO, //e/h>"
+                             : "<*, *, //slow/g> -> <IO, //slow/h>");
+      spec.changes.push_back(std::move(c));
+    }
+    spec.flows.push_back("<*, *, //e/f>");
+    spec.flows.push_back("<*, *, //slow/f>");
+    (void)api.Update(spec);  // h0 never answers its commit
+  });
+  // h0 prepared: a write of the flow parks there (until then they pass).
+  std::atomic<bool> parked{false}, written{false};
+  std::thread write([&] {
+    while (true) {
+      EXPECT_TRUE(
+          h0.Write("t", "//e/f", 0, std::span<const char>("x", 1)).ok());
+      if (parked) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    written = true;
+  });
+  ASSERT_TRUE(Eventually([&] { return h0.sswitch().parked() == 1; }));
+  parked = true;
+  link.Cut(true);  // h0 can neither hear the outcome nor register again
+  slow->Release();
+  held.join();
+  update.join();
+  const bool released = Eventually([&] { return written.load(); });
+  EXPECT_TRUE(released)
+      << "the parked write waited for a controller that is gone";
+
+  // Back: the host registers again and takes the stored rules.
+  link.Cut(false);
+  write.join();
+  EXPECT_EQ(h0.sswitch().parked(), 0u);
+  EXPECT_TRUE(Eventually([&] {
+    for (const RuleInfo& r : h0.sswitch().ListRules()) {
+      if (FormatRule(r.rule) == "<*, *, //e/g> -> <IO, //e/h>") return true;
+    }
+    return false;
+  })) << "the stored update did not reach the host after it came back";
+  agent0->reset();
+  agent1->reset();
   controller->reset();
 }
 
