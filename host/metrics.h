@@ -3,7 +3,7 @@
 // (--metrics HOST:PORT, config `metrics`), beside its daemon's own: the
 // rules' counters and latency histograms, IOs unmatched and in flight, the
 // endpoints' and stages' counters, and whether the controller is reached.
-// docs/admin/metrics.md lists every family.
+// docs/reference/metrics.md lists every family (ctest metrics_reference).
 //
 // Label cardinality is bounded: the `rule_cap` rules with the most IOs
 // each have their series (labels rule_id, rule, owner); the others are

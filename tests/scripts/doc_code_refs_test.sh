@@ -106,8 +106,16 @@ for page in "${pages[@]}"; do
   done < <(extract "$page")
 done
 
+# The code's comments point into docs/ too: every docs/... page they name
+# is there.
+while IFS=: read -r file line ref; do
+  [ -e "$ref" ] || broken "$file" "$line" "$ref: no such page"
+done < <(git ls-files -- '*.cc' '*.h' '*.proto' '*.sh' '*.c' 'CMakeLists.txt' \
+           '*.cmake' '*.in' 2>/dev/null |
+         xargs -r grep -noE 'docs/[A-Za-z0-9_./-]+\.(md|[1-8])' || true)
+
 if [ "$bad" -ne 0 ]; then
   echo "broken references to the tree (above)"
   exit 1
 fi
-echo "${#pages[@]} pages: every code path and link resolves"
+echo "${#pages[@]} pages: every code path and link resolves; so does every page the code names"

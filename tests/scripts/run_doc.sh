@@ -5,7 +5,8 @@
 # line of a ```text block that follows an sh block must appear, in order, in
 # what the blocks printed. Blocks marked `sh norun` are not run.
 #
-# It runs in private mount and PID namespaces: /srv, /mnt, /run, /etc/sroute
+# It runs in private mount, PID and network namespaces (pages run side by
+# side, each with its own loopback and ports): /srv, /mnt, /run, /etc/sroute
 # and /var/lib/sroute are empty tmpfs there (the last two are made on the
 # machine if missing, empty), the build's programs come first on PATH, and
 # every process the page started ends with it.
@@ -45,9 +46,10 @@ fi
 for d in /etc/sroute /var/lib/sroute; do mkdir -p "$d"; done
 rc=0
 # A page that hangs is killed with everything it started (--kill-child).
-timeout 240 unshare --mount --propagation private --pid --fork --kill-child \
-  --mount-proc \
+timeout 240 unshare --mount --propagation private --pid --net --fork \
+  --kill-child --mount-proc \
   env PATH="$path$PATH" bash -c '
+    ip link set lo up
     for d in /srv /mnt /run /etc/sroute /var/lib/sroute; do
       mount -t tmpfs -o mode=0755 tmpfs "$d"
     done
