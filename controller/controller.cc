@@ -1171,19 +1171,41 @@ absl::Status Controller::Impl::OpenStore() {
   etcd = *std::move(client);
   etcd_prefix = prefix;
   leader_key = prefix + "leader";
-  // Under PREFIX"state/", beside the election's keys.
-  auto kv = std::make_unique<EtcdKv>(etcd.get(), prefix + "state/",
-                                     options.etcd_max_txn_ops);
-  etcd_kv = kv.get();
-  // The leader's reads stay in the process (CachedKv): it is the only
-  // writer. Loaded again when this controller takes over (Reload).
-  auto s = ControllerStore::Open(std::make_unique<CachedKv>(std::move(kv)));
-  if (!s.ok()) {
-    return absl::Status(s.status().code(),
-                        StrCat("store ", spec, ": ", s.status().message()));
+  // Members starting beside the controller (a boot) answer a little later:
+  // no member answering is waited out, anything else is final.
+  const absl::Time give_up = absl::Now() + options.store_wait;
+  bool said = false;
+  while (true) {
+    // Under PREFIX"state/", beside the election's keys.
+    auto kv = std::make_unique<EtcdKv>(etcd.get(), prefix + "state/",
+                                       options.etcd_max_txn_ops);
+    EtcdKv* const raw = kv.get();
+    // The leader's reads stay in the process (CachedKv): it is the only
+    // writer. Loaded again when this controller takes over (Reload).
+    auto s = ControllerStore::Open(std::make_unique<CachedKv>(std::move(kv)));
+    if (s.ok()) {
+      etcd_kv = raw;
+      store = *std::move(s);
+      if (said) LogInfo("store ", spec, " answers");
+      return absl::OkStatus();
+    }
+    if (!absl::IsUnavailable(s.status()) || absl::Now() >= give_up) {
+      return absl::Status(
+          s.status().code(),
+          StrCat("store ", spec, ": ", s.status().message(),
+                 absl::IsUnavailable(s.status())
+                     ? StrCat(" (waited ",
+                              absl::FormatDuration(options.store_wait),
+                              ", --store-wait-s)")
+                     : ""));
+    }
+    if (!said) {
+      LogWarning("store ", spec, " does not answer yet (", s.status().message(),
+                 "); waiting up to ", absl::FormatDuration(options.store_wait));
+      said = true;
+    }
+    absl::SleepFor(absl::Milliseconds(200));
   }
-  store = *std::move(s);
-  return absl::OkStatus();
 }
 
 std::string Controller::Impl::LeaderAddress() {

@@ -48,6 +48,9 @@ struct ControllerOptions {
   absl::Duration leader_ttl = absl::Seconds(3);
   // etcd: the most keys one change may write (etcd's --max-txn-ops).
   size_t etcd_max_txn_ops = 128;
+  // etcd: how long Start waits for the cluster to answer (members starting
+  // with the controller, as at boot) before it gives up.
+  absl::Duration store_wait = absl::Seconds(30);
   // etcd: called (on the election's thread) once this controller's
   // leadership is gone. sroute-controller exits, for its supervisor to
   // start it again as a follower; without it the controller answers as a

@@ -53,6 +53,11 @@ int main(int argc, char** argv) {
                  "within about this")
       ->capture_default_str()
       ->check(CLI::Range(1, 600));
+  int store_wait_s = 30;
+  app.add_option("--store-wait-s", store_wait_s,
+                 "etcd: how long to wait at start for the cluster to answer")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 3600));
   app.add_option("--etcd-max-txn-ops", o.etcd_max_txn_ops,
                  "etcd: the most keys one change writes (etcd's "
                  "--max-txn-ops)")
@@ -80,6 +85,7 @@ int main(int argc, char** argv) {
   }
   o.stats_interval = absl::Milliseconds(interval_ms);
   o.leader_ttl = absl::Seconds(leader_ttl_s);
+  o.store_wait = absl::Seconds(store_wait_s);
   o.on_leadership_lost = [](const std::string& why) {
     sroute::LogError("exiting: this controller no longer leads (", why,
                      "); started again, it follows the new leader");

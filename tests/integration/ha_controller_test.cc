@@ -286,9 +286,12 @@ TEST_F(HaControllerTest, BadStoresAndAppsAreClearErrorsAtStart) {
       {ControllerAddress(0) + " --store etcd:///p", "no etcd member"},
       {ControllerAddress(0) + etcd + " --app nope", "nope"},
       {"0.0.0.0:0" + etcd, "--advertise"},
-      {ControllerAddress(0) +
-           " --store etcd://127.0.0.1:" + std::to_string(FreeLoopbackPort()),
+      {ControllerAddress(0) + " --store-wait-s 1 --store etcd://127.0.0.1:" +
+           std::to_string(FreeLoopbackPort()),
        "no member answered"},
+      {ControllerAddress(0) + " --store-wait-s 0 --store etcd://127.0.0.1:" +
+           std::to_string(FreeLoopbackPort()),
+       "--store-wait-s"},
       {ControllerAddress(0) + " --db /tmp/x" + etcd, "excludes"},
   };
   for (const Case& c : cases) {
@@ -296,6 +299,16 @@ TEST_F(HaControllerTest, BadStoresAndAppsAreClearErrorsAtStart) {
     EXPECT_NE(rc, 0) << c.args << "\n" << out;
     EXPECT_NE(out.find(c.says), std::string::npos) << c.args << "\n" << out;
   }
+}
+
+// A controller started while its etcd members are still coming up (a boot
+// where all start at once) waits for them, then leads.
+TEST_F(HaControllerTest, AControllerStartedBeforeEtcdWaitsForIt) {
+  for (size_t i = 0; i < etcd_.size(); ++i) etcd_.Kill(i);
+  std::thread start([&] { StartController(0); });
+  for (size_t i = 0; i < etcd_.size(); ++i) etcd_.Restart(i);
+  start.join();
+  EXPECT_EQ(Leader(), 0);
 }
 
 // Blocks written by 4 writers through a rule that updates keep flipping
