@@ -145,7 +145,17 @@ SSwitch::SSwitch(std::string name)
   current_ = std::move(snap);
 }
 
-SSwitch::~SSwitch() = default;
+SSwitch::~SSwitch() {
+  // Stages may call back into the sSwitch as they go (a cache removes its
+  // change observer): the last snapshot, and the stages it holds, go while
+  // every member is still there.
+  std::shared_ptr<const Snapshot> last;
+  {
+    MutexLock l(&publish_mu_);
+    last = std::move(current_);
+  }
+  last.reset();
+}
 
 std::shared_ptr<const Snapshot> SSwitch::Load() const {
   // A weak reference: a thread's cache must not keep a snapshot (and the
