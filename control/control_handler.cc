@@ -109,7 +109,7 @@ absl::Status CheckRulesRequest(SSwitch& sw, const proto::CheckRules& req,
 proto::ControlResponse HandleControlRequest(
     SSwitch& sw, const proto::ControlRequest& req,
     const std::function<void(proto::ControlResponse*)>& add_stats,
-    bool* changed_out) {
+    bool* changed_out, ControlOrigin origin) {
   *changed_out = false;
   proto::ControlResponse resp;
   resp.set_protocol_version(kControlProtocolVersion);
@@ -148,7 +148,7 @@ proto::ControlResponse HandleControlRequest(
       if (add_stats) add_stats(&resp);
       break;
     case proto::ControlRequest::kStages:
-      status = HandleStagesRequest(sw, req.stages(), &resp);
+      status = HandleStagesRequest(sw, req.stages(), &resp, origin);
       break;
     case proto::ControlRequest::kCheckRules:
       status = CheckRulesRequest(sw, req.check_rules(), &resp);

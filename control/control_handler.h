@@ -11,6 +11,7 @@
 
 #include "proto/control.pb.h"
 #include "sswitch/sswitch.h"
+#include "stages/stage_control.h"
 
 namespace sroute {
 
@@ -19,11 +20,12 @@ inline constexpr uint32_t kControlProtocolVersion = 1;
 // Serves `request`. Drain blocks up to its timeout (at most 10 minutes), a
 // copy up to its budget: call from a thread that may wait. `add_stats`, if set,
 // adds the host's gauges to stats responses. *rules_changed tells whether rules
-// were added or deleted.
+// were added or deleted. `origin`: what a request may do depends on who
+// sent it (HandleStagesRequest).
 proto::ControlResponse HandleControlRequest(
     SSwitch& sw, const proto::ControlRequest& request,
     const std::function<void(proto::ControlResponse*)>& add_stats,
-    bool* rules_changed);
+    bool* rules_changed, ControlOrigin origin);
 
 }  // namespace sroute
 

@@ -221,8 +221,8 @@ void ControlServer::Serve(Connection* conn) {
 
 proto::ControlResponse ControlServer::Handle(const proto::ControlRequest& req) {
   bool changed = false;
-  proto::ControlResponse resp =
-      HandleControlRequest(*sw_, req, add_stats_, &changed);
+  proto::ControlResponse resp = HandleControlRequest(
+      *sw_, req, add_stats_, &changed, ControlOrigin::kLocal);
   if (changed && on_rules_changed_) on_rules_changed_();
   return resp;
 }

@@ -483,7 +483,8 @@ void ControllerAgent::Impl::Execute(const proto::Command& c) {
       status = Reconcile(c.reconcile().rules());
       break;
     case proto::Command::kStages:
-      status = HandleStagesRequest(*sw, c.stages(), &stages);
+      status = HandleStagesRequest(*sw, c.stages(), &stages,
+                                   ControlOrigin::kNetwork);
       break;
     case proto::Command::kControl: {
       // No rule change: the controller's rules change by updates alone.
@@ -498,7 +499,8 @@ void ControllerAgent::Impl::Execute(const proto::Command& c) {
         break;
       }
       bool changed = false;
-      control = HandleControlRequest(*sw, c.control(), nullptr, &changed);
+      control = HandleControlRequest(*sw, c.control(), nullptr, &changed,
+                                     ControlOrigin::kNetwork);
       break;
     }
     case proto::Command::BODY_NOT_SET:

@@ -147,7 +147,8 @@ void StorageServer::Impl::Handle(std::unique_ptr<RpcServer::Call> call) {
             proto::RpcReply reply;
             *reply.mutable_control() = HandleControlRequest(
                 sswitch(), c->request().control(),
-                [this](proto::ControlResponse* r) { AddStats(r); }, &changed);
+                [this](proto::ControlResponse* r) { AddStats(r); }, &changed,
+                ControlOrigin::kNetwork);
             if (changed) {
               LogInfo("rules changed by ", c->peer_name(), " (", c->peer_role(),
                       "): now version ", sswitch().version());

@@ -90,8 +90,28 @@ void AddEndpointGauges(const SSwitch& sw,
   }
 }
 
+namespace {
+
+// A directory a stage would keep data in, chosen over the network: refused
+// unless it is the one the stage has already (from the host's own config).
+absl::Status CheckNetworkDirectories(const proto::StageConfig& next,
+                                     const proto::StageConfig* current) {
+  const std::string& dir = next.cache().tier_dir();
+  if (dir.empty()) return absl::OkStatus();
+  if (current != nullptr && current->cache().tier_dir() == dir) {
+    return absl::OkStatus();
+  }
+  return absl::PermissionDeniedError(StrCat(
+      "stage ", next.name(), ": tier_dir ", dir,
+      " names a directory of this machine, which only its own config, flags "
+      "or control socket may choose (not a request over the network)"));
+}
+
+}  // namespace
+
 absl::Status HandleStagesRequest(SSwitch& sw, const proto::Stages& req,
-                                 proto::ControlResponse* resp) {
+                                 proto::ControlResponse* resp,
+                                 ControlOrigin origin) {
   const absl::Duration timeout = absl::Milliseconds(
       req.timeout_ms() == 0 ? kDefaultChangeTimeoutMs
                             : std::min(req.timeout_ms(), kMaxChangeTimeoutMs));
@@ -105,6 +125,12 @@ absl::Status HandleStagesRequest(SSwitch& sw, const proto::Stages& req,
         auto parsed = ParseStageSpec(req.spec());
         if (!parsed.ok()) return parsed.status();
         config = *std::move(parsed);
+      }
+      if (origin == ControlOrigin::kNetwork) {
+        if (absl::Status s = CheckNetworkDirectories(config, nullptr);
+            !s.ok()) {
+          return s;
+        }
       }
       status = AddConfiguredStage(sw, config);
       break;
@@ -136,6 +162,13 @@ absl::Status HandleStagesRequest(SSwitch& sw, const proto::Stages& req,
               const std::string kind = next.kind();
               next = req.stage();
               next.set_kind(kind);
+            }
+            if (origin == ControlOrigin::kNetwork) {
+              const proto::StageConfig current = hs->config();
+              if (absl::Status s = CheckNetworkDirectories(next, &current);
+                  !s.ok()) {
+                return s;
+              }
             }
             absl::Status s = hs->Reconfigure(next);
             if (!s.ok()) {

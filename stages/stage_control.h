@@ -23,10 +23,20 @@ absl::Status AddConfiguredStage(SSwitch& sw, const proto::StageConfig& config);
 absl::Status EnsureStage(SSwitch& sw, const proto::StageConfig& want,
                          absl::Duration timeout);
 
+// Who sent a control request.
+enum class ControlOrigin {
+  kLocal,    // the host's own config, flags or control socket (root's)
+  kNetwork,  // a peer that holds the cluster secret: a server's RPC port,
+             // or the controller
+};
+
 // Serves a Stages control request (list, add, set, remove); the stages'
-// state goes to resp->stages.
+// state goes to resp->stages. A request from the network may not point a
+// stage at a directory of this machine (a cache's tier_dir): that is for
+// whoever administers the machine (PermissionDenied).
 absl::Status HandleStagesRequest(SSwitch& sw, const proto::Stages& request,
-                                 proto::ControlResponse* resp);
+                                 proto::ControlResponse* resp,
+                                 ControlOrigin origin);
 
 // Every stage's config and counters, into resp->stages, by name.
 void AddStageStats(const SSwitch& sw, proto::ControlResponse* resp);

@@ -143,11 +143,39 @@ class StageControlTest : public ::testing::Test {
     req.set_action(action);
     req.mutable_stage()->set_name(name);
     req.set_spec(spec);
-    return HandleStagesRequest(host_.sswitch(), req, resp);
+    return HandleStagesRequest(host_.sswitch(), req, resp, origin_);
   }
   TempDir dir_;
   Host host_{"h"};
+  ControlOrigin origin_ = ControlOrigin::kLocal;
 };
+
+// A peer with the cluster secret may change stages, but not make one keep
+// data in a directory of its choosing: only the host's own config, flags
+// or control socket may name one.
+TEST_F(StageControlTest, ANetworkRequestCannotChooseADirectory) {
+  proto::ControlResponse resp;
+  const std::string tier = dir_ / "tier";
+  std::filesystem::create_directories(tier);
+  origin_ = ControlOrigin::kNetwork;
+  absl::Status s = Do(proto::Stages::ADD, "",
+                      "c=cache:tier_dir=" + tier + ",tier_bytes=1M", &resp);
+  EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied) << s;
+  EXPECT_THAT(s.message(), HasSubstr("tier_dir"));
+  EXPECT_TRUE(std::filesystem::is_empty(tier)) << "nothing was made there";
+  // Without a directory, or keeping the one the host chose, it may.
+  ASSERT_TRUE(
+      Do(proto::Stages::ADD, "", "n=cache:partition_bytes=1M", &resp).ok());
+  origin_ = ControlOrigin::kLocal;
+  ASSERT_TRUE(Do(proto::Stages::ADD, "",
+                 "c=cache:tier_dir=" + tier + ",tier_bytes=1M", &resp)
+                  .ok());
+  origin_ = ControlOrigin::kNetwork;
+  EXPECT_TRUE(Do(proto::Stages::SET, "c", "partition_bytes=2M", &resp).ok());
+  s = Do(proto::Stages::SET, "c", "tier_dir=/etc", &resp);
+  EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied) << s;
+  EXPECT_TRUE(Do(proto::Stages::SET, "c", "tier_dir=" + tier, &resp).ok());
+}
 
 TEST_F(StageControlTest, AddListSetRemove) {
   proto::ControlResponse resp;
