@@ -5,6 +5,7 @@
 
 #include "controller/kv.h"
 #include "util/mutex.h"
+#include "util/private_dir.h"
 #include "util/strings.h"
 
 namespace sroute {
@@ -85,6 +86,11 @@ absl::StatusOr<std::unique_ptr<KvStore>> OpenRocksDbKv(const std::string& dir) {
   options.create_if_missing = true;
   options.max_open_files = 256;
   options.keep_log_file_num = 4;
+  // The rules and the topology name files and hosts: the owner's only.
+  if (absl::Status made = MakePrivateDirectories(dir); !made.ok()) {
+    return absl::UnavailableError(StrCat(
+        "cannot open the controller database in ", dir, ": ", made.message()));
+  }
   rocksdb::DB* raw = nullptr;
   rocksdb::Status s = rocksdb::DB::Open(options, dir, &raw);
   if (!s.ok()) {

@@ -6,9 +6,9 @@
 #include <rocksdb/write_batch.h>
 
 #include <algorithm>
-#include <filesystem>
 
 #include "rules/parser.h"
+#include "util/private_dir.h"
 #include "util/rocksdb_status.h"
 #include "util/strings.h"
 
@@ -110,10 +110,12 @@ absl::StatusOr<std::unique_ptr<RecordStore>> RecordStore::Open(
   options.target_file_size_base = 1 << 20;
   options.table_properties_collector_factories.emplace_back(
       rocksdb::NewCompactOnDeletionCollectorFactory(1024, 256));
-  // RocksDB makes the folder itself, but first complains in its log that
-  // it cannot list it.
-  std::error_code ignored;  // DB::Open reports what matters
-  std::filesystem::create_directories(dir, ignored);
+  // RocksDB would make the folder itself (readable by all, after
+  // complaining in its log that it cannot list it): the records name files.
+  if (absl::Status made = MakePrivateDirectories(dir); !made.ok()) {
+    return absl::UnavailableError(
+        StrCat("cannot open the state store in ", dir, ": ", made.message()));
+  }
   rocksdb::DB* raw = nullptr;
   rocksdb::Status s = rocksdb::DB::Open(options, dir, &raw);
   if (!s.ok()) {

@@ -5,8 +5,6 @@
 #include <rocksdb/iterator.h>
 #include <rocksdb/write_batch.h>
 
-#include <filesystem>
-
 #if defined(__SANITIZE_ADDRESS__)
 #define SROUTE_ASAN 1
 #elif defined(__has_feature)
@@ -19,6 +17,7 @@
 #endif
 
 #include "util/log.h"
+#include "util/private_dir.h"
 #include "util/rocksdb_status.h"
 #include "util/strings.h"
 
@@ -85,11 +84,9 @@ bool Decode(const rocksdb::Slice& key, const rocksdb::Slice& value,
 
 absl::StatusOr<std::unique_ptr<RegionLog>> RegionLog::Open(
     const std::string& dir) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) {
-    return absl::UnavailableError(StrCat(
-        "cannot make the region log's directory ", dir, ": ", ec.message()));
+  if (absl::Status made = MakePrivateDirectories(dir); !made.ok()) {
+    return absl::UnavailableError(
+        StrCat("the region log's directory: ", made.message()));
   }
   rocksdb::Options options;
   options.create_if_missing = true;
