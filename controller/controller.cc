@@ -9,6 +9,7 @@
 #include <deque>
 #include <future>
 #include <map>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -638,6 +639,38 @@ void Controller::Impl::HandleRegister(RpcServer::Call& call) {
   if (name.empty()) {
     call.ReplyStatus(
         absl::InvalidArgumentError("a host needs an sSwitch name"));
+    return;
+  }
+  // Names are unique: another live process under this one is refused (not
+  // let in to take the session over, back and forth, thousands of times a
+  // second). A host that restarted gets in once its old session is found
+  // silent (host_timeout); the same process registering again always does.
+  std::optional<absl::Duration> taken_seen;
+  bool log_refusal = false;
+  {
+    MutexLock l(&mu);
+    auto it = sessions.find(name);
+    if (it != sessions.end() && it->second.connected &&
+        it->second.host.instance() != 0 && host.instance() != 0 &&
+        it->second.host.instance() != host.instance()) {
+      const absl::Time now = absl::Now();
+      taken_seen = now - it->second.last_seen;
+      absl::Time& logged = refusals_logged[name];
+      log_refusal = now - logged > absl::Minutes(1);
+      if (log_refusal) logged = now;
+    }
+  }
+  if (taken_seen) {
+    if (log_refusal) {
+      LogWarning("registration of ", name,
+                 " refused: another live host has that name");
+    }
+    call.ReplyStatus(absl::AlreadyExistsError(StrCat(
+        "sSwitch name ", name, " is in use by another host (seen ",
+        absl::FormatDuration(absl::Trunc(*taken_seen, absl::Milliseconds(1))),
+        " ago): every host needs its own --name (a restarted host gets in "
+        "once the old one has been silent for ",
+        absl::FormatDuration(options.host_timeout), ")")));
     return;
   }
   // A new sSwitch brings its own rules, which the controller adopts; a

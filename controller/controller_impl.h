@@ -358,6 +358,9 @@ struct Controller::Impl {
   Mutex mu ABSL_ACQUIRED_AFTER(update_mu);
   // By sSwitch.
   std::map<std::string, Session> sessions ABSL_GUARDED_BY(mu);
+  // When a registration under a name in use was last logged (a duplicate
+  // retries every half second: logged once a minute).
+  std::map<std::string, absl::Time> refusals_logged ABSL_GUARDED_BY(mu);
   // By command.
   std::map<uint64_t, std::shared_ptr<PendingCommand>> pending
       ABSL_GUARDED_BY(mu);

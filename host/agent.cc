@@ -5,6 +5,7 @@
 #include <atomic>
 #include <deque>
 #include <map>
+#include <random>
 #include <thread>
 #include <unordered_map>
 
@@ -818,6 +819,10 @@ absl::StatusOr<std::unique_ptr<ControllerAgent>> ControllerAgent::Start(
   if (options.host.sswitch().empty()) {
     options.host.set_sswitch(sw->name());
   }
+  if (options.host.instance() == 0) {
+    std::random_device random;
+    options.host.set_instance((uint64_t{random()} << 32) | random() | 1);
+  }
   auto impl = std::make_shared<Impl>(sw, threads, std::move(options));
   {
     RpcChannel::Options co;
@@ -831,7 +836,9 @@ absl::StatusOr<std::unique_ptr<ControllerAgent>> ControllerAgent::Start(
     impl->controllers = *std::move(controllers);
   }
   // Register before serving: retry while the controller is unreachable,
-  // up to the deadline; its refusal is final.
+  // or while another process holds the name (this host's previous life,
+  // until the controller finds it silent), up to the deadline; any other
+  // refusal is final.
   const absl::Time deadline = absl::Now() + impl->options.register_timeout;
   absl::Status s;
   while (true) {
@@ -842,7 +849,8 @@ absl::StatusOr<std::unique_ptr<ControllerAgent>> ControllerAgent::Start(
     s = impl->Register(impl->options.fresh, left);
     if (s.ok() || absl::Now() >= deadline) break;
     // Absent (or, with several, slow): try again, or the next controller.
-    if (!absl::IsUnavailable(s) && !(several && absl::IsDeadlineExceeded(s))) {
+    if (!absl::IsUnavailable(s) && !absl::IsAlreadyExists(s) &&
+        !(several && absl::IsDeadlineExceeded(s))) {
       break;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "controller/controller.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "rpc/io_threads.h"
 #include "rules/parser.h"
@@ -88,6 +89,59 @@ TEST(ControllerAgentTest, StatsFlowWhileAnUpdateDrains) {
   EXPECT_TRUE(moved) << "no statistics while the update drained";
   EXPECT_TRUE(updated.load());
   agent->reset();
+  controller->reset();
+}
+
+// Two live hosts under one name: the second is refused with a clear
+// error (before, each registration took the other's session, thousands of
+// times a second); once the first is gone and silent, the name is free.
+TEST(ControllerAgentTest, ASecondHostOfTheSameNameIsRefusedNotSwapped) {
+  TempDir dir;
+  ControllerOptions o;
+  o.listen = "127.0.0.1:0";
+  o.secret = kSecret;
+  o.db_dir = dir / "db";
+  o.stats_interval = absl::Milliseconds(100);  // the hosts report often
+  o.host_timeout = absl::Seconds(2);
+  auto controller = Controller::Start(o);
+  ASSERT_TRUE(controller.ok()) << controller.status();
+  IoThreads threads(2);
+  Host first("dup"), second("dup");
+  std::filesystem::create_directories(dir / "e1");
+  std::filesystem::create_directories(dir / "e2");
+  ASSERT_TRUE(first.AddLocalEndpoint("e", dir / "e1").ok());
+  ASSERT_TRUE(second.AddLocalEndpoint("e", dir / "e2").ok());
+  AgentOptions a;
+  a.address = (*controller)->address();
+  a.secret = kSecret;
+  a.host.set_role("fuse");
+  auto agent1 = ControllerAgent::Start(&first.sswitch(), &threads, a);
+  ASSERT_TRUE(agent1.ok()) << agent1.status();
+
+  a.register_timeout = absl::Seconds(1);
+  auto agent2 = ControllerAgent::Start(&second.sswitch(), &threads, a);
+  ASSERT_FALSE(agent2.ok());
+  EXPECT_TRUE(absl::IsAlreadyExists(agent2.status())) << agent2.status();
+  EXPECT_THAT(std::string(agent2.status().message()),
+              ::testing::HasSubstr("is in use by another host"));
+  // The first keeps its session: an update reaches it.
+  ControllerApi& api = (*controller)->api();
+  UpdateSpec spec;
+  RuleChanges c;
+  c.sswitch = "dup";
+  c.insert.push_back("<*, *, //e/a> -> <IO, //e/b>");
+  spec.changes.push_back(std::move(c));
+  ASSERT_TRUE(api.Update(spec).ok());
+  EXPECT_EQ(first.sswitch().ListRules().size(), 1u);
+  EXPECT_EQ(second.sswitch().ListRules().size(), 0u);
+
+  // Gone and silent: the name is the other's (with the stored rules).
+  agent1->reset();
+  a.register_timeout = absl::Seconds(20);
+  agent2 = ControllerAgent::Start(&second.sswitch(), &threads, a);
+  ASSERT_TRUE(agent2.ok()) << agent2.status();
+  EXPECT_EQ(second.sswitch().ListRules().size(), 1u);
+  agent2->reset();
   controller->reset();
 }
 
