@@ -10,7 +10,6 @@
 #include <unistd.h>
 
 #include <cstring>
-#include <iostream>
 #include <utility>
 #include <vector>
 
@@ -18,6 +17,7 @@
 #include "proto/rpc.pb.h"
 #include "rpc/fd_frames.h"
 #include "util/errno_status.h"
+#include "util/log.h"
 #include "util/strings.h"
 
 namespace sroute {
@@ -162,7 +162,7 @@ void ControlServer::AcceptLoop() {
     const int n = poll(fds, 2, -1);
     if (n < 0) {
       if (errno == EINTR) continue;
-      std::cerr << "sroute control: poll: " << ErrnoText(errno) << "\n";
+      LogError("control socket ", path_, ": poll: ", ErrnoText(errno));
       return;
     }
     if (fds[1].revents != 0) return;
@@ -171,7 +171,7 @@ void ControlServer::AcceptLoop() {
     if (fd < 0) {
       if (errno == EINTR || errno == EAGAIN || errno == ECONNABORTED) continue;
       if (errno == EMFILE || errno == ENFILE) {
-        std::cerr << "sroute control: accept: " << ErrnoText(errno) << "\n";
+        LogWarning("control socket ", path_, ": accept: ", ErrnoText(errno));
         poll(nullptr, 0, 100);
         continue;
       }
@@ -192,8 +192,8 @@ void ControlServer::Serve(Connection* conn) {
     absl::Status s = stream.Read(&req, absl::InfiniteFuture(), cancel_r_);
     if (!s.ok()) {
       if (!absl::IsOutOfRange(s) && !absl::IsCancelled(s)) {
-        std::cerr << "sroute control: closing connection on " << path_ << ": "
-                  << s.message() << "\n";
+        LogWarning("control socket ", path_,
+                   ": closing a connection: ", s.message());
       }
       break;
     }
@@ -210,8 +210,8 @@ void ControlServer::Serve(Connection* conn) {
     }
     s = stream.Write(reply, absl::Now() + absl::Seconds(10));
     if (!s.ok()) {
-      std::cerr << "sroute control: closing connection on " << path_ << ": "
-                << s.message() << "\n";
+      LogWarning("control socket ", path_,
+                 ": closing a connection: ", s.message());
       break;
     }
   }
@@ -223,7 +223,11 @@ proto::ControlResponse ControlServer::Handle(const proto::ControlRequest& req) {
   bool changed = false;
   proto::ControlResponse resp = HandleControlRequest(
       *sw_, req, add_stats_, &changed, ControlOrigin::kLocal);
-  if (changed && on_rules_changed_) on_rules_changed_();
+  if (changed) {
+    LogInfo("rules changed through the control socket ", path_,
+            ": now version ", sw_->version());
+    if (on_rules_changed_) on_rules_changed_();
+  }
   return resp;
 }
 

@@ -5,13 +5,13 @@
 
 #include <algorithm>
 #include <cstring>
-#include <iostream>
 #include <optional>
 
 #include "fuse/ops.h"
 #include "fuse/request.h"
 #include "fuse/session_loop.h"
 #include "util/errno_status.h"
+#include "util/log.h"
 #include "util/strings.h"
 
 namespace sroute {
@@ -160,8 +160,7 @@ void Volume::InvalidateLoop() {
       const int rc = fuse_lowlevel_notify_inval_inode(se, ino, 0, 0);
       // -ENOENT: the kernel forgot the inode already.
       if (rc != 0 && rc != -ENOENT) {
-        std::cerr << "sroute-fuse: cannot invalidate inode " << ino << ": "
-                  << ErrnoText(-rc) << "\n";
+        LogWarning("cannot invalidate inode ", ino, ": ", ErrnoText(-rc));
       }
     }
     l.Lock();

@@ -9,6 +9,7 @@
 #include <cstdlib>
 
 #include "util/errno_status.h"
+#include "util/log.h"
 
 namespace sroute {
 
@@ -45,13 +46,18 @@ void Detacher::Ready() {
   if (chdir("/") != 0) {
     // Keeps its directory: harmless, only a mount point it pins.
   }
+  // Logs go on to the journal when stderr is it (a mount unit, a service);
+  // a terminal that may close is left for syslog, which the journal (or a
+  // syslog daemon) collects.
+  const bool journal = IsJournalStream(getenv("JOURNAL_STREAM"), STDERR_FILENO);
   const int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
   if (null_fd >= 0) {
     dup2(null_fd, STDIN_FILENO);
     dup2(null_fd, STDOUT_FILENO);
-    dup2(null_fd, STDERR_FILENO);
+    if (!journal) dup2(null_fd, STDERR_FILENO);
     if (null_fd > STDERR_FILENO) close(null_fd);
   }
+  if (!journal) LogToSyslog();
   const char byte = 1;
   ssize_t n;
   do {

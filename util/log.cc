@@ -2,6 +2,7 @@
 #include "util/log.h"
 
 #include <sys/stat.h>
+#include <syslog.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -23,7 +24,19 @@ std::string& Tag() ABSL_EXCLUSIVE_LOCKS_REQUIRED(LogMutex()) {
   static std::string tag = "sroute";
   return tag;
 }
+bool& ToSyslog() ABSL_EXCLUSIVE_LOCKS_REQUIRED(LogMutex()) {
+  static bool to_syslog = false;
+  return to_syslog;
+}
 }  // namespace
+
+void LogToSyslog() {
+  MutexLock l(&LogMutex());
+  // openlog keeps the pointer: the tag's storage lives as long as the
+  // process (SetLogTag is called once, before this).
+  openlog(Tag().c_str(), LOG_PID, LOG_DAEMON);
+  ToSyslog() = true;
+}
 
 void SetLogTag(std::string_view tag) {
   MutexLock l(&LogMutex());
@@ -78,6 +91,22 @@ void LogLine(std::string_view severity, std::string_view text) {
   static const bool journal =
       IsJournalStream(getenv("JOURNAL_STREAM"), STDERR_FILENO);
   MutexLock l(&LogMutex());
+  if (ToSyslog()) {
+    const int priority = severity == "E"   ? LOG_ERR
+                         : severity == "W" ? LOG_WARNING
+                                           : LOG_INFO;
+    size_t start = 0;
+    while (start <= text.size()) {
+      size_t end = text.find('\n', start);
+      if (end == std::string_view::npos) end = text.size();
+      if (end > start || start == 0) {
+        const std::string line(text.substr(start, end - start));
+        syslog(priority, "%s", line.c_str());
+      }
+      start = end + 1;
+    }
+    return;
+  }
   const std::string lines = FormatLogLines(severity, text, Tag(), journal);
   // One write per event, so lines of several processes sharing stderr do
   // not interleave.

@@ -6,6 +6,8 @@
 // Under systemd, when stderr is the journal (JOURNAL_STREAM names it), each
 // line is "<PRIORITY>TAG: TEXT" instead (sd-daemon(3) prefixes: 3 error,
 // 4 warning, 6 info): the journal keeps the severity and its own time.
+// A daemon that leaves its terminal (host/daemon.h) logs to syslog instead
+// (LogToSyslog), which the journal collects too.
 #ifndef SROUTE_UTIL_LOG_H_
 #define SROUTE_UTIL_LOG_H_
 
@@ -18,6 +20,9 @@ namespace sroute {
 
 // Sets the tag printed at the start of every line. Call once at start.
 void SetLogTag(std::string_view tag);
+// From now on every line goes to syslog (facility daemon, the tag as its
+// ident, the severity as its priority), not to stderr.
+void LogToSyslog();
 void LogLine(std::string_view severity, std::string_view text);
 
 // What LogLine writes for `text` (one or more lines) at `severity` ("I",
