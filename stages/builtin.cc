@@ -5,6 +5,7 @@
 #include "stages/cache/cache_stage.h"
 #include "stages/cache/shards_delegate.h"
 #include "stages/delay/delay_stage.h"
+#include "stages/qos/qos_stage.h"
 #include "stages/replica_set/replica_set_stage.h"
 #include "stages/stage.h"
 
@@ -13,6 +14,7 @@ namespace sroute {
 void RegisterBuiltinStages(StageRegistry& registry) {
   RegisterCacheStage(registry);
   RegisterDelayStage(registry);
+  RegisterQosStage(registry);
   RegisterReplicaSetStage(registry);
   // Delegates that belong with stages (they are registered with the stage
   // kinds, before any host loads rules: HostRuntime::AddStages).

@@ -9,7 +9,8 @@
 // A HostStage is the sSwitch's Stage plus what a host does with it: report
 // counters, take new options live, and stop (write back what it holds).
 // The sSwitch guarantees Reconfigure and Stop run with no IO inside the
-// stage (SSwitch::ChangeStage parks and drains first).
+// stage (SSwitch::ChangeStage parks and drains first), but for a stage that
+// reconfigures live (ReconfiguresLive).
 #ifndef SROUTE_STAGES_STAGE_H_
 #define SROUTE_STAGES_STAGE_H_
 
@@ -36,6 +37,11 @@ class HostStage : public Stage {
   // (InvalidArgument naming the option).
   // REQUIRES: no IO inside the stage (the sSwitch parked and drained it).
   virtual absl::Status Reconfigure(const proto::StageConfig& next) = 0;
+  // Whether Reconfigure may run with IOs inside (it takes the stage's own
+  // lock and keeps what is queued): a change then neither parks nor drains
+  // the stage's IOs (a QoS stage's queues may hold many, held back on
+  // purpose).
+  virtual bool ReconfiguresLive() const { return false; }
   // Counters for stats, e.g. "alice.hits" (per partition) or "hits".
   // Thread-safe.
   virtual void Report(proto::StageStats* out) const = 0;

@@ -43,36 +43,36 @@ absl::Status AddConfiguredStage(SSwitch& sw, const proto::StageConfig& config) {
 
 absl::Status EnsureStage(SSwitch& sw, const proto::StageConfig& want,
                          absl::Duration timeout) {
-  bool present = false;
+  std::shared_ptr<Stage> present;
   for (const SSwitch::StageInfo& info : sw.Stages()) {
-    if (info.name == want.name()) present = true;
+    if (info.name == want.name()) present = info.stage;
   }
   if (!present) return AddConfiguredStage(sw, want);
-  return sw.ChangeStage(
-      want.name(),
-      [&](Stage& stage) -> absl::Status {
-        HostStage* hs = AsHostStage(&stage);
-        if (hs == nullptr) {
-          return absl::FailedPreconditionError(
-              StrCat("stage '", want.name(), "' was not made from a config"));
-        }
-        const proto::StageConfig now = hs->config();
-        if (now.kind() != want.kind()) {
-          return absl::FailedPreconditionError(
-              StrCat("stage ", want.name(), " is of kind ", now.kind(),
-                     " here, not ", want.kind()));
-        }
-        if (now.SerializeAsString() == want.SerializeAsString()) {
-          return absl::OkStatus();
-        }
-        absl::Status s = hs->Reconfigure(want);
-        if (!s.ok()) {
-          return absl::Status(s.code(),
-                              StrCat("stage ", want.name(), ": ", s.message()));
-        }
-        return absl::OkStatus();
-      },
-      timeout);
+  auto change = [&](Stage& stage) -> absl::Status {
+    HostStage* hs = AsHostStage(&stage);
+    if (hs == nullptr) {
+      return absl::FailedPreconditionError(
+          StrCat("stage '", want.name(), "' was not made from a config"));
+    }
+    const proto::StageConfig now = hs->config();
+    if (now.kind() != want.kind()) {
+      return absl::FailedPreconditionError(StrCat("stage ", want.name(),
+                                                  " is of kind ", now.kind(),
+                                                  " here, not ", want.kind()));
+    }
+    if (now.SerializeAsString() == want.SerializeAsString()) {
+      return absl::OkStatus();
+    }
+    absl::Status s = hs->Reconfigure(want);
+    if (!s.ok()) {
+      return absl::Status(s.code(),
+                          StrCat("stage ", want.name(), ": ", s.message()));
+    }
+    return absl::OkStatus();
+  };
+  const HostStage* hs = AsHostStage(present.get());
+  if (hs != nullptr && hs->ReconfiguresLive()) return change(*present);
+  return sw.ChangeStage(want.name(), change, timeout);
 }
 
 void AddStageStats(const SSwitch& sw, proto::ControlResponse* resp) {
@@ -137,47 +137,53 @@ absl::Status HandleStagesRequest(SSwitch& sw, const proto::Stages& req,
     }
     case proto::Stages::SET: {
       const std::string& name = req.stage().name();
-      status = sw.ChangeStage(
-          name,
-          [&](Stage& stage) -> absl::Status {
-            HostStage* hs = AsHostStage(&stage);
-            if (hs == nullptr) {
-              return absl::FailedPreconditionError(
-                  StrCat("stage '", name, "' was not made from a config"));
-            }
-            proto::StageConfig next = hs->config();
-            if (!req.spec().empty()) {
-              if (absl::Status s = ApplyStageOptions(req.spec(), &next);
-                  !s.ok()) {
-                return absl::InvalidArgumentError(
-                    StrCat("stage ", name, ": ", s.message()));
-              }
-            } else {
-              if (!req.stage().kind().empty() &&
-                  req.stage().kind() != next.kind()) {
-                return absl::InvalidArgumentError(StrCat(
-                    "stage ", name, " is of kind ", next.kind(), ", not ",
-                    req.stage().kind(), "; remove it and add a new one"));
-              }
-              const std::string kind = next.kind();
-              next = req.stage();
-              next.set_kind(kind);
-            }
-            if (origin == ControlOrigin::kNetwork) {
-              const proto::StageConfig current = hs->config();
-              if (absl::Status s = CheckNetworkDirectories(next, &current);
-                  !s.ok()) {
-                return s;
-              }
-            }
-            absl::Status s = hs->Reconfigure(next);
-            if (!s.ok()) {
-              return absl::Status(s.code(),
-                                  StrCat("stage ", name, ": ", s.message()));
-            }
-            return absl::OkStatus();
-          },
-          timeout);
+      auto change = [&](Stage& stage) -> absl::Status {
+        HostStage* hs = AsHostStage(&stage);
+        if (hs == nullptr) {
+          return absl::FailedPreconditionError(
+              StrCat("stage '", name, "' was not made from a config"));
+        }
+        proto::StageConfig next = hs->config();
+        if (!req.spec().empty()) {
+          if (absl::Status s = ApplyStageOptions(req.spec(), &next); !s.ok()) {
+            return absl::InvalidArgumentError(
+                StrCat("stage ", name, ": ", s.message()));
+          }
+        } else {
+          if (!req.stage().kind().empty() &&
+              req.stage().kind() != next.kind()) {
+            return absl::InvalidArgumentError(
+                StrCat("stage ", name, " is of kind ", next.kind(), ", not ",
+                       req.stage().kind(), "; remove it and add a new one"));
+          }
+          const std::string kind = next.kind();
+          next = req.stage();
+          next.set_kind(kind);
+        }
+        if (origin == ControlOrigin::kNetwork) {
+          const proto::StageConfig current = hs->config();
+          if (absl::Status s = CheckNetworkDirectories(next, &current);
+              !s.ok()) {
+            return s;
+          }
+        }
+        absl::Status s = hs->Reconfigure(next);
+        if (!s.ok()) {
+          return absl::Status(s.code(),
+                              StrCat("stage ", name, ": ", s.message()));
+        }
+        return absl::OkStatus();
+      };
+      // A stage that takes new options with IOs inside is changed in place;
+      // the others through the sSwitch's park and drain.
+      std::shared_ptr<Stage> live;
+      for (const SSwitch::StageInfo& info : sw.Stages()) {
+        const HostStage* hs = AsHostStage(info.stage.get());
+        if (info.name == name && hs != nullptr && hs->ReconfiguresLive()) {
+          live = info.stage;
+        }
+      }
+      status = live ? change(*live) : sw.ChangeStage(name, change, timeout);
       break;
     }
     case proto::Stages::REMOVE: {

@@ -89,21 +89,66 @@ absl::Status SetScalar(pb::Message* m, const pb::FieldDescriptor* f,
   }
 }
 
-// A {name, number} message from "NAME/NUMBER".
+// Whether a repeated message's entries can be written on one line: every
+// field a scalar (then "V1/V2/...", in field order).
+bool PositionalEntries(const pb::Descriptor* d) {
+  for (int i = 0; i < d->field_count(); ++i) {
+    if (d->field(i)->is_repeated() ||
+        d->field(i)->cpp_type() == pb::FieldDescriptor::CPPTYPE_MESSAGE) {
+      return false;
+    }
+  }
+  return d->field_count() >= 2;
+}
+
+// The fields' names as the entry's format: "NAME/NUMBER",
+// "name/qos_class/iops/...".
+std::string EntryFormat(const pb::Descriptor* d) {
+  if (d->field_count() == 2) return "NAME/NUMBER";
+  std::string out;
+  for (int i = 0; i < d->field_count(); ++i) {
+    StrAppend(&out, i == 0 ? "" : "/", d->field(i)->name());
+  }
+  return out;
+}
+
+// An entry of a repeated message from its line: a {name, number} message
+// from "NAME/NUMBER" (the name may hold '/'), a message of more scalar
+// fields from "V1/V2/..." (the trailing ones may be left out).
 absl::Status SetNamed(pb::Message* entry, std::string_view key,
                       std::string_view value) {
   const pb::Descriptor* d = entry->GetDescriptor();
-  const size_t slash = value.rfind('/');
-  if (d->field_count() != 2 || slash == std::string_view::npos || slash == 0) {
+  const auto bad = [&] {
     return absl::InvalidArgumentError(
-        StrCat(key, ": expected NAME/NUMBER, not '", value, "'"));
+        StrCat(key, ": expected ", EntryFormat(d), ", not '", value, "'"));
+  };
+  if (!PositionalEntries(d)) {
+    return absl::InvalidArgumentError(
+        StrCat(key, ": cannot be given on one line (use a config file)"));
   }
-  if (absl::Status s =
-          SetScalar(entry, d->field(0), key, value.substr(0, slash));
-      !s.ok()) {
-    return s;
+  if (d->field_count() == 2) {
+    const size_t slash = value.rfind('/');
+    if (slash == std::string_view::npos || slash == 0) return bad();
+    if (absl::Status s =
+            SetScalar(entry, d->field(0), key, value.substr(0, slash));
+        !s.ok()) {
+      return s;
+    }
+    return SetScalar(entry, d->field(1), key, value.substr(slash + 1));
   }
-  return SetScalar(entry, d->field(1), key, value.substr(slash + 1));
+  const std::vector<std::string_view> parts = StrSplit(value, '/');
+  if (parts.empty() || parts[0].empty() ||
+      parts.size() > static_cast<size_t>(d->field_count())) {
+    return bad();
+  }
+  for (size_t i = 0; i < parts.size(); ++i) {
+    if (parts[i].empty()) continue;  // left at its default
+    if (absl::Status s = SetScalar(entry, d->field(i), key, parts[i]);
+        !s.ok()) {
+      return s;
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -248,7 +293,9 @@ std::string FormatStageOptions(const proto::StageConfig& config) {
       if (fd->cpp_type() == pb::FieldDescriptor::CPPTYPE_MESSAGE) {
         const pb::Message& e = r->GetRepeatedMessage(m, fd, i);
         const pb::Descriptor* ed = e.GetDescriptor();
-        v = StrCat(scalar(e, ed->field(0), 0), "/", scalar(e, ed->field(1), 0));
+        for (int k = 0; k < ed->field_count(); ++k) {
+          StrAppend(&v, k == 0 ? "" : "/", scalar(e, ed->field(k), 0));
+        }
       } else {
         v = scalar(m, fd, i);
       }

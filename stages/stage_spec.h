@@ -8,7 +8,10 @@
 // Keys are the names of the fields of the kind's options message
 // (proto/config.proto, e.g. CacheOptions); integers take K, M, G and T
 // (powers of 1024); a repeated field is given once per value; a field of
-// {name, number} messages (CacheOptions.partition) takes NAME/NUMBER.
+// {name, number} messages (CacheOptions.partition) takes NAME/NUMBER, one
+// of messages of more scalar fields takes their values in field order,
+// V1/V2/... (QosOptions.tenant: alice/lc/2400/100/5000, trailing ones may
+// be left out).
 #ifndef SROUTE_STAGES_STAGE_SPEC_H_
 #define SROUTE_STAGES_STAGE_SPEC_H_
 
