@@ -8,6 +8,7 @@
 
 #include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/text_format.h"
+#include "rpc/remote_endpoint.h"
 #include "stages/flash/flash_endpoint.h"
 #include "stages/stage.h"
 #include "util/strings.h"
@@ -84,6 +85,18 @@ absl::Status CheckHostConfig(const proto::HostConfig& c, HostKind kind,
     if (e.name().find('/') != std::string::npos) {
       return bad(StrCat("endpoint name '", e.name(), "' has a '/'"));
     }
+    // The field says what the endpoint is; the host goes by the address's
+    // shape: they must agree.
+    if (!e.server().empty() && !IsServerAddress(e.server())) {
+      return bad(StrCat("endpoint ", e.name(), ": server '", e.server(),
+                        "' is not HOST:PORT (a directory is dir:)"));
+    }
+    if (!e.dir().empty() && IsServerAddress(e.dir())) {
+      return bad(StrCat("endpoint ", e.name(), ": dir '", e.dir(),
+                        "' reads as HOST:PORT (a server is server:; a "
+                        "directory of that name: ./",
+                        e.dir(), ")"));
+    }
   }
   {
     std::set<std::string> names;
@@ -112,6 +125,15 @@ absl::Status CheckHostConfig(const proto::HostConfig& c, HostKind kind,
   }
   if (c.has_io_threads() && (c.io_threads() < 1 || c.io_threads() > 64)) {
     return bad("io_threads: must be in 1..64");
+  }
+  if (c.has_io_threads() && c.io_threads() > 1 && c.has_poll_us() &&
+      c.poll_us() > 0) {
+    return bad(StrCat("io_threads: ", c.io_threads(),
+                      " with poll_us > 0: a polling network thread runs "
+                      "alone (poll_us: 0 for several threads)"));
+  }
+  if (c.has_metrics_rules() && c.metrics_rules() > 100000) {
+    return bad("metrics_rules: must be in 0..100000");
   }
   // Fields of the other daemon are refused, not ignored: a server config
   // given to sroute-fuse is a mistake the user wants to hear about.

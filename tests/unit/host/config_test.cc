@@ -102,6 +102,19 @@ TEST(HostConfigTest, BadValuesAreRefusedWithTheirField) {
             "c: every tenant needs a name and a uid, gid or cgroup");
   EXPECT_EQ(check("name: \"a/b\"", HostKind::kServer),
             "c: bad server name 'a/b'");
+  EXPECT_EQ(check("io_threads: 4 poll_us: 50", HostKind::kServer),
+            "c: io_threads: 4 with poll_us > 0: a polling network thread "
+            "runs alone (poll_us: 0 for several threads)");
+  EXPECT_EQ(check("metrics_rules: 100001", HostKind::kServer),
+            "c: metrics_rules: must be in 0..100000");
+  // The field says what an endpoint is, and the address must agree.
+  EXPECT_EQ(
+      check("endpoint { name: \"s\" server: \"/srv/x\" }", HostKind::kFuse),
+      "c: endpoint s: server '/srv/x' is not HOST:PORT (a directory is "
+      "dir:)");
+  EXPECT_EQ(check("endpoint { name: \"d\" dir: \"h:7400\" }", HostKind::kFuse),
+            "c: endpoint d: dir 'h:7400' reads as HOST:PORT (a server is "
+            "server:; a directory of that name: ./h:7400)");
 }
 
 TEST(HostFlagsTest, FlagsAddToTheFileAndOverrideIt) {
