@@ -268,6 +268,23 @@ bool InodeTable::NoCapability(uint64_t ino, uint64_t tag,
          now_ns < it->second.no_capability_until_ns;
 }
 
+void InodeTable::SetWithoutSetid(uint64_t ino, uint64_t tag,
+                                 uint64_t until_ns) {
+  MutexLock l(&mu_);
+  auto it = nodes_.find(ino);
+  if (it == nodes_.end()) return;
+  it->second.without_setid_tag = tag;
+  it->second.without_setid_until_ns = until_ns;
+}
+
+bool InodeTable::WithoutSetid(uint64_t ino, uint64_t tag,
+                              uint64_t now_ns) const {
+  MutexLock l(&mu_);
+  auto it = nodes_.find(ino);
+  return it != nodes_.end() && it->second.without_setid_tag == tag &&
+         now_ns < it->second.without_setid_until_ns;
+}
+
 size_t InodeTable::size() const {
   MutexLock l(&mu_);
   return nodes_.size();

@@ -90,6 +90,13 @@ class InodeTable {
   // is still `tag` and CLOCK_MONOTONIC is before `until_ns`.
   void SetNoCapability(uint64_t ino, uint64_t tag, uint64_t until_ns);
   bool NoCapability(uint64_t ino, uint64_t tag, uint64_t now_ns) const;
+  // Files known to have no set-ID bits and no capabilities (their clearing
+  // before a write found nothing left, fuse/kill_setid.h), while the
+  // volume's setid generation is `tag` and CLOCK_MONOTONIC is before
+  // `until_ns`: the next open of the file starts knowing it, as a local
+  // file system's S_NOSEC inode.
+  void SetWithoutSetid(uint64_t ino, uint64_t tag, uint64_t until_ns);
+  bool WithoutSetid(uint64_t ino, uint64_t tag, uint64_t now_ns) const;
 
   size_t size() const;
   // Every inode number the kernel knows now (the root included).
@@ -110,6 +117,8 @@ class InodeTable {
     bool hidden = false;             // unlinked while open: links[0] is hidden
     uint64_t no_capability_tag = 0;  // see SetNoCapability
     uint64_t no_capability_until_ns = 0;
+    uint64_t without_setid_tag = 0;  // see SetWithoutSetid
+    uint64_t without_setid_until_ns = 0;
   };
   struct LinkHash {
     size_t operator()(const std::pair<uint64_t, std::string>& l) const;

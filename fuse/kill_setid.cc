@@ -8,9 +8,17 @@
 #include <cstring>
 #include <utility>
 
+#include "util/clock.h"
 #include "util/errno_status.h"
 
 namespace sroute::fuse_internal {
+
+// How long a file found with nothing to clear is taken to stay so across
+// opens: set-ID bits or capabilities given to it behind the volume's back
+// (on its endpoint, through another host) are cleared by a write that
+// comes this much later at most; a chmod or setxattr through the volume
+// counts at once (Volume::setid_generation).
+constexpr uint64_t kWithoutSetidNanos = 1'000'000'000;
 
 bool LacksFsetid(const Caller& caller) {
   if (caller.uid != 0) return true;
@@ -48,7 +56,13 @@ void KillSetidThen(
                            then = std::move(then)](Request& k) mutable {
     if (k.io.status.ok()) {
       r->io.attr = k.io.attr;  // the mode as cleared
-      if (open != nullptr) open->SetWithoutSetid(generation);
+      if (open != nullptr) {
+        open->SetWithoutSetid(generation);
+        if (open->ino != 0) {
+          k.volume->inodes().SetWithoutSetid(
+              open->ino, generation, MonotonicNanos() + kWithoutSetidNanos);
+        }
+      }
     }
     k.volume->Continue([r = std::move(r), then = std::move(then),
                         status = UnsharedStatus(k.io.status)]() mutable {

@@ -16,10 +16,13 @@
 // Every write of a caller other than root carries the flag, so an open file
 // remembers that its file has nothing to clear (after its first clearing,
 // or since it created the file) until a chmod or setxattr through the
-// volume may have added something (Volume::setid_generation). A set-ID bit
-// added through another host while the file is open here is cleared by
-// the first write after this volume's next clearing decision, as with the
-// kernel's own cached mode.
+// volume may have added something (Volume::setid_generation), and so does
+// the inode for a second (InodeTable::WithoutSetid): the next opens start
+// knowing it, as ext4's S_NOSEC inode, so an open-write-close loop pays one
+// clearing a second per file, not one per open. A set-ID bit added through
+// another host (or on the endpoint) is cleared by a write at most that
+// second later, or, while the file is open here, after this volume's next
+// clearing decision, as with the kernel's own cached mode.
 #ifndef SROUTE_FUSE_KILL_SETID_H_
 #define SROUTE_FUSE_KILL_SETID_H_
 

@@ -12,6 +12,7 @@
 #include "fuse/kill_setid.h"
 #include "fuse/ops.h"
 #include "fuse/request.h"
+#include "util/clock.h"
 #include "util/log.h"
 
 namespace sroute::fuse_internal {
@@ -176,7 +177,14 @@ void Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     auto reply = [ino](Request& o) {
       SetCaching(*o.volume, o.io.header.file, &o.fi);
       o.volume->inodes().Opened(ino);
-      o.fi.fh = reinterpret_cast<uint64_t>(NewOpenFile(o));
+      OpenFile* open = NewOpenFile(o);
+      open->ino = ino;
+      // Found with nothing to clear lately (kill_setid.cc): so is this open.
+      const uint64_t generation = o.volume->setid_generation();
+      if (o.volume->inodes().WithoutSetid(ino, generation, MonotonicNanos())) {
+        open->SetWithoutSetid(generation);
+      }
+      o.fi.fh = reinterpret_cast<uint64_t>(open);
       if (ReplyOpen(o.req, o.fi) != 0) {
         // Interrupted: no release follows.
         o.volume->DeleteOpenFile(OpenFile::Of(&o.fi));
@@ -218,6 +226,7 @@ void Create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
       SetCaching(*c.volume, c.io.header.file, &c.fi);
       c.volume->inodes().Opened(e.ino);
       OpenFile* open = NewOpenFile(c);
+      open->ino = e.ino;
       // Made by this create (O_EXCL), without set-ID bits: nothing to
       // clear until a chmod or setxattr says otherwise.
       if ((c.io.args.open_flags & O_EXCL) &&

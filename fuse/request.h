@@ -97,6 +97,9 @@ class OpenFile {
   // The same without replying: false if `ino` is no longer known.
   bool FileName(Volume& volume, uint64_t ino, std::string* file);
 
+  // The inode the kernel opened (0: not known).
+  uint64_t ino = 0;
+
   // Who opened the file. The kernel sends the writes of pages written
   // through a shared mapping (FUSE_WRITE_CACHE) as uid 0, pid 0: they are
   // routed as the opener's, so that a tenant's rules see them.

@@ -698,6 +698,52 @@ bool WriteAs(uid_t uid, gid_t gid, const std::string& path,
   return WIFEXITED(status) && WEXITSTATUS(status) == 0;
 }
 
+// Appends a byte to `path` (no O_TRUNC: the write itself carries the
+// kernel's kill flag) from a child running as uid:gid.
+bool AppendAs(uid_t uid, gid_t gid, const std::string& path) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    if (setgid(gid) != 0 || setuid(uid) != 0) _exit(2);
+    const int fd = open(path.c_str(), O_WRONLY | O_APPEND);
+    if (fd < 0) _exit(3);
+    const bool ok = write(fd, "x", 1) == 1;
+    close(fd);
+    _exit(ok ? 0 : 4);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+// A file found with nothing to clear is taken so by its next opens too (a
+// user's open-write-close loop pays the clearing once, not each time), but
+// a set-user-ID bit given through the volume goes on the next write, and
+// one given behind its back (on the backing directory) on a write a
+// second later at most.
+TEST_F(FuseVolumeTest, SetidBitsGoOnWritesAcrossOpens) {
+  chmod(backing_.path().c_str(), 0755);
+  WriteWholeFile(backing_ / "f", "");
+  const std::string f = mnt_ / "f", at_home = backing_ / "f";
+  chmod(at_home.c_str(), 0666);
+  Mount();
+  auto setuid_bit = [&] {
+    struct stat st {};
+    EXPECT_EQ(stat(at_home.c_str(), &st), 0);
+    return (st.st_mode & S_ISUID) != 0;
+  };
+  ASSERT_TRUE(AppendAs(4101, 4101, f));
+  ASSERT_TRUE(AppendAs(4101, 4101, f));
+  ASSERT_EQ(chmod(f.c_str(), 04766), 0);  // through the volume
+  ASSERT_TRUE(setuid_bit());
+  ASSERT_TRUE(AppendAs(4101, 4101, f));
+  EXPECT_FALSE(setuid_bit()) << "a write kept a bit the volume set";
+  ASSERT_EQ(chmod(at_home.c_str(), 04766), 0);  // behind its back
+  EXPECT_TRUE(Eventually([&] {
+    EXPECT_TRUE(AppendAs(4101, 4101, f));
+    return !setuid_bit();
+  })) << "writes kept a set-user-ID bit for good";
+}
+
 TEST_F(FuseVolumeTest, TenantsAreRoutedByTheirOwnRules) {
   std::filesystem::create_directories(backing_ / "shared");
   std::filesystem::create_directories(other_ / "shared");
