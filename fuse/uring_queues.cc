@@ -681,6 +681,9 @@ std::unique_ptr<UringQueues> UringQueues::Start(
     t->thread = std::thread([raw, t, cpu = i % cpus] { raw->Run(t, cpu); });
   }
   raw->watchdog = std::thread([raw] { raw->Watch(); });
+  // Named here too: a thread bears its creator's name (a FUSE worker's,
+  // after INIT) until it renames itself.
+  pthread_setname_np(raw->watchdog.native_handle(), "uring-watchdog");
   {
     ReleasableMutexLock l(&raw->mu);
     while (raw->ready != count) raw->cv.Wait(&raw->mu);
