@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <locale>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,10 @@ inline std::string RunAs(const User& user,
                          const std::function<std::string()>& fn) {
   int p[2];
   if (pipe(p) != 0) return "<child failed: pipe>";
+  // The C++ locale's one-time set-up done here, not in the child (fn's
+  // streams need it): another thread in the middle of it at the fork would
+  // leave the child waiting on its pthread_once for good.
+  (void)std::locale();
   const pid_t pid = fork();
   if (pid == 0) {
     // The child keeps only stdin, stdout, stderr and its pipe: a pipe that
