@@ -251,38 +251,38 @@ bool InodeTable::hidden(uint64_t ino) const {
   return it != nodes_.end() && it->second.hidden;
 }
 
-void InodeTable::SetNoCapability(uint64_t ino, uint64_t tag,
-                                 uint64_t until_ns) {
+void InodeTable::SetTagged(uint64_t ino, TaggedUntil Node::*fact, uint64_t tag,
+                           uint64_t until_ns) {
   MutexLock l(&mu_);
   auto it = nodes_.find(ino);
-  if (it == nodes_.end()) return;
-  it->second.no_capability_tag = tag;
-  it->second.no_capability_until_ns = until_ns;
+  if (it != nodes_.end()) it->second.*fact = TaggedUntil{tag, until_ns};
+}
+
+bool InodeTable::Tagged(uint64_t ino, TaggedUntil Node::*fact, uint64_t tag,
+                        uint64_t now_ns) const {
+  MutexLock l(&mu_);
+  auto it = nodes_.find(ino);
+  return it != nodes_.end() && (it->second.*fact).Holds(tag, now_ns);
+}
+
+void InodeTable::SetNoCapability(uint64_t ino, uint64_t tag,
+                                 uint64_t until_ns) {
+  SetTagged(ino, &Node::no_capability, tag, until_ns);
 }
 
 bool InodeTable::NoCapability(uint64_t ino, uint64_t tag,
                               uint64_t now_ns) const {
-  MutexLock l(&mu_);
-  auto it = nodes_.find(ino);
-  return it != nodes_.end() && it->second.no_capability_tag == tag &&
-         now_ns < it->second.no_capability_until_ns;
+  return Tagged(ino, &Node::no_capability, tag, now_ns);
 }
 
 void InodeTable::SetWithoutSetid(uint64_t ino, uint64_t tag,
                                  uint64_t until_ns) {
-  MutexLock l(&mu_);
-  auto it = nodes_.find(ino);
-  if (it == nodes_.end()) return;
-  it->second.without_setid_tag = tag;
-  it->second.without_setid_until_ns = until_ns;
+  SetTagged(ino, &Node::without_setid, tag, until_ns);
 }
 
 bool InodeTable::WithoutSetid(uint64_t ino, uint64_t tag,
                               uint64_t now_ns) const {
-  MutexLock l(&mu_);
-  auto it = nodes_.find(ino);
-  return it != nodes_.end() && it->second.without_setid_tag == tag &&
-         now_ns < it->second.without_setid_until_ns;
+  return Tagged(ino, &Node::without_setid, tag, now_ns);
 }
 
 size_t InodeTable::size() const {

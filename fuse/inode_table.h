@@ -108,18 +108,29 @@ class InodeTable {
     std::string name;
     bool operator==(const Link&) const = default;
   };
+  // A fact about a file that holds while a generation is `tag` and
+  // CLOCK_MONOTONIC is before `until_ns`.
+  struct TaggedUntil {
+    uint64_t tag = 0;
+    uint64_t until_ns = 0;
+    bool Holds(uint64_t t, uint64_t now_ns) const {
+      return tag == t && now_ns < until_ns;
+    }
+  };
   struct Node {
     uint64_t lookups = 0;
     dev_t dev = 0;
     ino_t file_ino = 0;
-    std::vector<Link> links;         // links[0] names the node
-    int open = 0;                    // open file handles
-    bool hidden = false;             // unlinked while open: links[0] is hidden
-    uint64_t no_capability_tag = 0;  // see SetNoCapability
-    uint64_t no_capability_until_ns = 0;
-    uint64_t without_setid_tag = 0;  // see SetWithoutSetid
-    uint64_t without_setid_until_ns = 0;
+    std::vector<Link> links;    // links[0] names the node
+    int open = 0;               // open file handles
+    bool hidden = false;        // unlinked while open: links[0] is hidden
+    TaggedUntil no_capability;  // see SetNoCapability
+    TaggedUntil without_setid;  // see SetWithoutSetid
   };
+  void SetTagged(uint64_t ino, TaggedUntil Node::*fact, uint64_t tag,
+                 uint64_t until_ns);
+  bool Tagged(uint64_t ino, TaggedUntil Node::*fact, uint64_t tag,
+              uint64_t now_ns) const;
   struct LinkHash {
     size_t operator()(const std::pair<uint64_t, std::string>& l) const;
   };
