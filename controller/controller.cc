@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
+// Over 1 200 lines: registration and housekeeping still share the
+// sessions' state here; moving them to files of their own is issue 52.
 // The controller: start and stop, the apps' API, commands to hosts, the
 // hosts' registration and traffic, views and housekeeping. The RPC dispatch
 // and the administrator's requests are in requests.cc, the update protocol
