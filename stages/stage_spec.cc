@@ -151,6 +151,36 @@ absl::Status SetNamed(pb::Message* entry, std::string_view key,
   return absl::OkStatus();
 }
 
+// A scalar field's value as text (entry `index` of a repeated one).
+std::string ScalarText(const pb::Message& msg, const pb::FieldDescriptor* fd,
+                       int index) {
+  const pb::Reflection* rr = msg.GetReflection();
+  const bool rep = fd->is_repeated();
+  switch (fd->cpp_type()) {
+    case pb::FieldDescriptor::CPPTYPE_STRING:
+      return rep ? rr->GetRepeatedString(msg, fd, index)
+                 : rr->GetString(msg, fd);
+    case pb::FieldDescriptor::CPPTYPE_BOOL:
+      return (rep ? rr->GetRepeatedBool(msg, fd, index) : rr->GetBool(msg, fd))
+                 ? "true"
+                 : "false";
+    case pb::FieldDescriptor::CPPTYPE_UINT32:
+      return std::to_string(rep ? rr->GetRepeatedUInt32(msg, fd, index)
+                                : rr->GetUInt32(msg, fd));
+    case pb::FieldDescriptor::CPPTYPE_UINT64:
+      return std::to_string(rep ? rr->GetRepeatedUInt64(msg, fd, index)
+                                : rr->GetUInt64(msg, fd));
+    case pb::FieldDescriptor::CPPTYPE_INT32:
+      return std::to_string(rep ? rr->GetRepeatedInt32(msg, fd, index)
+                                : rr->GetInt32(msg, fd));
+    case pb::FieldDescriptor::CPPTYPE_INT64:
+      return std::to_string(rep ? rr->GetRepeatedInt64(msg, fd, index)
+                                : rr->GetInt64(msg, fd));
+    default:
+      return "?";
+  }
+}
+
 }  // namespace
 
 absl::Status ApplyStageOptions(std::string_view options,
@@ -194,14 +224,14 @@ absl::Status ApplyStageOptions(std::string_view options,
       if (absl::Status s = SetNamed(entry.get(), key, value); !s.ok()) {
         return s;
       }
-      // Replace the entry of the same name, if any.
-      const pb::FieldDescriptor* name_field = f->message_type()->field(0);
-      const std::string name =
-          entry->GetReflection()->GetString(*entry, name_field);
+      // Replace the entry of the same first field (its name, or a curve
+      // point's target), if any.
+      const pb::FieldDescriptor* key_field = f->message_type()->field(0);
+      const std::string name = ScalarText(*entry, key_field, 0);
       bool replaced = false;
       for (int i = 0; i < r->FieldSize(*m, f); ++i) {
         pb::Message* old = r->MutableRepeatedMessage(m, f, i);
-        if (old->GetReflection()->GetString(*old, name_field) == name) {
+        if (ScalarText(*old, key_field, 0) == name) {
           old->CopyFrom(*entry);
           replaced = true;
         }
@@ -257,35 +287,6 @@ std::string FormatStageOptions(const proto::StageConfig& config) {
   std::vector<const pb::FieldDescriptor*> set;
   r->ListFields(m, &set);
   std::string out;
-  auto scalar = [](const pb::Message& msg, const pb::FieldDescriptor* fd,
-                   int index) -> std::string {
-    const pb::Reflection* rr = msg.GetReflection();
-    const bool rep = fd->is_repeated();
-    switch (fd->cpp_type()) {
-      case pb::FieldDescriptor::CPPTYPE_STRING:
-        return rep ? rr->GetRepeatedString(msg, fd, index)
-                   : rr->GetString(msg, fd);
-      case pb::FieldDescriptor::CPPTYPE_BOOL:
-        return (rep ? rr->GetRepeatedBool(msg, fd, index)
-                    : rr->GetBool(msg, fd))
-                   ? "true"
-                   : "false";
-      case pb::FieldDescriptor::CPPTYPE_UINT32:
-        return std::to_string(rep ? rr->GetRepeatedUInt32(msg, fd, index)
-                                  : rr->GetUInt32(msg, fd));
-      case pb::FieldDescriptor::CPPTYPE_UINT64:
-        return std::to_string(rep ? rr->GetRepeatedUInt64(msg, fd, index)
-                                  : rr->GetUInt64(msg, fd));
-      case pb::FieldDescriptor::CPPTYPE_INT32:
-        return std::to_string(rep ? rr->GetRepeatedInt32(msg, fd, index)
-                                  : rr->GetInt32(msg, fd));
-      case pb::FieldDescriptor::CPPTYPE_INT64:
-        return std::to_string(rep ? rr->GetRepeatedInt64(msg, fd, index)
-                                  : rr->GetInt64(msg, fd));
-      default:
-        return "?";
-    }
-  };
   for (const pb::FieldDescriptor* fd : set) {
     const int n = fd->is_repeated() ? r->FieldSize(m, fd) : 1;
     for (int i = 0; i < n; ++i) {
@@ -294,10 +295,10 @@ std::string FormatStageOptions(const proto::StageConfig& config) {
         const pb::Message& e = r->GetRepeatedMessage(m, fd, i);
         const pb::Descriptor* ed = e.GetDescriptor();
         for (int k = 0; k < ed->field_count(); ++k) {
-          StrAppend(&v, k == 0 ? "" : "/", scalar(e, ed->field(k), 0));
+          StrAppend(&v, k == 0 ? "" : "/", ScalarText(e, ed->field(k), 0));
         }
       } else {
-        v = scalar(m, fd, i);
+        v = ScalarText(m, fd, i);
       }
       StrAppend(&out, out.empty() ? "" : ",", fd->name(), "=", v);
     }

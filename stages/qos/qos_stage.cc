@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "stages/qos/qos_stage.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <set>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "sswitch/io.h"
+#include "stages/qos/device_curve.h"
 #include "stages/qos/token_scheduler.h"
 #include "util/mutex.h"
 #include "util/strings.h"
@@ -46,9 +48,6 @@ absl::StatusOr<Settings> SettingsOf(const proto::QosOptions& o) {
   }
   if (o.has_deficit_floor()) {
     s.device.deficit_floor = -static_cast<double>(o.deficit_floor());
-  }
-  if (absl::Status st = TokenScheduler::CheckDevice(s.device); !st.ok()) {
-    return Bad(std::string(st.message()));
   }
   if (o.by().empty() || o.by() == "tenant") {
     s.by_rule = false;
@@ -89,6 +88,29 @@ absl::StatusOr<Settings> SettingsOf(const proto::QosOptions& o) {
       return Bad(StrCat("tenant ", t.name(), ": ", st.message()));
     }
     s.tenants.push_back(std::move(spec));
+  }
+  const std::vector<QosCurvePoint> curve = CurveOf(o);
+  if (absl::Status st = CheckCurve(curve); !st.ok()) {
+    return Bad(std::string(st.message()));
+  }
+  if (o.tokens_per_s() == 0 && !curve.empty()) {
+    // The rate at the strictest target (no LC tenant: nothing to keep).
+    absl::Duration strictest = absl::InfiniteDuration();
+    for (const QosTenantSpec& t : s.tenants) {
+      if (t.cls == QosClass::kLatencyCritical &&
+          t.p95_slo > absl::ZeroDuration()) {
+        strictest = std::min(strictest, t.p95_slo);
+      }
+    }
+    const CurveRate rate = RateAt(curve, strictest);
+    s.device.tokens_per_s = rate.tokens_per_s;
+    if (!o.has_read_only_percent() && rate.read_only_tokens_per_s > 0) {
+      s.device.read_only_read_cost = std::clamp(
+          rate.tokens_per_s / rate.read_only_tokens_per_s, 0.01, 1.0);
+    }
+  }
+  if (absl::Status st = TokenScheduler::CheckDevice(s.device); !st.ok()) {
+    return Bad(std::string(st.message()));
   }
   return s;
 }
@@ -182,6 +204,7 @@ class QosStage : public HostStage {
       c[n + ".token_rate"] = std::llround(t.token_rate);
       c[n + ".deficit_floor_hits"] = static_cast<int64_t>(t.deficit_floor_hits);
       c[n + ".queued"] = static_cast<int64_t>(t.queued);
+      c[n + ".arrived"] = static_cast<int64_t>(t.enqueued);
       c[n + ".dispatched"] = static_cast<int64_t>(t.dispatched);
       c[n + ".completed"] = static_cast<int64_t>(t.completed);
       c[n + ".bytes_read"] = static_cast<int64_t>(t.bytes_read);

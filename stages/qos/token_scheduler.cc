@@ -159,6 +159,7 @@ struct TokenScheduler::Tenant {
 
   double spent = 0;
   uint64_t floor_hits = 0;
+  uint64_t enqueued = 0;
   uint64_t dispatched = 0;
   uint64_t completed = 0;
   uint64_t bytes_read = 0;
@@ -331,6 +332,7 @@ void TokenScheduler::Enqueue(std::string_view tenant, const QosRequest& request,
   now = AdvanceTo(now);
   Tenant* t = FindOrAdd(tenant, now);
   t->queue.push_back(request);
+  ++t->enqueued;
   ++queued_;
   if (t->queue.size() > 1) return;  // already waiting its turn
   if (t->lc()) {
@@ -771,6 +773,7 @@ std::optional<QosTenantStats> TokenScheduler::Stats(std::string_view tenant,
   s.tokens_spent = t.spent;
   s.deficit_floor_hits = t.floor_hits;
   s.queued = t.queue.size();
+  s.enqueued = t.enqueued;
   s.dispatched = t.dispatched;
   s.completed = t.completed;
   s.bytes_read = t.bytes_read;

@@ -133,6 +133,7 @@ struct QosTenantStats {
   double tokens_spent = 0;
   uint64_t deficit_floor_hits = 0;
   uint64_t queued = 0;
+  uint64_t enqueued = 0;  // requests that arrived (its demand)
   uint64_t dispatched = 0;
   uint64_t completed = 0;
   uint64_t bytes_read = 0;
