@@ -351,6 +351,16 @@ absl::StatusOr<proto::AppList> ControllerClient::Apps(
   return r->apps();
 }
 
+absl::StatusOr<proto::AppAnswer> ControllerClient::CallApp(
+    const proto::AppCall& request) {
+  proto::ControllerRequest req;
+  *req.mutable_app_call() = request;
+  // The app may be busy for its 30 s before it answers.
+  auto r = Call(std::move(req), std::max(options_.timeout, absl::Seconds(35)));
+  if (!r.ok()) return r.status();
+  return r->app_answer();
+}
+
 absl::Status ControllerClient::Run(ControlApp& app) {
   if (absl::Status s = app.Start(*this); !s.ok()) return s;
   uint64_t after = 0;

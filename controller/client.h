@@ -80,6 +80,9 @@ class ControllerClient : public ControllerApi {
   // The controller's own apps (proto/controller.proto Apps): list, start
   // or stop one; the list after.
   absl::StatusOr<proto::AppList> Apps(const proto::Apps& request);
+  // A request to an app the controller runs (ControlApp::OnCall): its
+  // answer, or its error.
+  absl::StatusOr<proto::AppAnswer> CallApp(const proto::AppCall& request);
   // The stages of `sswitch` after `request`; with no sswitch (a LIST only),
   // every host's as of its last report.
   absl::StatusOr<proto::StageLists> StagesAt(const std::string& sswitch,

@@ -43,6 +43,12 @@ absl::Status ControllerApi::Delete(const std::string& sswitch, uint64_t cid) {
   return Update(spec).status();
 }
 
+absl::StatusOr<proto::AppAnswer> ControlApp::OnCall(
+    const proto::AppCall& call) {
+  return absl::UnimplementedError(
+      StrCat("app ", call.app(), " takes no requests"));
+}
+
 struct ControlAppRegistry::Impl {
   // Guards factories. A leaf: factories run without it.
   mutable Mutex mu;

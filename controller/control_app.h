@@ -209,6 +209,12 @@ class ControlApp {
     (void)event;
     go();
   }
+  // A request from an administrator (proto/controller.proto AppCall:
+  // `sroutectl apps call APP COMMAND ARGS...`, or an app's own sroutectl
+  // commands): the answer, or an error whose message sroutectl prints
+  // (InvalidArgument for a bad command or argument). On the app's thread;
+  // the caller waits up to 30 s. Default: the app takes no requests.
+  virtual absl::StatusOr<proto::AppAnswer> OnCall(const proto::AppCall& call);
 };
 
 using ControlAppFactory =

@@ -143,6 +143,40 @@ class AppRunner {
       app_->OnIoTurn(e, std::move(go));
     }
   }
+  // An administrator's request (ControlApp::OnCall), answered on the app's
+  // thread after what is queued there; Unavailable when it does not answer
+  // within `timeout`.
+  absl::StatusOr<proto::AppAnswer> Call(const proto::AppCall& call,
+                                        absl::Duration timeout) {
+    if (failed_) {
+      return absl::FailedPreconditionError(
+          StrCat("app ", name_, " takes no requests: ", state()));
+    }
+    struct Pending {
+      Mutex mu;
+      CondVar done;
+      std::optional<absl::StatusOr<proto::AppAnswer>> answer
+          ABSL_GUARDED_BY(mu);
+    };
+    auto pending = std::make_shared<Pending>();
+    Post([this, pending, call] {
+      absl::StatusOr<proto::AppAnswer> answer = app_->OnCall(call);
+      MutexLock l(&pending->mu);
+      pending->answer = std::move(answer);
+      pending->done.SignalAll();
+    });
+    MutexLock l(&pending->mu);
+    if (!pending->done.WaitFor(&pending->mu, absl::ToChronoNanoseconds(timeout),
+                               [&]()
+                                   ABSL_EXCLUSIVE_LOCKS_REQUIRED(pending->mu) {
+                                     return pending->answer.has_value();
+                                   })) {
+      return absl::UnavailableError(
+          StrCat("app ", name_, " did not answer within ",
+                 absl::FormatDuration(timeout), " (busy, or stopping)"));
+    }
+    return *std::move(pending->answer);
+  }
   void AddTimer(absl::Duration period, std::function<void()> fn) {
     MutexLock l(&mu_);
     timers_.push_back(Timer{std::max(period, absl::Milliseconds(1)),
@@ -503,6 +537,31 @@ absl::Status Controller::Impl::StopApp(const std::string& name) {
     return store->PutAppState(kControllerApp, kKeptApps, list);
   }
   return absl::OkStatus();
+}
+
+void Controller::Impl::HandleAppCall(Call& call) {
+  const proto::AppCall& req = call.request().controller().app_call();
+  std::shared_ptr<AppRunner> runner;
+  const std::shared_ptr<const AppList> running = Apps();
+  for (const auto& a : *running) {
+    if (a->name() == req.app()) runner = a;
+  }
+  if (runner == nullptr) {
+    call.ReplyStatus(
+        absl::NotFoundError(StrCat("no app ", req.app(),
+                                   " runs in this controller: start it with "
+                                   "`sroutectl apps start ",
+                                   req.app(), "`")));
+    return;
+  }
+  auto answer = runner->Call(req, absl::Seconds(30));
+  if (!answer.ok()) {
+    call.ReplyStatus(answer.status());
+    return;
+  }
+  proto::ControllerReply reply;
+  *reply.mutable_app_answer() = *std::move(answer);
+  ReplyWith(call, std::move(reply));
 }
 
 void Controller::Impl::HandleApps(Call& call) {

@@ -404,6 +404,7 @@ struct Controller::Impl {
                         bool keep) ABSL_LOCKS_EXCLUDED(apps_mu);
   absl::Status StopApp(const std::string& name) ABSL_LOCKS_EXCLUDED(apps_mu);
   void HandleApps(Call& call);
+  void HandleAppCall(Call& call);
   std::thread sweeper;
 
   // What /metrics shows (AddMetrics): updates by how they ended (refused:

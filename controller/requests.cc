@@ -74,6 +74,8 @@ void Controller::Impl::Handle(std::unique_ptr<Call> call) {
       return InBackground(std::move(call), &Impl::HandleApps);
     case R::kCheck:
       return InBackground(std::move(call), &Impl::HandleCheck);
+    case R::kAppCall:
+      return InBackground(std::move(call), &Impl::HandleAppCall);
     case R::kListControllers:  // above
       break;
     case R::BODY_NOT_SET:

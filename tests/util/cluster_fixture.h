@@ -58,8 +58,9 @@ class ClusterFixture : public ::testing::Test {
     return servers_[name].get();
   }
   // The volume at mnt_ over home_ (kernel cache off), its control socket
-  // at ctl_/sock, with `endpoints` (NAME=WHERE).
-  void Mount(const std::vector<std::string>& endpoints) {
+  // at ctl_/sock, with `endpoints` (NAME=WHERE) and `extra` flags.
+  void Mount(const std::vector<std::string>& endpoints,
+             const std::vector<std::string>& extra = {}) {
     std::vector<std::string> args = {
         "--backing",      home_.path(),     "--secret-file",
         secret_,          "--kernel-cache", "off",
@@ -69,6 +70,7 @@ class ClusterFixture : public ::testing::Test {
       args.push_back("--endpoint");
       args.push_back(e);
     }
+    args.insert(args.end(), extra.begin(), extra.end());
     volume_ =
         std::make_unique<MountedVolume>(SROUTE_FUSE_BINARY, mnt_.path(), args);
     ASSERT_TRUE(volume_->ok()) << "sroute-fuse did not mount";

@@ -644,6 +644,125 @@ const std::vector<Command>& Commands() {
            [](const Args& a, ControlTarget& t) {
              return Show(t.Apps(proto::Apps::STOP, a.name, "", false), false);
            }},
+      {.path = "apps call",
+       .help = "a request to an app the controller runs: COMMAND and its "
+               "arguments, answered by the app",
+       .setup =
+           [](CLI::App& c, Args& a) {
+             c.add_option("NAME", a.name, "the app")->required();
+             c.add_option("COMMAND", a.spec, "the app's command")->required();
+             c.add_option("ARGS", a.items, "its arguments");
+             c.add_flag("--json", a.json, "print the app's answer as JSON");
+           },
+       .run =
+           [](const Args& a, ControlTarget& t) {
+             return Show(t.CallApp(a.name, a.spec, a.items), a.json);
+           }},
+      {.path = "qos",
+       .help = "tenants' latency SLOs on qos stages (the slo_admission app, "
+               "--controller)"},
+      {.path = "qos register",
+       .help = "registers (or changes) a tenant: a latency-critical one "
+               "reserves IOPS with a p95 target on the qos stage of each "
+               "sSwitch named, and is refused, with the shortfall, if a "
+               "device cannot hold it",
+       .setup =
+           [](CLI::App& c, Args& a) {
+             c.add_option("TENANT", a.tenant,
+                          "the IO header's tenant (or the rule id, for a "
+                          "stage with by=rule)")
+                 ->required();
+             c.add_option("--class", a.qos_class,
+                          "lc (latency-critical, default) or be")
+                 ->check(CLI::IsMember({"lc", "be"}));
+             c.add_option("--iops", a.iops, "lc: 4 KiB IOPS reserved");
+             c.add_option("--read-percent", a.read_percent,
+                          "lc: of those, reads (default 100)")
+                 ->check(CLI::Range(0, 100));
+             c.add_option("--p95-us", a.p95_us, "lc: the p95 latency target");
+             c.add_option("--stage", a.name, "the qos stage's name")
+                 ->required();
+             c.add_option("--on", a.on,
+                          "an sSwitch with that stage (repeat it: the "
+                          "reservation is split by demand)")
+                 ->required();
+           },
+       .run =
+           [](const Args& a, ControlTarget& t) {
+             std::vector<std::string> args = {
+                 a.tenant,
+                 "class=" + a.qos_class,
+                 "iops=" + std::to_string(a.iops),
+                 "read_percent=" + std::to_string(a.read_percent),
+                 "p95_us=" + std::to_string(a.p95_us),
+                 "stage=" + a.name};
+             std::string on;
+             for (const std::string& s : a.on)
+               on += (on.empty() ? "" : "+") + s;
+             args.push_back("on=" + on);
+             return Show(t.CallApp("slo_admission", "register", args), false);
+           }},
+      {.path = "qos unregister",
+       .help = "ends a tenant's registration (its stages forget it)",
+       .setup = [](CLI::App& c,
+                   Args& a) { c.add_option("TENANT", a.tenant)->required(); },
+       .run =
+           [](const Args& a, ControlTarget& t) {
+             return Show(t.CallApp("slo_admission", "unregister", {a.tenant}),
+                         false);
+           }},
+      {.path = "qos ls",
+       .help = "the tenants registered",
+       .setup = [](CLI::App& c, Args& a) { JsonFlag(c, a, "QosAdmission"); },
+       .run =
+           [](const Args& a, ControlTarget& t) {
+             return Show(t.CallApp("slo_admission", "ls", {}), a.json);
+           }},
+      {.path = "qos status",
+       .help = "each device's capacity and reservations; each tenant's share, "
+               "demand, IOPS and p95 per device, and whether it should "
+               "renegotiate (it keeps hitting its deficit floor)",
+       .setup = [](CLI::App& c, Args& a) { JsonFlag(c, a, "QosAdmission"); },
+       .run =
+           [](const Args& a, ControlTarget& t) {
+             return Show(t.CallApp("slo_admission", "status", {}), a.json);
+           }},
+      {.path = "qos calibrate",
+       .help = "measures a device's curve through the route to PATH (a "
+               "file that must not exist: made, filled and removed): the "
+               "write cost and the tokens/s it serves within each p95 "
+               "target, as qos stage options (offline: no --host needed)",
+       .setup =
+           [](CLI::App& c, Args& a) {
+             CalibrateOptions& o = a.calibrate;
+             c.add_option("PATH", o.path, "the file to calibrate through")
+                 ->required();
+             c.add_option("--size", o.size_bytes,
+                          "its size in bytes (default 64 MiB)");
+             c.add_option("--step-ms", o.step_ms,
+                          "the length of each load step (default 1000)");
+             c.add_option("--depth", o.depth,
+                          "requests in flight at most (default 16)");
+             c.add_option("--mixes", o.write_percents,
+                          "write percents to sweep, comma-separated; 0 must "
+                          "be one (default 0,10,25,50)")
+                 ->delimiter(',');
+             c.add_option("--loads", o.loads,
+                          "open-loop steps per mix, up to its peak "
+                          "(default 10)");
+             c.add_option("--targets-us", o.targets_us,
+                          "p95 targets of the curve, comma-separated "
+                          "(default 200 us to 200 ms)")
+                 ->delimiter(',');
+             JsonFlag(c, a, "CtlQosCalibration");
+           },
+       .run =
+           [](const Args& a, ControlTarget&) {
+             auto c = Calibrate(a.calibrate);
+             if (!c.ok()) return Fail(c.status());
+             std::cout << (a.json ? ToJson(*c) : CalibrationText(*c));
+             return 0;
+           }},
       {.path = "offload", .help = "the tail_latency app (--controller)"},
       {.path = "offload status",
        .help = "flows off-loaded or being reclaimed, the app's rules and "

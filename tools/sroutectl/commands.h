@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "tools/sroutectl/calibrate.h"
 #include "tools/sroutectl/target.h"
 
 namespace sroute::ctl {
@@ -34,13 +35,21 @@ struct Args {
   bool clear = false;         // slow --clear
   int last = 20;              // gc status --last
   bool json = false;
-  bool deep = false;   // rules check --deep
+  bool deep = false;  // rules check --deep
   // rules check offline: a host's configuration (HostConfig), and its
   // endpoints and stages named on the command line.
   std::string config;
   std::vector<std::string> endpoints;
   std::vector<std::string> stages;
   bool force = false;  // rules add|load --force
+  // qos register
+  std::string tenant;
+  std::string qos_class = "lc";
+  uint32_t iops = 0;
+  uint32_t read_percent = 100;
+  uint32_t p95_us = 0;
+  std::vector<std::string> on;
+  CalibrateOptions calibrate;  // qos calibrate
 };
 
 struct Command {

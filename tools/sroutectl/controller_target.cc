@@ -341,6 +341,25 @@ class ControllerTarget : public ControlTarget {
     return report;
   }
 
+  absl::StatusOr<Report> CallApp(
+      const std::string& app, const std::string& command,
+      const std::vector<std::string>& args) override {
+    if (absl::Status s = Connect(); !s.ok()) return s;
+    proto::AppCall req;
+    req.set_app(app);
+    req.set_command(command);
+    for (const std::string& a : args) req.add_args(a);
+    auto answer = client_->CallApp(req);
+    if (!answer.ok()) return Classify(answer.status());
+    Report report;
+    report.text = answer->text();
+    if (!report.text.empty() && report.text.back() != '\n') {
+      report.text += "\n";
+    }
+    report.json = answer->json().empty() ? "{}\n" : answer->json() + "\n";
+    return report;
+  }
+
   absl::StatusOr<Report> OffloadStatus() override {
     if (absl::Status s = Connect(); !s.ok()) return s;
     // The app's state: "flows" (a line a flow: phase, sSwitch, flow rule,

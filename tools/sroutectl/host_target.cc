@@ -339,6 +339,12 @@ class HostTarget : public ControlTarget {
         "apps run in the controller: give --controller HOST:PORT");
   }
 
+  absl::StatusOr<Report> CallApp(const std::string&, const std::string&,
+                                 const std::vector<std::string>&) override {
+    return absl::InvalidArgumentError(
+        "apps run in the controller: give --controller HOST:PORT");
+  }
+
   absl::StatusOr<Report> OffloadStatus() override {
     return absl::InvalidArgumentError(
         "off-loading is the tail_latency app's: give --controller HOST:PORT");

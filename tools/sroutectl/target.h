@@ -121,6 +121,11 @@ class ControlTarget {
   virtual absl::StatusOr<Report> Apps(proto::Apps::Action action,
                                       const std::string& name,
                                       const std::string& args, bool detail) = 0;
+  // A request to an app the controller runs (proto AppCall): the app's
+  // answer, as text and JSON.
+  virtual absl::StatusOr<Report> CallApp(
+      const std::string& app, const std::string& command,
+      const std::vector<std::string>& args) = 0;
 };
 
 // One control request to the host at `host` (unix:PATH or HOST:PORT, with

@@ -8,7 +8,9 @@
 #include <algorithm>
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "controller/control_app.h"
@@ -67,9 +69,26 @@ class FakeApi : public ControllerApi {
     return absl::OkStatus();
   }
   StatsSnapshot Stats() override { return {}; }
+  // Each sSwitch's stages: LIST returns them, SET replaces a stage's
+  // config (recorded in stage_sets); an sSwitch in `unreachable` fails.
+  std::map<std::string, std::vector<proto::StageStats>> stages;
+  std::vector<std::pair<std::string, proto::StageConfig>> stage_sets;
+  std::set<std::string> unreachable;
   absl::StatusOr<std::vector<proto::StageStats>> Stages(
-      const std::string&, const proto::Stages&) override {
-    return std::vector<proto::StageStats>{};
+      const std::string& sswitch, const proto::Stages& request) override {
+    if (unreachable.count(sswitch) > 0) {
+      return absl::UnavailableError("no host '" + sswitch + "'");
+    }
+    std::vector<proto::StageStats>& list = stages[sswitch];
+    if (request.action() == proto::Stages::SET) {
+      for (proto::StageStats& s : list) {
+        if (s.config().name() == request.stage().name()) {
+          *s.mutable_config() = request.stage();
+          stage_sets.emplace_back(sswitch, request.stage());
+        }
+      }
+    }
+    return list;
   }
   absl::StatusOr<proto::CopyProgress> Copy(const std::string&,
                                            const proto::Copy& r) override {
