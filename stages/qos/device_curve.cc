@@ -137,24 +137,34 @@ double FitWriteCost(const std::vector<CalibrationSample>& samples,
                     double min_cost, double max_cost) {
   const std::map<int, Sweep> mixes = ByMix(samples);
   auto ro = mixes.find(0);
-  if (ro == mixes.end() || mixes.size() < 2) return min_cost;
-  double best_cost = min_cost;
-  double best_error = std::numeric_limits<double>::infinity();
-  for (double cost = min_cost; cost <= max_cost + 1e-9; cost += 0.5) {
-    double error = 0;
+  if (ro == mixes.end() || mixes.size() < 2 || ro->second.size() < 2) {
+    return min_cost;
+  }
+  // Reference targets: the read-only sweep's p95 where it serves 50, 70
+  // and 90 % of its most (the knee, where a device's cost shows).
+  const Sweep& reads = ro->second;
+  const double peak = reads.back().iops;
+  std::vector<absl::Duration> targets;
+  for (double f : {0.5, 0.7, 0.9}) {
+    targets.push_back(absl::Microseconds(std::exp(LogP95At(reads, f * peak))));
+  }
+  // Least squares of iops_w(T) x (1 - w + w x C) - ro(T) over the mixes
+  // and targets: linear in C.
+  double aa = 0, ab = 0;
+  for (absl::Duration t : targets) {
+    const double ro_t = WithinTarget(reads, 1, t);
     for (const auto& [mix, sweep] : mixes) {
       if (mix == 0) continue;
-      for (const CalibrationSample& s : sweep) {
-        const double d = LogUs(s.p95) - LogP95At(ro->second, Weighted(s, cost));
-        error += d * d;
-      }
-    }
-    if (error < best_error - 1e-12) {
-      best_error = error;
-      best_cost = cost;
+      const double w = mix / 1000.0;
+      const double iops = WithinTarget(sweep, 1, t);
+      if (iops <= 0) continue;
+      const double a = iops * w, b = iops * (1 - w) - ro_t;
+      aa += a * a;
+      ab += a * b;
     }
   }
-  return best_cost;
+  if (aa <= 0) return min_cost;
+  return std::clamp(-ab / aa, min_cost, max_cost);
 }
 
 DeviceCurve BuildCurve(const std::vector<CalibrationSample>& samples,

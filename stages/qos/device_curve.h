@@ -58,12 +58,13 @@ struct CalibrationSample {
   absl::Duration p95;
 };
 
-// The write cost in read tokens (within [min_cost, max_cost], in steps of
-// 0.5) that makes p95 against weighted IOPS, iops x (1 - w + w x cost), of
-// every mix with writes fall closest to the read-only mix's curve: least
-// squares over log p95, each mixed sample against the read-only curve
-// interpolated at its weighted IOPS (held at its ends beyond them). Without
-// read-only samples or without mixed ones, returns `min_cost`.
+// The write cost in read tokens (within [min_cost, max_cost]) that makes
+// the mixes with writes serve, within the same p95 targets, the weighted
+// IOPS the read-only mix serves: targets are the read-only sweep's p95 at
+// 50, 70 and 90 % of its peak (the knee, where a device's costs show), and
+// C minimizes the squares of iops_w(T) x (1 - w + w x C) - iops_0(T) over
+// mixes and targets (linear in C). Without a read-only sweep of two
+// samples or more, or without mixes with writes, returns `min_cost`.
 double FitWriteCost(const std::vector<CalibrationSample>& samples,
                     double min_cost = 1, double max_cost = 50);
 

@@ -45,19 +45,22 @@ struct Step {
 
 // One step: `rate` requests/s offered as a Poisson process (0: each of
 // `depth` threads issues back to back), `write_fraction` of them writes, at
-// random 4 KiB blocks of the first `blocks`, for `length`.
+// random 4 KiB blocks of the first `blocks`, for `warmup` and then `length`,
+// which alone is measured.
 Step RunStep(int fd, uint64_t blocks, double rate, double write_fraction,
-             uint32_t depth, std::chrono::milliseconds length, uint32_t seed) {
-  const Clock::time_point start = Clock::now();
+             uint32_t depth, std::chrono::milliseconds warmup,
+             std::chrono::milliseconds length, uint32_t seed) {
+  const Clock::time_point begin = Clock::now();
+  const Clock::time_point start = begin + warmup;  // measured from here
   const Clock::time_point end = start + length;
   // Arrival times, planned before the step (open loop).
   std::vector<Clock::time_point> arrivals;
   if (rate > 0) {
     std::mt19937_64 rng(seed);
     std::exponential_distribution<double> gap(rate);
-    for (double t = gap(rng); t < std::chrono::duration<double>(length).count();
-         t += gap(rng)) {
-      arrivals.push_back(start + std::chrono::duration_cast<Clock::duration>(
+    const double total = std::chrono::duration<double>(end - begin).count();
+    for (double t = gap(rng); t < total; t += gap(rng)) {
+      arrivals.push_back(begin + std::chrono::duration_cast<Clock::duration>(
                                      std::chrono::duration<double>(t)));
     }
   }
@@ -91,6 +94,7 @@ Step RunStep(int fd, uint64_t blocks, double rate, double write_fraction,
           continue;
         }
         if (done > end + length) return;  // far behind: the step is over
+        if (planned < start || planned >= end) continue;  // not measured
         latencies[i].push_back(
             std::chrono::duration<double, std::micro>(done - planned).count());
       }
@@ -184,6 +188,7 @@ absl::StatusOr<proto::CtlQosCalibration> Calibrate(const CalibrateOptions& o) {
   if (!fd.ok()) return fd.status();
   const uint64_t blocks = o.size_bytes / kBlock;
   const auto length = std::chrono::milliseconds(o.step_ms);
+  const auto warmup = std::chrono::milliseconds(o.warmup_ms);
   proto::CtlQosCalibration out;
   out.set_path(o.path);
   std::vector<CalibrationSample> samples;
@@ -191,7 +196,8 @@ absl::StatusOr<proto::CtlQosCalibration> Calibrate(const CalibrateOptions& o) {
   uint64_t errors = 0;
   for (uint32_t w : o.write_percents) {
     const double wf = w / 100.0;
-    const Step peak = RunStep(*fd, blocks, 0, wf, o.depth, length, seed++);
+    const Step peak =
+        RunStep(*fd, blocks, 0, wf, o.depth, warmup, length, seed++);
     proto::CtlQosStep* ps = out.add_steps();
     ps->set_write_percent(w);
     ps->set_iops(peak.iops);
@@ -200,7 +206,8 @@ absl::StatusOr<proto::CtlQosCalibration> Calibrate(const CalibrateOptions& o) {
     errors += peak.errors;
     for (uint32_t i = 1; i <= o.loads; ++i) {
       const double rate = peak.iops * i / o.loads;
-      const Step s = RunStep(*fd, blocks, rate, wf, o.depth, length, seed++);
+      const Step s =
+          RunStep(*fd, blocks, rate, wf, o.depth, warmup, length, seed++);
       proto::CtlQosStep* p = out.add_steps();
       p->set_write_percent(w);
       p->set_offered_iops(rate);

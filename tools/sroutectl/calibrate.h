@@ -29,6 +29,9 @@ struct CalibrateOptions {
   std::string path;
   uint64_t size_bytes = 64 << 20;
   uint32_t step_ms = 1000;
+  // Each step runs this long before it is measured (a device's write
+  // buffer fills, its queues settle).
+  uint32_t warmup_ms = 1000;
   uint32_t depth = 16;  // requests in flight at most (threads)
   std::vector<uint32_t> write_percents = {0, 10, 25, 50};
   uint32_t loads = 10;  // open-loop steps per mix, up to its peak

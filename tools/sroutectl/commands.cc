@@ -740,7 +740,11 @@ const std::vector<Command>& Commands() {
              c.add_option("--size", o.size_bytes,
                           "its size in bytes (default 64 MiB)");
              c.add_option("--step-ms", o.step_ms,
-                          "the length of each load step (default 1000)");
+                          "the measured length of each load step (default "
+                          "1000)");
+             c.add_option("--warmup-ms", o.warmup_ms,
+                          "each step's load before it is measured (default "
+                          "1000: a device's write buffer fills)");
              c.add_option("--depth", o.depth,
                           "requests in flight at most (default 16)");
              c.add_option("--mixes", o.write_percents,
