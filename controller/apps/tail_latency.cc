@@ -16,8 +16,8 @@ namespace sroute {
 namespace {
 
 constexpr char kOwner[] = "tail_latency";
-constexpr char kFolder[] = ".sroute-tl-";
-constexpr uint32_t kStepMs = 500;  // a reclaim step's budget at the host
+constexpr char kOffloadFolder[] = ".sroute-tl-";
+constexpr uint32_t kReclaimStepMs = 500;  // a reclaim step's budget at the host
 constexpr size_t kDecisionsKept = 32;
 
 // "//S1/vol/*" moved into "//T/.sroute-tl-G": "//T/.sroute-tl-G/vol/*".
@@ -393,7 +393,7 @@ absl::Status TailLatency::OffLoad(const Flow& flow,
   m.targets = targets;
   std::vector<std::string> detours;
   for (const std::string& t : targets) {
-    m.folders.push_back(StrCat("//", t, "/", kFolder, generation_ + 1));
+    m.folders.push_back(StrCat("//", t, "/", kOffloadFolder, generation_ + 1));
     detours.push_back(
         StrCat("<IO, ", Into(m.folders.back(), flow.target), ">"));
   }
@@ -442,7 +442,7 @@ bool TailLatency::StepReclaim(Moved& m) {
   proto::Copy req;
   req.set_mode(proto::Copy::RECLAIM);
   req.set_from(flow->pattern.file.text);
-  req.set_budget_ms(kStepMs);
+  req.set_budget_ms(kReclaimStepMs);
   req.set_rate_bytes_per_s(options_.rate_bytes_per_s);
   req.set_chunk_bytes(options_.chunk_bytes);
   req.set_forget_anchor(FormatPattern(home->pattern));

@@ -13,8 +13,8 @@
 namespace sroute {
 namespace {
 
-constexpr std::string_view kFolder = ".sroute-wl-";
-constexpr uint32_t kStepMs = 2000;  // a copy step's budget at the host
+constexpr std::string_view kSwapFolder = ".sroute-wl-";
+constexpr uint32_t kCopyStepMs = 2000;  // a copy step's budget at the host
 constexpr absl::Duration kDrain = absl::Seconds(10);
 
 // "//ep/PATH" -> its data folder ("//ep/" or "//ep/.sroute-wl-N/") and the
@@ -23,7 +23,7 @@ std::pair<std::string, std::string> DataFolder(const std::string& file) {
   const size_t slash = file.find('/', 2);
   if (slash == std::string::npos) return {file + "/", ""};
   const std::string path = file.substr(slash + 1);
-  if (path.starts_with(kFolder)) {
+  if (path.starts_with(kSwapFolder)) {
     const size_t end = path.find('/');
     if (end != std::string::npos) {
       return {file.substr(0, slash + 1 + end + 1), path.substr(end + 1)};
@@ -198,7 +198,7 @@ absl::Status WearLevel::CopyInSteps(const std::string& sswitch,
   req.set_mode(sync ? proto::Copy::SYNC : proto::Copy::COPY);
   req.set_from(from);
   req.set_to(to);
-  req.set_budget_ms(kStepMs);
+  req.set_budget_ms(kCopyStepMs);
   if (!sync) req.set_rate_bytes_per_s(options_.rate_bytes_per_s);
   for (;;) {
     auto p = api_->Copy(sswitch, req);
@@ -233,7 +233,7 @@ absl::Status WearLevel::Swap(const std::string& sswitch, const std::string& hot,
       for (const std::string& f : *list) {
         if (folders.count(f) != 0) continue;
         ++generation_;
-        folders[f] = StrCat("//", *to, "/", kFolder, generation_, "/");
+        folders[f] = StrCat("//", *to, "/", kSwapFolder, generation_, "/");
         copies.emplace_back(f, folders[f]);
       }
     }
