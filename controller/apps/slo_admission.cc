@@ -88,6 +88,17 @@ bool SameTenants(const proto::QosOptions& a, const proto::QosOptions& b) {
   return true;
 }
 
+// A registration as `qos ls` and `qos status` show it.
+void FillTenant(const SloTenant& t, proto::QosAdmission::Tenant* pt) {
+  pt->set_name(t.name);
+  pt->set_qos_class(t.latency_critical ? "lc" : "be");
+  pt->set_iops(t.iops);
+  pt->set_read_percent(t.read_percent);
+  pt->set_p95_us(t.p95_us);
+  pt->set_stage(t.stage);
+  for (const std::string& s : t.on) pt->add_on(s);
+}
+
 std::string ToJson(const google::protobuf::Message& m) {
   std::string out;
   google::protobuf::util::JsonPrintOptions o;
@@ -710,13 +721,7 @@ proto::AppAnswer SloAdmission::List() const {
   std::string text = "TENANT  CLASS  IOPS  READ%  P95_US  STAGE  ON\n";
   for (const SloTenant& t : tenants_) {
     proto::QosAdmission::Tenant* pt = m.add_tenants();
-    pt->set_name(t.name);
-    pt->set_qos_class(t.latency_critical ? "lc" : "be");
-    pt->set_iops(t.iops);
-    pt->set_read_percent(t.read_percent);
-    pt->set_p95_us(t.p95_us);
-    pt->set_stage(t.stage);
-    for (const std::string& s : t.on) pt->add_on(s);
+    FillTenant(t, pt);
     StrAppend(&text, t.name, "  ", pt->qos_class(), "  ",
               t.latency_critical ? StrCat(t.iops) : "-", "  ",
               t.latency_critical ? StrCat(t.read_percent) : "-", "  ",
@@ -747,13 +752,7 @@ proto::AppAnswer SloAdmission::Status() const {
             "SLO_US  FLOOR_HITS  STATE\n");
   for (const SloTenant& t : tenants_) {
     proto::QosAdmission::Tenant* pt = m.add_tenants();
-    pt->set_name(t.name);
-    pt->set_qos_class(t.latency_critical ? "lc" : "be");
-    pt->set_iops(t.iops);
-    pt->set_read_percent(t.read_percent);
-    pt->set_p95_us(t.p95_us);
-    pt->set_stage(t.stage);
-    for (const std::string& s : t.on) pt->add_on(s);
+    FillTenant(t, pt);
     auto streak = hit_streak_.find(t.name);
     pt->set_floor_hit_intervals(streak == hit_streak_.end() ? 0
                                                             : streak->second);

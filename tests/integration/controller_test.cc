@@ -31,6 +31,7 @@
 #include "proto/ctl.pb.h"
 #include "tests/util/block_writers.h"
 #include "tests/util/cluster_fixture.h"
+#include "tests/util/controller_fixture.h"
 #include "tests/util/ctl_json.h"
 #include "tests/util/mounted_volume.h"
 #include "tests/util/real_programs.h"
@@ -75,43 +76,9 @@ int PwriteAll(const std::string& path, const std::string& data, off_t offset) {
   return n == static_cast<ssize_t>(data.size()) ? 0 : EIO;
 }
 
-class ControllerTest : public testing::ClusterFixture {
+class ControllerTest : public testing::ControllerFixture {
  protected:
-  ControllerTest() : ClusterFixture(kFuse) {}
-  void TearDown() override {
-    client_.reset();
-    ClusterFixture::TearDown();
-    controller_.reset();
-  }
-  std::string ControllerList() const override { return controller_->address(); }
-
-  void StartController(int port = 0,
-                       const std::vector<std::string>& extra = {}) {
-    std::vector<std::string> args = {
-        "--db",  db_ / "db", "--secret-file",
-        secret_, "--listen", "127.0.0.1:" + std::to_string(port)};
-    // Reports every 200 ms unless the test says otherwise.
-    if (std::find(extra.begin(), extra.end(), "--stats-interval-ms") ==
-        extra.end()) {
-      args.insert(args.end(), {"--stats-interval-ms", "200"});
-    }
-    args.insert(args.end(), extra.begin(), extra.end());
-    controller_ =
-        std::make_unique<ServerProcess>(SROUTE_CONTROLLER_BINARY, args);
-    ASSERT_TRUE(controller_->ok()) << "sroute-controller did not start";
-  }
-  ControllerClient& Client() {
-    if (!client_) {
-      ControllerClient::Options o;
-      o.address = controller_->address();
-      o.secret = kSecret;
-      o.name = "test";
-      auto c = ControllerClient::Connect(o);
-      EXPECT_TRUE(c.ok()) << c.status();
-      client_ = *std::move(c);
-    }
-    return *client_;
-  }
+  ControllerTest() : ControllerFixture(kFuse) {}
   bool Connected(const std::string& sswitch) {
     for (const TopologyHost& h : Client().Topology()) {
       if (h.info.sswitch() == sswitch) return h.connected;
@@ -131,10 +98,6 @@ class ControllerTest : public testing::ClusterFixture {
     EXPECT_EQ(rc, 0) << out;
     return rc == 0 ? FromJson<proto::CtlHostStats>(out) : proto::CtlHostStats();
   }
-
-  TempDir db_;
-  std::unique_ptr<ServerProcess> controller_;
-  std::unique_ptr<ControllerClient> client_;
 };
 
 TEST_F(ControllerTest, RulesSurviveVolumeAndControllerRestarts) {

@@ -19,7 +19,7 @@
 #include "controller/client.h"
 #include "gtest/gtest.h"
 #include "proto/controller.pb.h"
-#include "tests/util/cluster_fixture.h"
+#include "tests/util/controller_fixture.h"
 #include "tests/util/mounted_volume.h"
 #include "tests/util/run_as.h"
 #include "tests/util/server_process.h"
@@ -37,22 +37,22 @@ using ::sroute::testing::ServerProcess;
 using ::sroute::testing::TempDir;
 using ::sroute::testing::User;
 
-const std::string kFuse = "fuse-qos";
+const std::string kQosVolume = "fuse-qos";
 // 1 000 tokens/s within 2 ms, 4 000 within 20 ms; writes cost 10.
-const std::string kStage =
+const std::string kQosStageSpec =
     "q=qos:write_cost=10,curve=2000/1000/2000,curve=20000/4000/8000";
-constexpr int kBlocks = 64;
-constexpr size_t kBlock = 4096;
+constexpr int kPassBlocks = 64;
+constexpr size_t kPassBlockBytes = 4096;
 
 // Block i of pass p: its bytes say both.
-std::string BlockOf(int pass, int i) {
-  std::string b(kBlock, static_cast<char>('a' + (pass + i) % 26));
+std::string PassBlock(int pass, int i) {
+  std::string b(kPassBlockBytes, static_cast<char>('a' + (pass + i) % 26));
   const std::string tag = StrCat("pass ", pass, " block ", i, "\n");
   b.replace(0, tag.size(), tag);
   return b;
 }
 
-// Writes whole passes over `path` (kBlocks blocks each) for `seconds`, each
+// Writes whole passes over `path` (kPassBlocks blocks each) for `seconds`, each
 // write acknowledged before the next; returns the passes done, or what
 // failed.
 std::string WritePasses(const std::string& path, int seconds) {
@@ -62,9 +62,9 @@ std::string WritePasses(const std::string& path, int seconds) {
       std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
   int pass = 0;
   for (; pass == 0 || std::chrono::steady_clock::now() < end; ++pass) {
-    for (int i = 0; i < kBlocks; ++i) {
-      const std::string b = BlockOf(pass, i);
-      if (pwrite(fd, b.data(), b.size(), i * kBlock) !=
+    for (int i = 0; i < kPassBlocks; ++i) {
+      const std::string b = PassBlock(pass, i);
+      if (pwrite(fd, b.data(), b.size(), i * kPassBlockBytes) !=
           static_cast<ssize_t>(b.size())) {
         const std::string why = strerror(errno);
         close(fd);
@@ -76,42 +76,17 @@ std::string WritePasses(const std::string& path, int seconds) {
   return StrCat(pass);
 }
 
-std::string Expected(int passes) {
+std::string LastPass(int passes) {
   std::string out;
-  for (int i = 0; i < kBlocks; ++i) out += BlockOf(passes - 1, i);
+  for (int i = 0; i < kPassBlocks; ++i) out += PassBlock(passes - 1, i);
   return out;
 }
 
-class QosAdmissionTest : public testing::ClusterFixture {
+class QosAdmissionTest : public testing::ControllerFixture {
  protected:
-  QosAdmissionTest() : ClusterFixture(kFuse) {}
-  void TearDown() override {
-    client_.reset();
-    ClusterFixture::TearDown();
-    controller_.reset();
-  }
-  std::string ControllerList() const override { return controller_->address(); }
-
-  void StartController(int port = 0) {
-    controller_ = std::make_unique<ServerProcess>(
-        SROUTE_CONTROLLER_BINARY,
-        std::vector<std::string>{
-            "--db", db_ / "db", "--secret-file", secret_, "--listen",
-            "127.0.0.1:" + std::to_string(port), "--stats-interval-ms", "200",
-            "--app", "slo_admission"});
-    ASSERT_TRUE(controller_->ok()) << "sroute-controller did not start";
-  }
-  ControllerClient& Client() {
-    if (!client_) {
-      ControllerClient::Options o;
-      o.address = controller_->address();
-      o.secret = kSecret;
-      o.name = "test";
-      auto c = ControllerClient::Connect(o);
-      EXPECT_TRUE(c.ok()) << c.status();
-      client_ = *std::move(c);
-    }
-    return *client_;
+  QosAdmissionTest() : ControllerFixture(kQosVolume) {}
+  void StartAdmission(int port = 0) {
+    StartController(port, {"--app", "slo_admission"});
   }
   absl::StatusOr<proto::AppAnswer> Qos(const std::string& command,
                                        std::vector<std::string> args = {}) {
@@ -138,18 +113,14 @@ class QosAdmissionTest : public testing::ClusterFixture {
     }
     return out;
   }
-
-  TempDir db_;
-  std::unique_ptr<ServerProcess> controller_;
-  std::unique_ptr<ControllerClient> client_;
 };
 
 TEST_F(QosAdmissionTest, ReservationsFollowRegistrationsDemandAndRestarts) {
-  ASSERT_NO_FATAL_FAILURE(StartController());
+  ASSERT_NO_FATAL_FAILURE(StartAdmission());
   for (const auto& [name, root] :
        {std::pair{"S1", r1_.path()}, std::pair{"S2", r2_.path()}}) {
     StartServer(name, root, 0,
-                {"--stage", kStage, "--rule",
+                {"--stage", kQosStageSpec, "--rule",
                  StrCat("<*, *, //", name, "/db/*> -> <IO, stage:q>")});
   }
   // The users reach their folders (the temporary roots are private).
@@ -242,9 +213,9 @@ TEST_F(QosAdmissionTest, ReservationsFollowRegistrationsDemandAndRestarts) {
   const int b_passes = std::atoi(bob_passes.c_str());
   ASSERT_GT(a_passes, 0) << alice_passes;
   ASSERT_GT(b_passes, 0) << bob_passes;
-  EXPECT_EQ(ReadWholeFile(r1_ / "db/data"), Expected(a_passes));
-  EXPECT_EQ(ReadWholeFile(r2_ / "db/data"), Expected(b_passes));
-  EXPECT_EQ(ReadWholeFile(mnt_ / "a/data"), Expected(a_passes));
+  EXPECT_EQ(ReadWholeFile(r1_ / "db/data"), LastPass(a_passes));
+  EXPECT_EQ(ReadWholeFile(r2_ / "db/data"), LastPass(b_passes));
+  EXPECT_EQ(ReadWholeFile(mnt_ / "a/data"), LastPass(a_passes));
   auto status = Qos("status");
   ASSERT_TRUE(status.ok()) << status.status();
   EXPECT_NE(status->json().find("\"name\":\"alice\""), std::string::npos)
@@ -255,7 +226,7 @@ TEST_F(QosAdmissionTest, ReservationsFollowRegistrationsDemandAndRestarts) {
   const int port = controller_->port();
   client_.reset();
   controller_.reset();
-  ASSERT_NO_FATAL_FAILURE(StartController(port));
+  ASSERT_NO_FATAL_FAILURE(StartAdmission(port));
   ASSERT_TRUE(Eventually([&] {
     auto ls = Qos("ls");
     return ls.ok() &&
