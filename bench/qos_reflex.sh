@@ -25,7 +25,8 @@
 # completion latency, queueing in the stage included), and the tokens/s it
 # got (reads + 10 x writes). Results in OUT/ (default bench/results/qos_reflex).
 #
-#   bench/qos_reflex.sh [OUT]      (SECONDS=20 per run by default)
+#   bench/qos_reflex.sh [OUT]      (RUNTIME=20 seconds per run by default)
+#   CURVE=1 RUNTIME=10 bench/qos_reflex.sh OUT   (p95 against offered load)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-bench/results/qos_reflex}
@@ -114,12 +115,12 @@ tenant() {
 # the mean rate it carries.
 lc_load=${LC_LOAD:-90}
 
-run() {  # NAME STAGE(on|off) B_RATE
-  local name=$1 stage=$2 brate=$3 id=""
+run() {  # NAME STAGE(on|off) B_RATE [A_RATE]
+  local name=$1 stage=$2 brate=$3 arate=${4:-$((ra * lc_load / 100))} id=""
   if [ "$stage" = on ]; then
     id=$("$ctl" "${host[@]}" rules add '@10 <*, *, //home/db/*> -> <IO, stage:q>')
   fi
-  tenant 2001 100 32 $((ra * lc_load / 100)) A "$name" &
+  tenant 2001 100 32 "$arate" A "$name" &
   local a=$!
   tenant 2002 80 32 $((brate * lc_load / 100)) B "$name" &
   local b=$!
@@ -131,7 +132,7 @@ run() {  # NAME STAGE(on|off) B_RATE
   local p=$!
   wait $a $b $c $d $p
   [ -z "$id" ] || "$ctl" "${host[@]}" rules rm "$id" >/dev/null
-  python3 - "$work" "$name" "$slo_us" $((ra * lc_load / 100)) \
+  python3 - "$work" "$name" "$slo_us" "$arate" \
     $((brate * lc_load / 100)) <<'PY' | tee "$out/$name.txt"
 import json, sys
 work, name, slo = sys.argv[1], sys.argv[2], int(sys.argv[3])
@@ -161,6 +162,39 @@ for t in "ABCDP":
 PY
 }
 
-run 1-off off "$rb"
-run 1-on on "$rb"
-run 2-on on $((rb * 65 / 100))
+if [ "${CURVE:-0}" = 0 ]; then
+  run 1-off off "$rb"
+  run 1-on on "$rb"
+  run 2-on on $((rb * 65 / 100))
+  exit 0
+fi
+
+# CURVE=1: A's p95 (and the probe's) against A's offered load, 20 to 140 %
+# of its reservation, scenario 1's other tenants as they are, with and
+# without the stage; OUT/curve.txt and OUT/p95_vs_load.png.
+echo "STAGE A_OFFERED_PERCENT A_IOPS A_P95_US P_P95_US" > "$out/curve.txt"
+for stage in off on; do
+  for pct in 20 40 60 80 100 120 140; do
+    run "curve-$stage-$pct" "$stage" $((rb * lc_load / 100)) $((ra * pct / 100)) >/dev/null
+    awk -v s=$stage -v p=$pct '$1 == "A" {a = $2 " " $5} $1 == "P" {q = $5}
+      END {print s, p, a, q}' "$out/curve-$stage-$pct.txt" >> "$out/curve.txt"
+  done
+done
+if ! command -v gnuplot >/dev/null; then
+  apt-get install -y -qq gnuplot-nox >/dev/null
+fi
+gnuplot <<PLOT
+set terminal pngcairo size 800,500
+set output "$out/p95_vs_load.png"
+set title "Tenant A's p95 against its offered load (reservation $ra IOPS; B at ${lc_load} %, C and D flat out)"
+set xlabel "A's offered load, % of its reservation"
+set ylabel "p95 latency, ms"
+set logscale y
+set key top left
+set arrow from graph 0, first $((slo_us / 1000)) to graph 1, first $((slo_us / 1000)) nohead dt 2
+plot "< awk '\$1=="off"' $out/curve.txt" using 2:(\$4/1000) with linespoints title "A, no stage", \
+     "< awk '\$1=="on"' $out/curve.txt" using 2:(\$4/1000) with linespoints title "A, qos stage", \
+     "< awk '\$1=="off"' $out/curve.txt" using 2:(\$5/1000) with linespoints dt 3 title "QD1 probe, no stage", \
+     "< awk '\$1=="on"' $out/curve.txt" using 2:(\$5/1000) with linespoints dt 3 title "QD1 probe, qos stage"
+PLOT
+cat "$out/curve.txt"
