@@ -183,6 +183,10 @@ done
 if ! command -v gnuplot >/dev/null; then
   apt-get install -y -qq gnuplot-nox >/dev/null
 fi
+for stage in off on; do
+  awk -v s=$stage '$1 == s {print $2, $4 / 1000, $5 / 1000}' "$out/curve.txt" \
+    > "$work/$stage.dat"
+done
 gnuplot <<PLOT
 set terminal pngcairo size 800,500
 set output "$out/p95_vs_load.png"
@@ -192,9 +196,9 @@ set ylabel "p95 latency, ms"
 set logscale y
 set key top left
 set arrow from graph 0, first $((slo_us / 1000)) to graph 1, first $((slo_us / 1000)) nohead dt 2
-plot "< awk '\$1=="off"' $out/curve.txt" using 2:(\$4/1000) with linespoints title "A, no stage", \
-     "< awk '\$1=="on"' $out/curve.txt" using 2:(\$4/1000) with linespoints title "A, qos stage", \
-     "< awk '\$1=="off"' $out/curve.txt" using 2:(\$5/1000) with linespoints dt 3 title "QD1 probe, no stage", \
-     "< awk '\$1=="on"' $out/curve.txt" using 2:(\$5/1000) with linespoints dt 3 title "QD1 probe, qos stage"
+plot "$work/off.dat" using 1:2 with linespoints title "A, no stage", \
+     "$work/on.dat" using 1:2 with linespoints title "A, qos stage", \
+     "$work/off.dat" using 1:3 with linespoints dt 3 title "QD1 probe, no stage", \
+     "$work/on.dat" using 1:3 with linespoints dt 3 title "QD1 probe, qos stage"
 PLOT
 cat "$out/curve.txt"

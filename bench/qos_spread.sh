@@ -7,8 +7,9 @@
 #
 # Each server keeps its files in a directory behind a qos stage that makes
 # 3 000 tokens/s (tokens_per_s: the rate is the stage's, not the disk's); a
-# best-effort tenant H keeps 32 reads in flight on each server all along, so
-# T gets no more than its reservation on either. T (uid 2101) reads at
+# best-effort tenant H keeps 32 reads in flight on each server all along (it
+# is stopped after the last phase), so T gets no more than its reservation
+# on either. T (uid 2101) reads at
 # 2 000 IOPS (Poisson) in three phases of PHASE seconds: 50/50 between its
 # files on S1 and S2, then 90/10, then 10/90; each phase is measured after
 # its first third (the app moves within a few statistics intervals).
@@ -78,7 +79,8 @@ run() {  # NAME APP-ARGS
   until "${ctlc[@]}" qos register T --iops 2000 --p95-us 50000 --stage q \
       --on S1 --on S2 > /dev/null 2>&1; do sleep 0.2; done
   # H: best effort, 32 reads in flight on each server, all along.
-  local total=$((3 * phase + 2)) hp=()
+  # (Longer than the phases: it is stopped after them.)
+  local total=$((3 * phase + 60)) hp=()
   for f in a b; do
     setpriv --reuid=2102 --regid=2102 --clear-groups fio --name="H$f" \
       --filename="$work/mnt/$f/data" --rw=randread --bs=4k --direct=1 \
@@ -118,13 +120,8 @@ print(f"{split} {r[0]['iops']:.0f} {r[1]['iops']:.0f} "
       f"{r[0]['iops'] + r[1]['iops']:.0f} {p95:.0f} {s1} {s2}")
 PY
   done
-  wait "${hp[@]}"
-  python3 - "$work/run/out" <<'PY' | tee -a "$out/$name.txt"
-import json, sys
-h = [json.load(open(f"{sys.argv[1]}/H{f}.json"))["jobs"][0]["read"]["iops"]
-     for f in "ab"]
-print(f"H over the run: {h[0]:.0f} + {h[1]:.0f} IOPS")
-PY
+  kill "${hp[@]}" 2>/dev/null || true
+  wait "${hp[@]}" 2>/dev/null || true
   fusermount3 -u "$work/mnt"
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
   wait 2>/dev/null || true

@@ -400,6 +400,27 @@ SloAdmission::CurrentOptions(const std::vector<SloTenant>& tenants) const {
   return out;
 }
 
+std::map<std::string, std::map<SloDevice, double>> SloAdmission::Demand()
+    const {
+  std::map<std::string, std::map<SloDevice, double>> demand;
+  for (const auto& [name, by_device] : seen_) {
+    const auto shares = plan_.shares.find(name);
+    for (const auto& [d, s] : by_device) {
+      double want = s.demand;
+      // Requests that waited for tokens there: the tenant asks more than
+      // its share, whatever arrived (a caller whose queue depth is full
+      // sends no faster than it is served, and would keep a share cut
+      // while its load was elsewhere).
+      if (s.hits > 0 && shares != plan_.shares.end()) {
+        auto it = shares->second.find(d);
+        if (it != shares->second.end()) want = std::max(want, 2 * it->second);
+      }
+      demand[name][d] = want;
+    }
+  }
+  return demand;
+}
+
 absl::Status SloAdmission::Adopt(std::vector<SloTenant> tenants) {
   // The devices of the registrations before too: those no tenant names any
   // more are cleared.
@@ -407,10 +428,7 @@ absl::Status SloAdmission::Adopt(std::vector<SloTenant> tenants) {
   both.insert(both.end(), tenants_.begin(), tenants_.end());
   auto now = CurrentOptions(both);
   if (!now.ok()) return now.status();
-  std::map<std::string, std::map<SloDevice, double>> demand;
-  for (const auto& [name, by_device] : seen_) {
-    for (const auto& [d, s] : by_device) demand[name][d] = s.demand;
-  }
+  const auto demand = Demand();
   auto plan = PlanSlo(tenants, *now, demand, options_.min_share);
   if (!plan.ok()) return plan.status();
   // Durable before anyone is told.
@@ -536,10 +554,7 @@ void SloAdmission::OnStats(const StatsSnapshot& stats) {
     for (const SloDevice& d : DevicesOf(t)) all_seen &= now.count(d) > 0;
   }
   if (!all_seen) return;
-  std::map<std::string, std::map<SloDevice, double>> demand;
-  for (const auto& [name, by_device] : seen_) {
-    for (const auto& [d, s] : by_device) demand[name][d] = s.demand;
-  }
+  const auto demand = Demand();
   auto next = PlanSlo(tenants_, now, demand, options_.min_share);
   if (!next.ok()) {
     if (plan_.devices.empty()) {

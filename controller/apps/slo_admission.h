@@ -24,7 +24,9 @@
 //
 // One tenant over several servers (dmClock's idea, beyond ReFlex): its
 // reservation is split by each server's recent demand from it (the stage's
-// TENANT.arrived counter), each server keeping at least `min_share` of it,
+// TENANT.arrived counter; twice its share where its requests waited for
+// tokens, TENANT.deficit_floor_hits), each server keeping at least
+// `min_share` of it,
 // within the capacity other tenants leave there; the split moves, every
 // stats interval, once a share would change by `move` of the reservation or
 // more, so the aggregate holds while the load moves between servers.
@@ -122,6 +124,9 @@ class SloAdmission : public ControlApp {
   // hosts).
   absl::StatusOr<std::map<SloDevice, proto::QosOptions>> CurrentOptions(
       const std::vector<SloTenant>& tenants) const;
+  // Each spanning tenant's demand per device (IOPS) over the last interval:
+  // what arrived, or twice its share where its requests waited for tokens.
+  std::map<std::string, std::map<SloDevice, double>> Demand() const;
   // Plans `tenants`, pushes the plan, and keeps both (and the state).
   absl::Status Adopt(std::vector<SloTenant> tenants);
   // Sends each device whose options differ from the plan its planned ones.

@@ -311,6 +311,30 @@ TEST_F(SloAppTest, ASpanningSplitFollowsDemandWithHysteresis) {
   EXPECT_EQ(StageOf("S1").tenant(0).iops(), 900u);
 }
 
+TEST_F(SloAppTest, AShareCutWhileTheLoadWasElsewhereGrowsBackWhenItWaits) {
+  ASSERT_TRUE(Call("register", {"alice", "iops=1000", "p95_us=20000", "stage=q",
+                                "on=S1+S2"})
+                  .ok());
+  app_.OnStats(Stats({{"alice.arrived", 0}, {"alice.deficit_floor_hits", 0}}));
+  // All of alice's load on S1: S2 keeps its 5 %.
+  StatsSnapshot s = Stats({{"alice.deficit_floor_hits", 0}});
+  (*s.hosts[0].stages[0].mutable_counters())["alice.arrived"] = 1000;
+  (*s.hosts[1].stages[0].mutable_counters())["alice.arrived"] = 0;
+  app_.OnStats(s);
+  EXPECT_EQ(StageOf("S2").tenant(0).iops(), 50u);
+  // Then it reads on S2 too, 32 requests in flight: only its 50 a second
+  // arrive (the rest wait at the caller), but they wait for tokens there.
+  s = Stats({});
+  (*s.hosts[0].stages[0].mutable_counters())["alice.arrived"] = 1000 + 900;
+  (*s.hosts[0].stages[0].mutable_counters())["alice.deficit_floor_hits"] = 0;
+  (*s.hosts[1].stages[0].mutable_counters())["alice.arrived"] = 50;
+  (*s.hosts[1].stages[0].mutable_counters())["alice.deficit_floor_hits"] = 40;
+  app_.OnStats(s);
+  // Twice its share there: 900 against 100.
+  EXPECT_EQ(StageOf("S1").tenant(0).iops(), 900u);
+  EXPECT_EQ(StageOf("S2").tenant(0).iops(), 100u);
+}
+
 TEST_F(SloAppTest, ATenantAtItsFloorIsToldToRenegotiate) {
   ASSERT_TRUE(Call("register",
                    {"alice", "iops=100", "p95_us=20000", "stage=q", "on=S1"})
