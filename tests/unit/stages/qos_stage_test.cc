@@ -159,6 +159,25 @@ TEST_F(QosStageTest, AReservedTenantOvertakesABestEffortQueue) {
 
 // Writes through the stage land whole while tenants' classes change under
 // them.
+// Without tokens_per_s the rate is the device curve's at the strictest LC
+// target, and follows the targets as tenants change, live.
+TEST_F(QosStageTest, ACurveGivesTheRateAtTheStrictestTarget) {
+  ASSERT_TRUE(Stages(proto::Stages::ADD, "",
+                     "q=qos:curve=20000/4000/8000,curve=2000/1000/4000,"
+                     "tenant=a/lc/10/100/20000")
+                  .ok());
+  EXPECT_EQ(Counters()["tokens_per_s"], 4000);
+  ASSERT_TRUE(Stages(proto::Stages::SET, "q", "tenant=b/lc/10/100/2000").ok());
+  EXPECT_EQ(Counters()["tokens_per_s"], 1000);
+  // Between points: linear (5 ms: a sixth of the way from 2 to 20 ms).
+  ASSERT_TRUE(Stages(proto::Stages::SET, "q", "tenant=b/lc/10/100/5000").ok());
+  EXPECT_EQ(Counters()["tokens_per_s"], 1500);
+  // A curve whose rate falls as the target loosens is refused.
+  const absl::Status s = Stages(proto::Stages::SET, "q", "curve=50000/100/0");
+  EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+  EXPECT_EQ(Counters()["tokens_per_s"], 1500);
+}
+
 TEST_F(QosStageTest, WritesLandWhileTheOptionsChange) {
   ASSERT_TRUE(Stages(proto::Stages::ADD, "",
                      "q=qos:tokens_per_s=2000,tenant=w/lc/100/0/50000")
