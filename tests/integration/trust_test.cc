@@ -20,6 +20,7 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -462,7 +463,10 @@ TEST_P(RouteFlipTest, ExerciserSeesNoCorruption) {
     return std::string();
   };
   const std::string files = "<*, *, //home/d/*>";
-  int layout = 0, flips = 0;
+  // Each file's layout: a file the exerciser has not made yet (or has
+  // removed) is not moved, and keeps its rule.
+  std::map<std::string, int> layout = {{"a", 0}, {"b", 0}};
+  int flips = 0;
   std::string failure;
   while (!done && failure.empty()) {
     std::this_thread::sleep_for(std::chrono::milliseconds(30));
@@ -474,12 +478,16 @@ TEST_P(RouteFlipTest, ExerciserSeesNoCorruption) {
     failure = call("drain", [&](proto::ControlRequest& r) {
       r.mutable_drain()->set_pattern(files);
     });
-    const int next = (layout + 1 + flips % 2) % 3;
-    for (const std::string f : {"a", "b"}) {
+    for (auto& entry : layout) {
+      // (Named, not bound: clang's lambdas cannot capture a structured
+      // binding.)
+      const std::string& f = entry.first;
+      int& at = entry.second;
       if (!failure.empty() || !fs::exists(v.home("d/" + f))) continue;
-      write(next, f, read(layout, f));
-      if (layout != 0) {
-        const std::string rule = rules(layout, f);
+      const int next = (at + 1 + flips % 2) % 3;
+      write(next, f, read(at, f));
+      if (at != 0) {
+        const std::string rule = rules(at, f);
         failure = call("rules rm", [&](proto::ControlRequest& r) {
           r.mutable_delete_rules()->set_pattern(
               rule.substr(0, rule.find(" ->")));
@@ -490,8 +498,8 @@ TEST_P(RouteFlipTest, ExerciserSeesNoCorruption) {
           r.mutable_add_rules()->add_text(rules(next, f));
         });
       }
+      at = next;
     }
-    layout = next;
     ++flips;
     const std::string released = call("release", [&](proto::ControlRequest& r) {
       r.mutable_quiesce()->set_pattern(files);

@@ -104,22 +104,14 @@ inline std::string SqliteCheckAs(const User& user, const std::string& path) {
 // output, or "exit N: output" if it failed.
 inline std::string GitAs(const User& user, const std::string& dir,
                          const std::string& script) {
-  return RunAs(user, [&]() -> std::string {
-    const std::string cmd =
-        "cd '" + dir + "' && export HOME='" + dir +
-        "' GIT_CONFIG_NOSYSTEM=1 GIT_AUTHOR_NAME=u "
-        "GIT_AUTHOR_EMAIL=u@x GIT_COMMITTER_NAME=u GIT_COMMITTER_EMAIL=u@x "
-        "&& (" +
-        script + ") 2>&1";
-    std::string out;
-    FILE* p = popen(cmd.c_str(), "r");
-    if (p == nullptr) return "popen failed";
-    char buf[4096];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-    const int rc = pclose(p);
-    return rc == 0 ? out : "exit " + std::to_string(rc) + ": " + out;
-  });
+  const std::string cmd =
+      "cd '" + dir + "' && export HOME='" + dir +
+      "' GIT_CONFIG_NOSYSTEM=1 GIT_AUTHOR_NAME=u "
+      "GIT_AUTHOR_EMAIL=u@x GIT_COMMITTER_NAME=u GIT_COMMITTER_EMAIL=u@x "
+      "&& (" +
+      script + ")";
+  auto [rc, out] = RunCommandAs(user, cmd);
+  return rc == 0 ? out : "exit " + std::to_string(rc) + ": " + out;
 }
 
 inline bool GitOk(const std::string& out) {
