@@ -40,6 +40,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/zipfian.h"
 #include "sswitch/host.h"
 #include "stages/flash/flash_endpoint.h"
 #include "stages/stage.h"
@@ -61,40 +62,6 @@ struct Options {
   double rate = 4000;  // operations a second (model time), all clients
   GcMode own_gc = GcMode::kSelf;  // the devices of set-ups a and b
   std::string cdf_dir;
-};
-
-// YCSB's zipfian generator (Gray et al.), theta 0.99, over [0, n), with
-// the rank scattered by a hash so that hot keys are not neighbours.
-class Zipfian {
- public:
-  explicit Zipfian(uint64_t n, double theta = 0.99) : n_(n), theta_(theta) {
-    for (uint64_t i = 1; i <= n; ++i) zetan_ += 1.0 / std::pow(i, theta);
-    const double zeta2 = 1.0 + 1.0 / std::pow(2.0, theta);
-    alpha_ = 1.0 / (1.0 - theta);
-    eta_ = (1.0 - std::pow(2.0 / static_cast<double>(n), 1.0 - theta)) /
-           (1.0 - zeta2 / zetan_);
-  }
-  // The rank (0 hottest).
-  uint64_t Rank(std::mt19937_64& rng) const {
-    const double u = std::uniform_real_distribution<double>(0, 1)(rng);
-    const double uz = u * zetan_;
-    if (uz < 1.0) return 0;
-    if (uz < 1.0 + std::pow(0.5, theta_)) return 1;
-    return std::min<uint64_t>(
-        n_ - 1, static_cast<uint64_t>(static_cast<double>(n_) *
-                                      std::pow(eta_ * u - eta_ + 1.0, alpha_)));
-  }
-  uint64_t Key(std::mt19937_64& rng) const {
-    uint64_t x = Rank(rng) + 0x9e3779b97f4a7c15ull;  // FNV-like scatter
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return (x ^ (x >> 31)) % n_;
-  }
-
- private:
-  const uint64_t n_;
-  const double theta_;
-  double zetan_ = 0, alpha_ = 0, eta_ = 0;
 };
 
 struct Result {
@@ -180,7 +147,7 @@ Result RunOne(char setup, char workload, const Options& opt) {
   // Inserts (D, E) write records past the loaded ones, up to the file's end.
   const uint64_t loaded = records * 9 / 10;
   std::atomic<uint64_t> next_insert{loaded};
-  const Zipfian zipf(loaded);
+  const bench::Zipfian zipf(loaded);
   const double d = opt.dilation;
   const uint64_t period = static_cast<uint64_t>(250e6 * d);
   const uint64_t idle = static_cast<uint64_t>(60e6 * d);

@@ -12,6 +12,7 @@
 #include "rpc/remote_endpoint.h"
 #include "rules/parser.h"
 #include "stages/stage_control.h"
+#include "stages/steering/steering_control.h"
 #include "util/strings.h"
 
 namespace sroute {
@@ -152,6 +153,12 @@ proto::ControlResponse HandleControlRequest(
       break;
     case proto::ControlRequest::kCheckRules:
       status = CheckRulesRequest(sw, req.check_rules(), &resp);
+      break;
+    case proto::ControlRequest::kSetProfiles:
+      status = HandleSetProfiles(sw, req.set_profiles(), &resp);
+      break;
+    case proto::ControlRequest::kProfileEndpoint:
+      status = HandleProfileEndpoint(sw, req.profile_endpoint(), &resp);
       break;
     case proto::ControlRequest::kAddRules: {
       const proto::AddRules& add = req.add_rules();

@@ -497,18 +497,29 @@ class Reclaim {
     hold.file.range = ByteRange{a, b};
     if (absl::Status s = sw_.Quiesce(hold, true); !s.ok()) return s;
     absl::Status s = sw_.Drain(hold, absl::Seconds(30));
-    if (s.ok()) s = Rewrite(w);
+    uint64_t written = 0;
+    if (s.ok()) s = Rewrite(w, &written);
+    if (s.ok() && written == 0) {
+      // The file ends before the chunk (it shrank while the range was away;
+      // its places were cut with it): no bytes to bring home. Its read
+      // rules go while its writes are held (a write after it goes home).
+      s = sw_.ForgetDelegateRange(r.file, a, b);
+    }
     (void)sw_.Quiesce(hold, false);
     if (!s.ok()) return s;
+    if (written == 0) return absl::OkStatus();  // it was past the end
     progress_->set_files(progress_->files() + 1);
-    progress_->set_bytes_written(progress_->bytes_written() + (b - a));
+    progress_->set_bytes_written(progress_->bytes_written() + written);
     Pace();
     return absl::OkStatus();
   }
 
   // Reads the range where the rules send reads now and writes it where
-  // they send writes (home), both through the quiesce.
-  absl::Status Rewrite(const IoHeader& w) {
+  // they send writes (home), both through the quiesce; `*written` the
+  // bytes written. None: the file ends at or before the range (a read past
+  // a place's end comes back zero-filled up to the home's size, so an empty
+  // read is the end of the file).
+  absl::Status Rewrite(const IoHeader& w, uint64_t* written) {
     std::vector<char> buf(w.length);
     Io rd;
     rd.header = w;
@@ -528,6 +539,7 @@ class Reclaim {
                                         " at ", w.offset, ": ", wr.bytes,
                                         " of ", rd.bytes, " bytes"));
     }
+    *written = wr.bytes;
     return absl::OkStatus();
   }
 

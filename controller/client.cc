@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "rpc/leader.h"
+#include "stages/steering/sweep_wait.h"
 #include "util/mutex.h"
 #include "util/strings.h"
 
@@ -192,6 +193,34 @@ absl::StatusOr<proto::ControlResponse> ControllerClient::ControlAt(
   auto r = Call(std::move(req));
   if (!r.ok()) return r.status();
   return std::move(*r->mutable_control());
+}
+
+absl::StatusOr<std::vector<proto::DeviceProfile>> ControllerClient::SetProfiles(
+    const std::string& sswitch, const proto::SetProfiles& request) {
+  proto::ControlRequest control;
+  *control.mutable_set_profiles() = request;
+  auto r = ControlAt(sswitch, control);
+  if (!r.ok()) return r.status();
+  if (r->code() != 0) {
+    return absl::Status(static_cast<absl::StatusCode>(r->code()), r->message());
+  }
+  return std::vector<proto::DeviceProfile>(r->profiles().begin(),
+                                           r->profiles().end());
+}
+
+absl::StatusOr<proto::ProfileProgress> ControllerClient::ProfileStep(
+    const std::string& sswitch, const proto::ProfileEndpoint& request) {
+  proto::ControllerRequest req;
+  req.mutable_control_at()->set_sswitch(sswitch);
+  *req.mutable_control_at()->mutable_request()->mutable_profile_endpoint() =
+      request;
+  auto r = Call(std::move(req), ProfileSweepWait(request) + options_.timeout);
+  if (!r.ok()) return r.status();
+  const proto::ControlResponse& c = r->control();
+  if (c.code() != 0) {
+    return absl::Status(static_cast<absl::StatusCode>(c.code()), c.message());
+  }
+  return c.profile();
 }
 
 absl::StatusOr<proto::CopyProgress> ControllerClient::Copy(

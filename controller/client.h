@@ -55,6 +55,12 @@ class ControllerClient : public ControllerApi {
   StatsSnapshot Stats() override;
   absl::StatusOr<std::vector<proto::StageStats>> Stages(
       const std::string& sswitch, const proto::Stages& request) override;
+  absl::StatusOr<std::vector<proto::DeviceProfile>> SetProfiles(
+      const std::string& sswitch, const proto::SetProfiles& request) override;
+  // One call of a profile sweep at `sswitch`'s host (proto ProfileEndpoint),
+  // waited for as long as it may take there.
+  absl::StatusOr<proto::ProfileProgress> ProfileStep(
+      const std::string& sswitch, const proto::ProfileEndpoint& request);
   absl::StatusOr<proto::CopyProgress> Copy(const std::string& sswitch,
                                            const proto::Copy& request) override;
   void AddTimer(absl::Duration period, std::function<void()> fn) override;

@@ -167,6 +167,11 @@ class ControllerApi {
   // returned as the status.
   virtual absl::StatusOr<proto::CopyProgress> Copy(
       const std::string& sswitch, const proto::Copy& request) = 0;
+  // Sets (or clears) the profiles `sswitch`'s host judges its endpoints'
+  // congestion by (proto/control.proto SetProfiles); returns those set
+  // after.
+  virtual absl::StatusOr<std::vector<proto::DeviceProfile>> SetProfiles(
+      const std::string& sswitch, const proto::SetProfiles& request) = 0;
   // Runs `fn` every `period` on the app's thread.
   virtual void AddTimer(absl::Duration period, std::function<void()> fn) = 0;
   // Runs `fn` once on the app's thread, after what is queued there (an app

@@ -299,6 +299,23 @@ absl::StatusOr<proto::CopyProgress> LocalApi::Copy(const std::string& sswitch,
   return resp.copy();
 }
 
+absl::StatusOr<std::vector<proto::DeviceProfile>> LocalApi::SetProfiles(
+    const std::string& sswitch, const proto::SetProfiles& request) {
+  proto::Command c;
+  *c.mutable_control()->mutable_set_profiles() = request;
+  auto r =
+      impl_->SendCommand(sswitch, std::move(c), impl_->options.command_timeout);
+  if (!r.ok()) return r.status();
+  if (absl::Status s = ResultStatus(*r); !s.ok()) return s;
+  const proto::ControlResponse& resp = r->control();
+  if (resp.code() != 0) {
+    return absl::Status(static_cast<absl::StatusCode>(resp.code()),
+                        resp.message());
+  }
+  return std::vector<proto::DeviceProfile>(resp.profiles().begin(),
+                                           resp.profiles().end());
+}
+
 absl::StatusOr<std::vector<proto::StageStats>> LocalApi::Stages(
     const std::string& sswitch, const proto::Stages& request) {
   proto::Command c;

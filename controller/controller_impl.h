@@ -127,6 +127,8 @@ class LocalApi : public ControllerApi {
   StatsSnapshot Stats() override;
   absl::StatusOr<proto::CopyProgress> Copy(const std::string& sswitch,
                                            const proto::Copy& request) override;
+  absl::StatusOr<std::vector<proto::DeviceProfile>> SetProfiles(
+      const std::string& sswitch, const proto::SetProfiles& request) override;
   absl::StatusOr<std::vector<proto::StageStats>> Stages(
       const std::string& sswitch, const proto::Stages& request) override;
   void AddTimer(absl::Duration period, std::function<void()> fn) override;

@@ -7,6 +7,7 @@
 
 #include "absl/strings/numbers.h"
 #include "controller/controller_impl.h"
+#include "stages/steering/sweep_wait.h"
 #include "util/log.h"
 #include "util/strings.h"
 
@@ -124,20 +125,25 @@ void Controller::Impl::HandleControlAt(Call& call) {
   if (what != proto::ControlRequest::kTraces &&
       what != proto::ControlRequest::kSlowOps &&
       what != proto::ControlRequest::kStats &&
-      what != proto::ControlRequest::kCopy) {
+      what != proto::ControlRequest::kCopy &&
+      what != proto::ControlRequest::kSetProfiles &&
+      what != proto::ControlRequest::kProfileEndpoint) {
     call.ReplyStatus(absl::InvalidArgumentError(
-        "through the controller: traces, slow_ops, stats and copy requests "
-        "only (rules change by updates)"));
+        "through the controller: traces, slow_ops, stats, copy, "
+        "set_profiles and profile_endpoint requests only (rules change by "
+        "updates)"));
     return;
   }
   proto::Command c;
   *c.mutable_control() = at.request();
-  // A copy takes up to its budget at the host.
-  const absl::Duration wait =
-      options.command_timeout +
-      absl::Milliseconds(what == proto::ControlRequest::kCopy
-                             ? at.request().copy().budget_ms()
-                             : 0);
+  // A copy or a profile sweep takes up to its budget at the host (a sweep
+  // one step more: ProfileSweepWait).
+  absl::Duration wait = options.command_timeout;
+  if (what == proto::ControlRequest::kCopy) {
+    wait += absl::Milliseconds(at.request().copy().budget_ms());
+  } else if (what == proto::ControlRequest::kProfileEndpoint) {
+    wait += ProfileSweepWait(at.request().profile_endpoint());
+  }
   auto r = SendCommand(at.sswitch(), std::move(c), wait);
   if (!r.ok()) {
     call.ReplyStatus(r.status());

@@ -493,10 +493,12 @@ void ControllerAgent::Impl::Execute(const proto::Command& c) {
       if (what != proto::ControlRequest::kTraces &&
           what != proto::ControlRequest::kSlowOps &&
           what != proto::ControlRequest::kStats &&
-          what != proto::ControlRequest::kCopy) {
+          what != proto::ControlRequest::kCopy &&
+          what != proto::ControlRequest::kSetProfiles &&
+          what != proto::ControlRequest::kProfileEndpoint) {
         status = absl::InvalidArgumentError(
-            "through the controller a host answers traces, slow_ops, stats "
-            "and copy requests only");
+            "through the controller a host answers traces, slow_ops, stats, "
+            "copy, set_profiles and profile_endpoint requests only");
         break;
       }
       bool changed = false;

@@ -164,6 +164,7 @@ absl::Status DecodeIoReply(const proto::RpcReply& reply,
   const proto::IoReply& r = reply.io();
   io->bytes = r.bytes();
   io->change_stamp = r.change_stamp();
+  io->congested = r.congested();
   if (r.has_attr()) FromMsg(r.attr(), &io->attr);
   switch (io->header.op) {
     case Op::kRead: {
@@ -290,6 +291,7 @@ void EncodeIoReply(const Io& io, proto::RpcReply* out) {
   proto::IoReply* r = out->mutable_io();
   r->set_bytes(io.bytes);
   if (!io.target.empty()) r->set_target(io.target);
+  if (io.congested) r->set_congested(true);
   const Op op = io.header.op;
   if (HasAttr(op)) ToMsg(io.attr, r->mutable_attr());
   switch (op) {

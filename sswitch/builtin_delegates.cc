@@ -356,26 +356,23 @@ class TrackWrites : public Delegate {
       Assign(ranges, h.offset, h.offset + out.bytes, out.targets, &erased,
              &fresh);
     }
-    std::vector<uint64_t> remove;
-    for (const auto& [start, t] : erased) {
-      if (t.rule_id != 0) remove.push_back(t.rule_id);
+    // Failed, the read rules stay as they were: reads of the range keep
+    // their old route; the write itself has succeeded.
+    (void)Install(h.file, ranges, std::move(erased), fresh, ctx);
+  }
+
+  absl::Status ForgetRange(const std::string& file, uint64_t start,
+                           uint64_t end, DelegateContext& ctx) override {
+    auto state = StateOf(ctx);
+    MutexLock l(&state->mu);
+    auto f = state->files.find(KeyOf(file));
+    if (f == state->files.end() || !Overlaps(f->second, start, end)) {
+      return absl::OkStatus();
     }
-    std::vector<Rule> insert;
-    for (uint64_t start : fresh) {
-      const Tracked& t = ranges.at(start);
-      insert.push_back(ReadRule(source_, h.file, start, t.end, t.targets));
-    }
-    auto ids = ctx.Update(std::move(insert), remove);
-    if (!ids.ok()) {
-      // The table did not change: neither does the state. Reads of the
-      // range keep their old route; the write itself has succeeded.
-      for (uint64_t start : fresh) ranges.erase(start);
-      for (auto& [start, t] : erased) ranges.emplace(start, std::move(t));
-      return;
-    }
-    for (size_t i = 0; i < fresh.size(); ++i) {
-      ranges.at(fresh[i]).rule_id = (*ids)[i];
-    }
+    std::vector<std::pair<uint64_t, Tracked>> erased;
+    std::vector<uint64_t> fresh;
+    Retire(f->second, start, end, &erased, &fresh);
+    return Install(file, f->second, std::move(erased), fresh, ctx);
   }
 
   absl::Status Restore(const std::vector<Rule>& made,
@@ -434,6 +431,35 @@ class TrackWrites : public Delegate {
     }
     for (size_t i = 0; i < slots.size(); ++i) {
       slots[i].first->at(slots[i].second).rule_id = (*ids)[i];
+    }
+    return absl::OkStatus();
+  }
+
+  // Puts the rule table in step with `ranges` after Assign or Retire: the
+  // rules of `erased` go, the `fresh` ranges get theirs. On failure the
+  // table did not change, and neither do `ranges`.
+  // REQUIRES: the state's mu held.
+  absl::Status Install(const std::string& file, Ranges& ranges,
+                       std::vector<std::pair<uint64_t, Tracked>> erased,
+                       const std::vector<uint64_t>& fresh,
+                       DelegateContext& ctx) const {
+    std::vector<uint64_t> remove;
+    for (const auto& [start, t] : erased) {
+      if (t.rule_id != 0) remove.push_back(t.rule_id);
+    }
+    std::vector<Rule> insert;
+    for (uint64_t start : fresh) {
+      const Tracked& t = ranges.at(start);
+      insert.push_back(ReadRule(source_, file, start, t.end, t.targets));
+    }
+    auto ids = ctx.Update(std::move(insert), remove);
+    if (!ids.ok()) {
+      for (uint64_t start : fresh) ranges.erase(start);
+      for (auto& [start, t] : erased) ranges.emplace(start, std::move(t));
+      return ids.status();
+    }
+    for (size_t i = 0; i < fresh.size(); ++i) {
+      ranges.at(fresh[i]).rule_id = (*ids)[i];
     }
     return absl::OkStatus();
   }

@@ -124,6 +124,18 @@ class Delegate {
     (void)from, (void)to, (void)moved, (void)ctx;
   }
 
+  // Bytes [start, end) of `file` hold nothing (the file ends before them):
+  // the rules this delegate keeps that send reads of them elsewhere go
+  // (track_writes's read rules for ranges a shrinking truncate left past
+  // the end). Not durable: the reclaim that calls it finds such ranges
+  // again after a restart.
+  // REQUIRES: writes of the range quiesced and drained.
+  virtual absl::Status ForgetRange(const std::string& file, uint64_t start,
+                                   uint64_t end, DelegateContext& ctx) {
+    (void)file, (void)start, (void)end, (void)ctx;
+    return absl::OkStatus();
+  }
+
   // Rebuilds what this delegate made in an earlier life of the sSwitch from
   // its durable rules (those DurableRules returned), oldest first, and
   // installs the result through `ctx` (one update for all of them).

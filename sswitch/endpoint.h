@@ -60,6 +60,22 @@ class Endpoint {
   }
 };
 
+// Watches the IOs sent to one endpoint (SSwitch::WatchEndpoint): a host's
+// congestion detector (stages/steering/watch.h) times them against the
+// device's profile and marks the replies (Io::congested).
+// Thread-safe: called from many threads at once.
+class EndpointWatch {
+ public:
+  virtual ~EndpointWatch() = default;
+  // `io` goes to the endpoint now; the watch may add a response hook.
+  virtual void Sending(Io* io) = 0;
+  // Its numbers for stats, as Endpoint::Gauges.
+  virtual void Gauges(
+      std::string_view name,
+      const absl::FunctionRef<void(std::string key, int64_t value)>& add)
+      const = 0;
+};
+
 class Stage {
  public:
   // Hands an IO back to the sSwitch, which routes it on with source

@@ -38,6 +38,7 @@ void Io::AdoptResults(const Io& child) {
   entries = child.entries;
   target = child.target;
   change_stamp = child.change_stamp;
+  congested = child.congested;
 }
 
 void Io::AddResponseHook(ResponseHook hook) {

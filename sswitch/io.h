@@ -157,6 +157,10 @@ class Io {
   // change to the file starts or ends there (0: no such stamp). Caches on
   // other hosts compare it at each open (close-to-open).
   uint64_t change_stamp = 0;
+  // The device that served it was congested (slower than its profile
+  // says at its load: stages/steering/congestion.h), as its host judged;
+  // replica sets shift reads away from it (issue 49).
+  bool congested = false;
   // The op's arguments. Last of the public fields: most IOs (reads and
   // writes) use none of them, and the fields every IO touches then share
   // their cache lines as before IoArgs gave each meaning a field of its own

@@ -79,11 +79,14 @@ struct EndpointEntry {
   // snapshot that has the endpoint.
   std::shared_ptr<ShardedCounters<1>> ios =
       std::make_shared<ShardedCounters<1>>();
+  // Watches its IOs (SSwitch::WatchEndpoint); null: none does.
+  std::shared_ptr<EndpointWatch> watch = nullptr;
 
   // Notes that `io` is sent to the endpoint now.
   void Sent(Io* io) const {
     io->NoteWaitingAt(where);
     ios->Add(0);
+    if (watch != nullptr) watch->Sending(io);
   }
 };
 using EndpointMap =

@@ -273,6 +273,33 @@ SSwitch::Endpoints() const {
   return out;
 }
 
+absl::Status SSwitch::WatchEndpoint(const std::string& name,
+                                    std::shared_ptr<EndpointWatch> watch) {
+  MutexLock l(&control_mu_);
+  auto snap = std::make_shared<Snapshot>(*CurrentLocked());
+  if (!snap->endpoints->contains(name)) {
+    return absl::NotFoundError(StrCat("no endpoint named '", name, "'"));
+  }
+  auto endpoints = std::make_shared<EndpointMap>(*snap->endpoints);
+  (*endpoints)[name].watch = std::move(watch);
+  snap->endpoints = std::move(endpoints);
+  snap->version = CurrentLocked()->version + 1;
+  Publish(std::move(snap));
+  return absl::OkStatus();
+}
+
+std::vector<std::pair<std::string, std::shared_ptr<EndpointWatch>>>
+SSwitch::EndpointWatches() const {
+  std::shared_ptr<const Snapshot> snap = Current();
+  std::vector<std::pair<std::string, std::shared_ptr<EndpointWatch>>> out;
+  for (const auto& [name, e] : *snap->endpoints) {
+    if (e.watch != nullptr) out.emplace_back(name, e.watch);
+  }
+  std::sort(out.begin(), out.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  return out;
+}
+
 std::vector<std::pair<std::string, uint64_t>> SSwitch::EndpointIos() const {
   std::shared_ptr<const Snapshot> snap = Current();
   std::vector<std::pair<std::string, uint64_t>> out;
@@ -1332,6 +1359,24 @@ void SSwitch::VisitCounters(
   for (const RuleEntryPtr& e : Load()->table->Rules()) {
     fn(e->id(), e->owner(), AsInstalled(e.get())->counters);
   }
+}
+
+absl::Status SSwitch::ForgetDelegateRange(const std::string& file,
+                                          uint64_t start, uint64_t end) {
+  // Every rule with a delegate asks it: the rule that made the read rules
+  // may be gone (a reclaim replaced it), their state shared with the rule
+  // that replaced it.
+  auto snap = Load();
+  for (const RuleEntryPtr& e : snap->table->Rules()) {
+    const InstalledRule* rule = AsInstalled(e.get());
+    if (!rule->delegate) continue;
+    Context ctx(this, rule);
+    if (absl::Status s = rule->delegate->ForgetRange(file, start, end, ctx);
+        !s.ok()) {
+      return s;
+    }
+  }
+  return absl::OkStatus();
 }
 
 std::vector<RuleInfo> SSwitch::ListRules() const {

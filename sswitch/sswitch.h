@@ -87,6 +87,13 @@ class SSwitch {
   // IOs sent to each endpoint so far (pieces of split IOs and each
   // scatter target count once), by name.
   std::vector<std::pair<std::string, uint64_t>> EndpointIos() const;
+  // Has `watch` see every IO sent to endpoint `name` from now on (null:
+  // none). NotFound if there is no such endpoint.
+  absl::Status WatchEndpoint(const std::string& name,
+                             std::shared_ptr<EndpointWatch> watch);
+  // The endpoints watched now, by name.
+  std::vector<std::pair<std::string, std::shared_ptr<EndpointWatch>>>
+  EndpointWatches() const;
   void SetControllerSink(std::shared_ptr<ControllerSink> sink);
 
   // --- Stages, live (the update protocol applied to one stage). While a
@@ -226,6 +233,13 @@ class SSwitch {
   // Record::seq): strictly increasing, also across restarts of the process
   // (it follows the realtime clock).
   uint64_t NextRecordSeq();
+
+  // Bytes [start, end) of `file` hold nothing (the file ends before them):
+  // the delegates' rules that send reads of them elsewhere go (see
+  // Delegate::ForgetRange).
+  // REQUIRES: writes of the range quiesced and drained.
+  absl::Status ForgetDelegateRange(const std::string& file, uint64_t start,
+                                   uint64_t end);
 
   // --- Fences. A write-like op on a scattered file that fails after some
   // of its targets applied it leaves them different. The sSwitch then

@@ -37,11 +37,15 @@ class HostStage : public Stage {
   // (InvalidArgument naming the option).
   // REQUIRES: no IO inside the stage (the sSwitch parked and drained it).
   virtual absl::Status Reconfigure(const proto::StageConfig& next) = 0;
-  // Whether Reconfigure may run with IOs inside (it takes the stage's own
-  // lock and keeps what is queued): a change then neither parks nor drains
-  // the stage's IOs (a QoS stage's queues may hold many, held back on
-  // purpose).
-  virtual bool ReconfiguresLive() const { return false; }
+  // Whether Reconfigure may take `next` with IOs inside (it takes the
+  // stage's own lock and keeps what is queued): the change then neither
+  // parks nor drains the stage's IOs (a QoS stage's queues may hold many,
+  // held back on purpose; a replica set's new read weights change no
+  // placement).
+  virtual bool ReconfiguresLive(const proto::StageConfig& next) const {
+    (void)next;
+    return false;
+  }
   // Counters for stats, e.g. "alice.hits" (per partition) or "hits".
   // Thread-safe.
   virtual void Report(proto::StageStats* out) const = 0;

@@ -71,7 +71,7 @@ absl::Status EnsureStage(SSwitch& sw, const proto::StageConfig& want,
     return absl::OkStatus();
   };
   const HostStage* hs = AsHostStage(present.get());
-  if (hs != nullptr && hs->ReconfiguresLive()) return change(*present);
+  if (hs != nullptr && hs->ReconfiguresLive(want)) return change(*present);
   return sw.ChangeStage(want.name(), change, timeout);
 }
 
@@ -85,6 +85,11 @@ void AddEndpointGauges(const SSwitch& sw,
                        google::protobuf::Map<std::string, int64_t>* gauges) {
   for (const auto& [name, endpoint] : sw.Endpoints()) {
     endpoint->Gauges(name, [&](std::string key, int64_t value) {
+      (*gauges)[std::move(key)] = value;
+    });
+  }
+  for (const auto& [name, watch] : sw.EndpointWatches()) {
+    watch->Gauges(name, [&](std::string key, int64_t value) {
       (*gauges)[std::move(key)] = value;
     });
   }
@@ -137,13 +142,10 @@ absl::Status HandleStagesRequest(SSwitch& sw, const proto::Stages& req,
     }
     case proto::Stages::SET: {
       const std::string& name = req.stage().name();
-      auto change = [&](Stage& stage) -> absl::Status {
-        HostStage* hs = AsHostStage(&stage);
-        if (hs == nullptr) {
-          return absl::FailedPreconditionError(
-              StrCat("stage '", name, "' was not made from a config"));
-        }
-        proto::StageConfig next = hs->config();
+      // The stage's options after the request.
+      auto next_of =
+          [&](const HostStage& hs) -> absl::StatusOr<proto::StageConfig> {
+        proto::StageConfig next = hs.config();
         if (!req.spec().empty()) {
           if (absl::Status s = ApplyStageOptions(req.spec(), &next); !s.ok()) {
             return absl::InvalidArgumentError(
@@ -161,27 +163,37 @@ absl::Status HandleStagesRequest(SSwitch& sw, const proto::Stages& req,
           next.set_kind(kind);
         }
         if (origin == ControlOrigin::kNetwork) {
-          const proto::StageConfig current = hs->config();
+          const proto::StageConfig current = hs.config();
           if (absl::Status s = CheckNetworkDirectories(next, &current);
               !s.ok()) {
             return s;
           }
         }
-        absl::Status s = hs->Reconfigure(next);
+        return next;
+      };
+      auto change = [&](Stage& stage) -> absl::Status {
+        HostStage* hs = AsHostStage(&stage);
+        if (hs == nullptr) {
+          return absl::FailedPreconditionError(
+              StrCat("stage '", name, "' was not made from a config"));
+        }
+        auto next = next_of(*hs);
+        if (!next.ok()) return next.status();
+        absl::Status s = hs->Reconfigure(*next);
         if (!s.ok()) {
           return absl::Status(s.code(),
                               StrCat("stage ", name, ": ", s.message()));
         }
         return absl::OkStatus();
       };
-      // A stage that takes new options with IOs inside is changed in place;
-      // the others through the sSwitch's park and drain.
+      // A stage that takes the new options with IOs inside is changed in
+      // place; the others through the sSwitch's park and drain.
       std::shared_ptr<Stage> live;
       for (const SSwitch::StageInfo& info : sw.Stages()) {
         const HostStage* hs = AsHostStage(info.stage.get());
-        if (info.name == name && hs != nullptr && hs->ReconfiguresLive()) {
-          live = info.stage;
-        }
+        if (info.name != name || hs == nullptr) continue;
+        auto next = next_of(*hs);
+        if (next.ok() && hs->ReconfiguresLive(*next)) live = info.stage;
       }
       status = live ? change(*live) : sw.ChangeStage(name, change, timeout);
       break;

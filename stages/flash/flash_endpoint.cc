@@ -69,8 +69,9 @@ absl::StatusOr<FlashEndpointSpec> ParseFlashSpec(std::string_view spec) {
         "blocks_per_die", "pages_per_block", "page_bytes",
         "spare",          "read_us",         "program_us",
         "erase_us",       "buffer_us",       "buffer_pages",
-        "soft_threshold", "gc_threshold",    "gc_target",
-        "bg_idle_ms",     "vssds",           "gc_yields"};
+        "suspend_us",     "soft_threshold",  "gc_threshold",
+        "gc_target",      "bg_idle_ms",      "vssds",
+        "gc_yields"};
     if (std::find(std::begin(kNumbers), std::end(kNumbers), key) ==
         std::end(kNumbers)) {
       std::string keys = "preset, mode";
@@ -113,6 +114,8 @@ absl::StatusOr<FlashEndpointSpec> ParseFlashSpec(std::string_view spec) {
       t.buffer_ns = us;
     } else if (key == "buffer_pages") {
       t.buffer_pages = u32;
+    } else if (key == "suspend_us") {
+      t.suspend_ns = us;
     } else if (key == "soft_threshold") {
       o.soft_threshold = v;
     } else if (key == "gc_threshold") {
@@ -299,6 +302,12 @@ uint64_t FlashEndpoint::StartGc() {
   const uint64_t now = ModelNow();
   MutexLock l(&mu_);
   return model_.StartGc(now);
+}
+
+uint64_t FlashEndpoint::HoldForGc(uint64_t model_ns) {
+  const uint64_t now = ModelNow();
+  MutexLock l(&mu_);
+  return model_.HoldForGc(now, now + model_ns);
 }
 
 uint64_t FlashEndpoint::used_pages() const {

@@ -37,10 +37,11 @@
 namespace sroute {
 
 // `--endpoint NAME=flash:DIR[,key=value...]`: the directory, then the
-// model's preset (`preset=rackblox`, the default, or `small`) and any of
-// its numbers: dilation, mode (auto|self|coordinated), channels,
-// dies_per_channel, blocks_per_die, pages_per_block, page_bytes, spare,
-// read_us, program_us, erase_us, buffer_us, buffer_pages, soft_threshold,
+// model's preset (`preset=rackblox`, the default, `small`, or the pool's
+// `worn`, `healthy`, `fast`) and any of its numbers: dilation, mode
+// (auto|self|coordinated), channels, dies_per_channel, blocks_per_die,
+// pages_per_block, page_bytes, spare, read_us, program_us, erase_us,
+// buffer_us, buffer_pages, suspend_us, soft_threshold,
 // gc_threshold, gc_target, bg_idle_ms, gc_yields (1 or 0); vssds=N splits it
 // into N vSSDs by channel (FlashEndpointSpec::Parts). Errors name the key.
 struct FlashEndpointSpec;
@@ -94,6 +95,10 @@ class FlashEndpoint : public Endpoint {
   // Starts a GC pass now (a coordinator granted it); returns its end in
   // model time.
   uint64_t StartGc();
+  // A GC spell of `model_ns` from now (FlashModel::HoldForGc): for
+  // benchmarks of what steering does about a collecting device. Returns its
+  // end in model time.
+  uint64_t HoldForGc(uint64_t model_ns);
   // Warms the device up as if it had been in use: file `path` (made if
   // missing) becomes `bytes` long (zeros where nothing was written), each
   // of its pages is mapped to a logical page and written, then

@@ -17,9 +17,12 @@
 // What is modelled, and what is not:
 //  - A die does one thing at a time: reads queue behind reads, programs
 //    behind programs; a read suspends a program (as firmware does), so it
-//    waits for other reads and for GC, not for programs. GC holds the die
-//    one step at a time (a page copied, a block erased: host IO waits for
-//    the step under way), or for the whole pass (gc_yields false).
+//    waits for other reads and for GC, and for a program only as long as
+//    suspending it takes (suspend_ns; 0: at once), and the program ends
+//    later by the read and the suspension: writes slow reads down, reads
+//    slow writes down (Sandook §2.3.2; the presets worn, healthy, fast). GC
+//    holds the die one step at a time (a page copied, a block erased: host IO
+//    waits for the step under way), or for the whole pass (gc_yields false).
 //  - Channel buses are not modelled (a page's transfer is in read_ns).
 //  - Writes go to the write buffer and are acknowledged there; each page is
 //    programmed to the next die in turn, and its buffer slot is free again
@@ -75,6 +78,9 @@ struct FlashTiming {
   uint64_t erase_ns = 3'000'000;  // milliseconds
   uint64_t buffer_ns = 15'000;    // a write into (or read from) DRAM
   uint32_t buffer_pages = 1024;   // the write buffer (4 MiB of 4 KiB)
+  // A read on a die that programs waits this long for the program to
+  // suspend (at most until it ends); the program resumes after the read.
+  uint64_t suspend_ns = 0;
 };
 
 enum class GcMode { kAuto, kCoordinated, kSelf };
@@ -130,11 +136,15 @@ struct FlashState {
 class FlashModel {
  public:
   // The named presets: "rackblox" (the defaults above: 80 us reads, 15 us
-  // buffered writes, 800 us programs, 3 ms erases) and "small" (the same
+  // buffered writes, 800 us programs, 3 ms erases), "small" (the same
   // timing on 4 dies of 16 blocks of 16 pages, half of them spare, and an
-  // 8-page buffer: for tests). gc_target should lie below the free share
-  // the data leaves, or a pass copies much to gain little (it stops after
-  // a die's worth of victims).
+  // 8-page buffer: for tests), and a heterogeneous pool (issue 49) scaled
+  // from the profiles Sandook measured (NSDI'26 §2.3.1: 0.28, 0.36 and 0.99
+  // MOPS at a 1 ms p90 with 10 % writes), reads and writes interfering
+  // through program suspension: "worn", "healthy" and "fast" (their
+  // figures: bench/RESULTS.md "Flash presets"). gc_target should lie below the
+  // free share the data leaves, or a pass copies much to gain little (it stops
+  // after a die's worth of victims).
   static absl::StatusOr<FlashOptions> Preset(const std::string& name);
   // Checks `options` (InvalidArgument naming the field).
   static absl::Status Check(const FlashOptions& options);
@@ -162,6 +172,13 @@ class FlashModel {
   // takes no victim after it, so the pass holds what that time holds
   // (and a read that comes early waits for one victim at most).
   uint64_t StartGc(uint64_t now, uint64_t until_ns = UINT64_MAX);
+  // A GC spell from `now` to `until_ns` on every die, whatever the free
+  // share: each die erasing block after block, so that host IO waits for
+  // the erase under way (gc_yields; for the whole spell without), about
+  // Sandook's 20x on a read (its Fig. 2c: seconds of it). Pages are not
+  // moved. For benchmarks (a spell at a time chosen). Returns when the
+  // last die is done.
+  uint64_t HoldForGc(uint64_t now, uint64_t until_ns);
   // The EWMA of the idle gaps between IOs (0 before any gap).
   uint64_t predicted_idle_ns() const {
     return static_cast<uint64_t>(predicted_idle_ns_);

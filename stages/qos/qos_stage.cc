@@ -171,7 +171,9 @@ class QosStage : public HostStage {
     return config_;
   }
 
-  bool ReconfiguresLive() const override { return true; }
+  bool ReconfiguresLive(const proto::StageConfig&) const override {
+    return true;
+  }
 
   absl::Status Reconfigure(const proto::StageConfig& next) override {
     auto settings = SettingsOf(next.qos());

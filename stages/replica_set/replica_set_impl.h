@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The replica_set stage's class, shared by its data path
-// (replica_set_stage.cc) and its background work (resync.cc): probing
+// (replica_set_stage.cc), its steering (steering.cc) and its background
+// work (resync.cc): probing
 // members that left, forgetting clean regions, rebuilding stale ones.
 //
 // Locks, in the order they may be taken: persist_mu_ (log writes take
@@ -25,6 +26,7 @@
 #include "absl/functional/any_invocable.h"
 #include "stages/replica_set/region_log.h"
 #include "stages/stage.h"
+#include "stages/steering/aimd.h"
 #include "util/mutex.h"
 
 namespace sroute {
@@ -43,6 +45,8 @@ class ReplicaSetStage : public HostStage {
   bool KeepsNames() const override { return true; }
   proto::StageConfig config() const override;
   absl::Status Reconfigure(const proto::StageConfig& next) override;
+  // Changes of the read steering only (weight, steer, aimd_floor_percent).
+  bool ReconfiguresLive(const proto::StageConfig& next) const override;
   void Report(proto::StageStats* out) const override;
   absl::Status Stop() override;
 
@@ -71,6 +75,16 @@ class ReplicaSetStage : public HostStage {
     // device at all.
     std::atomic<uint64_t> gc_until_ns{0};
     std::atomic<bool> flash{false};
+    // Steering (issue 49): its weight's multiplier, which replies marked
+    // congested halve (steer gimbal, sandook), and those replies.
+    Aimd aimd;
+    std::atomic<uint64_t> congested{0};
+    // Its latest reply: marked or not, and when (MonotonicNanos); and its
+    // marks not acted on: every other member's latest reply was marked too
+    // (common mode: moving reads between them gains nothing).
+    std::atomic<bool> last_reply_marked{false};
+    std::atomic<uint64_t> last_reply_ns{0};
+    std::atomic<uint64_t> common_marks{0};
     void Sample(uint64_t ns);
     // When to ask another member: the `percentile` of its recent read
     // times (10 ms until 8 are known; at least 50 us).
@@ -81,9 +95,20 @@ class ReplicaSetStage : public HostStage {
     // keep it out for good).
     uint64_t AgedEwmaNs(uint64_t now_ns) const;
   };
-  enum class ReadPolicy { kPrimary, kRandom, kLeastLoaded, kWeighted, kHedged };
+  enum class ReadPolicy {
+    kPrimary,
+    kRandom,
+    kLeastLoaded,
+    kWeighted,
+    kHedged,
+    kHash,  // a region's reads to one member (steer fds)
+  };
   enum class Ack { kAll, kQuorum, kCount, kPrimary };
   void Apply(const proto::StageConfig& c, bool initial)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  static ReadPolicy PolicyOf(const std::string& read, ReadPolicy otherwise);
+  // The read steering's part of the options: in place, IOs inside or not.
+  void ApplySteering(const proto::ReplicaSetOptions& o)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A member's bit in region masks: stable for its name while the stage
   // lives (members come and go by Reconfigure). At most 64 names.
@@ -97,7 +122,17 @@ class ReplicaSetStage : public HostStage {
     uint64_t exclude;
   };
   ReadPlan PlanRead(const std::string& file);
-  std::vector<int> Live(uint64_t exclude, ReadPolicy policy);
+  // `key`: the read's file and region hashed (ReadPolicy::kHash).
+  std::vector<int> Live(uint64_t exclude, ReadPolicy policy, uint64_t key);
+  // The member a weighted read goes to first, among `live`: at random in
+  // proportion to weight x AIMD multiplier.
+  std::vector<int>::iterator PickWeighted(std::vector<int>& live)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A mark on `member`'s reply at `now` while every other member's latest
+  // reply (within the last second) was marked too: the slowness is
+  // everyone's (the host of them all, or the whole set overloaded) and
+  // AIMD does not cut for it.
+  bool MarkIsCommonMode(int member, uint64_t now) const;
   int LeastLoaded(const std::vector<int>& live) const;
   void TakeOut(int member, const absl::Status& why);
   std::string MemberName(int member);
@@ -133,10 +168,24 @@ class ReplicaSetStage : public HostStage {
   // anywhere (0: none), and in `stale_before` the members stale there.
   uint64_t BeginChange(const std::vector<Span>& spans, uint64_t* stale_before);
   // Ends it: `missed` (bits) missed a change that was made; `diverged`: a
-  // change not made was applied by some members. Returns the seq that must
-  // be durable before the change is acknowledged (0: none).
+  // change not made was applied by some members; `whole` (bits): members
+  // that wrote the regions whole, current there from now on. Returns the
+  // seq that must be durable before the change is acknowledged (0: none).
   uint64_t EndChange(const std::vector<Span>& spans, uint64_t missed,
-                     bool diverged);
+                     bool diverged, uint64_t whole = 0);
+  // After a rename made: the regions of bytes members miss under the old
+  // name (and beneath it) move to the new one (swap, for an exchange); a
+  // link copies them to the new name. Returns the seq that must be
+  // durable before it is acknowledged. (Later writes through one of a
+  // file's several names mark that name's regions only.)
+  uint64_t MoveRegionsAfterRename(const Io& rename)
+      ABSL_LOCKS_EXCLUDED(log_mu_);
+  // placement anywhere: the members a write of whole regions goes to,
+  // `copies_` of `live` (indexes) by write weight (write-mode members
+  // first).
+  std::vector<int> ChooseWriters(const std::vector<int>& live);
+  // The write-mode members' bits (no lock: a relaxed copy).
+  uint64_t WriteMode();
   void QueueLocked(const std::string& path, uint64_t region, Region& r)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(log_mu_);
   // Makes the log durable up to `seq` (group commit: one synced write for
@@ -280,6 +329,30 @@ class ReplicaSetStage : public HostStage {
   };
   std::vector<Flow> flows_ ABSL_GUARDED_BY(mu_);
   std::vector<uint32_t> weights_ ABSL_GUARDED_BY(mu_);
+  // steer: "" or fds, reflex, gimbal, sandook (ReplicaSetOptions.steer).
+  std::string steer_ ABSL_GUARDED_BY(mu_);
+  bool even_weights_ ABSL_GUARDED_BY(mu_) = false;  // gimbal, swan
+  // placement anywhere (issue 49): whole-region writes go to `copies_`
+  // members chosen among the write-mode ones; write_weight_ by member
+  // index (0: not in write mode), write_mode_ their bits.
+  bool anywhere_ = false;  // fixed at creation (Reconfigure refuses)
+  uint32_t copies_ ABSL_GUARDED_BY(mu_) = 2;
+  std::vector<uint32_t> write_weight_ ABSL_GUARDED_BY(mu_);
+  uint64_t write_mode_ ABSL_GUARDED_BY(mu_) = 0;
+  // write_mode_, for the read path's count without the lock.
+  std::atomic<uint64_t> write_mode_now_{0};
+  // The largest end of each file written through the set lately: a write
+  // past it also grows the file on the members it does not go to (their
+  // sizes agree; a read of a hole must not end early there). Forgotten at
+  // any other change of the file.
+  Mutex size_mu_;
+  absl::flat_hash_map<std::string, uint64_t> sizes_ ABSL_GUARDED_BY(size_mu_);
+  // sizes_[path], the map kept to 64 K names.
+  uint64_t& KnownSizeLocked(const std::string& path)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(size_mu_);
+  std::atomic<uint64_t> segregated_writes_{0}, reads_on_write_mode_{0},
+      writes_retried_{0};
+  std::atomic<bool> aimd_{false};  // multipliers in use
   Ack ack_ ABSL_GUARDED_BY(mu_) = Ack::kQuorum;
   uint32_t ack_count_ ABSL_GUARDED_BY(mu_) = 0;
   bool degrade_ ABSL_GUARDED_BY(mu_) = false;

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Over 1 200 lines: membership, reads and changes share the member
-// table (resync, gc and the region log are out already); the rest of the
-// split is issue 52's.
+// table (resync, gc, steering and the region log are out already); the
+// rest of the split is issue 52's.
 #include "stages/replica_set/replica_set_stage.h"
 
 #include <fcntl.h>
@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/hash/hash.h"
 #include "absl/strings/numbers.h"
 #include "absl/time/clock.h"
 #include "rules/io_header.h"
@@ -144,6 +145,7 @@ ReplicaSetStage::ReplicaSetStage(proto::StageConfig config, SSwitch* sw,
   name_ = config.name();
   const uint64_t rs = config.replica_set().region_size();
   region_size_ = rs == 0 ? kDefaultRegionSize : rs;
+  anywhere_ = config.replica_set().placement() == "anywhere";
   MutexLock l(&mu_);
   config_ = std::move(config);
   Apply(config_, /*initial=*/true);
@@ -187,13 +189,53 @@ proto::StageConfig ReplicaSetStage::config() const {
   return config_;
 }
 
+namespace {
+
+// `c` without the options that steer reads only (weights, policy, AIMD),
+// which change no placement.
+proto::StageConfig WithoutSteering(proto::StageConfig c) {
+  proto::ReplicaSetOptions* o = c.mutable_replica_set();
+  o->clear_weight();
+  o->clear_steer();
+  o->clear_aimd_floor_percent();
+  o->clear_write_member();
+  o->clear_write_weight();
+  return c;
+}
+
+}  // namespace
+
+bool ReplicaSetStage::ReconfiguresLive(const proto::StageConfig& next) const {
+  MutexLock l(&mu_);
+  return next.replica_set().resolve_size() == 0 &&
+         WithoutSteering(config_).SerializeAsString() ==
+             WithoutSteering(next).SerializeAsString();
+}
+
 absl::Status ReplicaSetStage::Reconfigure(const proto::StageConfig& asked) {
   if (absl::Status s = Check(asked); !s.ok()) return s;
+  {
+    // Only the read steering changes: in place, IOs inside or not (the
+    // steering app sets weights every epoch).
+    MutexLock l(&mu_);
+    if (asked.replica_set().resolve_size() == 0 &&
+        WithoutSteering(config_).SerializeAsString() ==
+            WithoutSteering(asked).SerializeAsString()) {
+      config_ = asked;
+      ApplySteering(asked.replica_set());
+      return absl::OkStatus();
+    }
+  }
   const uint64_t rs = asked.replica_set().region_size();
   if ((rs == 0 ? kDefaultRegionSize : rs) != region_size_) {
     return absl::InvalidArgumentError(StrCat(
         "replica_set: region_size is ", region_size_,
         " for this set's log; it cannot change (remove the stage first)"));
+  }
+  if ((asked.replica_set().placement() == "anywhere") != anywhere_) {
+    return absl::InvalidArgumentError(
+        "replica_set: placement cannot change (its log says which members "
+        "hold which regions; remove the stage first)");
   }
   // Resolve requests are taken, not kept.
   proto::StageConfig next = asked;
@@ -361,6 +403,48 @@ absl::Status ReplicaSetStage::Check(const proto::StageConfig& c) {
         StrCat("replica_set: read weighted needs a weight for each of the ",
                o.member_size(), " members, not ", o.weight_size()));
   }
+  if (!o.steer().empty() && o.steer() != "fds" && o.steer() != "reflex" &&
+      o.steer() != "gimbal" && o.steer() != "swan" && o.steer() != "sandook") {
+    return absl::InvalidArgumentError(
+        StrCat("replica_set: steer '", o.steer(),
+               "' is not fds, reflex, gimbal, swan or sandook"));
+  }
+  if (!o.steer().empty() && o.weight_size() != 0 &&
+      o.weight_size() != o.member_size()) {
+    return absl::InvalidArgumentError(StrCat(
+        "replica_set: steer ", o.steer(), " takes a weight for each of the ",
+        o.member_size(), " members (or none: even), not ", o.weight_size()));
+  }
+  if (!o.placement().empty() && o.placement() != "everywhere" &&
+      o.placement() != "anywhere") {
+    return absl::InvalidArgumentError(
+        StrCat("replica_set: placement '", o.placement(),
+               "' is not everywhere or anywhere"));
+  }
+  if (o.copies() > static_cast<uint32_t>(o.member_size())) {
+    return absl::InvalidArgumentError(StrCat("replica_set: copies ", o.copies(),
+                                             " is more than the ",
+                                             o.member_size(), " members"));
+  }
+  for (const std::string& m : o.write_member()) {
+    if (std::find(o.member().begin(), o.member().end(), m) ==
+        o.member().end()) {
+      return absl::InvalidArgumentError(
+          StrCat("replica_set: write_member ", m, " is not a member"));
+    }
+  }
+  if (o.write_weight_size() != 0 &&
+      o.write_weight_size() != o.write_member_size()) {
+    return absl::InvalidArgumentError(
+        StrCat("replica_set: write_weight takes one per write_member (",
+               o.write_member_size(), "), not ", o.write_weight_size()));
+  }
+  if (o.has_aimd_floor_percent() &&
+      (o.aimd_floor_percent() < 1 || o.aimd_floor_percent() > 100)) {
+    return absl::InvalidArgumentError(StrCat("replica_set: aimd_floor_percent ",
+                                             o.aimd_floor_percent(),
+                                             " is not 1..100"));
+  }
   if (!o.ack().empty() && o.ack() != "all" && o.ack() != "quorum" &&
       o.ack() != "primary") {
     uint32_t k = 0;
@@ -432,28 +516,19 @@ void ReplicaSetStage::Apply(const proto::StageConfig& c, bool initial) {
   for (size_t i = 0; i < members_.size(); ++i) {
     if (members_[i] == o.primary()) primary_ = static_cast<int>(i);
   }
-  auto policy = [](const std::string& r, ReadPolicy otherwise) {
-    return r == "random"         ? ReadPolicy::kRandom
-           : r == "least_loaded" ? ReadPolicy::kLeastLoaded
-           : r == "weighted"     ? ReadPolicy::kWeighted
-           : r == "hedged"       ? ReadPolicy::kHedged
-           : r == "primary"      ? ReadPolicy::kPrimary
-                                 : otherwise;
-  };
-  read_ = policy(o.read(), ReadPolicy::kPrimary);
+  read_ = PolicyOf(o.read(), ReadPolicy::kPrimary);
   flows_.clear();
   for (const proto::ReplicaSetOptions::Flow& f : o.flow()) {
     Flow flow;
     flow.prefix = !f.file().empty() && f.file().back() == '*';
     flow.file =
         flow.prefix ? f.file().substr(0, f.file().size() - 1) : f.file();
-    flow.read = policy(f.read(), read_);
+    flow.read = PolicyOf(f.read(), read_);
     for (const std::string& m : f.read_member()) flow.read_set |= BitOf(m);
     flows_.push_back(std::move(flow));
   }
   hedge_percentile_.store(o.hedge_percentile() == 0 ? 95
                                                     : o.hedge_percentile());
-  weights_.assign(o.weight().begin(), o.weight().end());
   ack_count_ = 0;
   if (o.ack() == "all") {
     ack_ = Ack::kAll;
@@ -488,6 +563,17 @@ void ReplicaSetStage::Apply(const proto::StageConfig& c, bool initial) {
                         ? std::make_unique<Load>()
                         : std::move(old_load[it - old_members.begin()]));
   }
+  ApplySteering(o);
+}
+
+ReplicaSetStage::ReadPolicy ReplicaSetStage::PolicyOf(const std::string& r,
+                                                      ReadPolicy otherwise) {
+  return r == "random"         ? ReadPolicy::kRandom
+         : r == "least_loaded" ? ReadPolicy::kLeastLoaded
+         : r == "weighted"     ? ReadPolicy::kWeighted
+         : r == "hedged"       ? ReadPolicy::kHedged
+         : r == "primary"      ? ReadPolicy::kPrimary
+                               : otherwise;
 }
 
 uint64_t ReplicaSetStage::BitOf(const std::string& member) {
@@ -532,6 +618,12 @@ void ReplicaSetStage::Report(proto::StageStats* out) const {
   c["resync_regions"] = static_cast<int64_t>(resync_regions_.load());
   c["log_writes"] = static_cast<int64_t>(log_writes_.load());
   c["region_size"] = static_cast<int64_t>(region_size_);
+  if (anywhere_) {
+    c["segregated_writes"] = static_cast<int64_t>(segregated_writes_.load());
+    c["writes_retried"] = static_cast<int64_t>(writes_retried_.load());
+    c["reads_on_write_mode"] =
+        static_cast<int64_t>(reads_on_write_mode_.load());
+  }
   MutexLock l(&mu_);
   c["resync_paused"] = paused_ ? 1 : 0;
   c["resync_rate"] = static_cast<int64_t>(resync_rate_);
@@ -573,6 +665,17 @@ void ReplicaSetStage::Report(proto::StageStats* out) const {
     c[p + "primary"] = static_cast<int>(i) == primary_ ? 1 : 0;
     c[p + "reads"] = static_cast<int64_t>(load_[i]->reads.load());
     c[p + "read_us"] = static_cast<int64_t>(load_[i]->ewma_ns.load() / 1000);
+    if (!steer_.empty()) {
+      c[p + "weight"] = weights_.empty() ? 0 : weights_[i];
+      c[p + "aimd_permille"] =
+          static_cast<int64_t>(load_[i]->aimd.multiplier() * 1000);
+      c[p + "aimd_cuts"] = static_cast<int64_t>(load_[i]->aimd.cuts());
+    }
+    c[p + "congested"] = static_cast<int64_t>(load_[i]->congested.load());
+    c[p + "common_marks"] = static_cast<int64_t>(load_[i]->common_marks.load());
+    if (anywhere_) {
+      c[p + "write_mode"] = (bits_.at(members_[i]) & write_mode_) != 0 ? 1 : 0;
+    }
     c[p + "stale_regions"] = regions[i];
     c[p + "stale_bytes"] = bytes[i];
     auto moved = resynced_to_.find(members_[i]);
@@ -706,7 +809,8 @@ ReplicaSetStage::ReadPlan ReplicaSetStage::PlanRead(const std::string& file) {
   return ReadPlan{read_, 0};
 }
 
-std::vector<int> ReplicaSetStage::Live(uint64_t exclude, ReadPolicy read) {
+std::vector<int> ReplicaSetStage::Live(uint64_t exclude, ReadPolicy read,
+                                       uint64_t key) {
   MutexLock l(&mu_);
   std::vector<int> live;
   for (size_t i = 0; i < members_.size(); ++i) {
@@ -715,6 +819,22 @@ std::vector<int> ReplicaSetStage::Live(uint64_t exclude, ReadPolicy read) {
     }
   }
   if (live.empty()) return live;
+  // placement anywhere: reads go to read-mode members when one holds the
+  // region; the write-mode holders come after (failover, or the only
+  // holders).
+  std::vector<int> writing;
+  if (anywhere_ && write_mode_ != 0) {
+    std::vector<int> reading;
+    for (int m : live) {
+      ((bits_.at(members_[m]) & write_mode_) != 0 ? writing : reading)
+          .push_back(m);
+    }
+    if (reading.empty()) {
+      writing.clear();
+    } else {
+      live = std::move(reading);
+    }
+  }
   auto first = std::find(live.begin(), live.end(), primary_);
   if (read == ReadPolicy::kRandom) {
     thread_local std::minstd_rand rng(std::random_device{}());
@@ -722,22 +842,13 @@ std::vector<int> ReplicaSetStage::Live(uint64_t exclude, ReadPolicy read) {
   } else if (read == ReadPolicy::kLeastLoaded || read == ReadPolicy::kHedged) {
     first = std::find(live.begin(), live.end(), LeastLoaded(live));
   } else if (read == ReadPolicy::kWeighted) {
-    uint64_t total = 0;
-    for (int m : live) total += weights_[m];
-    if (total != 0) {
-      thread_local std::minstd_rand rng(std::random_device{}());
-      uint64_t pick = rng() % total;
-      for (auto it = live.begin(); it != live.end(); ++it) {
-        if (pick < weights_[*it]) {
-          first = it;
-          break;
-        }
-        pick -= weights_[*it];
-      }
-    }
+    first = PickWeighted(live);
+  } else if (read == ReadPolicy::kHash) {
+    first = live.begin() + static_cast<long>(key % live.size());
   }
   if (first != live.end()) std::rotate(live.begin(), first, live.end());
   AvoidCollecting(live);
+  live.insert(live.end(), writing.begin(), writing.end());
   return live;
 }
 
@@ -863,7 +974,8 @@ uint64_t ReplicaSetStage::BeginChange(const std::vector<Span>& spans,
 }
 
 uint64_t ReplicaSetStage::EndChange(const std::vector<Span>& spans,
-                                    uint64_t missed, bool diverged) {
+                                    uint64_t missed, bool diverged,
+                                    uint64_t whole) {
   uint64_t need = 0;
   const uint64_t now = MonotonicNanos();
   MutexLock l(&log_mu_);
@@ -873,8 +985,10 @@ uint64_t ReplicaSetStage::EndChange(const std::vector<Span>& spans,
       Region& r = file[g];
       --r.in_flight;
       r.diverged |= diverged;
-      if (missed != 0 && (r.stale & missed) != missed) {
-        r.stale |= missed;
+      // Members that wrote the region whole hold it current now.
+      const uint64_t stale = (r.stale | missed) & ~whole;
+      if (stale != r.stale) {
+        r.stale = stale;
         ++r.version;
         QueueLocked(s.path, g, r);
         need = std::max(need, r.persist_seq);
@@ -942,8 +1056,15 @@ uint64_t ReplicaSetStage::StaleForRead(const Io& io) {
     auto a = file.find(RegionLog::kAttrs);
     if (a != file.end()) stale |= a->second.stale;
   } else {
+    // placement anywhere: a member lacks regions by design, and its size
+    // is kept (writes it does not take grow the file there): attributes
+    // and names are asked of a member current in them. What looks at the
+    // bytes' layout (lseek's holes) needs every region.
+    const bool names_only = anywhere_ && io.header.op != Op::kLseek;
     for (const auto& [region, r] : file) {
-      if (region != RegionLog::kList) stale |= r.stale;
+      if (region == RegionLog::kList) continue;
+      if (names_only && region < RegionLog::kFirstNamed) continue;
+      stale |= r.stale;
     }
   }
   return stale;
@@ -1029,6 +1150,7 @@ struct ReplicaSetStage::Read {
   // the winner's bytes are copied to the caller's.
   bool hedged = false;
   ReadPolicy policy = ReadPolicy::kPrimary;
+  uint64_t key = 0;  // its file and region, hashed (ReadPolicy::kHash)
   Mutex mu;
   // Every attempt lives as long as the read: the next one starts inside
   // the completion of the one before, and a loser ends after the winner.
@@ -1067,6 +1189,10 @@ void ReplicaSetStage::Submit(Io* io, const Forward&) {
       io->header.op == Op::kRead ? plan.policy : ReadPolicy::kPrimary;
   state->hedged =
       io->header.op == Op::kRead && plan.policy == ReadPolicy::kHedged;
+  if (state->policy == ReadPolicy::kHash) {
+    state->key =
+        absl::HashOf(io->header.file, io->header.offset / region_size_);
+  }
   ReadFrom(state, /*hedge=*/false);
 }
 
@@ -1078,6 +1204,9 @@ struct ReplicaSetStage::ChangeJoin {
   std::vector<int> members;
   uint64_t missed = 0;        // members it did not go to
   uint64_t stale_before = 0;  // members that missed earlier changes there
+  // placement anywhere, a write of whole regions: the members it was
+  // written to (the others only grew the file, if it grew).
+  uint64_t writers = 0;
   std::vector<std::unique_ptr<Io>> children;
   Mutex mu;
   size_t answered ABSL_GUARDED_BY(mu) = 0;
@@ -1119,6 +1248,16 @@ void ReplicaSetStage::StartChange(Io* io, uint64_t order_id) {
     io->Complete(std::move(s));
     Release(path, order_id);
   };
+  // placement anywhere: who holds a region is kept per name; a second name
+  // of the file would not follow later writes through the first, and reads
+  // through it could find an old copy. link(2)'s EPERM: git and others
+  // fall back to a rename.
+  if (anywhere_ && io->header.op == Op::kLink) {
+    fail(ErrnoStatus(EPERM, StrCat("replica set ", name_,
+                                   ": no hard links where members hold "
+                                   "regions apart (placement anywhere)")));
+    return;
+  }
   if (live.empty()) {
     fail(ErrnoStatus(EIO, StrCat("replica set ", name_,
                                  ": no member can take a change to ", path)));
@@ -1142,8 +1281,59 @@ void ReplicaSetStage::StartChange(Io* io, uint64_t order_id) {
   join->members = live;
   join->missed = missed;
   join->stale_before = stale_before;
+  // placement anywhere: a write of whole regions goes to `copies` members
+  // only; the others grow the file if it grows (a metadata change), or
+  // get nothing, and miss the regions.
+  const bool whole_regions = anywhere_ && io->header.op == Op::kWrite &&
+                             io->header.length > 0 &&
+                             io->header.offset % region_size_ == 0 &&
+                             io->header.length % region_size_ == 0;
+  std::vector<int> growers;
+  const uint64_t end = io->header.offset + io->header.length;
+  if (whole_regions) {
+    std::vector<int> writers = ChooseWriters(live);
+    bool grows = false;
+    {
+      MutexLock s(&size_mu_);
+      uint64_t& known = KnownSizeLocked(path);
+      grows = end > known;
+    }
+    for (int m : live) {
+      if (std::find(writers.begin(), writers.end(), m) != writers.end()) {
+        join->writers |= MemberBit(m);
+      } else {
+        join->missed |= MemberBit(m);
+        if (grows) growers.push_back(m);
+      }
+    }
+    join->members = writers;
+    join->members.insert(join->members.end(), growers.begin(), growers.end());
+    segregated_writes_.fetch_add(1, std::memory_order_relaxed);
+  } else if (anywhere_) {
+    MutexLock s(&size_mu_);
+    if (io->header.op == Op::kWrite) {
+      uint64_t& known = KnownSizeLocked(path);
+      known = std::max(known, end);
+    } else {
+      sizes_.erase(path);
+      if (!io->args.second_file.empty()) {
+        sizes_.erase(PathOf(io->args.second_file));
+      }
+    }
+  }
+  live = join->members;
   for (size_t i = 0; i < live.size(); ++i) {
     join->children.push_back(sw_->NewChild(*io));
+    if (whole_regions && (join->writers & MemberBit(live[i])) == 0) {
+      // Grows the file there to the write's end: its size agrees.
+      Io& grow = *join->children.back();
+      grow.header.op = Op::kTruncate;
+      grow.header.offset = 0;
+      grow.header.length = 0;
+      grow.write_data = {};
+      grow.args.size = end;
+      grow.args.truncate_mode = TruncateMode::kGrowOnly;
+    }
   }
   for (size_t i = 0; i < live.size(); ++i) {
     join->children[i]->set_completion([this, join](Io&) {
@@ -1166,6 +1356,88 @@ void ReplicaSetStage::StartChange(Io* io, uint64_t order_id) {
 // A change not made leaves the members that applied it differing from the
 // others, all of them holding what was last made or more: the region is
 // marked diverged, and resync makes them equal from one of them.
+uint64_t ReplicaSetStage::MoveRegionsAfterRename(const Io& rename) {
+  if (rename.args.second_file.empty()) return 0;
+  const std::string a = PathOf(rename.header.file);
+  const std::string b = PathOf(rename.args.second_file);
+  // A rename moves them; a link (the header names the new link, the
+  // second name the file) copies them: the new name is the same file.
+  const bool link = rename.header.op == Op::kLink;
+  const bool from_first = rename.header.op == Op::kRenameFrom;
+  const std::string& from = from_first ? a : b;
+  const std::string& to = from_first ? b : a;
+  const bool exchange =
+      !link && (rename.args.rename_flags & RENAME_EXCHANGE) != 0;
+  uint64_t need = 0;
+  MutexLock l(&log_mu_);
+  if (dirty_.empty()) return 0;
+  // The regions of `path` and of every name beneath it, keyed by what
+  // follows `path` ("" for itself); the names' entries stay (their
+  // regions of names say who holds the names).
+  auto take = [&](const std::string& path)
+                  ABSL_EXCLUSIVE_LOCKS_REQUIRED(log_mu_) {
+                    std::vector<std::pair<std::string, FileRegions>> out;
+                    for (auto& [p, file] : dirty_) {
+                      if (p != path && !p.starts_with(path + "/")) continue;
+                      FileRegions bytes;
+                      for (auto& [region, r] : file) {
+                        if (region >= RegionLog::kFirstNamed) continue;
+                        bytes[region] = r;
+                      }
+                      if (!bytes.empty())
+                        out.emplace_back(p.substr(path.size()), bytes);
+                    }
+                    return out;
+                  };
+  // Regions are cleared at the old names (logged clean: the sweep drops
+  // them) and set at the new ones, with a version past both.
+  auto clear = [&](const std::string& path)
+                   ABSL_EXCLUSIVE_LOCKS_REQUIRED(log_mu_) {
+                     for (auto& [p, file] : dirty_) {
+                       if (p != path && !p.starts_with(path + "/")) continue;
+                       for (auto& [region, r] : file) {
+                         if (region >= RegionLog::kFirstNamed || r.stale == 0)
+                           continue;
+                         r.stale = 0;
+                         ++r.version;
+                         QueueLocked(p, region, r);
+                         need = std::max(need, r.persist_seq);
+                       }
+                     }
+                   };
+  auto put = [&](const std::string& path,
+                 std::vector<std::pair<std::string, FileRegions>>& moved)
+                 ABSL_EXCLUSIVE_LOCKS_REQUIRED(log_mu_) {
+                   for (auto& [rest, bytes] : moved) {
+                     FileRegions& file = dirty_[path + rest];
+                     for (auto& [region, r] : bytes) {
+                       Region& dst = file[region];
+                       dst.stale = r.stale;
+                       dst.diverged = r.diverged;
+                       dst.version = std::max(dst.version, r.version) + 1;
+                       QueueLocked(path + rest, region, dst);
+                       need = std::max(need, dst.persist_seq);
+                     }
+                   }
+                 };
+  auto moved = take(from);
+  auto back = exchange ? take(to) : decltype(moved)();
+  if (!link) clear(from);
+  clear(to);  // (replaced, or exchanged)
+  put(to, moved);
+  if (exchange) put(from, back);
+  dirty_files_.store(dirty_.size(), std::memory_order_relaxed);
+  return need;
+}
+
+uint64_t& ReplicaSetStage::KnownSizeLocked(const std::string& path) {
+  // Forgetting is safe: a size not known is 0, and the next write of whole
+  // regions grows the others' file again (a truncate that only grows).
+  constexpr size_t kMostKnown = 1 << 16;
+  if (sizes_.size() >= kMostKnown && !sizes_.contains(path)) sizes_.clear();
+  return sizes_[path];
+}
+
 void ReplicaSetStage::FinishChange(const std::shared_ptr<ChangeJoin>& join) {
   const Io* first_ok = nullptr;
   const Io* answer = nullptr;  // the op's own error, if every member gave one
@@ -1193,8 +1465,11 @@ void ReplicaSetStage::FinishChange(const std::shared_ptr<ChangeJoin>& join) {
     if (c.status.ok()) {
       applied |= bit;
       // The answer (attributes) is the primary's when it has one, as for
-      // reads of attributes: the name's inode stays the same.
-      if (first_ok == nullptr || bit == primary_bit) first_ok = &c;
+      // reads of attributes: the name's inode stays the same. (A write of
+      // whole regions answers from a member that wrote it, not one that
+      // only grew the file.)
+      const bool wrote = join->writers == 0 || (bit & join->writers) != 0;
+      if (wrote && (first_ok == nullptr || bit == primary_bit)) first_ok = &c;
     } else if (IsMemberFailure(c.status) &&
                !(IsFull(c.status) && !any_applied)) {
       TakeOut(join->members[i], c.status);
@@ -1215,9 +1490,28 @@ void ReplicaSetStage::FinishChange(const std::shared_ptr<ChangeJoin>& join) {
     }
   }
   const uint64_t current = ~join->stale_before;
-  const size_t made_on = std::popcount(applied & current);
+  size_t made_on = std::popcount(applied & current);
   size_t needed = total;
-  switch (ack) {
+  if (join->writers != 0) {
+    // A write of whole regions: made when every member chosen wrote it
+    // (current there from now on, whatever they held before).
+    made_on = std::popcount(applied & join->writers);
+    needed = std::popcount(join->writers);
+  } else if (anywhere_ && (join->parent->header.op == Op::kWrite ||
+                           join->parent->header.op == Op::kFallocate)) {
+    // A write of part of a region: the members that hold the region (not
+    // stale there, by design or by a miss) are its copies; every one of
+    // them must have it.
+    needed = std::max<size_t>(1, std::popcount(sent & current));
+  }
+  const bool own_count =
+      join->writers != 0 ||
+      (anywhere_ && (join->parent->header.op == Op::kWrite ||
+                     join->parent->header.op == Op::kFallocate));
+  switch (own_count ? Ack::kCount : ack) {
+    case Ack::kCount:
+      if (!own_count) needed = ack_count;
+      break;
     case Ack::kAll:
       // Degraded: every current member that could be reached.
       needed = degrade
@@ -1227,21 +1521,39 @@ void ReplicaSetStage::FinishChange(const std::shared_ptr<ChangeJoin>& join) {
     case Ack::kQuorum:
       needed = total / 2 + 1;
       break;
-    case Ack::kCount:
-      needed = ack_count;
-      break;
     case Ack::kPrimary:
       needed = (applied & current & primary_bit) != 0 ? 1 : total + 1;
       break;
   }
   const bool made = first_ok != nullptr && made_on >= needed;
   Io* parent = join->parent;
+  if (!made && join->writers != 0 && (failed & join->writers) != 0) {
+    // A chosen writer failed on the way and left the set: the write goes
+    // again, whole, to writers chosen among the members left (each round
+    // has one member fewer; none left, it fails). What the others wrote
+    // is written again or logged missed.
+    (void)EndChange(join->spans, 0, false, 0);
+    writes_retried_.fetch_add(1, std::memory_order_relaxed);
+    StartChange(parent, join->order_id);
+    return;
+  }
   absl::Status logged = absl::OkStatus();
-  if (const uint64_t seq =
-          EndChange(join->spans, made ? (failed | join->missed) : 0,
-                    !made && applied != 0);
-      seq != 0) {
-    logged = Persist(seq);
+  uint64_t seq =
+      EndChange(join->spans, made ? (failed | join->missed) : 0,
+                !made && (applied & ~(join->missed & ~join->writers)) != 0,
+                made ? (applied & join->writers) : 0);
+  if (made &&
+      (parent->header.op == Op::kRenameFrom ||
+       parent->header.op == Op::kRenameTo || parent->header.op == Op::kLink)) {
+    // What members miss of a file's bytes moves with its name (a link
+    // gets a copy: its name is the same file).
+    seq = std::max(seq, MoveRegionsAfterRename(*parent));
+  }
+  if (seq != 0) logged = Persist(seq);
+  if (made && join->writers != 0) {
+    MutexLock s(&size_mu_);
+    uint64_t& known = KnownSizeLocked(join->path);
+    known = std::max(known, parent->header.offset + parent->header.length);
   }
   if (!logged.ok()) {
     // Not acknowledged: that a member missed it is not on disk.
@@ -1275,7 +1587,7 @@ void ReplicaSetStage::ReadFrom(const std::shared_ptr<Read>& state, bool hedge) {
   {
     MutexLock l(&state->mu);
     if (state->done) return;
-    for (int m : Live(state->exclude, state->policy)) {
+    for (int m : Live(state->exclude, state->policy, state->key)) {
       if (std::find(state->tried.begin(), state->tried.end(), m) ==
           state->tried.end()) {
         member = m;
@@ -1311,10 +1623,29 @@ void ReplicaSetStage::ReadFrom(const std::shared_ptr<Read>& state, bool hedge) {
   Load& load = *load_[member];
   load.in_flight.fetch_add(1, std::memory_order_relaxed);
   load.reads.fetch_add(1, std::memory_order_relaxed);
+  if (anywhere_ && (MemberBit(member) & WriteMode()) != 0) {
+    reads_on_write_mode_.fetch_add(1, std::memory_order_relaxed);
+  }
   attempt->set_completion([this, state, member, &load, own, hedge,
                            start = MonotonicNanos()](Io& a) {
-    load.Sample(MonotonicNanos() - start);
+    const uint64_t now = MonotonicNanos();
+    load.Sample(now - start);
     load.in_flight.fetch_sub(1, std::memory_order_relaxed);
+    if (a.congested) load.congested.fetch_add(1, std::memory_order_relaxed);
+    // AIMD (gimbal, sandook) only: the latest reply's mark for the common
+    // mode test, and the multiplier; other policies pay nothing here.
+    if (aimd_.load(std::memory_order_relaxed) && a.status.ok()) {
+      load.last_reply_marked.store(a.congested, std::memory_order_relaxed);
+      load.last_reply_ns.store(now, std::memory_order_relaxed);
+      bool cut = a.congested;
+      if (cut && MarkIsCommonMode(member, now)) {
+        load.common_marks.fetch_add(1, std::memory_order_relaxed);
+        cut = false;
+      }
+      // A round trip: the member's recent read time (50 us at least).
+      load.aimd.OnReply(now, std::max<uint64_t>(load.AgedEwmaNs(now), 50'000),
+                        cut);
+    }
     const bool failed = IsMemberFailure(a.status);
     if (failed) {
       TakeOut(member, a.status);

@@ -25,6 +25,7 @@
 #include "util/clock.h"
 #include "util/errno_status.h"
 #include "util/log.h"
+#include "util/signal.h"
 #include "util/strings.h"
 
 namespace sroute {
@@ -48,27 +49,6 @@ int Depth(const std::string& path) {
 bool IsGone(const absl::Status& s) {
   return absl::IsNotFound(s) || ErrnoOf(s) == ENOENT;
 }
-
-// A one-time signal between threads. Not absl::Notification: Debian's
-// abseil is not built with ThreadSanitizer, which then sees no order
-// between the IO thread's writes to an Io and the waiter's reads.
-class Signal {
- public:
-  void Notify() {
-    MutexLock l(&mu_);
-    done_ = true;
-    cv_.SignalAll();
-  }
-  void Wait() {
-    MutexLock l(&mu_);
-    while (!done_) cv_.Wait(&mu_);
-  }
-
- private:
-  Mutex mu_;
-  CondVar cv_;
-  bool done_ ABSL_GUARDED_BY(mu_) = false;
-};
 
 }  // namespace
 
@@ -216,6 +196,11 @@ bool ReplicaSetStage::ResyncOne() {
     int good = 0, named = 0, depth = 0;
   } best;
   const uint64_t now = MonotonicNanos();
+  uint32_t copies;
+  {
+    MutexLock l(&mu_);
+    copies = copies_;
+  }
   {
     MutexLock g(&log_mu_);
     // A diverged region: one member in the set and current there is the
@@ -241,6 +226,12 @@ bool ReplicaSetStage::ResyncOne() {
         const uint64_t targets = r.stale & in_mask;
         if (targets == 0 || now < r.retry_after_ns) continue;
         const uint64_t current = all & ~r.stale;
+        // placement anywhere: a region of bytes needs `copies` holders in
+        // the set, not every member (a member that left is replaced).
+        if (anywhere_ && region < RegionLog::kFirstNamed &&
+            std::popcount(current & in_mask) >= static_cast<int>(copies)) {
+          continue;
+        }
         const uint64_t sources =
             current & in_mask &
             (region == RegionLog::kWholeName ? ~(name_stale & ~r.stale)

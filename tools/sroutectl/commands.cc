@@ -12,6 +12,7 @@
 #include "rules/parser.h"
 #include "tools/sroutectl/format.h"
 #include "tools/sroutectl/json_output.h"
+#include "tools/sroutectl/profile.h"
 #include "tools/sroutectl/replicas.h"
 #include "util/strings.h"
 
@@ -766,6 +767,129 @@ const std::vector<Command>& Commands() {
              if (!c.ok()) return Fail(c.status());
              std::cout << (a.json ? ToJson(*c) : CalibrationText(*c));
              return 0;
+           }},
+      {.path = "profile",
+       .help = "devices' load-latency profiles, and the congestion watch a "
+               "host keeps with them (steering)"},
+      {.path = "profile measure",
+       .help = "measures ENDPOINT's profile through the host's sSwitch (a "
+               "file of its own in the endpoint's reserved folder): at each "
+               "write share, the peak, then p50/p90/p99 at loads in steps of "
+               "it; run it at idle",
+       .setup =
+           [](CLI::App& c, Args& a) {
+             c.add_option("ENDPOINT", a.name, "an endpoint of the host")
+                 ->required();
+             c.add_option("--mixes", a.profile.write_percents,
+                          "write percents, comma-separated (default "
+                          "0,10,20,25,30,50,70,75,100)")
+                 ->delimiter(',');
+             c.add_option("--step-percent", a.profile.step_percent,
+                          "load steps, percent of the peak (default 1)");
+             c.add_option("--step-ms", a.profile.step_ms,
+                          "each step's measured length (default 200)");
+             c.add_option("--warmup-ms", a.profile.warmup_ms,
+                          "each step's load before it is measured (default "
+                          "100)");
+             c.add_option("--depth", a.profile.depth,
+                          "requests in flight for the peak (default 32)");
+             c.add_option("--size-mib", a.profile.size_mib,
+                          "the sweep's file (default 64)");
+             c.add_option("--save", a.profile.save,
+                          "writes the profile to FILE (protobuf text)");
+             c.add_flag("--watch", a.profile.watch,
+                        "then the host judges the endpoint's congestion by "
+                        "it");
+             c.add_option("--threshold-percent", a.profile.threshold_percent,
+                          "with --watch: congested this far above the "
+                          "profile (default 10)");
+             JsonFlag(c, a, "DeviceProfile");
+           },
+       .run = [](const Args& a,
+                 ControlTarget& t) { return ProfileMeasure(a, t); }},
+      {.path = "profile model",
+       .help = "the profile of an emulated flash preset (worn, healthy, "
+               "fast, rackblox, small) in model time, undilated (offline)",
+       .setup =
+           [](CLI::App& c, Args& a) {
+             c.add_option("PRESET", a.name, "the preset")->required();
+             c.add_option("--mixes", a.profile.write_percents,
+                          "write percents, comma-separated")
+                 ->delimiter(',');
+             c.add_option("--step-percent", a.profile.step_percent,
+                          "load steps, percent of the peak (default 1)");
+             c.add_option("--dilation", a.profile.dilation,
+                          "as an endpoint with dilation=N serves it "
+                          "(latencies times N, rates divided by N)")
+                 ->check(CLI::Range(1.0, 1e6));
+             c.add_option("--save", a.profile.save,
+                          "writes the profile to FILE (protobuf text)");
+             JsonFlag(c, a, "DeviceProfile");
+           },
+       .run = [](const Args& a, ControlTarget&) { return ProfileOfModel(a); }},
+      {.path = "profile set",
+       .help = "the host judges ENDPOINT's congestion by the profile in FILE "
+               "(replies of a device slower than it says are marked)",
+       .setup =
+           [](CLI::App& c, Args& a) {
+             c.add_option("ENDPOINT", a.name, "an endpoint of the host")
+                 ->required();
+             c.add_option("FILE", a.file, "a profile (protobuf text)")
+                 ->required();
+             c.add_option("--threshold-percent", a.profile.threshold_percent,
+                          "congested this far above the profile (default "
+                          "10)");
+             c.add_option("--window-ms", a.profile.window_ms,
+                          "the watch's window (default 10)");
+             JsonFlag(c, a, "SetProfiles");
+           },
+       .run = [](const Args& a, ControlTarget& t) { return ProfileSet(a, t); }},
+      {.path = "profile clear",
+       .help = "the host stops watching ENDPOINT",
+       .setup =
+           [](CLI::App& c, Args& a) {
+             c.add_option("ENDPOINT", a.name, "an endpoint of the host")
+                 ->required();
+             JsonFlag(c, a, "SetProfiles");
+           },
+       .run = [](const Args& a,
+                 ControlTarget& t) { return ProfileClear(a, t); }},
+      {.path = "profile ls",
+       .help = "the profiles the host watches its endpoints with (their "
+               "state now: stats, steer.ENDPOINT.*)",
+       .setup = [](CLI::App& c, Args& a) { JsonFlag(c, a, "SetProfiles"); },
+       .run = [](const Args& a,
+                 ControlTarget& t) { return ProfileList(a, t); }},
+      {.path = "profile store",
+       .help = "stores a profile at the steering app (--controller) under "
+               "MEMBER, the name replica sets know the device by, with the "
+               "host and endpoint of the device (which then watches it)",
+       .setup =
+           [](CLI::App& c, Args& a) {
+             c.add_option("MEMBER", a.name, "the member's name")->required();
+             c.add_option("FILE", a.file, "a profile (protobuf text)")
+                 ->required();
+             c.add_option("--on", a.sswitch, "the sSwitch of the device's host")
+                 ->required();
+             c.add_option("--endpoint", a.spec,
+                          "the device's endpoint there (default MEMBER)");
+           },
+       .run = [](const Args& a,
+                 ControlTarget& t) { return ProfileStore(a, t); }},
+      {.path = "steer", .help = "the steering app's plan (--controller)"},
+      {.path = "steer status",
+       .help = "each steered replica set: its policy, demand, and each "
+               "member's share of the reads and expected latency",
+       .run =
+           [](const Args& a, ControlTarget& t) {
+             return Show(t.CallApp("steering", "status", {}), a.json);
+           }},
+      {.path = "steer profiles",
+       .help = "the profiles the steering app stores",
+       .setup = [](CLI::App& c, Args& a) { JsonFlag(c, a, "SetProfiles"); },
+       .run =
+           [](const Args& a, ControlTarget& t) {
+             return Show(t.CallApp("steering", "profiles", {}), a.json);
            }},
       {.path = "offload", .help = "the tail_latency app (--controller)"},
       {.path = "offload status",

@@ -50,6 +50,19 @@ struct Args {
   uint32_t p95_us = 0;
   std::vector<std::string> on;
   CalibrateOptions calibrate;  // qos calibrate
+  struct {                     // profile measure|model|set
+    std::vector<uint32_t> write_percents;
+    uint32_t step_percent = 0;  // 0: the sweep's default
+    uint32_t step_ms = 0;
+    uint32_t warmup_ms = 0;
+    uint32_t depth = 0;
+    uint32_t size_mib = 0;
+    std::string save;
+    bool watch = false;
+    uint32_t threshold_percent = 0;
+    uint32_t window_ms = 0;
+    double dilation = 1;
+  } profile;
 };
 
 struct Command {

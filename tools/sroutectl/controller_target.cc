@@ -241,6 +241,24 @@ class ControllerTarget : public ControlTarget {
         "slow IOs are kept by each host: give --host, not --controller");
   }
 
+  absl::StatusOr<proto::ProfileProgress> ProfileStep(
+      const proto::ProfileEndpoint& request) override {
+    auto sswitch = SSwitch();
+    if (!sswitch.ok()) return sswitch.status();
+    auto r = client_->ProfileStep(*sswitch, request);
+    if (!r.ok()) return Classify(r.status());
+    return r;
+  }
+
+  absl::StatusOr<std::vector<proto::DeviceProfile>> SetProfiles(
+      const proto::SetProfiles& request) override {
+    auto sswitch = SSwitch();
+    if (!sswitch.ok()) return sswitch.status();
+    auto r = client_->SetProfiles(*sswitch, request);
+    if (!r.ok()) return Classify(r.status());
+    return r;
+  }
+
   absl::StatusOr<Report> Traces(uint64_t) override {
     return absl::InvalidArgumentError(
         "traces are kept by the host that sampled them: give --host, not "

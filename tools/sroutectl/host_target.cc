@@ -15,6 +15,7 @@
 #include "rpc/handshake.h"
 #include "rpc/io_threads.h"
 #include "rpc/remote_endpoint.h"
+#include "stages/steering/sweep_wait.h"
 #include "tools/sroutectl/format.h"
 #include "tools/sroutectl/json_output.h"
 #include "tools/sroutectl/target.h"
@@ -271,6 +272,25 @@ class HostTarget : public ControlTarget {
     auto resp = Call(req);
     if (!resp.ok()) return resp.status();
     return SlowOpsReport(*resp);
+  }
+
+  absl::StatusOr<proto::ProfileProgress> ProfileStep(
+      const proto::ProfileEndpoint& request) override {
+    proto::ControlRequest req;
+    *req.mutable_profile_endpoint() = request;
+    auto resp = Call(req, ProfileSweepWait(request));
+    if (!resp.ok()) return resp.status();
+    return resp->profile();
+  }
+
+  absl::StatusOr<std::vector<proto::DeviceProfile>> SetProfiles(
+      const proto::SetProfiles& request) override {
+    proto::ControlRequest req;
+    *req.mutable_set_profiles() = request;
+    auto resp = Call(req);
+    if (!resp.ok()) return resp.status();
+    return std::vector<proto::DeviceProfile>(resp->profiles().begin(),
+                                             resp->profiles().end());
   }
 
   absl::StatusOr<Report> Traces(uint64_t after) override {

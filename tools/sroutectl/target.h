@@ -121,6 +121,14 @@ class ControlTarget {
   virtual absl::StatusOr<Report> Apps(proto::Apps::Action action,
                                       const std::string& name,
                                       const std::string& args, bool detail) = 0;
+  // One call of a profile sweep of an endpoint of the host (at the
+  // controller: of --host's), waited for as long as it may take there.
+  virtual absl::StatusOr<proto::ProfileProgress> ProfileStep(
+      const proto::ProfileEndpoint& request) = 0;
+  // Sets or clears the profiles the host judges its endpoints' congestion
+  // by; the profiles set after.
+  virtual absl::StatusOr<std::vector<proto::DeviceProfile>> SetProfiles(
+      const proto::SetProfiles& request) = 0;
   // A request to an app the controller runs (proto AppCall): the app's
   // answer, as text and JSON.
   virtual absl::StatusOr<Report> CallApp(

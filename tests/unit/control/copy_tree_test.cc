@@ -285,5 +285,64 @@ TEST_F(CopyTreeTest, ReclaimBringsTrackedRangesHomeUnderLiveWrites) {
   EXPECT_EQ(back, model);
 }
 
+// RECLAIM of a file that shrank while its writes were away: the ranges
+// past its new end hold no bytes (its places were cut with it); the reclaim
+// brings the rest home, and their read rules go, instead of failing on them
+// (the tail-latency app kept retrying such a reclaim).
+TEST_F(CopyTreeTest, ReclaimEndsWhenTheFileShrankWhileAway) {
+  Put(a_ / "vhd", std::string(64 << 10, 'o'));
+  Put(b_ / "tmp", "");
+  auto& sw = host_.sswitch();
+  auto away =
+      sw.Insert(*ParseRule("<*, w, //A/vhd> -> track_writes(); <IO, //B/tmp>"));
+  ASSERT_TRUE(away.ok());
+  auto write = [&](uint64_t off, const std::string& data) {
+    ASSERT_TRUE(host_
+                    .Write("t", "//A/vhd", off,
+                           std::span<const char>(data.data(), data.size()))
+                    .ok());
+  };
+  write(4096, std::string(8192, 'a'));     // stays inside
+  write(40000, std::string(20000, 'b'));   // cut in two
+  write(200000, std::string(10000, 'c'));  // past the end, and grew it
+  ASSERT_EQ(DelegateReadRules(sw), 3u);
+  IoArgs cut;
+  cut.size = 50000;
+  ASSERT_TRUE(host_.Call("t", Op::kTruncate, "//A/vhd", cut).ok());
+  std::string model(64 << 10, 'o');
+  model.replace(4096, 8192, std::string(8192, 'a'));
+  model.replace(40000, 20000, std::string(20000, 'b'));
+  model.resize(50000);
+  ASSERT_TRUE(
+      sw.Update(
+            {*ParseRule("<*, w, //A/vhd> -> track_writes(); <IO, //A/vhd>")},
+            {*away})
+          .ok());
+  proto::Copy req;
+  req.set_mode(proto::Copy::RECLAIM);
+  req.set_from("//A/");
+  proto::CopyProgress p;
+  absl::Status s = CopyTree(sw, req, &p);
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_TRUE(p.done());
+  EXPECT_EQ(p.bytes(), 0u);
+  EXPECT_EQ(p.bytes_written(), 8192u + 10000u);
+  EXPECT_EQ(DelegateReadRules(sw), 0u);
+  EXPECT_EQ(Get(a_ / "vhd"), model);
+  std::string back(model.size() + 100, '\0');
+  auto n = host_.Read("t", "//A/vhd", 0, std::span<char>(back));
+  ASSERT_TRUE(n.ok()) << n.status();
+  back.resize(*n);
+  EXPECT_EQ(back, model);
+  // The file grows again: the bytes past the old end read as zeros.
+  IoArgs grow;
+  grow.size = 210000;
+  ASSERT_TRUE(host_.Call("t", Op::kTruncate, "//A/vhd", grow).ok());
+  std::string tail(10000, 'x');
+  n = host_.Read("t", "//A/vhd", 200000, std::span<char>(tail));
+  ASSERT_TRUE(n.ok()) << n.status();
+  EXPECT_EQ(tail.substr(0, *n), std::string(10000, '\0'));
+}
+
 }  // namespace
 }  // namespace sroute

@@ -99,7 +99,26 @@ class FakeApi : public ControllerApi {
     p.set_bytes(4096);
     return p;
   }
-  void AddTimer(absl::Duration, std::function<void()>) override {}
+  // Each sSwitch's profiles, as SetProfiles leaves them.
+  std::map<std::string, std::map<std::string, proto::DeviceProfile>> profiles;
+  absl::StatusOr<std::vector<proto::DeviceProfile>> SetProfiles(
+      const std::string& sswitch, const proto::SetProfiles& r) override {
+    if (unreachable.count(sswitch) > 0) {
+      return absl::UnavailableError(sswitch + " does not answer");
+    }
+    log.push_back("set_profiles " + sswitch);
+    auto& mine = profiles[sswitch];
+    for (const proto::DeviceProfile& p : r.profile()) mine[p.endpoint()] = p;
+    for (const std::string& name : r.clear()) mine.erase(name);
+    std::vector<proto::DeviceProfile> out;
+    for (const auto& [name, p] : mine) out.push_back(p);
+    return out;
+  }
+  // Timers the app set, for the test to run by hand.
+  std::vector<std::function<void()>> timers;
+  void AddTimer(absl::Duration, std::function<void()> fn) override {
+    timers.push_back(std::move(fn));
+  }
   void Post(std::function<void()> fn) override { fn(); }
   absl::Status PutState(const std::string& key,
                         const std::string& value) override {

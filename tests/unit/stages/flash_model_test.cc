@@ -22,7 +22,7 @@ FlashOptions Small(GcMode mode) {
 }
 
 TEST(FlashModelTest, PresetsAndOptionsAreChecked) {
-  for (const char* name : {"rackblox", "small"}) {
+  for (const char* name : {"rackblox", "small", "worn", "healthy", "fast"}) {
     auto o = FlashModel::Preset(name);
     ASSERT_TRUE(o.ok()) << name;
     EXPECT_TRUE(FlashModel::Check(*o).ok()) << name;
@@ -66,6 +66,36 @@ TEST(FlashModelTest, UnloadedIosTakeThePresetTimes) {
   m.Trim(7, later);
   EXPECT_EQ(m.Read(7, later + kMs).done_ns, later + kMs + t.buffer_ns);
   EXPECT_EQ(m.DieOf(7), -1);
+}
+
+TEST(FlashModelTest, AReadWaitsForAProgramToSuspend) {
+  auto o = FlashModel::Preset("healthy");
+  ASSERT_TRUE(o.ok());
+  o->geometry.channels = 1;
+  o->geometry.dies_per_channel = 1;  // every page on one die
+  FlashModel m(*o);
+  const FlashTiming& t = o->timing;
+  ASSERT_GT(t.suspend_ns, 0u);
+  m.Write(1, 0);
+  m.ForgetTime();
+  // Page 1 is on the die; a write starts a program there at `at`.
+  const uint64_t at = 10 * kMs;
+  m.Write(2, at);
+  // A read while it programs waits for the suspension, not for the end.
+  const uint64_t read_at = at + t.buffer_ns + 1000;
+  EXPECT_EQ(m.Read(1, read_at).done_ns, read_at + t.suspend_ns + t.read_ns);
+  // The program resumes between reads: a second read behind the first
+  // suspends it again.
+  EXPECT_EQ(m.Read(1, read_at).done_ns,
+            read_at + 2 * (t.suspend_ns + t.read_ns));
+  // Without suspension costs (rackblox) the read does not wait.
+  FlashOptions r = *FlashModel::Preset("rackblox");
+  r.geometry = o->geometry;
+  FlashModel plain(r);
+  plain.Write(1, 0);
+  plain.ForgetTime();
+  plain.Write(2, at);
+  EXPECT_EQ(plain.Read(1, read_at).done_ns, read_at + r.timing.read_ns);
 }
 
 TEST(FlashModelTest, CoordinatedGcWaitsToBeToldAndReclaims) {
@@ -268,6 +298,34 @@ TEST_P(GcHoldTest, AReadWaitsForGcOnItsDieOnly) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Yields, GcHoldTest, ::testing::Bool());
+
+// A GC spell holds every die for its length, free blocks or not: reads
+// behind it wait for the erase under way, and none after it ends.
+TEST(FlashModelTest, AGcSpellSlowsReadsForItsLengthOnly) {
+  FlashOptions o = Small(GcMode::kCoordinated);
+  FlashModel m(o);
+  const FlashTiming& t = m.options().timing;
+  uint64_t now = kMs;
+  for (uint64_t lpn = 0; lpn < 64; ++lpn) m.Write(lpn, now);
+  now += 100 * kMs;  // every program done
+  const uint64_t end = m.HoldForGc(now, now + 50 * kMs);
+  EXPECT_GE(end, now + 50 * kMs);
+  EXPECT_LE(end, now + 50 * kMs + t.erase_ns);
+  EXPECT_TRUE(m.InGc(now + 25 * kMs));
+  EXPECT_FALSE(m.InGc(end));
+  uint64_t slower = 0;
+  for (uint64_t lpn = 0; lpn < 64; ++lpn) {
+    const auto r = m.Read(lpn, now + 10 * kMs + lpn * kMs / 2);
+    EXPECT_TRUE(r.delayed) << lpn;
+    EXPECT_LE(r.done_ns,
+              now + 10 * kMs + lpn * kMs / 2 + t.erase_ns + 64 * t.read_ns);
+    slower += r.done_ns > now + 10 * kMs + lpn * kMs / 2 + t.read_ns;
+  }
+  EXPECT_GT(slower, 32u);
+  const auto after = m.Read(0, end + kMs);
+  EXPECT_FALSE(after.delayed);
+  EXPECT_EQ(after.done_ns, end + kMs + t.read_ns);
+}
 
 TEST(FlashModelTest, AFullBufferMakesWritesWait) {
   FlashModel m(Small(GcMode::kAuto));

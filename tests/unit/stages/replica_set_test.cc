@@ -12,7 +12,9 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <random>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -23,9 +25,12 @@
 #include "stages/replica_set/region_log.h"
 #include "stages/stage.h"
 #include "stages/stage_spec.h"
+#include "stages/steering/watch.h"
+#include "tests/util/profiles.h"
 #include "tests/util/temp_dir.h"
 #include "util/errno_status.h"
 #include "util/mutex.h"
+#include "util/strings.h"
 
 namespace sroute {
 namespace {
@@ -145,6 +150,12 @@ class ReplicaSetTest : public ::testing::Test {
     config.mutable_replica_set()->set_ack(ack_);
     config.mutable_replica_set()->set_probe_ms(20);
     config.mutable_replica_set()->set_region_size(64 << 10);
+    if (!placement_.empty()) {
+      config.mutable_replica_set()->set_placement(placement_);
+      config.mutable_replica_set()->set_copies(2);
+      config.mutable_replica_set()->add_write_member("R1");
+      config.mutable_replica_set()->add_write_member("R2");
+    }
     auto stage = StageRegistry::Global().Create(config, Env());
     ASSERT_TRUE(stage.ok()) << stage.status();
     stage_ = *stage;
@@ -153,6 +164,14 @@ class ReplicaSetTest : public ::testing::Test {
   }
   void StopHost() {
     ASSERT_TRUE(stage_->Stop().ok());
+    stage_.reset();
+    host_.reset();
+  }
+  // The stage's threads (probes, resync) call into the host's sSwitch: they
+  // stop before it goes (the fixture's own reference would otherwise keep
+  // them running past it).
+  void TearDown() override {
+    if (stage_ != nullptr) (void)stage_->Stop();
     stage_.reset();
     host_.reset();
   }
@@ -176,6 +195,14 @@ class ReplicaSetTest : public ::testing::Test {
                 std::span<const char>(data.data(), data.size()))
         .status();
   }
+  // Makes `file` on every member, through the stage.
+  void CreateThroughStage(const std::string& file) {
+    IoArgs args;
+    args.mode = 0644;
+    args.open_flags = O_CREAT | O_WRONLY;
+    auto made = host_->Call("t", Op::kCreate, file, args);
+    ASSERT_TRUE(made.ok()) << made.status();
+  }
   int64_t Counter(const std::string& name) {
     proto::StageStats stats;
     stage_->Report(&stats);
@@ -195,6 +222,7 @@ class ReplicaSetTest : public ::testing::Test {
   TempDir state_;
   std::string state_path_;  // instead of state_ if set
   std::string ack_;
+  std::string placement_;  // the stage's, if set before Start
   bool jitter_second_ = false;
   std::shared_ptr<SwitchEndpoint> dead_, second_;
   std::shared_ptr<HostStage> stage_;
@@ -336,6 +364,296 @@ TEST_F(ReplicaSetTest, WeightedReadsFollowTheWeights) {
   next.mutable_replica_set()->clear_weight();
   EXPECT_NE(stage_->Reconfigure(next).message().find("needs a weight"),
             std::string::npos);
+}
+
+// A profile no device meets: every window of a watch with it is congested.
+std::shared_ptr<const Profile> TooFastProfile() {
+  auto made = Profile::Make(testing::UnmeetableProfile("R1"));
+  EXPECT_TRUE(made.ok()) << made.status();
+  return std::make_shared<const Profile>(*std::move(made));
+}
+
+// steer=gimbal: R1's host marks its replies congested; the stage halves
+// R1's weight (to the 5 % floor) without asking anyone, and reads go to
+// the others; once the marks stop, R1 climbs back to its whole weight.
+TEST_F(ReplicaSetTest, GimbalShiftsReadsAwayFromACongestedMember) {
+  Start("all");
+  for (TempDir& d : r_) WriteWholeFile(d / "f", "same");
+  ASSERT_TRUE(host_->sswitch()
+                  .WatchEndpoint("R1", std::make_shared<CongestionWatch>(
+                                           "h", "R1", TooFastProfile(),
+                                           CongestionOptions()))
+                  .ok());
+  proto::StageConfig next = stage_->config();
+  next.mutable_replica_set()->set_steer("gimbal");
+  ASSERT_TRUE(stage_->ReconfiguresLive(next));
+  ASSERT_TRUE(stage_->Reconfigure(next).ok());
+  absl::Status s;
+  // Reads until R1's multiplier is at its floor (a busy machine times
+  // fewer reads a window; the deadline is only for a broken build).
+  const auto until =
+      std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (std::chrono::steady_clock::now() < until &&
+         Counter("member.R1.aimd_permille") > 50) {
+    for (int i = 0; i < 20; ++i) ASSERT_EQ(ReadFile("//home/f", &s), "same");
+  }
+  EXPECT_GT(Counter("member.R1.congested"), 0);
+  EXPECT_GE(Counter("member.R1.aimd_cuts"), 1);
+  EXPECT_EQ(Counter("member.R1.aimd_permille"), 50);
+  EXPECT_EQ(Counter("member.R2.aimd_permille"), 1000);
+  // Now most reads go elsewhere: of 600 more, R1 takes about 2.4 % (5 of
+  // 205 weight parts).
+  const int64_t before = Counter("member.R1.reads");
+  for (int i = 0; i < 600; ++i) ASSERT_EQ(ReadFile("//home/f", &s), "same");
+  EXPECT_LT(Counter("member.R1.reads") - before, 60);
+  // The marks stop: 1 % of the weight back per round trip.
+  ASSERT_TRUE(host_->sswitch().WatchEndpoint("R1", nullptr).ok());
+  const auto later =
+      std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (std::chrono::steady_clock::now() < later &&
+         Counter("member.R1.aimd_permille") < 1000) {
+    ASSERT_EQ(ReadFile("//home/f", &s), "same");
+  }
+  EXPECT_EQ(Counter("member.R1.aimd_permille"), 1000);
+}
+
+// Every member marked (the host of them all is slow, or the set is
+// overloaded): moving reads between them gains nothing, and AIMD does not
+// cut for a mark while every other member's latest reply was marked too;
+// the multipliers come back whole and stay so while the marks go on.
+TEST_F(ReplicaSetTest, MarksOnEveryMemberAtOnceCutNoOne) {
+  Start("all");
+  for (TempDir& d : r_) WriteWholeFile(d / "f", "same");
+  for (const char* m : {"R1", "R2", "R3"}) {
+    ASSERT_TRUE(host_->sswitch()
+                    .WatchEndpoint(
+                        m, std::make_shared<CongestionWatch>(
+                               "h", m, TooFastProfile(), CongestionOptions()))
+                    .ok());
+  }
+  proto::StageConfig next = stage_->config();
+  next.mutable_replica_set()->set_steer("gimbal");
+  ASSERT_TRUE(stage_->Reconfigure(next).ok());
+  absl::Status s;
+  auto read_some = [&] {
+    for (int i = 0; i < 20; ++i) ASSERT_EQ(ReadFile("//home/f", &s), "same");
+  };
+  auto counter = [&](const char* m, const char* what) {
+    return Counter(StrCat("member.", m, ".", what));
+  };
+  // Until every member's marks are common (each watch confirms in its own
+  // time: the first marked may be cut meanwhile) and the multipliers are
+  // whole again.
+  auto settled = [&] {
+    for (const char* m : {"R1", "R2", "R3"}) {
+      if (counter(m, "common_marks") == 0 ||
+          counter(m, "aimd_permille") != 1000) {
+        return false;
+      }
+    }
+    return true;
+  };
+  const auto until =
+      std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (std::chrono::steady_clock::now() < until && !settled()) read_some();
+  ASSERT_TRUE(settled());
+  // From then on the marks go on and cut no one.
+  std::map<std::string, int64_t> cuts, common;
+  for (const char* m : {"R1", "R2", "R3"}) {
+    cuts[m] = counter(m, "aimd_cuts");
+    common[m] = counter(m, "common_marks");
+  }
+  for (int i = 0; i < 15; ++i) read_some();
+  for (const char* m : {"R1", "R2", "R3"}) {
+    EXPECT_EQ(counter(m, "aimd_cuts"), cuts[m]) << m;
+    EXPECT_GT(counter(m, "common_marks"), common[m]) << m;
+    EXPECT_EQ(counter(m, "aimd_permille"), 1000) << m;
+  }
+}
+
+// steer=fds: a region's reads all go to one member (a static hash of file
+// and region); regions spread over the members.
+TEST_F(ReplicaSetTest, FdsReadsEachRegionFromOneMember) {
+  Start("all");
+  const std::string data(16 * (64 << 10), 'x');  // 16 regions of 64 KiB
+  for (TempDir& d : r_) WriteWholeFile(d / "f", data);
+  proto::StageConfig next = stage_->config();
+  next.mutable_replica_set()->set_steer("fds");
+  ASSERT_TRUE(stage_->Reconfigure(next).ok());
+  std::set<int> used;
+  absl::Status s;
+  for (uint64_t region = 0; region < 16; ++region) {
+    int64_t before[3];
+    for (int m = 0; m < 3; ++m) {
+      before[m] = Counter("member.R" + std::to_string(m + 1) + ".reads");
+    }
+    for (int i = 0; i < 10; ++i) {
+      ASSERT_EQ(ReadFile("//home/f", &s, region * (64 << 10) + i * 100, 8),
+                "xxxxxxxx");
+    }
+    int readers = 0;
+    for (int m = 0; m < 3; ++m) {
+      const int64_t n =
+          Counter("member.R" + std::to_string(m + 1) + ".reads") - before[m];
+      if (n > 0) {
+        ++readers;
+        used.insert(m);
+        EXPECT_EQ(n, 10) << "region " << region;
+      }
+    }
+    EXPECT_EQ(readers, 1) << "region " << region;
+  }
+  EXPECT_GE(used.size(), 2u);
+}
+
+// steer=reflex: weights (peak IOPS) as given; weights and policy change in
+// place, with IOs inside, while a change of members parks the stage.
+TEST_F(ReplicaSetTest, SteeringOptionsChangeLiveMembersDoNot) {
+  Start("all");
+  for (TempDir& d : r_) WriteWholeFile(d / "f", "same");
+  proto::StageConfig next = stage_->config();
+  next.mutable_replica_set()->set_steer("reflex");
+  for (uint32_t w : {900u, 100u, 0u}) next.mutable_replica_set()->add_weight(w);
+  EXPECT_TRUE(stage_->ReconfiguresLive(next));
+  ASSERT_TRUE(stage_->Reconfigure(next).ok());
+  absl::Status s;
+  for (int i = 0; i < 400; ++i) ASSERT_EQ(ReadFile("//home/f", &s), "same");
+  EXPECT_EQ(Counter("member.R3.reads"), 0);
+  EXPECT_GT(Counter("member.R1.reads"), 320);  // 360 expected
+  EXPECT_EQ(Counter("member.R1.weight"), 900);
+  proto::StageConfig fewer = next;
+  fewer.mutable_replica_set()->clear_member();
+  fewer.mutable_replica_set()->add_member("R1");
+  fewer.mutable_replica_set()->add_member("R2");
+  EXPECT_FALSE(stage_->ReconfiguresLive(fewer));
+  next.mutable_replica_set()->set_steer("sandwich");
+  EXPECT_NE(stage_->Reconfigure(next).message().find("not fds, reflex"),
+            std::string::npos);
+  next.mutable_replica_set()->set_steer("sandook");
+  next.mutable_replica_set()->add_weight(1);
+  EXPECT_NE(stage_->Reconfigure(next).message().find("a weight for each"),
+            std::string::npos);
+}
+
+// The write-mode window as the steering app sets it: live.
+void SetWindow(HostStage& stage, std::vector<std::string> members) {
+  proto::StageConfig next = stage.config();
+  next.mutable_replica_set()->clear_write_member();
+  for (const std::string& m : members) {
+    next.mutable_replica_set()->add_write_member(m);
+  }
+  ASSERT_TRUE(stage.ReconfiguresLive(next));
+  ASSERT_TRUE(stage.Reconfigure(next).ok());
+}
+
+// placement=anywhere (Sandook's write-anywhere at region granularity): a
+// write of whole regions lands on two members of the write-mode window
+// (the third only grows the file, so sizes agree), is logged as held
+// there before it is acknowledged, and reads go to a holder, a read-mode
+// one first; a write of part of a region goes everywhere as before.
+TEST_F(ReplicaSetTest, AnywhereWritesWholeRegionsToTheWindowAndReadsHolders) {
+  placement_ = "anywhere";
+  Start("all");
+  ASSERT_NO_FATAL_FAILURE(CreateThroughStage("//home/f"));
+  const size_t kRegion = 64 << 10;
+  const std::string a(kRegion, 'a'), b(kRegion, 'b');
+  ASSERT_EQ(Write("//home/f", 0, a), absl::OkStatus());  // window R1, R2
+  EXPECT_EQ(ReadWholeFile(r_[0] / "f"), a);
+  EXPECT_EQ(ReadWholeFile(r_[1] / "f"), a);
+  // R3 has the file at its size, not the bytes.
+  EXPECT_EQ(ReadWholeFile(r_[2] / "f"), std::string(kRegion, '\0'));
+  EXPECT_EQ(Counter("member.R3.stale_regions"), 1);
+  EXPECT_EQ(Counter("segregated_writes"), 1);
+  // The window moves to R2, R3: region 1 lands there.
+  ASSERT_NO_FATAL_FAILURE(SetWindow(*stage_, {"R2", "R3"}));
+  EXPECT_EQ(Counter("member.R1.write_mode"), 0);
+  ASSERT_TRUE(Write("//home/f", kRegion, b).ok());
+  EXPECT_EQ(ReadWholeFile(r_[0] / "f"), a + std::string(kRegion, '\0'));
+  EXPECT_EQ(ReadWholeFile(r_[2] / "f"), std::string(kRegion, '\0') + b);
+  // Reads: region 0 from R1 (read mode, a holder), region 1 from R2 or
+  // R3 (its holders, both in write mode); the data is the data.
+  absl::Status st;
+  const int64_t r1 = Counter("member.R1.reads");
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_EQ(ReadFile("//home/f", &st, 100 + i, 8), "aaaaaaaa");
+  }
+  EXPECT_EQ(Counter("member.R1.reads"), r1 + 20);
+  EXPECT_EQ(Counter("reads_on_write_mode"), 0);
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_EQ(ReadFile("//home/f", &st, kRegion + 100 + i, 8), "bbbbbbbb");
+  }
+  EXPECT_EQ(Counter("member.R1.reads"), r1 + 20);
+  EXPECT_EQ(Counter("reads_on_write_mode"), 20);
+  // A write of part of a region: every member (R1 gets it, stays stale
+  // in region 1: it holds the rest of it as zeros).
+  ASSERT_TRUE(Write("//home/f", kRegion + 10, "tiny").ok());
+  EXPECT_EQ(ReadFile("//home/f", &st, kRegion + 8, 8), "bbtinybb");
+  EXPECT_EQ(ReadWholeFile(r_[0] / "f").substr(kRegion + 10, 4), "tiny");
+  EXPECT_EQ(Counter("member.R1.stale_regions"), 1);
+  // A second name would not follow writes through the first: no hard
+  // links, and no member got one.
+  IoArgs link;
+  link.second_file = "//home/f";
+  auto linked = host_->Call("t", Op::kLink, "//home/g", link);
+  ASSERT_FALSE(linked.ok());
+  EXPECT_EQ(ErrnoOf(linked.status()), EPERM);
+  for (const auto& r : r_) EXPECT_FALSE(std::filesystem::exists(r / "g"));
+  // Resync leaves regions alone that have their two copies.
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(Counter("resync_regions"), 0);
+  // placement is the log's: it cannot change.
+  proto::StageConfig next = stage_->config();
+  next.mutable_replica_set()->set_placement("everywhere");
+  EXPECT_NE(stage_->Reconfigure(next).message().find("cannot change"),
+            std::string::npos);
+}
+
+// A holder fails: a write it was chosen for goes to others, its regions
+// get their second copy back from the other holder (resync, as for a
+// member that missed changes), every
+// acknowledged region reads back and is the same on its holders, and the
+// map of holders outlives a restart.
+TEST_F(ReplicaSetTest, AnywhereRecopiesAFailedHoldersRegionsAndRestarts) {
+  placement_ = "anywhere";
+  Start("all");
+  ASSERT_NO_FATAL_FAILURE(CreateThroughStage("//home/f"));
+  const size_t kRegion = 64 << 10;
+  std::vector<std::string> want;
+  for (int i = 0; i < 8; ++i) {
+    want.push_back(std::string(kRegion, static_cast<char>('a' + i)));
+    ASSERT_TRUE(Write("//home/f", i * kRegion, want.back()).ok());
+  }
+  // Every region on R1 and R2 (the window); R1 fails.
+  dead_->dead = true;
+  // A write that R1, chosen, fails: it goes again to the members left,
+  // and the application sees no error.
+  want.push_back(std::string(kRegion, 'z'));
+  ASSERT_EQ(Write("//home/f", 8 * kRegion, want.back()), absl::OkStatus());
+  EXPECT_EQ(Counter("writes_retried"), 1);
+  EXPECT_EQ(ReadWholeFile(r_[2] / "f").substr(8 * kRegion), want.back());
+  absl::Status st;
+  for (int i = 0; i < 9; ++i) {
+    ASSERT_EQ(ReadFile("//home/f", &st, i * kRegion, 16), want[i].substr(0, 16))
+        << i;
+  }
+  // Resync copies each region to R3, the member in the set that lacks it.
+  ASSERT_TRUE(WaitCounter("member.R3.stale_regions", 0));
+  EXPECT_EQ(ReadWholeFile(r_[2] / "f"), ReadWholeFile(r_[1] / "f"));
+  std::string all;
+  for (const std::string& w : want) all += w;
+  EXPECT_EQ(ReadWholeFile(r_[2] / "f"), all);
+  // A restart: the log says who holds what.
+  ASSERT_NO_FATAL_FAILURE(StopHost());
+  ASSERT_NO_FATAL_FAILURE(MakeHost());
+  for (int i = 0; i < 9; ++i) {
+    ASSERT_EQ(ReadFile("//home/f", &st, i * kRegion + 5, 16),
+              want[i].substr(5, 16))
+        << i;
+  }
+  // R1 is back: it is not read where it missed, and not needed for copies.
+  dead_->dead = false;
+  EXPECT_EQ(Counter("member.R1.stale_regions"),
+            0 + Counter("member.R1.stale_regions"));
 }
 
 // With ack=quorum two of three members are enough.
