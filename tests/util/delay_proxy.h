@@ -126,7 +126,10 @@ class DelayProxy {
     static bool WriteAll(int fd, const std::string& data) {
       size_t off = 0;
       while (off < data.size()) {
-        const ssize_t n = write(fd, data.data() + off, data.size() - off);
+        // MSG_NOSIGNAL: a peer gone (a cut link, a stopped controller)
+        // is an error here, not a SIGPIPE that kills the test.
+        const ssize_t n =
+            send(fd, data.data() + off, data.size() - off, MSG_NOSIGNAL);
         if (n <= 0) return false;
         off += n;
       }
