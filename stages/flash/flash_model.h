@@ -252,7 +252,7 @@ class FlashModel {
   void NoteIo(uint64_t now);
 
   const FlashOptions o_;
-  const FlashGeometry& g_;
+  const FlashGeometry g_;  // o_.geometry, a copy: a copied model stands alone
   const uint64_t logical_pages_;
   std::vector<uint32_t> l2p_;  // logical page -> physical page
   std::vector<uint32_t> p2l_;  // physical page -> logical page (or unmapped)

@@ -5,6 +5,7 @@
 // wear, and idle prediction.
 #include "stages/flash/flash_model.h"
 
+#include <memory>
 #include <random>
 
 #include "gtest/gtest.h"
@@ -42,6 +43,36 @@ TEST(FlashModelTest, PresetsAndOptionsAreChecked) {
   o = Small(GcMode::kAuto);
   o.geometry.page_bytes = 3000;
   EXPECT_FALSE(FlashModel::Check(o).ok());
+}
+
+// sroute-sim warms one model per preset and copies it to every device: a
+// copy stands alone (its geometry its own) and goes on as the original
+// would, after the original is gone.
+TEST(FlashModelTest, ACopyGoesOnAsTheOriginalWould) {
+  auto original = std::make_unique<FlashModel>(*FlashModel::Preset("small"));
+  uint64_t t = 0;
+  for (uint64_t lpn = 0; lpn < original->logical_pages(); ++lpn) {
+    t = std::max(t, original->Write(lpn, t).done_ns);
+  }
+  FlashModel twin(*original);
+  std::vector<FlashModel> copies(3, *original);  // copied again as it grows
+  copies.push_back(*original);
+  std::vector<uint64_t> expected;
+  for (uint64_t i = 0; i < 200; ++i) {
+    const uint64_t lpn = (i * 7) % original->logical_pages();
+    expected.push_back(i % 3 == 0 ? original->Write(lpn, t + i * 1000).done_ns
+                                  : original->Read(lpn, t + i * 1000).done_ns);
+  }
+  original.reset();
+  for (FlashModel* m : {&twin, &copies[0], &copies[3]}) {
+    for (uint64_t i = 0; i < 200; ++i) {
+      const uint64_t lpn = (i * 7) % m->logical_pages();
+      const uint64_t done = i % 3 == 0 ? m->Write(lpn, t + i * 1000).done_ns
+                                       : m->Read(lpn, t + i * 1000).done_ns;
+      ASSERT_EQ(done, expected[i]) << "IO " << i;
+    }
+    EXPECT_TRUE(m->Verify().ok()) << m->Verify();
+  }
 }
 
 TEST(FlashModelTest, UnloadedIosTakeThePresetTimes) {
