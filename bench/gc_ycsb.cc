@@ -40,13 +40,13 @@
 #include <thread>
 #include <vector>
 
-#include "bench/zipfian.h"
 #include "sswitch/host.h"
 #include "stages/flash/flash_endpoint.h"
 #include "stages/stage.h"
 #include "tests/util/temp_dir.h"
 #include "util/clock.h"
 #include "util/mutex.h"
+#include "util/zipfian.h"
 
 namespace sroute {
 namespace {
@@ -147,7 +147,7 @@ Result RunOne(char setup, char workload, const Options& opt) {
   // Inserts (D, E) write records past the loaded ones, up to the file's end.
   const uint64_t loaded = records * 9 / 10;
   std::atomic<uint64_t> next_insert{loaded};
-  const bench::Zipfian zipf(loaded);
+  const Zipfian zipf(loaded);
   const double d = opt.dilation;
   const uint64_t period = static_cast<uint64_t>(250e6 * d);
   const uint64_t idle = static_cast<uint64_t>(60e6 * d);

@@ -43,7 +43,6 @@
 #include <vector>
 
 #include "absl/strings/str_join.h"
-#include "bench/zipfian.h"
 #include "controller/apps/steering.h"
 #include "google/protobuf/text_format.h"
 #include "sswitch/host.h"
@@ -56,6 +55,7 @@
 #include "util/clock.h"
 #include "util/mutex.h"
 #include "util/strings.h"
+#include "util/zipfian.h"
 
 namespace sroute {
 namespace {
@@ -243,7 +243,7 @@ struct Done {
 Step RunStep(Host& host, double rate, const Options& o, uint64_t seed,
              double step_s, uint64_t* measured_from = nullptr,
              std::vector<Done>* timeline = nullptr) {
-  const bench::Zipfian zipf(kFilePages, o.zipf);
+  const Zipfian zipf(kFilePages, o.zipf);
   const uint64_t begin = MonotonicNanos();
   const uint64_t measure_from = begin + static_cast<uint64_t>(o.warmup_s * 1e9);
   const uint64_t end = measure_from + static_cast<uint64_t>(step_s * 1e9);

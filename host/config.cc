@@ -6,30 +6,14 @@
 #include <set>
 #include <sstream>
 
-#include "google/protobuf/io/tokenizer.h"
-#include "google/protobuf/text_format.h"
 #include "rpc/remote_endpoint.h"
 #include "stages/flash/flash_endpoint.h"
 #include "stages/stage.h"
 #include "util/strings.h"
+#include "util/text_proto.h"
 
 namespace sroute {
 namespace {
-
-class Collector : public google::protobuf::io::ErrorCollector {
- public:
-  explicit Collector(std::string path) : path_(std::move(path)) {}
-  void AddError(int line, int column, const std::string& message) override {
-    if (first_.empty()) {
-      first_ = StrCat(path_, ":", line + 1, ":", column + 1, ": ", message);
-    }
-  }
-  const std::string& first() const { return first_; }
-
- private:
-  std::string path_;
-  std::string first_;
-};
 
 std::string RelativeTo(const std::string& config_path,
                        const std::string& path) {
@@ -49,13 +33,8 @@ absl::StatusOr<proto::HostConfig> LoadHostConfig(const std::string& path) {
   std::stringstream text;
   text << in.rdbuf();
   proto::HostConfig config;
-  Collector errors(path);
-  google::protobuf::TextFormat::Parser parser;
-  parser.RecordErrorsTo(&errors);
-  if (!parser.ParseFromString(text.str(), &config)) {
-    return absl::InvalidArgumentError(errors.first().empty()
-                                          ? StrCat(path, ": not a HostConfig")
-                                          : errors.first());
+  if (absl::Status s = ParseTextProto(text.str(), path, &config); !s.ok()) {
+    return s;
   }
   config.set_secret_file(RelativeTo(path, config.secret_file()));
   config.set_rules_file(RelativeTo(path, config.rules_file()));

@@ -1,21 +1,21 @@
 // SPDX-License-Identifier: Apache-2.0
 // YCSB's zipfian generator (Gray et al.) over [0, n), the rank scattered by
 // a hash so that hot keys are not neighbours; theta 0 draws uniformly. For
-// the benchmark programs (gc_ycsb, steer_policies).
+// the benchmark programs (gc_ycsb, steer_policies) and sroute-sim.
 //
-//   const bench::Zipfian zipf(pages, 0.99);
+//   const Zipfian zipf(pages, 0.99);
 //   uint64_t page = zipf.Key(rng);
 //
 // Immutable after construction: thread-safe (each caller its own rng).
-#ifndef SROUTE_BENCH_ZIPFIAN_H_
-#define SROUTE_BENCH_ZIPFIAN_H_
+#ifndef SROUTE_UTIL_ZIPFIAN_H_
+#define SROUTE_UTIL_ZIPFIAN_H_
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <random>
 
-namespace sroute::bench {
+namespace sroute {
 
 class Zipfian {
  public:
@@ -52,6 +52,6 @@ class Zipfian {
   double zetan_ = 0, alpha_ = 0, eta_ = 0;
 };
 
-}  // namespace sroute::bench
+}  // namespace sroute
 
-#endif  // SROUTE_BENCH_ZIPFIAN_H_
+#endif  // SROUTE_UTIL_ZIPFIAN_H_
