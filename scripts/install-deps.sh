@@ -12,6 +12,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libspdlog-dev libcli11-dev libssl-dev libncurses-dev
   libsqlite3-dev rsync git
+  libsimgrid-dev  # sroute-sim's network (flow level)
   systemd  # systemd-analyze verify checks the units (packaging/systemd)
   etcd-server  # the controllers' shared store (tests start their own)
   iproute2  # tests bring up loopback in private network namespaces

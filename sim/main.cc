@@ -1,0 +1,100 @@
+// SPDX-License-Identifier: Apache-2.0
+// sroute-sim: runs scenarios (proto/sim.proto, examples/sim/) of servers
+// with emulated flash, hosts and a network on SimGrid, through SNIS's
+// storage-network iteration; prints each one's convergence, its flows'
+// and devices' latencies, and its own costs (docs/reference/sim.md).
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "CLI/CLI.hpp"
+#include "google/protobuf/util/json_util.h"
+#include "sim/scenario.h"
+#include "sim/simulate.h"
+
+namespace {
+
+void PrintTables(const sroute::proto::SimReport& r, size_t device_rows) {
+  std::printf("scenario %s (seed %llu): %llu requests; %s\n",
+              r.scenario().c_str(), static_cast<unsigned long long>(r.seed()),
+              static_cast<unsigned long long>(r.requests()),
+              r.stopped().c_str());
+  std::printf("%-9s %10s %10s %10s %8s %9s %8s %9s\n", "ITERATION", "MEAN_MB/s",
+              "MEDIAN", "P90", "RD_MEAN", "RD_MEDIAN", "RD_P90", "CRITERION");
+  for (const auto& it : r.iterations()) {
+    std::printf("%-9u %10.2f %10.2f %10.2f %8.4f %9.4f %8.4f %9.4f\n",
+                it.iteration(), it.mean_mbps(), it.median_mbps(), it.p90_mbps(),
+                it.rd_mean(), it.rd_median(), it.rd_p90(), it.criterion());
+  }
+  std::printf("%-16s %9s %9s %10s %12s %12s %12s %12s %9s\n", "FLOW", "READS",
+              "WRITES", "IOPS", "READ_P50_US", "READ_P99_US", "WRITE_P50_US",
+              "WRITE_P99_US", "NET_SHARE");
+  for (const auto& f : r.flows()) {
+    std::printf("%-16s %9llu %9llu %10.1f %12.1f %12.1f %12.1f %12.1f %9.2f\n",
+                f.name().c_str(), static_cast<unsigned long long>(f.reads()),
+                static_cast<unsigned long long>(f.writes()), f.iops(),
+                f.read_p50_us(), f.read_p99_us(), f.write_p50_us(),
+                f.write_p99_us(), f.network_share());
+  }
+  std::vector<const sroute::proto::SimDeviceReport*> devices;
+  for (const auto& d : r.devices()) devices.push_back(&d);
+  std::stable_sort(
+      devices.begin(), devices.end(),
+      [](const auto* a, const auto* b) { return a->p99_us() > b->p99_us(); });
+  const size_t shown = std::min(devices.size(), device_rows);
+  std::printf("%-16s %9s %10s %10s   (%zu of %zu devices, slowest p99 first)\n",
+              "DEVICE", "REQUESTS", "P50_US", "P99_US", shown, devices.size());
+  for (size_t i = 0; i < shown; ++i) {
+    std::printf("%-16s %9llu %10.1f %10.1f\n", devices[i]->name().c_str(),
+                static_cast<unsigned long long>(devices[i]->requests()),
+                devices[i]->p50_us(), devices[i]->p99_us());
+  }
+  std::printf("run: %.2f s wall, peak RSS %.1f MiB, device models %.1f MiB\n",
+              r.wall_s(), static_cast<double>(r.peak_rss_bytes()) / (1 << 20),
+              static_cast<double>(r.device_model_bytes()) / (1 << 20));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"sroute-sim: storage and network of a rack, simulated"};
+  app.set_version_flag("--version",
+                       std::string("sroute-sim ") + SROUTE_VERSION);
+  std::vector<std::string> files;
+  bool json = false;
+  size_t device_rows = 10;
+  app.add_flag("--json", json, "print each report (proto SimReport) as JSON");
+  app.add_option("--devices", device_rows,
+                 "device rows to print, slowest p99 first (default 10)");
+  app.add_option("scenario", files, "scenario files (protobuf text)")
+      ->required();
+  CLI11_PARSE(app, argc, argv);
+  int rc = 0;
+  for (const std::string& file : files) {
+    auto layout = sroute::sim::LoadScenario(file);
+    if (!layout.ok()) {
+      std::fprintf(stderr, "sroute-sim: %s\n",
+                   std::string(layout.status().message()).c_str());
+      rc = 2;
+      continue;
+    }
+    auto report = sroute::sim::Simulate(*layout);
+    if (!report.ok()) {
+      std::fprintf(stderr, "sroute-sim: %s: %s\n", file.c_str(),
+                   std::string(report.status().message()).c_str());
+      rc = 1;
+      continue;
+    }
+    if (json) {
+      google::protobuf::util::JsonPrintOptions o;
+      o.preserve_proto_field_names = true;
+      std::string text;
+      (void)google::protobuf::util::MessageToJsonString(*report, &text, o);
+      std::printf("%s\n", text.c_str());
+    } else {
+      PrintTables(*report, device_rows);
+    }
+  }
+  return rc;
+}

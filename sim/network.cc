@@ -1,0 +1,162 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "sim/network.h"
+
+#include <xbt/log.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <simgrid/s4u.hpp>
+
+#include "util/strings.h"
+
+namespace sroute::sim {
+
+namespace sg4 = simgrid::s4u;
+
+struct NetworkSim::Impl {
+  std::unique_ptr<sg4::Engine> engine;
+  std::vector<sg4::Host*> servers, hosts;
+};
+
+namespace {
+
+bool made_one = false;
+
+double BytesPerSecond(double gbps) { return gbps * 1e9 / 8; }
+
+// A machine on its own split-duplex link in a star zone.
+sg4::Host* AddMachine(sg4::NetZone* zone, const std::string& name, double gbps,
+                      double latency_s) {
+  sg4::Host* h = zone->create_host(name, 1e9)->seal();
+  sg4::Link* l =
+      zone->create_split_duplex_link(name + "-link", BytesPerSecond(gbps))
+          ->set_latency(latency_s)
+          ->seal();
+  zone->add_route(h->get_netpoint(), nullptr, nullptr, nullptr,
+                  {sg4::LinkInRoute(l, sg4::LinkInRoute::Direction::UP)}, true);
+  return h;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<NetworkSim>> NetworkSim::Create(
+    const Layout& layout) {
+  if (made_one) {
+    return absl::FailedPreconditionError(
+        "SimGrid runs one network per process (sim::Simulate forks for each "
+        "scenario)");
+  }
+  made_one = true;
+  auto impl = std::make_unique<Impl>();
+  // SimGrid's own messages (its configuration, its progress) would bury
+  // the report.
+  int argc = 2;
+  char name[] = "sroute-sim";
+  char quiet[] = "--log=root.thres:critical";
+  char* argv[] = {name, quiet, nullptr};
+  impl->engine = std::make_unique<sg4::Engine>(&argc, argv);
+  xbt_log_control_set("root.thres:critical");
+
+  std::vector<std::string> machines;
+  for (const Layout::Server& s : layout.servers) machines.push_back(s.name);
+  for (const std::string& h : layout.hosts) machines.push_back(h);
+  std::vector<sg4::Host*> made;
+  const proto::SimNetwork& n = layout.scenario.network();
+  if (n.has_rack()) {
+    sg4::NetZone* rack = sg4::create_star_zone("rack");
+    const double latency = n.rack().link_latency_us() * 1e-6;
+    for (const std::string& m : machines) {
+      made.push_back(AddMachine(rack, m, n.rack().link_gbps(), latency));
+    }
+    rack->seal();
+  } else {
+    // One routed zone: machines on their ToR's switch, ToRs on their pod's
+    // leaves, pods on the spines, every hop a full-duplex link; routes are
+    // the shortest paths (Dijkstra, each pair computed once).
+    const proto::SimClos& c = n.clos();
+    const double latency = c.link_latency_us() * 1e-6;
+    const size_t tors = size_t{c.pods()} * c.tors_per_pod();
+    const double up = c.leaves_per_pod() * c.up_gbps();
+    made.resize(machines.size());
+    sg4::NetZone* clos = sg4::create_dijkstra_zone("clos", true);
+    auto* spines = clos->create_router("spines");
+    auto hop = [&](simgrid::kernel::routing::NetPoint* from,
+                   simgrid::kernel::routing::NetPoint* to,
+                   const std::string& name, double gbps) {
+      sg4::Link* l = clos->create_split_duplex_link(name, BytesPerSecond(gbps))
+                         ->set_latency(latency)
+                         ->seal();
+      clos->add_route(from, to, nullptr, nullptr,
+                      {sg4::LinkInRoute(l, sg4::LinkInRoute::Direction::UP)},
+                      true);
+    };
+    for (uint32_t p = 0; p < c.pods(); ++p) {
+      auto* leaves = clos->create_router(StrCat("pod", p, "-leaves"));
+      hop(leaves, spines, StrCat("pod", p, "-up"), up);
+      for (uint32_t t = 0; t < c.tors_per_pod(); ++t) {
+        const size_t index = size_t{p} * c.tors_per_pod() + t;
+        auto* tor = clos->create_router(StrCat("pod", p, "-tor", t));
+        hop(tor, leaves, StrCat("pod", p, "-tor", t, "-up"), up);
+        // Machines go round the ToRs (servers and hosts in every pod).
+        for (size_t m = index; m < machines.size(); m += tors) {
+          made[m] = clos->create_host(machines[m], 1e9)->seal();
+          hop(made[m]->get_netpoint(), tor, machines[m] + "-link",
+              c.down_gbps());
+        }
+      }
+    }
+    clos->seal();
+  }
+  impl->servers.assign(made.begin(), made.begin() + layout.servers.size());
+  impl->hosts.assign(made.begin() + layout.servers.size(), made.end());
+  sg4::Activity::on_completion_cb([](const sg4::Activity& a) {
+    if (auto* comm = dynamic_cast<const sg4::Comm*>(&a)) {
+      if (auto* finish = comm->get_data<double>()) {
+        *finish = comm->get_finish_time();
+      }
+    }
+  });
+  return std::unique_ptr<NetworkSim>(new NetworkSim(std::move(impl)));
+}
+
+NetworkSim::NetworkSim(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+NetworkSim::~NetworkSim() = default;
+
+std::vector<uint64_t> NetworkSim::Run(const std::vector<Request>& requests,
+                                      const std::vector<uint64_t>& start_ns) {
+  // SimGrid's clock only goes forward: each run begins a second after the
+  // last one ended, on idle links, and its times are taken from there.
+  const double base = std::ceil(sg4::Engine::get_clock()) + 1;
+  std::vector<uint32_t> order(requests.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
+    return start_ns[a] < start_ns[b];
+  });
+  std::vector<double> finish(requests.size(), -1);
+  std::vector<sg4::CommPtr> comms;
+  comms.reserve(requests.size());
+  for (uint32_t i : order) {
+    const Request& r = requests[i];
+    const double at = base + static_cast<double>(start_ns[i]) * 1e-9;
+    if (at > sg4::Engine::get_clock()) impl_->engine->run_until(at);
+    sg4::Host* server = impl_->servers[r.server];
+    sg4::Host* host = impl_->hosts[r.host];
+    sg4::CommPtr c = r.read ? sg4::Comm::sendto_init(server, host)
+                            : sg4::Comm::sendto_init(host, server);
+    c->set_payload_size(r.bytes);
+    c->set_data(&finish[i]);
+    c->start();
+    comms.push_back(std::move(c));
+  }
+  impl_->engine->run();
+  std::vector<uint64_t> done(requests.size());
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const double end = std::max(finish[i], base) - base;
+    done[i] = std::max<uint64_t>(
+        start_ns[i], static_cast<uint64_t>(std::llround(end * 1e9)));
+  }
+  return done;
+}
+
+}  // namespace sroute::sim

@@ -1,0 +1,51 @@
+// SPDX-License-Identifier: Apache-2.0
+// Scenarios of sroute-sim (proto/sim.proto) read from protobuf text and
+// checked: a bad file gets InvalidArgument naming where and what, e.g.
+//   rack.textproto:7:3: Message type "sroute.proto.SimFlow" has no field
+//     named "rate".
+//   flows[1].servers: no server or server group named "S9"
+//
+//   absl::StatusOr<sim::Layout> layout = sim::LoadScenario(path);
+//
+// Thread-safe (no state).
+#ifndef SROUTE_SIM_SCENARIO_H_
+#define SROUTE_SIM_SCENARIO_H_
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "proto/sim.pb.h"
+
+namespace sroute::sim {
+
+// The scenario with its groups expanded: every machine by name.
+struct Layout {
+  proto::SimScenario scenario;
+  struct Server {
+    std::string name;
+    uint32_t devices;
+    std::string preset;
+  };
+  std::vector<Server> servers;
+  std::vector<std::string> hosts;
+  // Per flow, the indices of its hosts and of its servers.
+  std::vector<std::vector<uint32_t>> flow_hosts, flow_servers;
+  // GC spells, in order of their start.
+  struct GcSpell {
+    uint64_t from_ns, until_ns;
+    uint32_t server, device;
+  };
+  std::vector<GcSpell> gc;
+};
+
+// Parses `text` (`origin` names it in errors) and checks it.
+absl::StatusOr<Layout> ParseScenario(std::string_view text,
+                                     std::string_view origin);
+// The same from a file.
+absl::StatusOr<Layout> LoadScenario(const std::string& path);
+
+}  // namespace sroute::sim
+
+#endif  // SROUTE_SIM_SCENARIO_H_

@@ -1,0 +1,265 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "sim/simulate.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <string>
+
+#include "sim/network.h"
+#include "sim/storage.h"
+#include "sim/workload.h"
+#include "util/errno_status.h"
+#include "util/strings.h"
+
+namespace sroute::sim {
+namespace {
+
+double Percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  const size_t i =
+      std::min(v.size() - 1,
+               static_cast<size_t>(p / 100 * static_cast<double>(v.size())));
+  std::nth_element(v.begin(), v.begin() + static_cast<long>(i), v.end());
+  return v[i];
+}
+
+double Mean(const std::vector<double>& v) {
+  double sum = 0;
+  for (double x : v) sum += x;
+  return v.empty() ? 0 : sum / static_cast<double>(v.size());
+}
+
+double RelativeDistance(double x, double y) {
+  const double m = std::max(std::abs(x), std::abs(y));
+  return m == 0 ? 0 : std::abs(x - y) / m;
+}
+
+uint64_t PeakRss() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) return std::stoull(line.substr(6)) * 1024;
+  }
+  return 0;
+}
+
+// Where one pass left every request.
+struct Pass {
+  std::vector<uint64_t> storage_in, storage_out, network_in, network_out;
+  // When each request ended for its issuer, and its throughput (MB/s).
+  std::vector<uint64_t> end;
+  std::vector<double> mbps;
+};
+
+void Finish(const std::vector<Request>& requests, Pass& p) {
+  p.end.resize(requests.size());
+  p.mbps.resize(requests.size());
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const Request& r = requests[i];
+    p.end[i] = r.read ? p.network_out[i] : p.storage_out[i];
+    const double s =
+        static_cast<double>(std::max<uint64_t>(1, p.end[i] - r.arrival_ns)) *
+        1e-9;
+    p.mbps[i] = r.bytes / s / 1e6;
+  }
+}
+
+void Report(const Layout& layout, const std::vector<Request>& requests,
+            const Pass& p, proto::SimReport* out) {
+  const proto::SimScenario& s = layout.scenario;
+  struct FlowSums {
+    std::vector<double> reads, writes;
+    double network_ns = 0, total_ns = 0;
+  };
+  std::vector<FlowSums> flows(s.flows_size());
+  std::vector<size_t> first_device;
+  size_t devices = 0;
+  for (const Layout::Server& server : layout.servers) {
+    first_device.push_back(devices);
+    devices += server.devices;
+  }
+  std::vector<std::vector<double>> on_device(devices);
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const Request& r = requests[i];
+    const double us = static_cast<double>(p.end[i] - r.arrival_ns) / 1e3;
+    FlowSums& f = flows[r.flow];
+    (r.read ? f.reads : f.writes).push_back(us);
+    f.network_ns += static_cast<double>(p.network_out[i] - p.network_in[i]);
+    f.total_ns += static_cast<double>(p.end[i] - r.arrival_ns);
+    on_device[first_device[r.server] + r.device].push_back(
+        static_cast<double>(p.storage_out[i] - p.storage_in[i]) / 1e3);
+  }
+  for (int f = 0; f < s.flows_size(); ++f) {
+    const FlowSums& sums = flows[f];
+    proto::SimFlowReport* fr = out->add_flows();
+    fr->set_name(s.flows(f).name().empty() ? StrCat("flow", f)
+                                           : s.flows(f).name());
+    fr->set_reads(sums.reads.size());
+    fr->set_writes(sums.writes.size());
+    fr->set_iops(static_cast<double>(sums.reads.size() + sums.writes.size()) /
+                 s.duration_s());
+    fr->set_read_p50_us(Percentile(sums.reads, 50));
+    fr->set_read_p99_us(Percentile(sums.reads, 99));
+    fr->set_write_p50_us(Percentile(sums.writes, 50));
+    fr->set_write_p99_us(Percentile(sums.writes, 99));
+    fr->set_network_share(sums.total_ns > 0 ? sums.network_ns / sums.total_ns
+                                            : 0);
+  }
+  for (size_t sv = 0; sv < layout.servers.size(); ++sv) {
+    for (uint32_t d = 0; d < layout.servers[sv].devices; ++d) {
+      const std::vector<double>& v = on_device[first_device[sv] + d];
+      proto::SimDeviceReport* dr = out->add_devices();
+      dr->set_name(StrCat(layout.servers[sv].name, "/d", d));
+      dr->set_requests(v.size());
+      dr->set_p50_us(Percentile(v, 50));
+      dr->set_p99_us(Percentile(v, 99));
+    }
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<proto::SimReport> SimulateHere(const Layout& layout) {
+  const auto began = std::chrono::steady_clock::now();
+  const proto::SimScenario& s = layout.scenario;
+  const proto::SimIteration& it = s.iteration();
+  const double sigma = it.sigma() == 0 ? 0.10 : it.sigma();
+  const double tau = it.tau() == 0 ? 0.02 : it.tau();
+  const uint32_t n = it.n() == 0 ? 3 : it.n();
+  const uint32_t max_iterations =
+      it.max_iterations() == 0 ? 20 : it.max_iterations();
+
+  const std::vector<Request> requests = DrawRequests(layout);
+  const StorageSim storage(layout);
+  auto network = NetworkSim::Create(layout);
+  if (!network.ok()) return network.status();
+
+  proto::SimReport report;
+  report.set_scenario(s.name());
+  report.set_seed(s.seed());
+  report.set_requests(requests.size());
+  report.set_device_model_bytes(storage.model_bytes());
+  Pass last;
+  uint32_t steady = 0;  // passes in a row whose criterion moved <= tau
+  double last_criterion = -1;
+  for (uint32_t i = 0; i < max_iterations; ++i) {
+    Pass p;
+    p.storage_in.resize(requests.size());
+    p.network_in.resize(requests.size());
+    for (size_t r = 0; r < requests.size(); ++r) {
+      // Eq. 2: a write reaches storage when the last pass's network was done.
+      p.storage_in[r] = requests[r].read || i == 0 ? requests[r].arrival_ns
+                                                   : last.network_out[r];
+    }
+    p.storage_out = storage.Run(requests, p.storage_in);
+    for (size_t r = 0; r < requests.size(); ++r) {
+      // Eq. 1: a read's data leaves when storage is done.
+      p.network_in[r] =
+          requests[r].read ? p.storage_out[r] : requests[r].arrival_ns;
+    }
+    p.network_out = (*network)->Run(requests, p.network_in);
+    Finish(requests, p);
+    proto::SimIterationReport* ir = report.add_iterations();
+    ir->set_iteration(i);
+    ir->set_mean_mbps(Mean(p.mbps));
+    ir->set_median_mbps(Percentile(p.mbps, 50));
+    ir->set_p90_mbps(Percentile(p.mbps, 90));
+    if (i > 0) {
+      const proto::SimIterationReport& before =
+          report.iterations(static_cast<int>(i) - 1);
+      ir->set_rd_mean(RelativeDistance(ir->mean_mbps(), before.mean_mbps()));
+      ir->set_rd_median(
+          RelativeDistance(ir->median_mbps(), before.median_mbps()));
+      ir->set_rd_p90(RelativeDistance(ir->p90_mbps(), before.p90_mbps()));
+      ir->set_criterion((ir->rd_mean() + ir->rd_median() + ir->rd_p90()) / 3);
+    }
+    last = std::move(p);
+    if (i == 0) continue;
+    const double criterion = ir->criterion();
+    if (criterion < sigma) {
+      report.set_converged(true);
+      report.set_stopped(StrCat("criterion ", criterion, " under sigma ", sigma,
+                                " at iteration ", i));
+      break;
+    }
+    steady = last_criterion >= 0 && std::abs(criterion - last_criterion) <= tau
+                 ? steady + 1
+                 : 0;
+    last_criterion = criterion;
+    if (steady >= n) {
+      report.set_converged(true);
+      report.set_stopped(StrCat("criterion moved by at most ", tau, " for ", n,
+                                " iterations (", criterion, ")"));
+      break;
+    }
+  }
+  if (!report.converged()) {
+    report.set_stopped(
+        StrCat("not converged after ", max_iterations, " iterations"));
+  }
+  Report(layout, requests, last, &report);
+  report.set_wall_s(
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - began)
+          .count());
+  report.set_peak_rss_bytes(PeakRss());
+  return report;
+}
+
+absl::StatusOr<proto::SimReport> Simulate(const Layout& layout) {
+  int fds[2];
+  if (pipe(fds) != 0) return ErrnoStatus(errno, "pipe");
+  const pid_t child = fork();
+  if (child < 0) return ErrnoStatus(errno, "fork");
+  if (child == 0) {
+    close(fds[0]);
+    absl::StatusOr<proto::SimReport> report = SimulateHere(layout);
+    std::string out;
+    if (report.ok()) {
+      out = "K" + report->SerializeAsString();
+    } else {
+      out = "E" + std::string(report.status().message());
+    }
+    const char* p = out.data();
+    size_t left = out.size();
+    while (left > 0) {
+      const ssize_t n = write(fds[1], p, left);
+      if (n <= 0) _exit(1);
+      p += n;
+      left -= static_cast<size_t>(n);
+    }
+    _exit(0);
+  }
+  close(fds[1]);
+  std::string in;
+  char buf[1 << 16];
+  for (;;) {
+    const ssize_t n = read(fds[0], buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    in.append(buf, static_cast<size_t>(n));
+  }
+  close(fds[0]);
+  int status = 0;
+  while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (in.empty()) {
+    return absl::InternalError(
+        StrCat("the simulation's process ended without a report (",
+               WIFSIGNALED(status) ? StrCat("signal ", WTERMSIG(status))
+                                   : StrCat("exit ", WEXITSTATUS(status)),
+               ")"));
+  }
+  if (in[0] == 'E') return absl::InvalidArgumentError(in.substr(1));
+  proto::SimReport report;
+  if (in[0] != 'K' || !report.ParseFromString(in.substr(1))) {
+    return absl::InternalError("the simulation's report did not parse");
+  }
+  return report;
+}
+
+}  // namespace sroute::sim

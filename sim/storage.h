@@ -1,0 +1,50 @@
+// SPDX-License-Identifier: Apache-2.0
+// The storage side of a simulation: each device of each server is the
+// project's flash timing model (stages/flash/flash_model.h), warmed up
+// (every page written once, then time forgotten) so that reads meet
+// mapped pages and writes fill blocks as on a used device.
+//
+//   sim::StorageSim storage(layout);
+//   std::vector<uint64_t> done = storage.Run(requests, arrival_ns);
+//
+// Not thread-safe.
+#ifndef SROUTE_SIM_STORAGE_H_
+#define SROUTE_SIM_STORAGE_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "sim/scenario.h"
+#include "sim/workload.h"
+#include "stages/flash/flash_model.h"
+
+namespace sroute::sim {
+
+class StorageSim {
+ public:
+  explicit StorageSim(const Layout& layout);
+
+  // Each request reaches its device at `arrival_ns[i]`; returns when each
+  // is done there. Every run starts from the warmed devices (a pass of the
+  // iteration does not see the one before), and the scenario's GC spells
+  // begin when their time comes. A request of several pages is done when
+  // its last page is.
+  // REQUIRES: arrival_ns.size() == requests.size().
+  std::vector<uint64_t> Run(const std::vector<Request>& requests,
+                            const std::vector<uint64_t>& arrival_ns) const;
+
+  // Devices simulated, and the bytes their models hold.
+  size_t devices() const { return warm_.size(); }
+  uint64_t model_bytes() const { return model_bytes_; }
+
+ private:
+  // Per server, the index of its first device in warm_.
+  std::vector<size_t> first_device_;
+  std::vector<FlashModel> warm_;
+  std::vector<Layout::GcSpell> gc_;
+  uint64_t model_bytes_ = 0;
+};
+
+}  // namespace sroute::sim
+
+#endif  // SROUTE_SIM_STORAGE_H_

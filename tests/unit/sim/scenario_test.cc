@@ -1,0 +1,176 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "sim/scenario.h"
+
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "sim/workload.h"
+
+namespace sroute::sim {
+namespace {
+
+using ::testing::HasSubstr;
+
+// A small rack: 4 servers of 2 devices, 2 hosts, one flow.
+constexpr char kRack[] = R"(
+name: "small"
+seed: 7
+duration_s: 1
+network { rack { link_gbps: 25 link_latency_us: 1 } }
+servers { prefix: "S" count: 4 devices: 2 preset: "healthy" }
+hosts { prefix: "H" count: 2 }
+flows {
+  name: "oltp" hosts: "H" servers: "S" open_loop_iops: 2000
+  read_percent: 70 file_bytes: 67108864 zipf: 0.9
+}
+)";
+
+std::string Error(const std::string& text) {
+  auto layout = ParseScenario(text, "t.textproto");
+  return layout.ok() ? "ok" : std::string(layout.status().message());
+}
+
+std::string Replace(std::string text, const std::string& from,
+                    const std::string& to) {
+  const size_t at = text.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  return text.replace(at, from.size(), to);
+}
+
+TEST(ScenarioTest, GroupsExpandToNamedMachines) {
+  auto layout = ParseScenario(kRack, "t.textproto");
+  ASSERT_TRUE(layout.ok()) << layout.status();
+  ASSERT_EQ(layout->servers.size(), 4u);
+  EXPECT_EQ(layout->servers[3].name, "S3");
+  EXPECT_EQ(layout->servers[3].devices, 2u);
+  EXPECT_EQ(layout->hosts, (std::vector<std::string>{"H0", "H1"}));
+  EXPECT_EQ(layout->flow_hosts[0], (std::vector<uint32_t>{0, 1}));
+  EXPECT_EQ(layout->flow_servers[0], (std::vector<uint32_t>{0, 1, 2, 3}));
+  // One machine by its name.
+  auto one = ParseScenario(
+      Replace(kRack, "servers: \"S\" open", "servers: \"S2\" open"), "t");
+  ASSERT_TRUE(one.ok()) << one.status();
+  EXPECT_EQ(one->flow_servers[0], (std::vector<uint32_t>{2}));
+  // A GC spell on one device, and on every device of a server.
+  auto gc = ParseScenario(
+      std::string(kRack) +
+          R"(events { at_s: 0.5 gc { device: "S1" duration_s: 0.25 } }
+                                 events { at_s: 0.1 gc { device: "S3/d1" duration_s: 1 } })",
+      "t");
+  ASSERT_TRUE(gc.ok()) << gc.status();
+  ASSERT_EQ(gc->gc.size(), 3u);
+  EXPECT_EQ(gc->gc[0].server, 3u);
+  EXPECT_EQ(gc->gc[0].device, 1u);
+  EXPECT_EQ(gc->gc[0].from_ns, 100'000'000u);
+  EXPECT_EQ(gc->gc[0].until_ns, 1'100'000'000u);
+  EXPECT_EQ(gc->gc[1].server, 1u);
+  EXPECT_EQ(gc->gc[2].device, 1u);
+  EXPECT_EQ(gc->gc[2].until_ns, 750'000'000u);
+}
+
+TEST(ScenarioTest, BadFilesSayWhereAndWhat) {
+  EXPECT_THAT(Error(Replace(kRack, "open_loop_iops", "rate")),
+              HasSubstr("t.textproto:9:"));
+  EXPECT_THAT(Error(Replace(kRack, "open_loop_iops", "rate")),
+              HasSubstr("no field named \"rate\""));
+  EXPECT_THAT(
+      Error(Replace(kRack, "servers: \"S\" open", "servers: \"S9\" open")),
+      HasSubstr("flows[0].servers: no server or server group named \"S9\""));
+  EXPECT_THAT(Error(Replace(kRack, "hosts: \"H\"", "hosts: \"S\"")),
+              HasSubstr("flows[0].hosts: no host or host group named \"S\""));
+  EXPECT_THAT(Error(Replace(kRack, "\"healthy\"", "\"shiny\"")),
+              HasSubstr("servers[0].preset:"));
+  EXPECT_THAT(Error(Replace(kRack, "read_percent: 70", "read_percent: 170")),
+              HasSubstr("flows[0].read_percent: must be within 0 to 100"));
+  EXPECT_THAT(Error(Replace(kRack, "zipf: 0.9", "zipf: 1.5")),
+              HasSubstr("flows[0].zipf"));
+  EXPECT_THAT(
+      Error(Replace(
+          kRack, "network { rack { link_gbps: 25 link_latency_us: 1 } }", "")),
+      HasSubstr("network: needs a rack { ... } or a clos { ... }"));
+  EXPECT_THAT(Error(Replace(kRack, "link_gbps: 25", "link_gbps: 0")),
+              HasSubstr("network.rack.link_gbps: must be above 0"));
+  EXPECT_THAT(Error(Replace(kRack, "duration_s: 1", "duration_s: -1")),
+              HasSubstr("duration_s: must be above 0"));
+  EXPECT_THAT(Error(Replace(kRack, "prefix: \"H\"", "prefix: \"S\"")),
+              HasSubstr("hosts[0].prefix: \"S\" names another group too"));
+  EXPECT_THAT(
+      Error(Replace(kRack,
+                    "network { rack { link_gbps: 25 link_latency_us: 1 } }",
+                    "network { clos { pods: 1 leaves_per_pod: 1 tors_per_pod: "
+                    "1 machines_per_tor: 5 down_gbps: 10 up_gbps: 40 } }")),
+      HasSubstr("6 servers and hosts do not fit in pods x tors_per_pod x "
+                "machines_per_tor = 5 places"));
+  EXPECT_THAT(Error(Replace(kRack, "count: 4", "count: 4000000")),
+              HasSubstr("servers[0].count: more than 100000 machines"));
+  EXPECT_THAT(
+      Error(std::string(kRack) +
+            "events { at_s: 1 gc { device: \"S7/d0\" duration_s: 1 } }"),
+      HasSubstr("events[0].gc.device: no device \"S7/d0\""));
+  EXPECT_THAT(
+      Error(std::string(kRack) +
+            "events { at_s: 1 gc { device: \"S1/d2\" duration_s: 1 } }"),
+      HasSubstr("events[0].gc.device: no device \"S1/d2\""));
+  EXPECT_THAT(Error(std::string(kRack) + "events { at_s: 1 }"),
+              HasSubstr("events[0]: says nothing happens"));
+  EXPECT_THAT(
+      Error(std::string(kRack) + "events { at_s: 1 gc { device: \"S1\" } }"),
+      HasSubstr("events[0].gc.duration_s: must be above 0"));
+  auto missing = LoadScenario("/nonexistent/s.textproto");
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST(WorkloadTest, TheSeedDecidesEveryRequest) {
+  auto layout = ParseScenario(kRack, "t");
+  ASSERT_TRUE(layout.ok()) << layout.status();
+  const std::vector<Request> a = DrawRequests(*layout);
+  const std::vector<Request> b = DrawRequests(*layout);
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    ASSERT_EQ(a[i].arrival_ns, b[i].arrival_ns);
+    ASSERT_EQ(a[i].page, b[i].page);
+    ASSERT_EQ(a[i].server, b[i].server);
+    ASSERT_EQ(a[i].read, b[i].read);
+  }
+  layout->scenario.set_seed(8);
+  const std::vector<Request> c = DrawRequests(*layout);
+  size_t same = 0;
+  for (size_t i = 0; i < std::min(a.size(), c.size()); ++i) {
+    same += a[i].arrival_ns == c[i].arrival_ns ? 1 : 0;
+  }
+  EXPECT_LT(same, a.size() / 10);
+}
+
+TEST(WorkloadTest, RatesMixAndBurstsAsWritten) {
+  auto layout = ParseScenario(
+      Replace(kRack, "zipf: 0.9",
+              "zipf: 0.9 bursts { start_s: 0.5 duration_s: 0.25 factor: 4 }"),
+      "t");
+  ASSERT_TRUE(layout.ok()) << layout.status();
+  const std::vector<Request> r = DrawRequests(*layout);
+  // Two hosts at 2 000 IOPS for 1 s, a quarter of it at 4x: 2 x 2 000 x
+  // (0.75 + 0.25 x 4) = 7 000.
+  EXPECT_NEAR(static_cast<double>(r.size()), 7000, 350);
+  size_t reads = 0, in_burst = 0;
+  std::vector<size_t> per_server(4);
+  const uint64_t pages = DevicePages("healthy");
+  for (const Request& q : r) {
+    reads += q.read ? 1 : 0;
+    in_burst += q.arrival_ns >= 500'000'000 && q.arrival_ns < 750'000'000;
+    ++per_server[q.server];
+    EXPECT_LT(q.device, 2u);
+    EXPECT_LT(q.page, pages);
+    EXPECT_LT(q.arrival_ns, 1'000'000'000u);
+  }
+  EXPECT_NEAR(static_cast<double>(reads) / static_cast<double>(r.size()), 0.7,
+              0.03);
+  EXPECT_NEAR(static_cast<double>(in_burst), 4000, 250);
+  for (size_t n : per_server) EXPECT_GT(n, r.size() / 8);  // spread by hash
+  for (size_t i = 1; i < r.size(); ++i) {
+    ASSERT_LE(r[i - 1].arrival_ns, r[i].arrival_ns);
+  }
+}
+
+}  // namespace
+}  // namespace sroute::sim
