@@ -192,6 +192,14 @@ absl::StatusOr<Layout> ParseScenario(std::string_view text,
   for (const Layout::Server& server : out.servers) {
     server_names.push_back(server.name);
   }
+  auto router = Router::Create(
+      std::vector<std::string>(s.rules().begin(), s.rules().end()),
+      server_names);
+  if (!router.ok()) {
+    return absl::InvalidArgumentError(
+        StrCat(origin, ": ", router.status().message()));
+  }
+  out.router = *std::move(router);
   if (s.flows_size() == 0) return bad("flows", "needs a flow at least");
   for (int f = 0; f < s.flows_size(); ++f) {
     const proto::SimFlow& flow = s.flows(f);
@@ -203,6 +211,26 @@ absl::StatusOr<Layout> ParseScenario(std::string_view text,
     if (out.flow_hosts.back().empty()) {
       return bad(where + ".hosts",
                  StrCat("no host or host group named \"", flow.hosts(), "\""));
+    }
+    if (!flow.file().empty()) {
+      // Routed by the rules: each op once at the start, so that a file the
+      // rules send nowhere is refused before anything runs.
+      if (!flow.file().starts_with("//") || flow.file().size() < 3) {
+        return bad(where + ".file", "must be //VOLUME/PATH");
+      }
+      for (Op op : {Op::kRead, Op::kWrite}) {
+        IoHeader h;
+        h.source = flow.name();
+        h.op = op;
+        h.file = flow.file();
+        h.length = flow.io_bytes() == 0 ? 4096 : flow.io_bytes();
+        std::vector<Place> places;
+        if (absl::Status st = out.router->Route(h, &places); !st.ok()) {
+          return bad(where + ".file", std::string(st.message()));
+        }
+      }
+      out.flow_servers.emplace_back();
+      continue;
     }
     out.flow_servers.push_back(
         Resolve(flow.servers(), server_names, server_groups));

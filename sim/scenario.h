@@ -17,6 +17,7 @@
 
 #include "absl/status/statusor.h"
 #include "proto/sim.pb.h"
+#include "sim/routing.h"
 
 namespace sroute::sim {
 
@@ -32,6 +33,8 @@ struct Layout {
   std::vector<std::string> hosts;
   // Per flow, the indices of its hosts and of its servers.
   std::vector<std::vector<uint32_t>> flow_hosts, flow_servers;
+  // The scenario's rules, for flows that name a file.
+  std::shared_ptr<const Router> router;
   // GC spells, in order of their start.
   struct GcSpell {
     uint64_t from_ns, until_ns;

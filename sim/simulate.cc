@@ -84,11 +84,27 @@ void Report(const Layout& layout, const std::vector<Request>& requests,
     devices += server.devices;
   }
   std::vector<std::vector<double>> on_device(devices);
+  // An IO of several requests (pieces, scattered copies) ends with its
+  // last: its latency is counted once, from its first request.
+  uint64_t ios = 0;
+  for (const Request& r : requests) ios = std::max(ios, r.io + 1);
+  std::vector<uint64_t> io_end(ios, 0);
+  std::vector<size_t> io_first(ios, SIZE_MAX);
   for (size_t i = 0; i < requests.size(); ++i) {
     const Request& r = requests[i];
-    const double us = static_cast<double>(p.end[i] - r.arrival_ns) / 1e3;
+    io_end[r.io] = std::max(io_end[r.io], p.end[i]);
+    if (io_first[r.io] == SIZE_MAX) io_first[r.io] = i;
+  }
+  for (uint64_t io = 0; io < ios; ++io) {
+    if (io_first[io] == SIZE_MAX) continue;
+    const Request& r = requests[io_first[io]];
+    const double us = static_cast<double>(io_end[io] - r.arrival_ns) / 1e3;
     FlowSums& f = flows[r.flow];
     (r.read ? f.reads : f.writes).push_back(us);
+  }
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const Request& r = requests[i];
+    FlowSums& f = flows[r.flow];
     f.network_ns += static_cast<double>(p.network_out[i] - p.network_in[i]);
     f.total_ns += static_cast<double>(p.end[i] - r.arrival_ns);
     on_device[first_device[r.server] + r.device].push_back(
@@ -134,7 +150,9 @@ absl::StatusOr<proto::SimReport> SimulateHere(const Layout& layout) {
   const uint32_t max_iterations =
       it.max_iterations() == 0 ? 20 : it.max_iterations();
 
-  const std::vector<Request> requests = DrawRequests(layout);
+  absl::StatusOr<std::vector<Request>> drawn = DrawRequests(layout);
+  if (!drawn.ok()) return drawn.status();
+  const std::vector<Request> requests = *std::move(drawn);
   const StorageSim storage(layout);
   auto network = NetworkSim::Create(layout);
   if (!network.ok()) return network.status();

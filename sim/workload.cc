@@ -4,9 +4,11 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <string>
 #include <tuple>
 
 #include "stages/flash/flash_model.h"
+#include "util/strings.h"
 #include "util/zipfian.h"
 
 namespace sroute::sim {
@@ -39,14 +41,29 @@ uint64_t DevicePages(const std::string& preset) {
   return options.ok() ? FlashModel(*options).logical_pages() : 0;
 }
 
-std::vector<Request> DrawRequests(const Layout& layout) {
+absl::StatusOr<std::vector<Request>> DrawRequests(const Layout& layout) {
   const proto::SimScenario& s = layout.scenario;
   std::vector<uint64_t> pages;  // per server
   for (const Layout::Server& server : layout.servers) {
     pages.push_back(DevicePages(server.preset));
   }
+  // A piece of `bytes` at `offset` of `file` (a hash of it when routed,
+  // of the flow's number when placed by hash) on `server`: its device and
+  // its page there, by the 1 MiB stripe and the offset.
+  auto place = [&](Request& r, uint32_t server, uint64_t file,
+                   uint64_t offset) {
+    const uint64_t stripe = Mix(file * 0x100000001b3ull + offset / kStripe);
+    r.server = server;
+    r.device =
+        static_cast<uint32_t>((stripe >> 20) % layout.servers[server].devices);
+    const uint64_t span = std::max<uint64_t>(1, r.bytes / kSimPageBytes);
+    const uint64_t slots = std::max<uint64_t>(1, pages[server] / span);
+    r.page = (Mix(stripe ^ offset) % slots) * span;
+  };
   const double end_s = s.duration_s();
   std::vector<Request> out;
+  std::vector<Place> places;
+  uint64_t next_io = 0;
   for (uint32_t f = 0; f < static_cast<uint32_t>(s.flows_size()); ++f) {
     const proto::SimFlow& flow = s.flows(static_cast<int>(f));
     const uint32_t bytes =
@@ -55,8 +72,12 @@ std::vector<Request> DrawRequests(const Layout& layout) {
     const Zipfian addresses(ios, flow.zipf());
     const std::vector<uint32_t>& servers = layout.flow_servers[f];
     double peak = 1;  // thinning: draw at the peak rate, keep by the factor
-    for (const proto::SimBurst& b : flow.bursts())
+    for (const proto::SimBurst& b : flow.bursts()) {
       peak *= std::max(1.0, b.factor());
+    }
+    IoHeader h;
+    h.source = flow.name();
+    h.file = flow.file();
     for (uint32_t host : layout.flow_hosts[f]) {
       std::mt19937_64 rng(Mix(s.seed() ^ Mix(f * 1'000'003ull + host)));
       std::exponential_distribution<double> gap(flow.open_loop_iops() * peak);
@@ -65,20 +86,32 @@ std::vector<Request> DrawRequests(const Layout& layout) {
         if (unit(rng) * peak >= Factor(flow, t)) continue;
         Request r;
         r.arrival_ns = static_cast<uint64_t>(std::llround(t * 1e9));
+        r.io = next_io++;
         r.flow = f;
         r.host = host;
         r.bytes = bytes;
         r.read = unit(rng) * 100 < flow.read_percent();
         const uint64_t offset = addresses.Key(rng) * bytes;
-        const uint64_t stripe = Mix(f * 0x100000001b3ull + offset / kStripe);
-        r.server = servers[stripe % servers.size()];
-        const Layout::Server& server = layout.servers[r.server];
-        r.device = static_cast<uint32_t>((stripe >> 20) % server.devices);
-        const uint64_t device_pages = pages[r.server];
-        const uint64_t span = bytes / kSimPageBytes;
-        const uint64_t slots = std::max<uint64_t>(1, device_pages / span);
-        r.page = (Mix(stripe ^ offset) % slots) * span;
-        out.push_back(r);
+        if (flow.file().empty()) {
+          const uint64_t stripe = Mix(f * 0x100000001b3ull + offset / kStripe);
+          place(r, servers[stripe % servers.size()], f, offset);
+          out.push_back(r);
+          continue;
+        }
+        h.op = r.read ? Op::kRead : Op::kWrite;
+        h.offset = offset;
+        h.length = bytes;
+        if (absl::Status st = layout.router->Route(h, &places); !st.ok()) {
+          return absl::InvalidArgumentError(
+              StrCat("flows[", f, "]: ", st.message()));
+        }
+        for (const Place& p : places) {
+          Request piece = r;
+          piece.bytes = static_cast<uint32_t>(p.length);
+          place(piece, p.server, Mix(std::hash<std::string>()(p.file)),
+                p.offset);
+          out.push_back(piece);
+        }
       }
     }
   }

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "sim/scenario.h"
 
+#include <map>
 #include <string>
 
 #include "gmock/gmock.h"
@@ -121,11 +122,93 @@ TEST(ScenarioTest, BadFilesSayWhereAndWhat) {
   EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
 }
 
+// Flows that name a file are routed by the scenario's rules, as a host's
+// sSwitch routes them.
+constexpr char kRouted[] = R"(
+name: "routed" seed: 2 duration_s: 0.5
+network { rack { link_gbps: 25 link_latency_us: 1 } }
+servers { prefix: "S" count: 4 devices: 2 preset: "healthy" }
+hosts { prefix: "H" count: 2 }
+rules: "<*, *, //vol/a/*> -> <IO, //S1/a/*>"
+rules: "<*, w, //vol/b> -> <IO, //S2/b>, <IO, //S3/b>"
+rules: "<*, r, //vol/b> -> <IO, //S3/b>"
+rules: "<*, *, //vol/c[0:1M]> -> <IO, //S0/c>"
+rules: "<*, *, //vol/c> -> <IO, //S2/c>"
+flows { name: "a" hosts: "H" file: "//vol/a/x" open_loop_iops: 400
+        read_percent: 50 file_bytes: 67108864 }
+flows { name: "b" hosts: "H" file: "//vol/b" open_loop_iops: 400
+        read_percent: 50 file_bytes: 67108864 }
+flows { name: "c" hosts: "H" file: "//vol/c" open_loop_iops: 400
+        read_percent: 50 io_bytes: 262144 file_bytes: 2097152 }
+)";
+
+TEST(WorkloadTest, RulesRouteFlowsThatNameAFile) {
+  auto layout = ParseScenario(kRouted, "t");
+  ASSERT_TRUE(layout.ok()) << layout.status();
+  auto drawn = DrawRequests(*layout);
+  ASSERT_TRUE(drawn.ok()) << drawn.status();
+  std::map<uint64_t, std::vector<const Request*>> by_io;
+  for (const Request& r : *drawn) by_io[r.io].push_back(&r);
+  size_t scattered = 0, split = 0;
+  for (const auto& [io, pieces] : by_io) {
+    const Request& first = *pieces[0];
+    switch (first.flow) {
+      case 0:  // all of //vol/a/* on S1
+        ASSERT_EQ(pieces.size(), 1u);
+        EXPECT_EQ(first.server, 1u);
+        break;
+      case 1:  // writes on S2 and S3, reads on S3
+        if (first.read) {
+          ASSERT_EQ(pieces.size(), 1u);
+          EXPECT_EQ(first.server, 3u);
+        } else {
+          ASSERT_EQ(pieces.size(), 2u);
+          EXPECT_EQ(pieces[0]->server + pieces[1]->server, 5u);
+          EXPECT_NE(pieces[0]->server, pieces[1]->server);
+          ++scattered;
+        }
+        break;
+      case 2: {  // the first MiB on S0, the rest on S2, in 256 KiB IOs
+        uint32_t bytes = 0;
+        for (const Request* p : pieces) {
+          bytes += p->bytes;
+          EXPECT_TRUE(p->server == 0 || p->server == 2);
+        }
+        EXPECT_EQ(bytes, 262144u);
+        split += pieces.size() > 1 ? 1 : 0;
+        break;
+      }
+    }
+  }
+  EXPECT_GT(scattered, 50u);
+  // 256 KiB IOs at 256 KiB offsets never straddle the 1 MiB line: none split.
+  EXPECT_EQ(split, 0u);
+}
+
+TEST(ScenarioTest, RulesAndRoutedFilesAreChecked) {
+  auto error = [](const std::string& text) {
+    auto layout = ParseScenario(text, "t");
+    return layout.ok() ? "ok" : std::string(layout.status().message());
+  };
+  EXPECT_EQ(error(kRouted), "ok");
+  EXPECT_THAT(error(Replace(kRouted, "-> <IO, //S1/a/*>", "-> <IO //S1/a/*>")),
+              HasSubstr("t: rules[0]: "));
+  EXPECT_THAT(error(Replace(kRouted, "//vol/a/x", "//vol/z")),
+              HasSubstr("flows[0].file: //vol/z goes to //vol/z: \"vol\" is "
+                        "no server of the scenario (no rule matches it)"));
+  EXPECT_THAT(error(Replace(kRouted, "<IO, //S3/b>\"", "<IO, //S9/b>\"")),
+              HasSubstr("flows[1].file: //vol/b goes to //S9/b: \"S9\" is no "
+                        "server of the scenario (by \"<*, w, //vol/b> -> "
+                        "<IO, //S2/b>, <IO, //S9/b>\")"));
+  EXPECT_THAT(error(Replace(kRouted, "file: \"//vol/a/x\"", "file: \"vol\"")),
+              HasSubstr("flows[0].file: must be //VOLUME/PATH"));
+}
+
 TEST(WorkloadTest, TheSeedDecidesEveryRequest) {
   auto layout = ParseScenario(kRack, "t");
   ASSERT_TRUE(layout.ok()) << layout.status();
-  const std::vector<Request> a = DrawRequests(*layout);
-  const std::vector<Request> b = DrawRequests(*layout);
+  const std::vector<Request> a = *DrawRequests(*layout);
+  const std::vector<Request> b = *DrawRequests(*layout);
   ASSERT_EQ(a.size(), b.size());
   for (size_t i = 0; i < a.size(); ++i) {
     ASSERT_EQ(a[i].arrival_ns, b[i].arrival_ns);
@@ -134,7 +217,7 @@ TEST(WorkloadTest, TheSeedDecidesEveryRequest) {
     ASSERT_EQ(a[i].read, b[i].read);
   }
   layout->scenario.set_seed(8);
-  const std::vector<Request> c = DrawRequests(*layout);
+  const std::vector<Request> c = *DrawRequests(*layout);
   size_t same = 0;
   for (size_t i = 0; i < std::min(a.size(), c.size()); ++i) {
     same += a[i].arrival_ns == c[i].arrival_ns ? 1 : 0;
@@ -148,7 +231,7 @@ TEST(WorkloadTest, RatesMixAndBurstsAsWritten) {
               "zipf: 0.9 bursts { start_s: 0.5 duration_s: 0.25 factor: 4 }"),
       "t");
   ASSERT_TRUE(layout.ok()) << layout.status();
-  const std::vector<Request> r = DrawRequests(*layout);
+  const std::vector<Request> r = *DrawRequests(*layout);
   // Two hosts at 2 000 IOPS for 1 s, a quarter of it at 4x: 2 x 2 000 x
   // (0.75 + 0.25 x 4) = 7 000.
   EXPECT_NEAR(static_cast<double>(r.size()), 7000, 350);

@@ -121,6 +121,33 @@ TEST(SimulateTest, ACollectingDeviceSlowsItsReads) {
   EXPECT_GT(gc.flows(0).read_p99_us(), 5 * quiet.flows(0).read_p99_us());
 }
 
+TEST(SimulateTest, AScatteredWriteEndsWithItsSlowerCopy) {
+  // 1 MiB writes (a device's whole write buffer: they wait for programs)
+  // to a fast server alone, then scattered to it and a worn one. Every
+  // write is one IO however many copies, and it ends with the slower copy.
+  auto run = [&](const std::string& targets) {
+    return RunText(R"(
+name: "scatter" seed: 4 duration_s: 1
+network { rack { link_gbps: 25 link_latency_us: 1 } }
+servers { prefix: "F" count: 1 devices: 1 preset: "fast" }
+servers { prefix: "W" count: 1 devices: 1 preset: "worn" }
+hosts { prefix: "H" count: 2 }
+rules: "<*, *, //vol/log> -> )" +
+                   targets + R"("
+flows { name: "log" hosts: "H" file: "//vol/log" open_loop_iops: 20
+        read_percent: 0 io_bytes: 1048576 file_bytes: 67108864 }
+)");
+  };
+  const proto::SimReport fast = run("<IO, //F0/log>");
+  const proto::SimReport both = run("<IO, //F0/log>, <IO, //W0/log>");
+  ASSERT_EQ(fast.flows_size(), 1);
+  ASSERT_EQ(both.flows_size(), 1);
+  EXPECT_EQ(fast.flows(0).writes(), both.flows(0).writes());
+  EXPECT_NEAR(static_cast<double>(both.flows(0).writes()), 40, 15);
+  EXPECT_EQ(both.requests(), 2 * both.flows(0).writes());
+  EXPECT_GT(both.flows(0).write_p50_us(), 2 * fast.flows(0).write_p50_us());
+}
+
 TEST(SimulateTest, EveryCommittedExampleRuns) {
   int examples = 0;
   for (const auto& e : std::filesystem::directory_iterator(
