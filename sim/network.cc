@@ -134,8 +134,9 @@ std::vector<uint64_t> NetworkSim::Run(const std::vector<Request>& requests,
     return start_ns[a] < start_ns[b];
   });
   std::vector<double> finish(requests.size(), -1);
+  // The transfers under way. Those done are let go now and then: millions
+  // kept to the end would hold gigabytes.
   std::vector<sg4::CommPtr> comms;
-  comms.reserve(requests.size());
   for (uint32_t i : order) {
     const Request& r = requests[i];
     const double at = base + static_cast<double>(start_ns[i]) * 1e-9;
@@ -148,6 +149,11 @@ std::vector<uint64_t> NetworkSim::Run(const std::vector<Request>& requests,
     c->set_data(&finish[i]);
     c->start();
     comms.push_back(std::move(c));
+    if (comms.size() % 4096 == 0) {
+      std::erase_if(comms, [](const sg4::CommPtr& comm) {
+        return comm->get_state() == sg4::Activity::State::FINISHED;
+      });
+    }
   }
   impl_->engine->run();
   std::vector<uint64_t> done(requests.size());
