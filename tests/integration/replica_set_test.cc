@@ -25,6 +25,7 @@
 #include "tests/integration/posix_scenarios.h"
 #include "tests/integration/server_fixture.h"
 #include "tests/util/ctl_json.h"
+#include "tests/util/gc_passes.h"
 #include "tests/util/real_programs.h"
 #include "tests/util/run_as.h"
 #include "tests/util/wait.h"
@@ -752,11 +753,9 @@ TEST_F(ReplicaSetVolumeTest, FlashMembersBehindServersCollectInTurn) {
       const proto::GcEvent& a = passes[i];
       const proto::GcEvent& b = passes[j];
       if (a.member() == b.member()) continue;
-      const bool overlap = a.start_unix_us() < b.end_unix_us() &&
-                           b.start_unix_us() < a.end_unix_us();
-      const bool had_to = a.kind() == "regular" || a.kind() == "device" ||
-                          b.kind() == "regular" || b.kind() == "device";
-      EXPECT_TRUE(!overlap || had_to) << a.DebugString() << b.DebugString();
+      const bool overlap = testing::PassesOverlap(a, b);
+      EXPECT_TRUE(!overlap || testing::HadToCollect(a, b))
+          << a.DebugString() << b.DebugString();
     }
   }
   EXPECT_GT(soft, 0) << out;

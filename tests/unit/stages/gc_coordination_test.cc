@@ -18,6 +18,7 @@
 #include "sswitch/host.h"
 #include "stages/flash/flash_endpoint.h"
 #include "stages/stage.h"
+#include "tests/util/gc_passes.h"
 #include "tests/util/temp_dir.h"
 
 namespace sroute {
@@ -155,15 +156,8 @@ TEST_F(GcCoordinationTest, ReplicasCollectInTurnAndReadsGoAroundThem) {
     for (int j = i + 1; j < stats.gc_events_size(); ++j) {
       const proto::GcEvent& b = stats.gc_events(j);
       if (a.member() == b.member()) continue;
-      // A pass's end is the device's prediction, and a later answer may
-      // move it by up to the stage's jitter (500 us) after the next pass
-      // was granted on the earlier one: overlaps that small are that.
-      const int64_t shared =
-          std::min<int64_t>(a.end_unix_us(), b.end_unix_us()) -
-          std::max<int64_t>(a.start_unix_us(), b.start_unix_us());
-      const bool overlap = shared > 500;
-      const bool had_to = a.kind() == "regular" || a.kind() == "device" ||
-                          b.kind() == "regular" || b.kind() == "device";
+      const bool overlap = testing::PassesOverlap(a, b);
+      const bool had_to = testing::HadToCollect(a, b);
       EXPECT_TRUE(!overlap || had_to)
           << a.member() << " " << a.kind() << " [" << a.start_unix_us() << ", "
           << a.end_unix_us() << ") and " << b.member() << " " << b.kind()
