@@ -23,8 +23,10 @@ compare() {  # WHAT FROM_PROGRAM FROM_PAGE
 }
 for pair in "$@"; do
   name=${pair%%=*} bin=${pair#*=}
+  # Section 8 for the daemons and admin tools, 1 for sroute-sim.
   page=$src/docs/man/$name.8
-  [ -f "$page" ] || { echo "$name: no page $page"; bad=1; continue; }
+  [ -f "$page" ] || page=$src/docs/man/$name.1
+  [ -f "$page" ] || { echo "$name: no page $name.8 or $name.1"; bad=1; continue; }
   # --help: the flags at the start of the lines of its Options section.
   from_help=$("$bin" --help | awk '/^Options:/ {on = 1; next}
       /^[A-Z][a-z]*:/ {on = 0} on' |
