@@ -51,6 +51,7 @@ using ::sroute::testing::SwitchOffCommand;
 using ::sroute::testing::TempDir;
 using ::sroute::testing::ThreadIdsNamed;
 using ::sroute::testing::UringSwitchOn;
+using ::sroute::testing::WaitAllThreadsStopped;
 using ::sroute::testing::WriteWholeFile;
 
 // Runs sroutectl with `args` (shell words).
@@ -1053,6 +1054,9 @@ TEST_F(FuseUringTest, AStuckEndpointHoldsNoQueueThread) {
   const int slow = open((mnt_ / "slow").c_str(), O_RDWR);
   ASSERT_GE(slow, 0) << strerror(errno);
   ASSERT_EQ(kill(inner.pid(), SIGSTOP), 0);
+  // Not yet stopped, a thread of it could still take the read below and
+  // answer it (CI under ASan: a read came back while the fsync waited).
+  ASSERT_TRUE(WaitAllThreadsStopped(inner.pid()));
 
   std::atomic<int> stuck_done{0};
   std::string stuck_read(10, '\0');

@@ -1597,6 +1597,7 @@ TEST_F(TraceToolTest, SlowShowsSlowIosAndWhereAStuckOneWaits) {
   const int fd = open((mnt_ / "fwd/x").c_str(), O_WRONLY);
   ASSERT_GE(fd, 0);
   ASSERT_EQ(kill(s1_->pid(), SIGSTOP), 0);
+  ASSERT_TRUE(::sroute::testing::WaitAllThreadsStopped(s1_->pid()));
   std::thread stuck([&] { EXPECT_EQ(pwrite(fd, "stuck", 5, 0), 5); });
   std::tie(rc, out) = Trace(
       "--slow --threshold-ms 50 --duration 1 "
