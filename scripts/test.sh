@@ -25,7 +25,8 @@ begin() {
 }
 # The assertions and sanitizer reports of the failed tests, shown again at
 # the end: --output-on-failure prints them in the middle of the log.
-failures="" slowest="" flaky=""
+failures="" slowest="" flaky="" flaky_logs=""
+max_flaky=3
 sanitizer_report='^(==[0-9]+==)?ERROR: (AddressSanitizer|LeakSanitizer)|WARNING: ThreadSanitizer|runtime error:'
 
 # The NAME SECONDS of every test of a pass, from ctest's own timings.
@@ -54,20 +55,33 @@ $(grep -a -B3 -A30 -E "$sanitizer_report" \
     return 1
   fi
   [ "$rc" = 0 ] && return 0
-  failures+=$(grep -a -B3 -A30 -E ': Failure$|^(==[0-9]+==)?ERROR: |WARNING: ThreadSanitizer|runtime error:' \
+  local logged
+  logged=$(grep -a -B3 -A30 -E ': Failure$|^(==[0-9]+==)?ERROR: |WARNING: ThreadSanitizer|runtime error:' \
     "$dir/Testing/Temporary/LastTest.log" | head -400 || true)
-  # Once more, the failed ones alone: a test that passes now is flaky, and
-  # is named as such; the run fails either way.
-  local failed
+  # Once more, the failed ones alone. A pass whose failures all pass alone
+  # (at most $max_flaky of them, none with a sanitizer report) passes, and
+  # names them at the end as flaky: on two loaded cores a test that waits
+  # for daemons now and then loses its race with the clock, and one such
+  # loss in 1 900 runs must not keep a change from landing. Each one named
+  # is a bug to find in the test (or the code), not to leave.
+  local failed count
   failed=$(sed -nE 's/^[[:space:]]*[0-9]+ - ([^ ]+) .*/\1/p' "$dir/ctest.out" |
     awk 'NR <= 50')
+  count=$(echo "$failed" | grep -c . || true)
   if ctest --test-dir "$dir" --rerun-failed -j"$jobs" "$@" \
       >"$dir/ctest-rerun.out" 2>&1; then
     flaky+="  $label (failed, then passed alone):\n$(echo "$failed" | sed 's/^/    /')\n"
+    if [ "$count" -le "$max_flaky" ] && [ "${reports:-0}" = 0 ]; then
+      flaky_logs+="$label:
+$logged
+"
+      return 0
+    fi
   else
     flaky+="  $label: $(grep -cE 'Test +#[0-9]+: .*(Failed|Timeout|Exception|Not Run)' \
       "$dir/ctest-rerun.out" || true) failed again alone (not flaky)\n"
   fi
+  failures+=$logged
   return "$rc"
 }
 report_times() {
@@ -75,6 +89,9 @@ report_times() {
   begin end >/dev/null
   if [ -n "$failures" ]; then
     printf "== what failed (from the test logs)\n%s\n" "$failures"
+  fi
+  if [ -n "$flaky_logs" ]; then
+    printf "== what the flaky tests printed when they failed\n%s\n" "$flaky_logs"
   fi
   [ -n "$flaky" ] && printf "== failed tests run again\n%b" "$flaky"
   [ -n "$slowest" ] && printf "== the 20 slowest tests of each pass\n%b" "$slowest"
