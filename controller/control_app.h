@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "proto/controller.pb.h"
 #include "rules/io_header.h"
@@ -181,6 +182,10 @@ class ControllerApi {
   virtual absl::Status PutState(const std::string& key,
                                 const std::string& value) = 0;
   virtual absl::StatusOr<std::string> GetState(const std::string& key) = 0;
+
+  // The controller's clock: the time now (sroute-sim's apps run on its
+  // virtual time). Apps take their time from here.
+  virtual absl::Time Now() { return absl::Now(); }
 
   // Waits until `sswitch` is registered and connected (apps may start
   // before the hosts they program): DeadlineExceeded after `timeout`.

@@ -6,6 +6,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -87,7 +88,25 @@ std::string FormatLogLines(std::string_view severity, std::string_view text,
   return out;
 }
 
+namespace {
+
+int Rank(std::string_view severity) {
+  return severity == "E" ? 2 : severity == "W" ? 1 : 0;
+}
+
+std::atomic<int>& LeastRank() {
+  static std::atomic<int> least{0};
+  return least;
+}
+
+}  // namespace
+
+void SetLogLeastSeverity(std::string_view least) {
+  LeastRank().store(Rank(least));
+}
+
 void LogLine(std::string_view severity, std::string_view text) {
+  if (Rank(severity) < LeastRank().load(std::memory_order_relaxed)) return;
   static const bool journal =
       IsJournalStream(getenv("JOURNAL_STREAM"), STDERR_FILENO);
   MutexLock l(&LogMutex());

@@ -24,6 +24,9 @@ void SetLogTag(std::string_view tag);
 // ident, the severity as its priority), not to stderr.
 void LogToSyslog();
 void LogLine(std::string_view severity, std::string_view text);
+// Drops lines of a severity below `least` ("I" < "W" < "E"): sroute-sim
+// keeps the apps it replays pass after pass from repeating every note.
+void SetLogLeastSeverity(std::string_view least);
 
 // What LogLine writes for `text` (one or more lines) at `severity` ("I",
 // "W", "E"): timestamped lines, or journal lines if `journal`. Exposed for

@@ -280,7 +280,7 @@ void ReplicaControl::ToPrimary(size_t i, const std::string& reason) {
     MutexLock l(&mu_);
     Flow& f = flows_[i];
     f.mode = Mode::kPrimary;
-    f.quiet_since = absl::Now();
+    f.quiet_since = api()->Now();
     held.swap(f.held);
   }
   LogInfo("replica_control: flow ", file, ": reads from the primary on ",
@@ -311,7 +311,7 @@ void ReplicaControl::ToSpread(size_t i) {
     LogWarning("replica_control: flow ", file,
                ": detouring writes to spread reads: ", s.message());
     MutexLock l(&mu_);
-    flows_[i].quiet_since = absl::Now();
+    flows_[i].quiet_since = api()->Now();
     return;
   }
   {
@@ -362,7 +362,7 @@ void ReplicaControl::OnStats(const StatsSnapshot& stats) {
     return;
   }
   if (hosts_.empty()) return;
-  const absl::Time now = absl::Now();
+  const absl::Time now = api()->Now();
   for (size_t i = 0; i < n; ++i) {
     bool spread_now = false, retry_rules = false;
     {

@@ -486,7 +486,7 @@ void SloAdmission::Push(const std::map<SloDevice, proto::QosOptions>& now) {
 void SloAdmission::Decide(const std::string& line) {
   LogInfo("slo_admission: ", line);
   decisions_.push_back(
-      StrCat(absl::FormatTime("%H:%M:%S", absl::Now(), absl::LocalTimeZone()),
+      StrCat(absl::FormatTime("%H:%M:%S", api_->Now(), absl::LocalTimeZone()),
              " ", line));
   while (decisions_.size() > kDecisionsKept) decisions_.pop_front();
   std::string all;

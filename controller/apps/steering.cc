@@ -232,7 +232,7 @@ void SteeringApp::SteerStage(const StageKey& key, StageState& st,
                              const proto::StageStats& now) {
   st.config = now.config();
   const proto::ReplicaSetOptions& o = st.config.replica_set();
-  const absl::Time at = absl::Now();
+  const absl::Time at = api_->Now();
   // Demand since the last epoch.
   const int64_t changes = CounterOf(now, "changes");
   int64_t reads_delta = 0;

@@ -112,6 +112,10 @@ absl::StatusOr<TailLatencyOptions> ParseTailLatencyArgs(
 TailLatency::TailLatency(TailLatencyOptions options)
     : options_(std::move(options)) {}
 
+absl::Time TailLatency::Now() const {
+  return options_.clock ? options_.clock() : api_->Now();
+}
+
 absl::Status TailLatency::Start(ControllerApi& api) {
   api_ = &api;
   if (auto g = api.GetState("generation"); g.ok()) {
@@ -170,8 +174,7 @@ void TailLatency::Save() {
 void TailLatency::Note(const std::string& decision) {
   LogInfo("tail_latency: ", decision);
   decisions_.push_back(StrCat(
-      absl::FormatTime("%H:%M:%S", options_.clock(), absl::UTCTimeZone()), " ",
-      decision));
+      absl::FormatTime("%H:%M:%S", Now(), absl::UTCTimeZone()), " ", decision));
   while (decisions_.size() > kDecisionsKept) decisions_.pop_front();
   std::string all;
   for (const std::string& d : decisions_) StrAppend(&all, d, "\n");
@@ -250,7 +253,7 @@ void TailLatency::Decide(const StatsSnapshot& stats) {
       flows.push_back(std::move(f));
     }
   }
-  const absl::Time now = options_.clock();
+  const absl::Time now = Now();
   std::set<std::string> names;
   for (const auto& [name, set] : reach) names.insert(set.begin(), set.end());
   for (const std::string& name : names) {
@@ -404,7 +407,7 @@ absl::Status TailLatency::OffLoad(const Flow& flow,
   m.home_rule =
       Canonical(StrCat(prio, flow.write_pattern,
                        " -> track_writes(home); <IO, ", flow.target, ">"));
-  m.since = options_.clock();
+  m.since = Now();
   m.long_run = servers_[flow.server].long_run;
   ++generation_;
   Save();  // the generation is never used twice
@@ -424,7 +427,7 @@ absl::Status TailLatency::BeginReclaim(Moved& m, const std::string& reason) {
     return s;
   }
   m.phase = Moved::Phase::kReclaiming;
-  m.reclaim_began = options_.clock();
+  m.reclaim_began = Now();
   Save();
   Note(StrCat("reclaim: ", reason, ": writes of ", m.flow, " on ", m.sswitch,
               " go home; the bytes in ", absl::StrJoin(m.folders, ", "),
@@ -453,7 +456,7 @@ bool TailLatency::StepReclaim(Moved& m) {
     return false;
   }
   if (m.reclaim_began == absl::InfinitePast()) {
-    m.reclaim_began = options_.clock();  // begun in an earlier life
+    m.reclaim_began = Now();  // begun in an earlier life
   }
   m.reclaimed_bytes += p->bytes_written();
   LogInfo("tail_latency: reclaiming ", m.flow, ": ", p->bytes_written(),
@@ -473,7 +476,7 @@ bool TailLatency::StepReclaim(Moved& m) {
                  " (no rule reads it any more)");
     }
   }
-  const double secs = absl::ToDoubleSeconds(options_.clock() - m.reclaim_began);
+  const double secs = absl::ToDoubleSeconds(Now() - m.reclaim_began);
   Note(StrCat(
       "reclaimed: every byte of ", m.flow, " on ", m.sswitch, " is home (",
       absl::StrFormat("%.1f", m.reclaimed_bytes / 1e6), " MB moved in ",

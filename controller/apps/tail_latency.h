@@ -93,8 +93,9 @@ struct TailLatencyOptions {
   // 0: rates only.
   int64_t queue = 32;
   std::vector<std::string> hosts;  // empty: every host
-  // The time (tests run the app on a clock of their own).
-  std::function<absl::Time()> clock = [] { return absl::Now(); };
+  // The time (tests run the app on a clock of their own); empty: the
+  // controller's (ControllerApi::Now).
+  std::function<absl::Time()> clock;
 };
 
 absl::StatusOr<TailLatencyOptions> ParseTailLatencyArgs(
@@ -146,6 +147,7 @@ class TailLatency : public ControlApp {
     double writes = 0;          // per second, last interval
   };
 
+  absl::Time Now() const;
   void Decide(const StatsSnapshot& stats);
   absl::Status OffLoad(const Flow& flow,
                        const std::vector<std::string>& targets,

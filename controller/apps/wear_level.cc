@@ -132,7 +132,7 @@ void WearLevel::Status(const std::string& text) {
 
 void WearLevel::OnStats(const StatsSnapshot& stats) {
   if (api_ == nullptr) return;
-  const absl::Time now = absl::Now();
+  const absl::Time now = api_->Now();
   for (const HostStats& h : stats.hosts) {
     if (!h.connected) continue;
     if (!options_.hosts.empty() &&
