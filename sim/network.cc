@@ -38,6 +38,19 @@ sg4::Host* AddMachine(sg4::NetZone* zone, const std::string& name, double gbps,
   return h;
 }
 
+// A zone's gateway (its switch) on a fabric that limits nothing: a star
+// zone routes only between members with links of their own, and the
+// gateway's traffic is already counted on the links to and from it.
+void AddFabric(sg4::NetZone* zone, simgrid::kernel::routing::NetPoint* gw,
+               const std::string& name) {
+  sg4::Link* fabric =
+      zone->create_link(name + "-fabric", 1e15)
+          ->set_sharing_policy(sg4::Link::SharingPolicy::FATPIPE)
+          ->seal();
+  zone->add_route(gw, nullptr, nullptr, nullptr, {sg4::LinkInRoute(fabric)},
+                  true);
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<NetworkSim>> NetworkSim::Create(
@@ -71,42 +84,67 @@ absl::StatusOr<std::unique_ptr<NetworkSim>> NetworkSim::Create(
     }
     rack->seal();
   } else {
-    // One routed zone: machines on their ToR's switch, ToRs on their pod's
-    // leaves, pods on the spines, every hop a full-duplex link; routes are
-    // the shortest paths (Dijkstra, each pair computed once).
+    // Zones within zones, each a star: machines on their ToR's zone, ToRs
+    // on their pod's, pods on the spines'. A route climbs to the lowest
+    // zone both ends share and down again, found by lookups (a routed
+    // zone over every switch spent most of a large run finding paths).
+    // Each hop is a full-duplex link: a machine's to its ToR, a ToR's to
+    // its pod's leaves, a pod's to the spines.
     const proto::SimClos& c = n.clos();
     const double latency = c.link_latency_us() * 1e-6;
     const size_t tors = size_t{c.pods()} * c.tors_per_pod();
     const double up = c.leaves_per_pod() * c.up_gbps();
     made.resize(machines.size());
-    sg4::NetZone* clos = sg4::create_dijkstra_zone("clos", true);
-    auto* spines = clos->create_router("spines");
-    auto hop = [&](simgrid::kernel::routing::NetPoint* from,
-                   simgrid::kernel::routing::NetPoint* to,
-                   const std::string& name, double gbps) {
-      sg4::Link* l = clos->create_split_duplex_link(name, BytesPerSecond(gbps))
-                         ->set_latency(latency)
-                         ->seal();
-      clos->add_route(from, to, nullptr, nullptr,
-                      {sg4::LinkInRoute(l, sg4::LinkInRoute::Direction::UP)},
-                      true);
-    };
+    sg4::NetZone* spines = sg4::create_star_zone("spines");
     for (uint32_t p = 0; p < c.pods(); ++p) {
-      auto* leaves = clos->create_router(StrCat("pod", p, "-leaves"));
-      hop(leaves, spines, StrCat("pod", p, "-up"), up);
+      sg4::NetZone* pod = sg4::create_star_zone(StrCat("pod", p));
+      pod->set_parent(spines);
       for (uint32_t t = 0; t < c.tors_per_pod(); ++t) {
         const size_t index = size_t{p} * c.tors_per_pod() + t;
-        auto* tor = clos->create_router(StrCat("pod", p, "-tor", t));
-        hop(tor, leaves, StrCat("pod", p, "-tor", t, "-up"), up);
+        const std::string name = StrCat("pod", p, "-tor", t);
+        sg4::NetZone* tor = sg4::create_star_zone(name);
+        tor->set_parent(pod);
         // Machines go round the ToRs (servers and hosts in every pod).
         for (size_t m = index; m < machines.size(); m += tors) {
-          made[m] = clos->create_host(machines[m], 1e9)->seal();
-          hop(made[m]->get_netpoint(), tor, machines[m] + "-link",
-              c.down_gbps());
+          made[m] = AddMachine(tor, machines[m], c.down_gbps(), latency);
         }
+        auto* tor_router = tor->create_router(name + "-switch");
+        AddFabric(tor, tor_router, name);
+        tor->seal();
+        sg4::Link* l =
+            pod->create_split_duplex_link(name + "-up", BytesPerSecond(up))
+                ->set_latency(latency)
+                ->seal();
+        pod->add_route(tor->get_netpoint(), nullptr, tor_router, nullptr,
+                       {sg4::LinkInRoute(l, sg4::LinkInRoute::Direction::UP)},
+                       true);
       }
+      // The pod's leaves, its way to the spines: a zone of their own (a
+      // route between the pod's zones and a switch of the pod itself
+      // would not resolve).
+      const std::string leaves_name = StrCat("pod", p, "-leaves");
+      sg4::NetZone* leaves_zone = sg4::create_star_zone(leaves_name);
+      leaves_zone->set_parent(pod);
+      auto* leaves = leaves_zone->create_router(leaves_name + "-switch");
+      AddFabric(leaves_zone, leaves, leaves_name);
+      leaves_zone->seal();
+      sg4::Link* fabric =
+          pod->create_link(leaves_name + "-in", 1e15)
+              ->set_sharing_policy(sg4::Link::SharingPolicy::FATPIPE)
+              ->seal();
+      pod->add_route(leaves_zone->get_netpoint(), nullptr, leaves, nullptr,
+                     {sg4::LinkInRoute(fabric)}, true);
+      pod->seal();
+      sg4::Link* l = spines
+                         ->create_split_duplex_link(StrCat("pod", p, "-up"),
+                                                    BytesPerSecond(up))
+                         ->set_latency(latency)
+                         ->seal();
+      spines->add_route(pod->get_netpoint(), nullptr, leaves, nullptr,
+                        {sg4::LinkInRoute(l, sg4::LinkInRoute::Direction::UP)},
+                        true);
     }
-    clos->seal();
+    spines->seal();
   }
   impl->servers.assign(made.begin(), made.begin() + layout.servers.size());
   impl->hosts.assign(made.begin() + layout.servers.size(), made.end());

@@ -3,7 +3,7 @@
 // flow sharing its links max-min fairly, with SimGrid's TCP model, LV08):
 // a rack (every machine on its own link to one switch) or SNIS's Clos
 // (machines dealt round the ToRs, ToRs on their pod's leaves, pods on the
-// spines, routed by shortest path; the links from a ToR to its leaves count
+// spines, as zones within zones; the links from a ToR to its leaves count
 // as one of leaves x up_gbps, and a pod's to the spines likewise). A read's
 // data goes from the server to the host, a write's from the host to the
 // server.
