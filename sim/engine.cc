@@ -27,7 +27,8 @@ void Engine::Every(uint64_t period_ns, Event fn, uint64_t until_ns) {
 }
 
 void Engine::Run(uint64_t until_ns) {
-  while (!queue_.empty() && queue_.top().t_ns <= until_ns) {
+  stopped_ = false;
+  while (!stopped_ && !queue_.empty() && queue_.top().t_ns <= until_ns) {
     // Moved out before it runs: it may schedule more.
     Scheduled next = std::move(const_cast<Scheduled&>(queue_.top()));
     queue_.pop();
@@ -35,7 +36,9 @@ void Engine::Run(uint64_t until_ns) {
     ++events_run_;
     next.fn();
   }
-  if (until_ns != UINT64_MAX && now_ns_ < until_ns) now_ns_ = until_ns;
+  if (!stopped_ && until_ns != UINT64_MAX && now_ns_ < until_ns) {
+    now_ns_ = until_ns;
+  }
 }
 
 }  // namespace sroute::sim

@@ -41,8 +41,10 @@ class Engine {
 
   // Runs the events due up to `until_ns` (inclusive) in order; the clock
   // ends at `until_ns`, or at the last event's time when the queue empties
-  // first.
+  // first (or Stop was called).
   void Run(uint64_t until_ns = UINT64_MAX);
+  // Ends Run after the event under way; the events left wait.
+  void Stop() { stopped_ = true; }
 
  private:
   struct Scheduled {
@@ -59,6 +61,7 @@ class Engine {
   uint64_t now_ns_ = 0;
   uint64_t next_order_ = 0;
   uint64_t events_run_ = 0;
+  bool stopped_ = false;
 };
 
 }  // namespace sroute::sim

@@ -37,6 +37,21 @@ void PrintTables(const sroute::proto::SimReport& r, size_t device_rows) {
                 f.read_p50_us(), f.read_p99_us(), f.write_p50_us(),
                 f.write_p99_us(), f.network_share());
   }
+  if (r.decisions_size() > 0) {
+    std::printf("%-8s %-14s %-8s %s\n", "AT_S", "APP", "HOST", "CHANGE");
+    for (const auto& d : r.decisions()) {
+      auto row = [&](const std::string& change) {
+        std::printf("%-8.3f %-14s %-8s %s\n", d.at_s(), d.app().c_str(),
+                    d.host().c_str(), change.c_str());
+      };
+      for (const std::string& rule : d.insert()) row("+ " + rule);
+      for (const std::string& rule : d.remove()) row("- " + rule);
+      if (!d.reclaimed().empty()) row("reclaimed " + d.reclaimed());
+    }
+    for (const std::string& note : r.app_notes()) {
+      std::printf("%s\n", note.c_str());
+    }
+  }
   std::vector<const sroute::proto::SimDeviceReport*> devices;
   for (const auto& d : r.devices()) devices.push_back(&d);
   std::stable_sort(

@@ -5,22 +5,41 @@
 #include "util/strings.h"
 
 namespace sroute::sim {
+namespace {
+
+// track_writes's one argument ("", "home" or "spread").
+std::string_view TrackWritesArg(const DelegateSpec& d) {
+  return d.args.size() == 1 && d.args[0].key.empty()
+             ? std::string_view(d.args[0].value)
+             : std::string_view();
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<Router>> Router::Create(
-    const std::vector<std::string>& rules,
+    const std::vector<SimRule>& rules,
     const std::vector<std::string>& servers) {
   std::vector<RuleEntryPtr> entries;
   for (size_t i = 0; i < rules.size(); ++i) {
-    auto rule = ParseRule(rules[i]);
+    auto rule = ParseRule(rules[i].text);
     if (!rule.ok()) {
       return absl::InvalidArgumentError(
-          StrCat("rules[", i, "]: ", rule.status().message()));
+          StrCat(rules[i].origin, ": ", rule.status().message()));
+    }
+    if (rule->delegate && (rule->delegate->name != "track_writes" ||
+                           rule->delegate->args.size() > 1 ||
+                           (rule->delegate->args.size() == 1 &&
+                            TrackWritesArg(*rule->delegate).empty()))) {
+      return absl::InvalidArgumentError(
+          StrCat(rules[i].origin, ": the delegate of \"", rules[i].text,
+                 "\" is not simulated (track_writes, track_writes(home) and "
+                 "track_writes(spread) are)"));
     }
     OrderKey order;
     order.priority = rule->priority;
     order.seq = i + 1;
-    entries.push_back(
-        std::make_shared<RuleEntry>(i + 1, order, *std::move(rule), "sim"));
+    entries.push_back(std::make_shared<RuleEntry>(
+        rules[i].cid, order, *std::move(rule), rules[i].owner));
   }
   absl::flat_hash_map<std::string, uint32_t> by_name;
   for (uint32_t s = 0; s < servers.size(); ++s) by_name[servers[s]] = s;
@@ -32,8 +51,10 @@ absl::Status Router::Route(const IoHeader& h, std::vector<Place>* out) const {
   out->clear();
   RuleTable::Pieces pieces;
   table_->Route(h, &pieces);
+  const bool read = h.op_class() == kOpClassRead;
   for (const RuleTable::Piece& piece : pieces) {
     std::vector<std::string> files;
+    Track track = Track::kNone;
     if (piece.rule == nullptr) {
       files.push_back(h.file);  // the default route: the file's own endpoint
     } else {
@@ -48,7 +69,19 @@ absl::Status Router::Route(const IoHeader& h, std::vector<Place>* out) const {
         }
         files.push_back(ResolveTargetFile(d.target, rule.pattern.file, h.file));
         // A read goes to its first place; a write to all of them.
-        if (h.op_class() == kOpClassRead) break;
+        if (read) break;
+      }
+      if (rule.delegate && !read) {
+        const std::string_view arg = TrackWritesArg(*rule.delegate);
+        track = arg == "home" ? Track::kHome : Track::kAway;
+        if (arg == "spread" && files.size() > 1) {
+          // track_writes(spread): the target its 1 MiB chunk hashes to, as
+          // the delegate picks it.
+          const size_t slot =
+              (std::hash<std::string_view>()(h.file) + (piece.offset >> 20)) %
+              files.size();
+          files = {files[slot]};
+        }
       }
     }
     for (const std::string& file : files) {
@@ -65,7 +98,9 @@ absl::Status Router::Route(const IoHeader& h, std::vector<Place>* out) const {
                 ? " (no rule matches it)"
                 : StrCat(" (by \"", FormatRule(piece.rule->rule()), "\")")));
       }
-      out->push_back(Place{s->second, file, piece.offset, piece.length});
+      out->push_back(Place{s->second, file, piece.offset, piece.length,
+                           piece.rule == nullptr ? 0 : piece.rule->id(),
+                           track});
     }
   }
   return absl::OkStatus();

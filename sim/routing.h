@@ -1,11 +1,15 @@
 // SPDX-License-Identifier: Apache-2.0
-// Where a simulated host sends an IO: the scenario's rules (the project's
-// rule language and RuleTable, the table every host's sSwitch holds) route
-// the header <flow, op, file, offset, length> to files on servers
+// Where a simulated host sends an IO: its rules (the project's rule
+// language and RuleTable, the table every host's sSwitch holds) route the
+// header <flow, op, file, offset, length> to files on servers
 // ("//SERVER/PATH"); a byte-ranged rule splits an IO in pieces, a write
 // scattered to several targets goes to each, a read to the first.
+// `track_writes` rules (tail_latency's off-loads) are routed as the
+// delegate routes them: each place says whether its write goes away (and
+// reads of its bytes must follow it) or home (the bytes come back); with
+// `spread`, each 1 MiB chunk of a file to one of the targets.
 //
-//   auto router = sim::Router::Create(rule_texts, server_names);
+//   auto router = sim::Router::Create(rules, server_names);
 //   std::vector<sim::Place> places;
 //   absl::Status s = (*router)->Route(header, &places);
 //
@@ -24,23 +28,43 @@
 
 namespace sroute::sim {
 
-// A piece of an IO on a server: the file there and its byte range.
+// A rule of a simulated host: the scenario's, or one an app inserted.
+struct SimRule {
+  uint64_t cid;        // the simulated controller's id
+  std::string text;    // as written
+  std::string owner;   // "scenario" or the app
+  std::string origin;  // where it came from, for errors: "rules[2]"
+};
+
+// What a write's place does to the bytes it writes (track_writes).
+enum class Track : uint8_t {
+  kNone,
+  kAway,  // written away: reads of these bytes follow them here
+  kHome,  // written home: those bytes are home again
+};
+
+// A piece of an IO on a server: the file there and its byte range, and
+// the rule that sent it there (its cid; 0: no rule matched).
 struct Place {
   uint32_t server;
   std::string file;
   uint64_t offset, length;
+  uint64_t rule = 0;
+  Track track = Track::kNone;
 };
 
 class Router {
  public:
-  // InvalidArgument "rules[I]: COLUMN: reason" for a rule that does not
-  // parse.
+  // InvalidArgument "ORIGIN: COLUMN: reason" for a rule that does not
+  // parse, or whose delegate the simulation does not model (every one but
+  // track_writes).
   static absl::StatusOr<std::unique_ptr<Router>> Create(
-      const std::vector<std::string>& rules,
+      const std::vector<SimRule>& rules,
       const std::vector<std::string>& servers);
 
   // The places `h` goes to, in offset order. InvalidArgument when a piece
-  // goes to an endpoint that is no server (naming the file and the rule).
+  // goes to an endpoint that is no server, or to a stage or the controller
+  // (naming the file and the rule).
   absl::Status Route(const IoHeader& h, std::vector<Place>* out) const;
 
  private:

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "absl/strings/numbers.h"
+#include "controller/control_app.h"
 #include "stages/flash/flash_model.h"
 #include "util/strings.h"
 #include "util/text_proto.h"
@@ -192,9 +193,11 @@ absl::StatusOr<Layout> ParseScenario(std::string_view text,
   for (const Layout::Server& server : out.servers) {
     server_names.push_back(server.name);
   }
-  auto router = Router::Create(
-      std::vector<std::string>(s.rules().begin(), s.rules().end()),
-      server_names);
+  for (int r = 0; r < s.rules_size(); ++r) {
+    out.rules.push_back({static_cast<uint64_t>(r) + 1, s.rules(r), "scenario",
+                         StrCat("rules[", r, "]")});
+  }
+  auto router = Router::Create(out.rules, server_names);
   if (!router.ok()) {
     return absl::InvalidArgumentError(
         StrCat(origin, ": ", router.status().message()));
@@ -281,6 +284,16 @@ absl::StatusOr<Layout> ParseScenario(std::string_view text,
                    [](const Layout::GcSpell& a, const Layout::GcSpell& b) {
                      return a.from_ns < b.from_ns;
                    });
+  for (int a = 0; a < s.apps_size(); ++a) {
+    std::string name;
+    auto app = ControlAppRegistry::Global().Create(s.apps(a), &name);
+    if (!app.ok()) {
+      return bad(StrCat("apps[", a, "]"), std::string(app.status().message()));
+    }
+  }
+  if (!(s.stats_interval_s() >= 0 && std::isfinite(s.stats_interval_s()))) {
+    return bad("stats_interval_s", "must be 0 (1 s) or more");
+  }
   const proto::SimIteration& it = s.iteration();
   if (!(it.sigma() >= 0 && it.sigma() < 1) ||
       !(it.tau() >= 0 && it.tau() < 1)) {

@@ -33,7 +33,9 @@ struct Layout {
   std::vector<std::string> hosts;
   // Per flow, the indices of its hosts and of its servers.
   std::vector<std::vector<uint32_t>> flow_hosts, flow_servers;
-  // The scenario's rules, for flows that name a file.
+  // The scenario's rules (cids 1, 2, ...), every host's at the start, and
+  // the table they make, for flows that name a file.
+  std::vector<SimRule> rules;
   std::shared_ptr<const Router> router;
   // GC spells, in order of their start.
   struct GcSpell {

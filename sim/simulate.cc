@@ -8,8 +8,10 @@
 #include <chrono>
 #include <cmath>
 #include <fstream>
+#include <map>
 #include <string>
 
+#include "sim/apps.h"
 #include "sim/network.h"
 #include "sim/storage.h"
 #include "sim/workload.h"
@@ -138,6 +140,27 @@ void Report(const Layout& layout, const std::vector<Request>& requests,
   }
 }
 
+// The apps' changes of the last pass, with the texts of the rules they
+// removed, and their own notes.
+void AddDecisions(const Layout& layout, const AppReplay& replay,
+                  proto::SimReport* out) {
+  std::map<uint64_t, std::string> texts;
+  for (const SimRule& r : layout.rules) texts[r.cid] = r.text;
+  for (const RuleChange& c : replay.timeline) {
+    proto::SimDecision* d = out->add_decisions();
+    d->set_at_s(static_cast<double>(c.at_ns) * 1e-9);
+    d->set_app(c.app);
+    d->set_host(layout.hosts[c.host]);
+    for (const SimRule& r : c.insert) {
+      d->add_insert(r.text);
+      texts[r.cid] = r.text;
+    }
+    for (uint64_t cid : c.remove) d->add_remove(texts[cid]);
+    d->set_reclaimed(c.reclaimed);
+  }
+  for (const std::string& note : replay.notes) out->add_app_notes(note);
+}
+
 }  // namespace
 
 absl::StatusOr<proto::SimReport> SimulateHere(const Layout& layout) {
@@ -150,9 +173,14 @@ absl::StatusOr<proto::SimReport> SimulateHere(const Layout& layout) {
   const uint32_t max_iterations =
       it.max_iterations() == 0 ? 20 : it.max_iterations();
 
-  absl::StatusOr<std::vector<Request>> drawn = DrawRequests(layout);
-  if (!drawn.ok()) return drawn.status();
-  const std::vector<Request> requests = *std::move(drawn);
+  const std::vector<Io> ios = DrawIos(layout);
+  // The apps' changes the requests are routed by (those of the pass before).
+  std::vector<RuleChange> timeline;
+  std::vector<AwayEvent> away;
+  absl::StatusOr<std::vector<Request>> routed =
+      RouteIos(layout, ios, timeline, &away);
+  if (!routed.ok()) return routed.status();
+  std::vector<Request> requests = *std::move(routed);
   const StorageSim storage(layout);
   auto network = NetworkSim::Create(layout);
   if (!network.ok()) return network.status();
@@ -160,19 +188,39 @@ absl::StatusOr<proto::SimReport> SimulateHere(const Layout& layout) {
   proto::SimReport report;
   report.set_scenario(s.name());
   report.set_seed(s.seed());
-  report.set_requests(requests.size());
   report.set_device_model_bytes(storage.model_bytes());
   Pass last;
+  // Where the last pass's requests of each IO begin (they are in IO order):
+  // requests of a re-routed IO take the times of the same piece before.
+  std::vector<size_t> last_first;
+  AppReplay replay;
+  // The last pass's requests, when the apps' changes re-routed them after
+  // it (`rerouted`).
+  std::vector<Request> last_requests;
+  bool rerouted = false;
   uint32_t steady = 0;  // passes in a row whose criterion moved <= tau
   double last_criterion = -1;
   for (uint32_t i = 0; i < max_iterations; ++i) {
+    std::vector<size_t> first(ios.size() + 1, requests.size());
+    for (size_t r = requests.size(); r-- > 0;) first[requests[r].io] = r;
+    for (size_t io = ios.size(); io-- > 0;) {
+      first[io] = std::min(first[io], first[io + 1]);
+    }
     Pass p;
     p.storage_in.resize(requests.size());
     p.network_in.resize(requests.size());
     for (size_t r = 0; r < requests.size(); ++r) {
-      // Eq. 2: a write reaches storage when the last pass's network was done.
-      p.storage_in[r] = requests[r].read || i == 0 ? requests[r].arrival_ns
-                                                   : last.network_out[r];
+      // Eq. 2: a write reaches storage when the last pass's network was
+      // done (with it, when it was not routed there then).
+      const Request& q = requests[r];
+      p.storage_in[r] = q.arrival_ns;
+      if (!q.read && i > 0) {
+        const size_t piece = r - first[q.io];
+        const size_t before = last_first[q.io] + piece;
+        if (before < last_first[q.io + 1]) {
+          p.storage_in[r] = last.network_out[before];
+        }
+      }
     }
     p.storage_out = storage.Run(requests, p.storage_in);
     for (size_t r = 0; r < requests.size(); ++r) {
@@ -196,7 +244,32 @@ absl::StatusOr<proto::SimReport> SimulateHere(const Layout& layout) {
       ir->set_rd_p90(RelativeDistance(ir->p90_mbps(), before.p90_mbps()));
       ir->set_criterion((ir->rd_mean() + ir->rd_median() + ir->rd_p90()) / 3);
     }
+    rerouted = false;
+    bool settled = true;
+    if (s.apps_size() > 0) {
+      absl::StatusOr<AppReplay> r =
+          ReplayApps(layout, requests, p.end, timeline, away);
+      if (!r.ok()) return r.status();
+      replay = *std::move(r);
+      ir->set_decisions(static_cast<uint32_t>(replay.timeline.size()));
+      ir->set_decisions_settled(replay.settled);
+      settled = replay.settled;
+    }
     last = std::move(p);
+    last_first = std::move(first);
+    if (!settled) {
+      // Routed again by the apps' new changes; the iteration goes on.
+      timeline = replay.timeline;
+      away.clear();
+      routed = RouteIos(layout, ios, timeline, &away);
+      if (!routed.ok()) return routed.status();
+      last_requests = std::move(requests);
+      requests = *std::move(routed);
+      rerouted = true;
+      steady = 0;
+      last_criterion = -1;
+      continue;
+    }
     if (i == 0) continue;
     const double criterion = ir->criterion();
     if (criterion < sigma) {
@@ -220,7 +293,14 @@ absl::StatusOr<proto::SimReport> SimulateHere(const Layout& layout) {
     report.set_stopped(
         StrCat("not converged after ", max_iterations, " iterations"));
   }
-  Report(layout, requests, last, &report);
+  if (!report.converged() && s.apps_size() > 0 && !replay.settled) {
+    report.set_stopped(StrCat("the apps' changes did not settle in ",
+                              max_iterations, " iterations"));
+  }
+  const std::vector<Request>& reported = rerouted ? last_requests : requests;
+  report.set_requests(reported.size());
+  Report(layout, reported, last, &report);
+  AddDecisions(layout, replay, &report);
   report.set_wall_s(
       std::chrono::duration<double>(std::chrono::steady_clock::now() - began)
           .count());

@@ -2,6 +2,7 @@
 #include "sim/scenario.h"
 
 #include <map>
+#include <set>
 #include <string>
 
 #include "gmock/gmock.h"
@@ -183,6 +184,77 @@ TEST(WorkloadTest, RulesRouteFlowsThatNameAFile) {
   EXPECT_GT(scattered, 50u);
   // 256 KiB IOs at 256 KiB offsets never straddle the 1 MiB line: none split.
   EXPECT_EQ(split, 0u);
+}
+
+// A timeline of changes routes each IO by the rules of its time:
+// track_writes() takes the pages its writes cover to S2 and reads of
+// exactly those pages follow them (by no managed rule), the rest stay on
+// S0; once a reclaim of the files ends, every read is home again.
+TEST(WorkloadTest, TrackedWritesTakeTheirPagesAwayUntilReclaimed) {
+  auto layout = ParseScenario(R"(
+name: "tracked" seed: 3 duration_s: 3
+network { rack { link_gbps: 25 link_latency_us: 1 } }
+servers { prefix: "S" count: 3 devices: 1 preset: "healthy" }
+hosts { prefix: "H" count: 1 }
+flows { name: "a" hosts: "H0" file: "//home/a/data" open_loop_iops: 3000
+        read_percent: 50 file_bytes: 1048576 }
+rules: "<*, *, //home/a/*> -> <IO, //S0/a/*>"
+)",
+                              "t");
+  ASSERT_TRUE(layout.ok()) << layout.status();
+  const std::vector<Io> ios = DrawIos(*layout);
+  RuleChange away{1'000'000'000, 0, "test", {}, {}, ""};
+  away.insert.push_back(
+      {100, "@1 <*, w, //home/a/*> -> track_writes(); <IO, //S2/t/a/*>", "test",
+       "test"});
+  RuleChange home{2'000'000'000, 0, "test", {}, {100}, "//home/a/"};
+  std::vector<AwayEvent> log;
+  auto routed = RouteIos(*layout, ios, {away, home}, &log);
+  ASSERT_TRUE(routed.ok()) << routed.status();
+  std::set<uint64_t> taken;  // pages written away so far
+  size_t followed = 0, stayed = 0;
+  for (const Request& r : *routed) {
+    const Io& io = ios[r.io];
+    const uint64_t page = io.offset / kSimPageBytes;
+    ASSERT_EQ(r.bytes, kSimPageBytes);
+    if (r.arrival_ns < away.at_ns || r.arrival_ns >= home.at_ns) {
+      EXPECT_EQ(r.server, 0u);
+      EXPECT_EQ(r.rule, 1u);
+      continue;
+    }
+    if (!r.read) {
+      EXPECT_EQ(r.server, 2u);
+      EXPECT_EQ(r.rule, 100u);
+      taken.insert(page);
+    } else if (taken.contains(page)) {
+      EXPECT_EQ(r.server, 2u);
+      EXPECT_EQ(r.rule, 0u);
+      ++followed;
+    } else {
+      EXPECT_EQ(r.server, 0u);
+      EXPECT_EQ(r.rule, 1u);
+      ++stayed;
+    }
+  }
+  EXPECT_GT(followed, 100u);
+  EXPECT_GT(stayed, 100u);
+  // The log has every page a write took away, in order of time.
+  ASSERT_FALSE(log.empty());
+  EXPECT_GE(log.front().at_ns, away.at_ns);
+  std::set<uint64_t> logged;
+  for (const AwayEvent& e : log) {
+    EXPECT_TRUE(e.away);
+    EXPECT_EQ(e.file, "//home/a/data");
+    logged.insert(e.page);
+  }
+  EXPECT_EQ(logged, taken);
+  // A change whose rule names no server is refused with who made it.
+  RuleChange bad{500'000'000, 0, "test", {}, {}, ""};
+  bad.insert.push_back(
+      {101, "@2 <*, *, //home/a/*> -> <IO, //S9/a/*>", "test", "test"});
+  auto refused = RouteIos(*layout, ios, {bad}, nullptr);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("S9"));
 }
 
 TEST(ScenarioTest, RulesAndRoutedFilesAreChecked) {
