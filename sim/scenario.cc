@@ -9,6 +9,7 @@
 
 #include "absl/strings/numbers.h"
 #include "controller/control_app.h"
+#include "sim/storage.h"
 #include "stages/flash/flash_model.h"
 #include "util/strings.h"
 #include "util/text_proto.h"
@@ -133,7 +134,7 @@ absl::StatusOr<Layout> ParseScenario(std::string_view text,
       return bad(where + ".devices",
                  StrCat("must be within 1 to ", kMaxDevicesPerServer));
     }
-    if (auto p = FlashModel::Preset(group.preset()); !p.ok()) {
+    if (auto p = DeviceOptions(group.preset()); !p.ok()) {
       return bad(where + ".preset", std::string(p.status().message()));
     }
     machines += group.count();

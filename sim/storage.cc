@@ -4,7 +4,25 @@
 #include <algorithm>
 #include <numeric>
 
+#include "stages/flash/flash_endpoint.h"
+
 namespace sroute::sim {
+
+absl::StatusOr<FlashOptions> DeviceOptions(const std::string& preset) {
+  if (preset.find('=') == std::string::npos) {
+    return FlashModel::Preset(preset);
+  }
+  auto spec = ParseFlashSpec("sim," + preset);
+  if (!spec.ok()) return spec.status();
+  if (spec->vssds != 1) {
+    return absl::InvalidArgumentError(
+        "vssds: a simulated server's devices are whole");
+  }
+  if (absl::Status s = FlashModel::Check(spec->options.model); !s.ok()) {
+    return s;
+  }
+  return spec->options.model;
+}
 
 StorageSim::StorageSim(const Layout& layout) : gc_(layout.gc) {
   // One warmed model per preset, copied to each device of it.
@@ -14,7 +32,7 @@ StorageSim::StorageSim(const Layout& layout) : gc_(layout.gc) {
       return w.first == server.preset;
     });
     if (it == warmed.end()) {
-      FlashModel model(*FlashModel::Preset(server.preset));
+      FlashModel model(*DeviceOptions(server.preset));
       uint64_t t = 0;
       for (uint64_t lpn = 0; lpn < model.logical_pages(); ++lpn) {
         t = std::max(t, model.Write(lpn, t).done_ns);
@@ -25,7 +43,7 @@ StorageSim::StorageSim(const Layout& layout) : gc_(layout.gc) {
     }
     first_device_.push_back(warm_.size());
     for (uint32_t d = 0; d < server.devices; ++d) warm_.push_back(it->second);
-    const FlashOptions options = *FlashModel::Preset(server.preset);
+    const FlashOptions options = *DeviceOptions(server.preset);
     model_bytes_ +=
         server.devices *
         (it->second.logical_pages() * (sizeof(uint32_t) + sizeof(uint64_t)) +

@@ -12,13 +12,21 @@
 #define SROUTE_SIM_STORAGE_H_
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "sim/scenario.h"
 #include "sim/workload.h"
 #include "stages/flash/flash_model.h"
 
 namespace sroute::sim {
+
+// A server group's device: a preset of the flash model (`rackblox`, `worn`,
+// `healthy`, `fast`, `small`), or the words a flash endpoint takes after
+// its directory ("preset=small,channels=2,read_us=4000,..."; dilation and
+// vssds aside). InvalidArgument naming what is wrong.
+absl::StatusOr<FlashOptions> DeviceOptions(const std::string& preset);
 
 class StorageSim {
  public:

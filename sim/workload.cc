@@ -9,6 +9,7 @@
 #include <tuple>
 
 #include "absl/container/flat_hash_map.h"
+#include "sim/storage.h"
 #include "stages/flash/flash_model.h"
 #include "util/strings.h"
 #include "util/zipfian.h"
@@ -39,7 +40,7 @@ double Factor(const proto::SimFlow& f, double t) {
 }  // namespace
 
 uint64_t DevicePages(const std::string& preset) {
-  auto options = FlashModel::Preset(preset);
+  auto options = DeviceOptions(preset);
   return options.ok() ? FlashModel(*options).logical_pages() : 0;
 }
 

@@ -83,6 +83,14 @@ TEST(ScenarioTest, BadFilesSayWhereAndWhat) {
               HasSubstr("flows[0].hosts: no host or host group named \"S\""));
   EXPECT_THAT(Error(Replace(kRack, "\"healthy\"", "\"shiny\"")),
               HasSubstr("servers[0].preset:"));
+  // A device as a flash endpoint takes it: its keys are checked too.
+  EXPECT_EQ(Error(Replace(kRack, "\"healthy\"",
+                          "\"preset=small,channels=2,read_us=4000\"")),
+            "ok");
+  EXPECT_THAT(Error(Replace(kRack, "\"healthy\"", "\"preset=small,speed=9\"")),
+              HasSubstr("servers[0].preset: "));
+  EXPECT_THAT(Error(Replace(kRack, "\"healthy\"", "\"preset=small,speed=9\"")),
+              HasSubstr("speed"));
   EXPECT_THAT(Error(Replace(kRack, "read_percent: 70", "read_percent: 170")),
               HasSubstr("flows[0].read_percent: must be within 0 to 100"));
   EXPECT_THAT(Error(Replace(kRack, "zipf: 0.9", "zipf: 1.5")),

@@ -121,6 +121,24 @@ TEST(SimulateTest, ACollectingDeviceSlowsItsReads) {
   EXPECT_GT(gc.flows(0).read_p99_us(), 5 * quiet.flows(0).read_p99_us());
 }
 
+TEST(SimulateTest, ADeviceAsAFlashEndpointTakesIt) {
+  // The words of a flash endpoint (bench/tail_latency.sh's slow device):
+  // an idle read costs its 4 ms read, a write its buffer, not a program.
+  const proto::SimReport r = RunText(R"(
+name: "slow" seed: 2 duration_s: 5
+network { rack { link_gbps: 10 link_latency_us: 1 } }
+servers { prefix: "S" count: 1 devices: 1
+          preset: "preset=small,channels=2,dies_per_channel=1,blocks_per_die=512,pages_per_block=64,read_us=4000,program_us=8000,buffer_pages=4" }
+hosts { prefix: "H" count: 1 }
+flows { hosts: "H0" servers: "S0" open_loop_iops: 10 read_percent: 50
+        file_bytes: 16777216 })");
+  ASSERT_EQ(r.flows_size(), 1);
+  ASSERT_GT(r.flows(0).reads(), 10u);
+  EXPECT_GE(r.flows(0).read_p50_us(), 4000);
+  EXPECT_LT(r.flows(0).read_p50_us(), 4500);
+  EXPECT_LT(r.flows(0).write_p50_us(), 4000);
+}
+
 TEST(SimulateTest, AScatteredWriteEndsWithItsSlowerCopy) {
   // 1 MiB writes (a device's whole write buffer: they wait for programs)
   // to a fast server alone, then scattered to it and a worn one. Every
