@@ -174,8 +174,13 @@ absl::StatusOr<Layout> ParseScenario(std::string_view text,
       return bad(where + ".prefix",
                  StrCat("\"", group.prefix(), "\" names another group too"));
     }
+    if (!(group.io_cost_us() >= 0 && std::isfinite(group.io_cost_us()))) {
+      return bad(where + ".io_cost_us", "must be 0 or more");
+    }
     for (uint32_t i = 0; i < group.count(); ++i) {
       out.hosts.push_back(StrCat(group.prefix(), i));
+      out.host_io_cost_ns.push_back(
+          static_cast<uint64_t>(group.io_cost_us() * 1e3));
     }
   }
   if (s.network().has_clos()) {

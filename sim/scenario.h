@@ -31,6 +31,8 @@ struct Layout {
   };
   std::vector<Server> servers;
   std::vector<std::string> hosts;
+  // Per host, its group's cost per IO.
+  std::vector<uint64_t> host_io_cost_ns;
   // Per flow, the indices of its hosts and of its servers.
   std::vector<std::vector<uint32_t>> flow_hosts, flow_servers;
   // The scenario's rules (cids 1, 2, ...), every host's at the start, and

@@ -52,11 +52,24 @@ uint64_t PeakRss() {
 
 // Where one pass left every request.
 struct Pass {
+  std::vector<uint64_t> issue;  // when it left its host
   std::vector<uint64_t> storage_in, storage_out, network_in, network_out;
   // When each request ended for its issuer, and its throughput (MB/s).
   std::vector<uint64_t> end;
   std::vector<double> mbps;
 };
+
+// When each request leaves its host: when its IO is due, plus the host's
+// cost per IO.
+std::vector<uint64_t> IssueTimes(const Layout& layout,
+                                 const std::vector<Request>& requests) {
+  std::vector<uint64_t> issue(requests.size());
+  for (size_t r = 0; r < requests.size(); ++r) {
+    issue[r] =
+        requests[r].arrival_ns + layout.host_io_cost_ns[requests[r].host];
+  }
+  return issue;
+}
 
 void Finish(const std::vector<Request>& requests, Pass& p) {
   p.end.resize(requests.size());
@@ -207,26 +220,27 @@ absl::StatusOr<proto::SimReport> SimulateHere(const Layout& layout) {
       first[io] = std::min(first[io], first[io + 1]);
     }
     Pass p;
+    p.issue = IssueTimes(layout, requests);
     p.storage_in.resize(requests.size());
     p.network_in.resize(requests.size());
     for (size_t r = 0; r < requests.size(); ++r) {
       // Eq. 2: a write reaches storage when the last pass's network was
       // done (with it, when it was not routed there then).
       const Request& q = requests[r];
-      p.storage_in[r] = q.arrival_ns;
+      p.storage_in[r] = p.issue[r];
       if (!q.read && i > 0) {
         const size_t piece = r - first[q.io];
         const size_t before = last_first[q.io] + piece;
         if (before < last_first[q.io + 1]) {
-          p.storage_in[r] = last.network_out[before];
+          // (Not before it left its host in this pass.)
+          p.storage_in[r] = std::max(p.issue[r], last.network_out[before]);
         }
       }
     }
     p.storage_out = storage.Run(requests, p.storage_in);
     for (size_t r = 0; r < requests.size(); ++r) {
       // Eq. 1: a read's data leaves when storage is done.
-      p.network_in[r] =
-          requests[r].read ? p.storage_out[r] : requests[r].arrival_ns;
+      p.network_in[r] = requests[r].read ? p.storage_out[r] : p.issue[r];
     }
     p.network_out = (*network)->Run(requests, p.network_in);
     Finish(requests, p);

@@ -62,6 +62,17 @@ TEST(SimulateTest, AnIdleReadCostsTheDeviceAndTheWire) {
   EXPECT_GT(f.network_share(), 0.2);
   EXPECT_LT(f.network_share(), 0.9);
   EXPECT_TRUE(r.converged()) << r.stopped();
+
+  // A host's own cost per IO comes on top, reads and writes alike.
+  std::string costly = Rack(
+      R"(flows { hosts: "H0" servers: "S0" open_loop_iops: 20 read_percent: 50
+                 io_bytes: 65536 file_bytes: 1048576 })",
+      5);
+  costly.replace(costly.find("count: 4 }"), 10, "count: 4 io_cost_us: 500 }");
+  const proto::SimReport c = RunText(costly);
+  ASSERT_EQ(c.flows_size(), 1);
+  EXPECT_NEAR(c.flows(0).read_p50_us(), f.read_p50_us() + 500, 50);
+  EXPECT_NEAR(c.flows(0).write_p50_us(), f.write_p50_us() + 500, 50);
 }
 
 TEST(SimulateTest, IncastQueuesOnTheTargetsLinkAndTheIterationConverges) {
