@@ -154,8 +154,9 @@ tsan_tests=(sswitch_test stages_test util_test rpc_test fuse_unit_test
 begin "build (clang TSan): concurrent components"
 cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DSROUTE_WERROR=ON -DSROUTE_SANITIZE=thread "${sanitizer_args[@]}" >/dev/null
+# Every installed program, since enable_fuse_uring_script installs the tree.
 ninja -C build-tsan -j"$jobs" "${tsan_tests[@]}" sroute-fuse sroute-server \
-  sroute-controller sroutectl sroute-trace
+  sroute-controller sroutectl sroute-trace sroute-sim
 begin "tests under TSan"
 TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/tests/tsan.supp" \
 SROUTE_EXERCISE_OPS=3000 \

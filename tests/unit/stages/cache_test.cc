@@ -609,15 +609,23 @@ TEST_F(CacheTest, FsyncReturnsWhileAnotherWriterKeepsWriting) {
         "<stage:d, *, //home/*> -> <IO, //home/*>\n");
   const std::string mine(kBs, 'm');
   ASSERT_TRUE(Write("f", 0, mine).ok());
-  std::atomic<bool> stop{false};
+  std::atomic<bool> stop{false}, writer_ended{false};
+  std::atomic<uint64_t> written{0};
   std::thread writer([&] {
     // Rewrites blocks 1..8 without pause: the file is never clean.
     for (uint64_t i = 0; !stop.load(); ++i) {
-      ASSERT_TRUE(Write("f", (1 + i % 8) * kBs, Pattern(kBs, i), "w").ok());
+      const absl::Status s =
+          Write("f", (1 + i % 8) * kBs, Pattern(kBs, i), "w");
+      EXPECT_TRUE(s.ok()) << s;
+      if (!s.ok()) break;
+      written.fetch_add(1);
     }
+    writer_ended.store(true);
   });
-  // Let the writer dirty its blocks first.
-  while (Counter("w.dirty_bytes") < 8 * static_cast<int64_t>(kBs)) {
+  // Let the writer write each of its blocks once first. (Not "8 blocks
+  // dirty at once": under TSan on a loaded machine a write can take longer
+  // than a flush, and that moment never came: the test hung.)
+  while (written.load() < 8 && !writer_ended.load()) {
     std::this_thread::yield();
   }
   for (int i = 0; i < 5; ++i) {
