@@ -52,24 +52,11 @@ uint64_t PeakRss() {
 
 // Where one pass left every request.
 struct Pass {
-  std::vector<uint64_t> issue;  // when it left its host
   std::vector<uint64_t> storage_in, storage_out, network_in, network_out;
   // When each request ended for its issuer, and its throughput (MB/s).
   std::vector<uint64_t> end;
   std::vector<double> mbps;
 };
-
-// When each request leaves its host: when its IO is due, plus the host's
-// cost per IO.
-std::vector<uint64_t> IssueTimes(const Layout& layout,
-                                 const std::vector<Request>& requests) {
-  std::vector<uint64_t> issue(requests.size());
-  for (size_t r = 0; r < requests.size(); ++r) {
-    issue[r] =
-        requests[r].arrival_ns + layout.host_io_cost_ns[requests[r].host];
-  }
-  return issue;
-}
 
 void Finish(const std::vector<Request>& requests, Pass& p) {
   p.end.resize(requests.size());
@@ -186,14 +173,19 @@ absl::StatusOr<proto::SimReport> SimulateHere(const Layout& layout) {
   const uint32_t max_iterations =
       it.max_iterations() == 0 ? 20 : it.max_iterations();
 
-  const std::vector<Io> ios = DrawIos(layout);
+  const bool apps = s.apps_size() > 0;
+  std::vector<Io> ios = DrawIos(layout);
   // The apps' changes the requests are routed by (those of the pass before).
   std::vector<RuleChange> timeline;
   std::vector<AwayEvent> away;
   absl::StatusOr<std::vector<Request>> routed =
-      RouteIos(layout, ios, timeline, &away);
+      RouteIos(layout, ios, timeline, apps ? &away : nullptr);
   if (!routed.ok()) return routed.status();
   std::vector<Request> requests = *std::move(routed);
+  if (!apps) {
+    // Only the apps' changes route the IOs again: let them go.
+    ios = std::vector<Io>();
+  }
   const StorageSim storage(layout);
   auto network = NetworkSim::Create(layout);
   if (!network.ok()) return network.status();
@@ -214,33 +206,45 @@ absl::StatusOr<proto::SimReport> SimulateHere(const Layout& layout) {
   uint32_t steady = 0;  // passes in a row whose criterion moved <= tau
   double last_criterion = -1;
   for (uint32_t i = 0; i < max_iterations; ++i) {
-    std::vector<size_t> first(ios.size() + 1, requests.size());
-    for (size_t r = requests.size(); r-- > 0;) first[requests[r].io] = r;
-    for (size_t io = ios.size(); io-- > 0;) {
-      first[io] = std::min(first[io], first[io + 1]);
+    // Where each IO's requests begin, when the apps may re-route them
+    // (without apps the requests stay as they are, and so do their places).
+    std::vector<size_t> first;
+    if (apps) {
+      first.assign(ios.size() + 1, requests.size());
+      for (size_t r = requests.size(); r-- > 0;) first[requests[r].io] = r;
+      for (size_t io = ios.size(); io-- > 0;) {
+        first[io] = std::min(first[io], first[io + 1]);
+      }
     }
+    // When a request leaves its host: when due, plus the host's cost.
+    auto issue = [&](size_t r) {
+      return requests[r].arrival_ns + layout.host_io_cost_ns[requests[r].host];
+    };
     Pass p;
-    p.issue = IssueTimes(layout, requests);
     p.storage_in.resize(requests.size());
     p.network_in.resize(requests.size());
     for (size_t r = 0; r < requests.size(); ++r) {
       // Eq. 2: a write reaches storage when the last pass's network was
-      // done (with it, when it was not routed there then).
+      // done (with it, when it was not routed there then), not before it
+      // left its host in this pass.
       const Request& q = requests[r];
-      p.storage_in[r] = p.issue[r];
+      p.storage_in[r] = issue(r);
       if (!q.read && i > 0) {
-        const size_t piece = r - first[q.io];
-        const size_t before = last_first[q.io] + piece;
-        if (before < last_first[q.io + 1]) {
-          // (Not before it left its host in this pass.)
-          p.storage_in[r] = std::max(p.issue[r], last.network_out[before]);
+        size_t before = r;
+        bool found = true;
+        if (apps) {
+          before = last_first[q.io] + (r - first[q.io]);
+          found = before < last_first[q.io + 1];
+        }
+        if (found) {
+          p.storage_in[r] = std::max(p.storage_in[r], last.network_out[before]);
         }
       }
     }
     p.storage_out = storage.Run(requests, p.storage_in);
     for (size_t r = 0; r < requests.size(); ++r) {
       // Eq. 1: a read's data leaves when storage is done.
-      p.network_in[r] = requests[r].read ? p.storage_out[r] : p.issue[r];
+      p.network_in[r] = requests[r].read ? p.storage_out[r] : issue(r);
     }
     p.network_out = (*network)->Run(requests, p.network_in);
     Finish(requests, p);
@@ -260,7 +264,7 @@ absl::StatusOr<proto::SimReport> SimulateHere(const Layout& layout) {
     }
     rerouted = false;
     bool settled = true;
-    if (s.apps_size() > 0) {
+    if (apps) {
       absl::StatusOr<AppReplay> r =
           ReplayApps(layout, requests, p.end, timeline, away);
       if (!r.ok()) return r.status();
@@ -307,7 +311,7 @@ absl::StatusOr<proto::SimReport> SimulateHere(const Layout& layout) {
     report.set_stopped(
         StrCat("not converged after ", max_iterations, " iterations"));
   }
-  if (!report.converged() && s.apps_size() > 0 && !replay.settled) {
+  if (!report.converged() && apps && !replay.settled) {
     report.set_stopped(StrCat("the apps' changes did not settle in ",
                               max_iterations, " iterations"));
   }
