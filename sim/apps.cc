@@ -63,8 +63,9 @@ class SimController : public ControllerApi {
       texts_[r.cid] = {r.text, r.owner};
       next_cid_ = std::max(next_cid_, r.cid + 1);
     }
-    for (uint32_t h = 0; h < layout.hosts.size(); ++h)
+    for (uint32_t h = 0; h < layout.hosts.size(); ++h) {
       host_of_[layout.hosts[h]] = h;
+    }
     std::iota(by_end_.begin(), by_end_.end(), size_t{0});
     std::stable_sort(by_end_.begin(), by_end_.end(),
                      [&](size_t a, size_t b) { return end_ns[a] < end_ns[b]; });

@@ -297,8 +297,9 @@ absl::StatusOr<Layout> ParseScenario(std::string_view text,
       return bad(StrCat("apps[", a, "]"), std::string(app.status().message()));
     }
   }
-  if (!(s.stats_interval_s() >= 0 && std::isfinite(s.stats_interval_s()))) {
-    return bad("stats_interval_s", "must be 0 (1 s) or more");
+  if (!(s.stats_interval_s() == 0 || (s.stats_interval_s() >= 0.001 &&
+                                      std::isfinite(s.stats_interval_s())))) {
+    return bad("stats_interval_s", "must be 0 (1 s), or 0.001 or more");
   }
   const proto::SimIteration& it = s.iteration();
   if (!(it.sigma() >= 0 && it.sigma() < 1) ||

@@ -134,6 +134,14 @@ TEST(SimAppsTest, BadAppsAndDelegatesAreRefusedByName) {
   ASSERT_FALSE(bad_args.ok());
   EXPECT_NE(bad_args.status().message().find("apps[0]: "), std::string::npos)
       << bad_args.status();
+  std::string tiny = Burst("");
+  tiny.replace(tiny.find("stats_interval_s: 0.5"), 21,
+               "stats_interval_s: 0.0000001");
+  auto bad_interval = ParseScenario(tiny, "s");
+  ASSERT_FALSE(bad_interval.ok());
+  EXPECT_NE(bad_interval.status().message().find("s: stats_interval_s: "),
+            std::string::npos)
+      << bad_interval.status();
   auto bad_delegate = ParseScenario(
       Burst("rules: \"<*, w, //home/c/*> -> replicate(2); <IO, //S0/c/*>\""),
       "s");
