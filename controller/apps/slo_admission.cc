@@ -15,7 +15,7 @@
 namespace sroute {
 namespace {
 
-constexpr size_t kDecisionsKept = 50;
+constexpr size_t kAdmissionDecisionsKept = 50;
 constexpr char kApp[] = "slo_admission";
 
 std::string Name(const SloDevice& d) { return StrCat(d.first, "/", d.second); }
@@ -488,7 +488,7 @@ void SloAdmission::Decide(const std::string& line) {
   decisions_.push_back(
       StrCat(absl::FormatTime("%H:%M:%S", api_->Now(), absl::LocalTimeZone()),
              " ", line));
-  while (decisions_.size() > kDecisionsKept) decisions_.pop_front();
+  while (decisions_.size() > kAdmissionDecisionsKept) decisions_.pop_front();
   std::string all;
   for (const std::string& d : decisions_) StrAppend(&all, d, "\n");
   (void)api_->PutState("decisions", all);

@@ -18,7 +18,7 @@ namespace {
 constexpr char kOwner[] = "tail_latency";
 constexpr char kOffloadFolder[] = ".sroute-tl-";
 constexpr uint32_t kReclaimStepMs = 500;  // a reclaim step's budget at the host
-constexpr size_t kDecisionsKept = 32;
+constexpr size_t kTailDecisionsKept = 32;
 
 // "//S1/vol/*" moved into "//T/.sroute-tl-G": "//T/.sroute-tl-G/vol/*".
 std::string Into(const std::string& folder, const std::string& file) {
@@ -175,7 +175,7 @@ void TailLatency::Note(const std::string& decision) {
   LogInfo("tail_latency: ", decision);
   decisions_.push_back(StrCat(
       absl::FormatTime("%H:%M:%S", Now(), absl::UTCTimeZone()), " ", decision));
-  while (decisions_.size() > kDecisionsKept) decisions_.pop_front();
+  while (decisions_.size() > kTailDecisionsKept) decisions_.pop_front();
   std::string all;
   for (const std::string& d : decisions_) StrAppend(&all, d, "\n");
   (void)api_->PutState("decisions", all);
