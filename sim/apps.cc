@@ -234,8 +234,7 @@ class SimController : public ControllerApi {
     const uint64_t now = engine_.now_ns();
     const auto key = std::make_pair(h->second, req.from());
     const uint64_t away = AwayBytes(h->second, req.from());
-    auto [reclaim, fresh] = reclaims_.try_emplace(key, Reclaim{now, 0});
-    Reclaim& rc = reclaim->second;
+    Reclaim& rc = reclaims_.try_emplace(key, Reclaim{now, 0}).first->second;
     const uint64_t left = away > rc.moved ? away - rc.moved : 0;
     const double secs = std::min(static_cast<double>(now - rc.last_ns) * 1e-9,
                                  req.budget_ms() * 1e-3);

@@ -141,8 +141,11 @@ absl::StatusOr<std::vector<Request>> RouteIos(
   const proto::SimScenario& s = layout.scenario;
   std::vector<uint64_t> pages;  // per server
   std::vector<std::string> server_names;
+  std::map<std::string, uint64_t> pages_of;  // per preset: a model each
   for (const Layout::Server& server : layout.servers) {
-    pages.push_back(DevicePages(server.preset));
+    auto [it, made] = pages_of.try_emplace(server.preset, 0);
+    if (made) it->second = DevicePages(server.preset);
+    pages.push_back(it->second);
     server_names.push_back(server.name);
   }
   // A piece of `bytes` at `offset` of `file` (a hash of it when routed,
