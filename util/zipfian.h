@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// YCSB's zipfian generator (Gray et al.) over [0, n), the rank scattered by
-// a hash so that hot keys are not neighbours; theta 0 draws uniformly. For
-// the benchmark programs (gc_ycsb, steer_policies) and sroute-sim.
+// YCSB's zipfian generator (Gray et al.) over [0, n), the rank scattered
+// one to one by a prime stride so that hot keys are not neighbours; theta
+// 0 draws uniformly. For the benchmark programs (gc_ycsb, steer_policies)
+// and sroute-sim.
 //
 //   const Zipfian zipf(pages, 0.99);
 //   uint64_t page = zipf.Key(rng);
@@ -38,15 +39,21 @@ class Zipfian {
         n_ - 1, static_cast<uint64_t>(static_cast<double>(n_) *
                                       std::pow(eta_ * u - eta_ + 1.0, alpha_)));
   }
-  // A key: the rank scattered over [0, n).
+  // A key: the rank scattered over [0, n) one to one (every key drawn as
+  // often as its rank: a hash taken modulo n would fold a third of the keys
+  // onto others and leave them never drawn).
   uint64_t Key(std::mt19937_64& rng) const {
-    uint64_t x = Rank(rng) + 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return (x ^ (x >> 31)) % n_;
+    return static_cast<uint64_t>(
+        (static_cast<unsigned __int128>(Rank(rng)) * Stride() + n_ / 3) % n_);
   }
 
  private:
+  // A prime that does not divide n: i * Stride() mod n is a permutation,
+  // which puts neighbouring ranks far apart.
+  uint64_t Stride() const {
+    return n_ % 4294967291ull != 0 ? 4294967291ull : 4294967279ull;
+  }
+
   const uint64_t n_;
   const double theta_;
   double zetan_ = 0, alpha_ = 0, eta_ = 0;
