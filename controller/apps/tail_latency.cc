@@ -261,7 +261,10 @@ void TailLatency::Decide(const StatsSnapshot& stats) {
     s.recent = demand[name];
     s.served = served[name];
     s.queued = queued[name];
-    if (s.long_run < 0) s.long_run = s.recent;
+    if (s.long_run < 0 && s.recent > 0) {
+      if (s.had_demand) s.long_run = s.recent;
+      s.had_demand = true;
+    }
   }
 
   // Off-loads that can end, and reclaims under way.
@@ -294,8 +297,8 @@ void TailLatency::Decide(const StatsSnapshot& stats) {
   // Bursts.
   for (const std::string& name : names) {
     Server& s = servers_[name];
-    const bool by_rate =
-        s.recent >= options_.min_ops && s.recent > options_.alpha * s.long_run;
+    const bool by_rate = s.long_run >= 0 && s.recent >= options_.min_ops &&
+                         s.recent > options_.alpha * s.long_run;
     const bool by_queue = options_.queue > 0 && s.queued >= options_.queue;
     if (now < s.quiet_until || (!by_rate && !by_queue)) continue;
     if (std::any_of(moved_.begin(), moved_.end(),
@@ -357,7 +360,8 @@ void TailLatency::Decide(const StatsSnapshot& stats) {
       std::min(1.0, secs / absl::ToDoubleSeconds(options_.window));
   for (const std::string& name : names) {
     Server& s = servers_[name];
-    if (std::none_of(moved_.begin(), moved_.end(),
+    if (s.long_run >= 0 &&
+        std::none_of(moved_.begin(), moved_.end(),
                      [&](const Moved& m) { return m.server == name; })) {
       s.long_run += (s.recent - s.long_run) * weight;
     }

@@ -7,13 +7,15 @@
 //   <SRC, OPS, //home/vol/*> -> <IO, //S1/vol/*>
 // Every stats interval the app sums each server's demand, the IOs per
 // second of the flows homed on it, and keeps a long-run average of it
-// (an exponential average over `window`; it stands still while the
-// server's flows are off-loaded, so that the burst does not become the
-// norm). When a server's demand passes `alpha` times its long-run average
-// (and `min_ops`), and another server the host reaches serves less than
-// the burst divided by `alpha`, the app off-loads the writes of the
-// server's hottest flows (by writes in the interval, `flows` of them) to
-// temporary files on the least loaded such server:
+// (an exponential average over `window`, begun by the server's second
+// interval with demand: a flow that starts on an idle server, part way
+// through an interval, is no burst; it stands still while the server's
+// flows are off-loaded, so that the burst does not become the norm). When a
+// server's demand passes `alpha` times its long-run average (and `min_ops`),
+// and another server the host reaches serves less than the burst divided by
+// `alpha`, the app off-loads the writes of the server's hottest flows (by
+// writes in the interval, `flows` of them) to temporary files on the least
+// loaded such server:
 //   @P+1 <SRC, w, //home/vol/*> -> track_writes(); <IO,
 //   //S2/.sroute-tl-G/vol/*>
 // and reads of every byte written there follow it (track_writes's read
@@ -131,10 +133,14 @@ class TailLatency : public ControlApp {
 
  private:
   struct Server {
-    double long_run = -1;  // ops/s; -1 until the first interval
-    double recent = 0;     // demand in the last interval, ops/s
-    double served = 0;     // what it served in the last interval, ops/s
-    int64_t queued = 0;    // its flows' IOs in flight at the last report
+    // ops/s; -1 until its second interval with demand (the first may have
+    // begun part way through: a flow starting on an idle server must not
+    // look like a burst over a long-run 0)
+    double long_run = -1;
+    bool had_demand = false;  // an interval with demand came
+    double recent = 0;        // demand in the last interval, ops/s
+    double served = 0;        // what it served in the last interval, ops/s
+    int64_t queued = 0;       // its flows' IOs in flight at the last report
     absl::Time quiet_until = absl::InfinitePast();
   };
   struct Flow {

@@ -145,6 +145,21 @@ TEST_F(TailLatencyAppTest, OffLoadsABurstToTheLeastLoadedAndReclaims) {
   EXPECT_THAT(api_.state["decisions"], HasSubstr("reclaimed"));
 }
 
+// Flows start on servers the app has seen idle (the controller runs before
+// the applications): their first seconds are no burst over a long-run 0,
+// however many IOs they bring; a burst after them is.
+TEST_F(TailLatencyAppTest, AFlowStartingOnAnIdleServerIsNoBurst) {
+  Start("alpha=3,end=1.5,window=20,min_ops=50,hold=3,cooldown=5");
+  for (int i = 0; i < 5; ++i) Tick(0, 0);
+  Tick(60, 0);  // the flow starts part way through the second
+  Tick(120, 0);
+  for (int i = 0; i < 5; ++i) Tick(120, 0);
+  EXPECT_TRUE(api_.updates.empty()) << api_.state["decisions"];
+  Tick(1200, 0);
+  EXPECT_EQ(Offloads(), 1);
+  EXPECT_THAT(api_.state["decisions"], HasSubstr("long-run 120 ops/s"));
+}
+
 // spread=2: the burst's writes go to both servers with headroom, each
 // chunk to one (track_writes(spread)); a server without headroom is left
 // out; the reclaim, also after a restart, removes every folder.
