@@ -2,14 +2,17 @@
 // sroute-sim: runs scenarios (proto/sim.proto, examples/sim/) of servers
 // with emulated flash, hosts and a network on SimGrid, through SNIS's
 // storage-network iteration; prints each one's convergence, its flows'
-// and devices' latencies, and its own costs (docs/reference/sim.md).
+// and devices' latencies, and its own costs (docs/reference/sim.md);
+// --plot draws each report's curves as SVG files (sim/plot.h).
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <string>
 #include <vector>
 
 #include "CLI/CLI.hpp"
 #include "google/protobuf/util/json_util.h"
+#include "sim/plot.h"
 #include "sim/scenario.h"
 #include "sim/simulate.h"
 
@@ -70,6 +73,18 @@ void PrintTables(const sroute::proto::SimReport& r, size_t device_rows) {
               static_cast<double>(r.device_model_bytes()) / (1 << 20));
 }
 
+// Where a scenario's plots go: `dir`, or with several scenarios
+// DIR/NAME (its name, or its file's stem when it has none).
+std::string PlotDir(const std::string& dir, size_t scenarios,
+                    const std::string& name, const std::string& file) {
+  if (scenarios <= 1) return dir;
+  std::string sub =
+      name.empty() ? std::filesystem::path(file).stem().string() : name;
+  std::replace(sub.begin(), sub.end(), '/', '_');
+  if (sub.empty() || sub == "." || sub == "..") sub = "scenario";
+  return (std::filesystem::path(dir) / sub).string();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -79,9 +94,17 @@ int main(int argc, char** argv) {
   std::vector<std::string> files;
   bool json = false;
   size_t device_rows = 10;
-  app.add_flag("--json", json, "print each report (proto SimReport) as JSON");
+  std::string plot_dir;
+  app.add_flag("--json", json,
+               "print each report (proto SimReport, with the flows' curves) "
+               "as JSON");
   app.add_option("--devices", device_rows,
                  "device rows to print, slowest p99 first (default 10)");
+  app.add_option("--plot", plot_dir,
+                 "write SVG plots of each report into DIR (DIR/SCENARIO/ "
+                 "with several scenarios): latency_cdf.svg, throughput.svg, "
+                 "decisions.svg")
+      ->type_name("DIR");
   app.add_option("scenario", files, "scenario files (protobuf text)")
       ->required();
   CLI11_PARSE(app, argc, argv);
@@ -94,7 +117,10 @@ int main(int argc, char** argv) {
       rc = 2;
       continue;
     }
-    auto report = sroute::sim::Simulate(*layout);
+    // Simulate forks: what is buffered must not be written twice.
+    std::fflush(stdout);
+    auto report = sroute::sim::Simulate(
+        *layout, sroute::sim::SimOptions{.curves = json || !plot_dir.empty()});
     if (!report.ok()) {
       std::fprintf(stderr, "sroute-sim: %s: %s\n", file.c_str(),
                    std::string(report.status().message()).c_str());
@@ -109,6 +135,22 @@ int main(int argc, char** argv) {
       std::printf("%s\n", text.c_str());
     } else {
       PrintTables(*report, device_rows);
+    }
+    if (!plot_dir.empty()) {
+      const std::string dir =
+          PlotDir(plot_dir, files.size(), report->scenario(), file);
+      const absl::Status s = sroute::sim::WritePlots(*report, dir);
+      if (!s.ok()) {
+        std::fprintf(stderr, "sroute-sim: %s: %s\n", file.c_str(),
+                     std::string(s.message()).c_str());
+        rc = 1;
+        continue;
+      }
+      // After --json's report, on stderr: stdout stays JSON.
+      std::fprintf(json ? stderr : stdout,
+                   "plots: %s/latency_cdf.svg %s/throughput.svg "
+                   "%s/decisions.svg\n",
+                   dir.c_str(), dir.c_str(), dir.c_str());
     }
   }
   return rc;

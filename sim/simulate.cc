@@ -71,12 +71,33 @@ void Finish(const std::vector<Request>& requests, Pass& p) {
   }
 }
 
+// The distribution of `us` at the fractions SimFlowReport's CDFs name.
+void AddCdf(std::vector<double> us,
+            google::protobuf::RepeatedPtrField<proto::SimQuantile>* out) {
+  if (us.empty()) return;
+  std::sort(us.begin(), us.end());
+  std::vector<double> fractions;
+  for (int i = 1; i <= 99; ++i) fractions.push_back(i / 100.0);
+  for (double f : {0.995, 0.999, 0.9999, 1.0}) fractions.push_back(f);
+  for (double f : fractions) {
+    // The smallest latency at least a fraction f of the IOs are within.
+    const double rank = std::ceil(f * static_cast<double>(us.size()));
+    const size_t i =
+        std::min(us.size() - 1, static_cast<size_t>(std::max(1.0, rank)) - 1);
+    proto::SimQuantile* q = out->Add();
+    q->set_fraction(f);
+    q->set_us(us[i]);
+  }
+}
+
 void Report(const Layout& layout, const std::vector<Request>& requests,
-            const Pass& p, proto::SimReport* out) {
+            const Pass& p, const SimOptions& options, proto::SimReport* out) {
   const proto::SimScenario& s = layout.scenario;
   struct FlowSums {
     std::vector<double> reads, writes;
     double network_ns = 0, total_ns = 0;
+    // With curves: per interval, the latencies of the IOs that ended in it.
+    std::vector<std::vector<double>> intervals;
   };
   std::vector<FlowSums> flows(s.flows_size());
   std::vector<size_t> first_device;
@@ -97,12 +118,20 @@ void Report(const Layout& layout, const std::vector<Request>& requests,
     io_end[r.io] = std::max(io_end[r.io], p.end[i]);
     if (io_first[r.io] == SIZE_MAX) io_first[r.io] = i;
   }
+  const double interval_s = std::max(0.01, s.duration_s() / 100);
+  if (options.curves) out->set_interval_s(interval_s);
   for (uint64_t io = 0; io < ios; ++io) {
     if (io_first[io] == SIZE_MAX) continue;
     const Request& r = requests[io_first[io]];
     const double us = static_cast<double>(io_end[io] - r.arrival_ns) / 1e3;
     FlowSums& f = flows[r.flow];
     (r.read ? f.reads : f.writes).push_back(us);
+    if (options.curves) {
+      const size_t at = static_cast<size_t>(static_cast<double>(io_end[io]) *
+                                            1e-9 / interval_s);
+      if (f.intervals.size() <= at) f.intervals.resize(at + 1);
+      f.intervals[at].push_back(us);
+    }
   }
   for (size_t i = 0; i < requests.size(); ++i) {
     const Request& r = requests[i];
@@ -127,6 +156,16 @@ void Report(const Layout& layout, const std::vector<Request>& requests,
     fr->set_write_p99_us(Percentile(sums.writes, 99));
     fr->set_network_share(sums.total_ns > 0 ? sums.network_ns / sums.total_ns
                                             : 0);
+    if (!options.curves) continue;
+    AddCdf(sums.reads, fr->mutable_read_cdf());
+    AddCdf(sums.writes, fr->mutable_write_cdf());
+    for (size_t at = 0; at < sums.intervals.size(); ++at) {
+      proto::SimInterval* in = fr->add_intervals();
+      in->set_from_s(static_cast<double>(at) * interval_s);
+      in->set_iops(static_cast<double>(sums.intervals[at].size()) / interval_s);
+      in->set_p50_us(Percentile(sums.intervals[at], 50));
+      in->set_p99_us(Percentile(sums.intervals[at], 99));
+    }
   }
   for (size_t sv = 0; sv < layout.servers.size(); ++sv) {
     for (uint32_t d = 0; d < layout.servers[sv].devices; ++d) {
@@ -163,7 +202,8 @@ void AddDecisions(const Layout& layout, const AppReplay& replay,
 
 }  // namespace
 
-absl::StatusOr<proto::SimReport> SimulateHere(const Layout& layout) {
+absl::StatusOr<proto::SimReport> SimulateHere(const Layout& layout,
+                                              const SimOptions& options) {
   const auto began = std::chrono::steady_clock::now();
   const proto::SimScenario& s = layout.scenario;
   const proto::SimIteration& it = s.iteration();
@@ -317,7 +357,7 @@ absl::StatusOr<proto::SimReport> SimulateHere(const Layout& layout) {
   }
   const std::vector<Request>& reported = rerouted ? last_requests : requests;
   report.set_requests(reported.size());
-  Report(layout, reported, last, &report);
+  Report(layout, reported, last, options, &report);
   AddDecisions(layout, replay, &report);
   report.set_wall_s(
       std::chrono::duration<double>(std::chrono::steady_clock::now() - began)
@@ -326,14 +366,15 @@ absl::StatusOr<proto::SimReport> SimulateHere(const Layout& layout) {
   return report;
 }
 
-absl::StatusOr<proto::SimReport> Simulate(const Layout& layout) {
+absl::StatusOr<proto::SimReport> Simulate(const Layout& layout,
+                                          const SimOptions& options) {
   int fds[2];
   if (pipe(fds) != 0) return ErrnoStatus(errno, "pipe");
   const pid_t child = fork();
   if (child < 0) return ErrnoStatus(errno, "fork");
   if (child == 0) {
     close(fds[0]);
-    absl::StatusOr<proto::SimReport> report = SimulateHere(layout);
+    absl::StatusOr<proto::SimReport> report = SimulateHere(layout, options);
     std::string out;
     if (report.ok()) {
       out = "K" + report->SerializeAsString();

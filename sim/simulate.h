@@ -22,11 +22,19 @@
 
 namespace sroute::sim {
 
+struct SimOptions {
+  // The flows' curves in the report (latency CDFs, IOs over time): what
+  // plots are drawn from (sim/plot.h).
+  bool curves = false;
+};
+
 // Runs `layout` in a child process and returns its report.
-absl::StatusOr<proto::SimReport> Simulate(const Layout& layout);
+absl::StatusOr<proto::SimReport> Simulate(const Layout& layout,
+                                          const SimOptions& options = {});
 
 // The same in this process: once per process (the network's engine).
-absl::StatusOr<proto::SimReport> SimulateHere(const Layout& layout);
+absl::StatusOr<proto::SimReport> SimulateHere(const Layout& layout,
+                                              const SimOptions& options = {});
 
 }  // namespace sroute::sim
 
