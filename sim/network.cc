@@ -162,7 +162,8 @@ NetworkSim::NetworkSim(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 NetworkSim::~NetworkSim() = default;
 
 std::vector<uint64_t> NetworkSim::Run(const std::vector<Request>& requests,
-                                      const std::vector<uint64_t>& start_ns) {
+                                      const std::vector<uint64_t>& start_ns,
+                                      const std::vector<uint8_t>* skip) {
   // SimGrid's clock only goes forward: each run begins a second after the
   // last one ended, on idle links, and its times are taken from there.
   const double base = std::ceil(sg4::Engine::get_clock()) + 1;
@@ -177,6 +178,7 @@ std::vector<uint64_t> NetworkSim::Run(const std::vector<Request>& requests,
   std::vector<sg4::CommPtr> comms;
   for (uint32_t i : order) {
     const Request& r = requests[i];
+    if (skip != nullptr && (*skip)[i]) continue;
     const double at = base + static_cast<double>(start_ns[i]) * 1e-9;
     if (at > sg4::Engine::get_clock()) impl_->engine->run_until(at);
     sg4::Host* server = impl_->servers[r.server];

@@ -34,9 +34,11 @@ class NetworkSim {
   ~NetworkSim();
 
   // Each request's transfer starts at `start_ns[i]`; returns when each
-  // ends. Runs are independent (each begins on idle links).
+  // ends. Runs are independent (each begins on idle links). Requests
+  // `skip` marks (if not null) send nothing: they end when they start.
   std::vector<uint64_t> Run(const std::vector<Request>& requests,
-                            const std::vector<uint64_t>& start_ns);
+                            const std::vector<uint64_t>& start_ns,
+                            const std::vector<uint8_t>* skip = nullptr);
 
   struct Impl;
 

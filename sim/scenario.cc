@@ -5,6 +5,7 @@
 #include <cmath>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "absl/strings/numbers.h"
@@ -21,6 +22,8 @@ namespace {
 // before it said so).
 constexpr uint64_t kMaxMachines = 100'000;
 constexpr uint64_t kMaxDevicesPerServer = 64;
+constexpr uint32_t kMaxClosedLoopDepth = 4096;
+constexpr uint64_t kMaxTraceIoBytes = 64 << 20;
 
 absl::Status Bad(std::string_view where, std::string_view why) {
   return absl::InvalidArgumentError(StrCat(where, ": ", why));
@@ -80,8 +83,25 @@ absl::Status CheckNetwork(const proto::SimNetwork& n) {
 }
 
 absl::Status CheckFlow(const proto::SimFlow& f, const std::string& where) {
-  if (!Positive(f.open_loop_iops())) {
+  const bool open = f.open_loop_iops() != 0;
+  const bool closed = f.closed_loop_depth() != 0;
+  const bool trace = !f.trace().empty();
+  if (open + closed + trace != 1) {
+    return Bad(where,
+               "needs one of open_loop_iops, closed_loop_depth and trace");
+  }
+  if (open && !Positive(f.open_loop_iops())) {
     return Bad(StrCat(where, ".open_loop_iops"), "must be above 0");
+  }
+  if (f.closed_loop_depth() > kMaxClosedLoopDepth) {
+    return Bad(StrCat(where, ".closed_loop_depth"),
+               StrCat("must be within 1 to ", kMaxClosedLoopDepth));
+  }
+  if (!(f.think_us() >= 0 && std::isfinite(f.think_us()))) {
+    return Bad(StrCat(where, ".think_us"), "must be 0 or more");
+  }
+  if (f.think_us() != 0 && !closed) {
+    return Bad(StrCat(where, ".think_us"), "is for closed_loop_depth flows");
   }
   if (!(f.read_percent() >= 0 && f.read_percent() <= 100)) {
     return Bad(StrCat(where, ".read_percent"), "must be within 0 to 100");
@@ -89,11 +109,21 @@ absl::Status CheckFlow(const proto::SimFlow& f, const std::string& where) {
   if (f.io_bytes() != 0 && f.io_bytes() % 4096 != 0) {
     return Bad(StrCat(where, ".io_bytes"), "must be a multiple of 4096");
   }
-  if (f.file_bytes() < std::max<uint64_t>(f.io_bytes(), 4096)) {
-    return Bad(StrCat(where, ".file_bytes"), "must hold one IO at least");
-  }
   if (!(f.zipf() >= 0 && f.zipf() < 1)) {
     return Bad(StrCat(where, ".zipf"), "must be within [0, 1)");
+  }
+  if (!f.ycsb().empty()) {
+    if (f.ycsb().size() != 1 || f.ycsb()[0] < 'A' || f.ycsb()[0] > 'F') {
+      return Bad(StrCat(where, ".ycsb"),
+                 StrCat("\"", f.ycsb(), "\" is no YCSB workload (A to F)"));
+    }
+    if (f.read_percent() != 0 || trace) {
+      return Bad(StrCat(where, ".ycsb"),
+                 "sets the mix itself: not with read_percent or trace");
+    }
+  }
+  if (f.bursts_size() > 0 && !open) {
+    return Bad(StrCat(where, ".bursts"), "are for open_loop_iops flows");
   }
   for (int b = 0; b < f.bursts_size(); ++b) {
     const proto::SimBurst& burst = f.bursts(b);
@@ -101,6 +131,122 @@ absl::Status CheckFlow(const proto::SimFlow& f, const std::string& where) {
         !Positive(burst.factor())) {
       return Bad(StrCat(where, ".bursts[", b, "]"),
                  "start_s must be 0 or more, duration_s and factor above 0");
+    }
+  }
+  if (trace) {
+    if (!f.file().empty()) {
+      return Bad(StrCat(where, ".file"),
+                 "a trace's lines name their files: leave it out");
+    }
+    return absl::OkStatus();
+  }
+  if (f.file_bytes() < std::max<uint64_t>(f.io_bytes(), 4096)) {
+    return Bad(StrCat(where, ".file_bytes"), "must hold one IO at least");
+  }
+  return absl::OkStatus();
+}
+
+// A stable hash of a name (the same on every machine and build).
+uint64_t NameHash(std::string_view name) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (char c : name)
+    h = (h ^ static_cast<unsigned char>(c)) * 0x100000001b3ull;
+  return h;
+}
+
+// The lines of flow `f`'s trace file into `out` (those before the run's
+// end), each on the host its source names or picks. Errors name the file
+// and line: "t.trace:3: OP must be r or w".
+absl::Status ReadTrace(const proto::SimScenario& s, uint32_t f,
+                       const std::string& path, const Layout& layout,
+                       std::vector<Layout::TraceIo>* out) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(StrCat("cannot read trace ", path));
+  const std::vector<uint32_t>& hosts = layout.flow_hosts[f];
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n) {
+    if (const size_t hash = line.find('#'); hash != std::string::npos) {
+      line.resize(hash);
+    }
+    std::replace(line.begin(), line.end(), ',', ' ');
+    std::istringstream words(line);
+    std::vector<std::string> w;
+    for (std::string x; words >> x;) w.push_back(x);
+    if (w.empty()) continue;
+    auto bad = [&](std::string_view why) {
+      return absl::InvalidArgumentError(StrCat(path, ":", n, ": ", why));
+    };
+    if (w.size() != 6) {
+      return bad(StrCat("needs TIME_S SOURCE OP FILE OFFSET LENGTH, not ",
+                        w.size(), " words"));
+    }
+    double at_s = 0;
+    uint64_t offset = 0, length = 0;
+    if (!absl::SimpleAtod(w[0], &at_s) || !(at_s >= 0) ||
+        !std::isfinite(at_s)) {
+      return bad(StrCat("TIME_S \"", w[0], "\" is no time in seconds"));
+    }
+    const bool read = w[2] == "r" || w[2] == "read";
+    if (!read && w[2] != "w" && w[2] != "write") {
+      return bad(StrCat("OP \"", w[2], "\" must be r or w"));
+    }
+    if (w[3] != "-" && (!w[3].starts_with("//") || w[3].size() < 3)) {
+      return bad(StrCat("FILE \"", w[3], "\" must be //VOLUME/PATH or -"));
+    }
+    if (!absl::SimpleAtoi(w[4], &offset)) {
+      return bad(StrCat("OFFSET \"", w[4], "\" is no byte offset"));
+    }
+    if (!absl::SimpleAtoi(w[5], &length) || length == 0 ||
+        length > kMaxTraceIoBytes) {
+      return bad(StrCat("LENGTH \"", w[5], "\" must be within 1 to ",
+                        kMaxTraceIoBytes, " bytes"));
+    }
+    if (at_s >= s.duration_s()) continue;
+    // Whole pages: the device's unit.
+    const uint64_t first = offset / 4096;
+    const uint64_t last = (offset + length + 4095) / 4096;
+    Layout::TraceIo io;
+    io.at_ns = static_cast<uint64_t>(std::llround(at_s * 1e9));
+    io.offset = first * 4096;
+    io.bytes = static_cast<uint32_t>((last - first) * 4096);
+    io.source = w[1];
+    io.file = w[3] == "-" ? "" : w[3];
+    io.flow = f;
+    io.read = read;
+    io.host = hosts[NameHash(w[1]) % hosts.size()];
+    for (uint32_t h : hosts) {
+      if (layout.hosts[h] == w[1]) io.host = h;
+    }
+    out->push_back(std::move(io));
+  }
+  return absl::OkStatus();
+}
+
+// Every file `ios` name routes for both ops by `router` (before anything
+// runs), and a flow with lines for "-" has servers.
+absl::Status CheckTraceRoutes(const Layout& layout, size_t from,
+                              const std::string& where) {
+  std::set<std::pair<std::string, std::string>> seen;
+  for (size_t i = from; i < layout.trace.size(); ++i) {
+    const Layout::TraceIo& io = layout.trace[i];
+    if (io.file.empty()) {
+      if (layout.flow_servers[io.flow].empty()) {
+        return Bad(where + ".servers",
+                   "the trace has lines for - (placed by hash): name servers");
+      }
+      continue;
+    }
+    if (!seen.emplace(io.source, io.file).second) continue;
+    for (Op op : {Op::kRead, Op::kWrite}) {
+      IoHeader h;
+      h.source = io.source;
+      h.op = op;
+      h.file = io.file;
+      h.length = io.bytes;
+      std::vector<Place> places;
+      if (absl::Status st = layout.router->Route(h, &places); !st.ok()) {
+        return Bad(where + ".trace", StrCat(io.file, ": ", st.message()));
+      }
     }
   }
   return absl::OkStatus();
@@ -221,6 +367,32 @@ absl::StatusOr<Layout> ParseScenario(std::string_view text,
       return bad(where + ".hosts",
                  StrCat("no host or host group named \"", flow.hosts(), "\""));
     }
+    if (!flow.trace().empty()) {
+      out.flow_servers.push_back(
+          flow.servers().empty()
+              ? std::vector<uint32_t>()
+              : Resolve(flow.servers(), server_names, server_groups));
+      if (!flow.servers().empty() && out.flow_servers.back().empty()) {
+        return bad(
+            where + ".servers",
+            StrCat("no server or server group named \"", flow.servers(), "\""));
+      }
+      std::string path = flow.trace();
+      if (const size_t slash = std::string_view(origin).rfind('/');
+          !path.starts_with("/") && slash != std::string_view::npos) {
+        path = StrCat(origin.substr(0, slash + 1), path);
+      }
+      const size_t from = out.trace.size();
+      if (absl::Status st =
+              ReadTrace(s, static_cast<uint32_t>(f), path, out, &out.trace);
+          !st.ok()) {
+        return bad(where + ".trace", std::string(st.message()));
+      }
+      if (absl::Status st = CheckTraceRoutes(out, from, where); !st.ok()) {
+        return absl::InvalidArgumentError(StrCat(origin, ": ", st.message()));
+      }
+      continue;
+    }
     if (!flow.file().empty()) {
       // Routed by the rules: each op once at the start, so that a file the
       // rules send nowhere is refused before anything runs.
@@ -255,7 +427,30 @@ absl::StatusOr<Layout> ParseScenario(std::string_view text,
     if (!(event.at_s() >= 0 && std::isfinite(event.at_s()))) {
       return bad(where + ".at_s", "must be 0 or more");
     }
-    if (!event.has_gc()) return bad(where, "says nothing happens (gc { ... })");
+    if (event.has_server_down()) {
+      const proto::SimServerDown& down = event.server_down();
+      const std::vector<uint32_t> found =
+          Resolve(down.server(), server_names, {});
+      if (found.size() != 1) {
+        return bad(where + ".server_down.server",
+                   StrCat("no server named \"", down.server(), "\""));
+      }
+      if (!(down.duration_s() >= 0 && std::isfinite(down.duration_s()))) {
+        return bad(where + ".server_down.duration_s", "must be 0 or more");
+      }
+      const uint64_t from = static_cast<uint64_t>(event.at_s() * 1e9);
+      out.down.push_back(
+          {from,
+           down.duration_s() == 0
+               ? UINT64_MAX
+               : from + static_cast<uint64_t>(down.duration_s() * 1e9),
+           found[0]});
+      continue;
+    }
+    if (!event.has_gc()) {
+      return bad(where,
+                 "says nothing happens (gc { ... } or server_down { ... })");
+    }
     const proto::SimGc& gc = event.gc();
     if (!Positive(gc.duration_s())) {
       return bad(where + ".gc.duration_s", "must be above 0");
@@ -286,6 +481,10 @@ absl::StatusOr<Layout> ParseScenario(std::string_view text,
       out.gc.push_back({from, until, found[0], d});
     }
   }
+  std::stable_sort(out.down.begin(), out.down.end(),
+                   [](const Layout::DownSpell& a, const Layout::DownSpell& b) {
+                     return a.from_ns < b.from_ns;
+                   });
   std::stable_sort(out.gc.begin(), out.gc.end(),
                    [](const Layout::GcSpell& a, const Layout::GcSpell& b) {
                      return a.from_ns < b.from_ns;

@@ -45,6 +45,21 @@ struct Layout {
     uint32_t server, device;
   };
   std::vector<GcSpell> gc;
+  // Spells of servers down, in order of their start.
+  struct DownSpell {
+    uint64_t from_ns, until_ns;  // until UINT64_MAX: never back
+    uint32_t server;
+  };
+  std::vector<DownSpell> down;
+  // The trace flows' IOs, in the order of their files' lines.
+  struct TraceIo {
+    uint64_t at_ns;
+    uint64_t offset;
+    std::string source, file;  // file empty: the flow's servers by hash
+    uint32_t flow, host, bytes;
+    bool read;
+  };
+  std::vector<TraceIo> trace;
 };
 
 // Parses `text` (`origin` names it in errors) and checks it.

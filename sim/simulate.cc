@@ -5,11 +5,15 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <fstream>
 #include <map>
+#include <optional>
+#include <queue>
 #include <string>
+#include <tuple>
 
 #include "sim/apps.h"
 #include "sim/network.h"
@@ -53,21 +57,30 @@ uint64_t PeakRss() {
 // Where one pass left every request.
 struct Pass {
   std::vector<uint64_t> storage_in, storage_out, network_in, network_out;
-  // When each request ended for its issuer, and its throughput (MB/s).
+  // Requests that failed (a server down): they end at storage_out and
+  // send nothing.
+  std::vector<uint8_t> failed;
+  // When each request ended for its issuer, and the throughput (MB/s) of
+  // those that did not fail.
   std::vector<uint64_t> end;
   std::vector<double> mbps;
 };
 
 void Finish(const std::vector<Request>& requests, Pass& p) {
   p.end.resize(requests.size());
-  p.mbps.resize(requests.size());
+  p.mbps.clear();
+  p.mbps.reserve(requests.size());
   for (size_t i = 0; i < requests.size(); ++i) {
     const Request& r = requests[i];
+    if (p.failed[i]) {
+      p.end[i] = p.storage_out[i];
+      continue;
+    }
     p.end[i] = r.read ? p.network_out[i] : p.storage_out[i];
     const double s =
         static_cast<double>(std::max<uint64_t>(1, p.end[i] - r.arrival_ns)) *
         1e-9;
-    p.mbps[i] = r.bytes / s / 1e6;
+    p.mbps.push_back(r.bytes / s / 1e6);
   }
 }
 
@@ -96,6 +109,7 @@ void Report(const Layout& layout, const std::vector<Request>& requests,
   struct FlowSums {
     std::vector<double> reads, writes;
     double network_ns = 0, total_ns = 0;
+    uint64_t errors = 0;
     // With curves: per interval, the latencies of the IOs that ended in it.
     std::vector<std::vector<double>> intervals;
   };
@@ -113,18 +127,24 @@ void Report(const Layout& layout, const std::vector<Request>& requests,
   for (const Request& r : requests) ios = std::max(ios, r.io + 1);
   std::vector<uint64_t> io_end(ios, 0);
   std::vector<size_t> io_first(ios, SIZE_MAX);
+  std::vector<uint8_t> io_failed(ios, 0);
   for (size_t i = 0; i < requests.size(); ++i) {
     const Request& r = requests[i];
     io_end[r.io] = std::max(io_end[r.io], p.end[i]);
     if (io_first[r.io] == SIZE_MAX) io_first[r.io] = i;
+    io_failed[r.io] |= p.failed[i];
   }
   const double interval_s = std::max(0.01, s.duration_s() / 100);
   if (options.curves) out->set_interval_s(interval_s);
   for (uint64_t io = 0; io < ios; ++io) {
     if (io_first[io] == SIZE_MAX) continue;
     const Request& r = requests[io_first[io]];
-    const double us = static_cast<double>(io_end[io] - r.arrival_ns) / 1e3;
     FlowSums& f = flows[r.flow];
+    if (io_failed[io]) {
+      ++f.errors;
+      continue;
+    }
+    const double us = static_cast<double>(io_end[io] - r.arrival_ns) / 1e3;
     (r.read ? f.reads : f.writes).push_back(us);
     if (options.curves) {
       const size_t at = static_cast<size_t>(static_cast<double>(io_end[io]) *
@@ -135,6 +155,7 @@ void Report(const Layout& layout, const std::vector<Request>& requests,
   }
   for (size_t i = 0; i < requests.size(); ++i) {
     const Request& r = requests[i];
+    if (p.failed[i]) continue;
     FlowSums& f = flows[r.flow];
     f.network_ns += static_cast<double>(p.network_out[i] - p.network_in[i]);
     f.total_ns += static_cast<double>(p.end[i] - r.arrival_ns);
@@ -148,6 +169,7 @@ void Report(const Layout& layout, const std::vector<Request>& requests,
                                            : s.flows(f).name());
     fr->set_reads(sums.reads.size());
     fr->set_writes(sums.writes.size());
+    fr->set_errors(sums.errors);
     fr->set_iops(static_cast<double>(sums.reads.size() + sums.writes.size()) /
                  s.duration_s());
     fr->set_read_p50_us(Percentile(sums.reads, 50));
@@ -200,6 +222,167 @@ void AddDecisions(const Layout& layout, const AppReplay& replay,
   for (const std::string& note : replay.notes) out->add_app_notes(note);
 }
 
+// When a request leaves its host: when issued, plus the host's cost.
+uint64_t Leaves(const Layout& layout, const Request& r) {
+  return r.arrival_ns + layout.host_io_cost_ns[r.host];
+}
+
+// A pass's network times, for the next pass of a workload whose IOs follow
+// others' ends: that pass draws its own IOs, and finds each one's (by its
+// key) to say when a read's issuer has its data and when a write reaches
+// storage; an IO the pass did not have takes its flow's mean.
+class NetworkTimes {
+ public:
+  NetworkTimes() = default;  // the first pass: no network time yet
+  NetworkTimes(const std::vector<Io>& ios, const std::vector<Request>& requests,
+               const Pass& p) {
+    ns_.resize(requests.size());
+    std::vector<std::array<double, 2>> sum, count;
+    for (size_t r = 0; r < requests.size(); ++r) {
+      const Request& q = requests[r];
+      ns_[r] = p.failed[r] ? 0 : p.network_out[r] - p.network_in[r];
+      if (q.flow >= sum.size()) {
+        sum.resize(q.flow + 1, {0, 0});
+        count.resize(q.flow + 1, {0, 0});
+      }
+      if (!p.failed[r]) {
+        sum[q.flow][q.read] += static_cast<double>(ns_[r]);
+        count[q.flow][q.read] += 1;
+      }
+      if (r == 0 || requests[r - 1].io != q.io) {
+        first_.push_back({ios[q.io].key, r});
+      }
+    }
+    mean_.resize(sum.size());
+    for (size_t f = 0; f < sum.size(); ++f) {
+      for (int read = 0; read < 2; ++read) {
+        mean_[f][read] =
+            count[f][read] > 0
+                ? static_cast<uint64_t>(sum[f][read] / count[f][read])
+                : 0;
+      }
+    }
+    ends_.resize(first_.size());
+    for (size_t k = 0; k < first_.size(); ++k) {
+      ends_[k] = k + 1 < first_.size() ? first_[k + 1].second : ns_.size();
+    }
+    std::vector<size_t> order(first_.size());
+    for (size_t k = 0; k < order.size(); ++k) order[k] = k;
+    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+      return first_[a].first < first_[b].first;
+    });
+    std::vector<std::pair<uint64_t, size_t>> sorted;
+    std::vector<size_t> sorted_ends;
+    for (size_t k : order) {
+      sorted.push_back(first_[k]);
+      sorted_ends.push_back(ends_[k]);
+    }
+    first_ = std::move(sorted);
+    ends_ = std::move(sorted_ends);
+  }
+
+  // The network time of the `piece`-th request of the IO `key` of `flow`.
+  uint64_t Of(uint64_t key, size_t piece, uint32_t flow, bool read) const {
+    auto it = std::lower_bound(first_.begin(), first_.end(), key,
+                               [](const std::pair<uint64_t, size_t>& e,
+                                  uint64_t k) { return e.first < k; });
+    if (it != first_.end() && it->first == key) {
+      const size_t r = it->second + piece;
+      if (r < ends_[static_cast<size_t>(it - first_.begin())]) return ns_[r];
+    }
+    return flow < mean_.size() ? mean_[flow][read] : 0;
+  }
+
+ private:
+  std::vector<uint64_t> ns_;                        // per request of the pass
+  std::vector<std::pair<uint64_t, size_t>> first_;  // key, first request
+  std::vector<size_t> ends_;                   // past each IO's last request
+  std::vector<std::array<uint64_t, 2>> mean_;  // per flow, [write, read]
+};
+
+// One pass's storage side when IOs follow others' ends (closed loop,
+// read-modify-write): IOs issued in order of time, routed as they are
+// issued, served by the devices as their requests reach them. An IO that
+// another follows ends, for that one, when its last request is done at
+// storage plus, for a read, its network time in the pass before (the
+// network runs after storage, over the whole pass, as in every pass).
+absl::Status RunFollowing(const Layout& layout, const Workload& workload,
+                          const StorageSim& storage,
+                          const std::vector<RuleChange>& timeline,
+                          const NetworkTimes& network,
+                          std::vector<AwayEvent>* away, std::vector<Io>* ios,
+                          std::vector<Request>* requests, Pass* p) {
+  ios->clear();
+  requests->clear();
+  Routing routing(layout, timeline, away);
+  StorageSim::Pass devices(storage);
+  struct Issue {
+    uint64_t at, order;
+    Io io;
+    bool operator>(const Issue& o) const {
+      return std::tie(at, order) > std::tie(o.at, o.order);
+    }
+  };
+  using Arrival = std::pair<uint64_t, size_t>;  // at storage, request
+  std::priority_queue<Issue, std::vector<Issue>, std::greater<>> issues;
+  std::priority_queue<Arrival, std::vector<Arrival>, std::greater<>> arrivals;
+  uint64_t order = 0;
+  for (const Io& io : workload.fixed())
+    issues.push({io.arrival_ns, order++, io});
+  std::vector<uint32_t> pending;  // per IO: its requests not done
+  std::vector<uint64_t> seen;     // per IO: when its issuer sees it end
+  auto done = [&](size_t r, uint64_t at) {
+    const size_t x = (*requests)[r].io;
+    seen[x] = std::max(seen[x], at);
+    if (--pending[x] > 0) return;
+    if (std::optional<Io> next = workload.Next((*ios)[x], seen[x])) {
+      issues.push({next->arrival_ns, order++, *next});
+    }
+  };
+  while (!issues.empty() || !arrivals.empty()) {
+    if (!issues.empty() &&
+        (arrivals.empty() || issues.top().at <= arrivals.top().first)) {
+      const Io io = issues.top().io;
+      issues.pop();
+      const size_t x = ios->size();
+      ios->push_back(io);
+      const size_t from = requests->size();
+      if (absl::Status st = routing.Route(io, x, requests); !st.ok()) {
+        return st;
+      }
+      pending.push_back(static_cast<uint32_t>(requests->size() - from));
+      seen.push_back(0);
+      p->storage_in.resize(requests->size());
+      p->storage_out.resize(requests->size());
+      p->failed.resize(requests->size());
+      for (size_t r = from; r < requests->size(); ++r) {
+        const Request& q = (*requests)[r];
+        // A write crosses the network before storage (Eq. 2).
+        p->storage_in[r] =
+            Leaves(layout, q) +
+            (q.read ? 0 : network.Of(io.key, r - from, q.flow, false));
+        arrivals.push({p->storage_in[r], r});
+      }
+      continue;
+    }
+    const auto [at, r] = arrivals.top();
+    arrivals.pop();
+    const Request& q = (*requests)[r];
+    const StorageSim::Served served = devices.Serve(q, at);
+    p->storage_out[r] = served.done_ns;
+    p->failed[r] = served.failed;
+    uint64_t end = served.done_ns;
+    if (q.read && !served.failed) {
+      // Its place among its IO's requests: they are consecutive.
+      size_t first = r;
+      while (first > 0 && (*requests)[first - 1].io == q.io) --first;
+      end += network.Of((*ios)[q.io].key, r - first, q.flow, true);
+    }
+    done(r, end);
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<proto::SimReport> SimulateHere(const Layout& layout,
@@ -214,17 +397,25 @@ absl::StatusOr<proto::SimReport> SimulateHere(const Layout& layout,
       it.max_iterations() == 0 ? 20 : it.max_iterations();
 
   const bool apps = s.apps_size() > 0;
-  std::vector<Io> ios = DrawIos(layout);
+  const Workload workload(layout);
+  // With IOs that follow others' ends, each pass draws and routes its own
+  // (RunFollowing); otherwise they are drawn and routed once, and again
+  // only when the apps' changes differ.
+  const bool following = workload.dynamic();
+  std::vector<Io> ios = workload.fixed();
   // The apps' changes the requests are routed by (those of the pass before).
   std::vector<RuleChange> timeline;
   std::vector<AwayEvent> away;
-  absl::StatusOr<std::vector<Request>> routed =
-      RouteIos(layout, ios, timeline, apps ? &away : nullptr);
-  if (!routed.ok()) return routed.status();
-  std::vector<Request> requests = *std::move(routed);
-  if (!apps) {
-    // Only the apps' changes route the IOs again: let them go.
-    ios = std::vector<Io>();
+  std::vector<Request> requests;
+  if (!following) {
+    absl::StatusOr<std::vector<Request>> routed =
+        RouteIos(layout, ios, timeline, apps ? &away : nullptr);
+    if (!routed.ok()) return routed.status();
+    requests = *std::move(routed);
+    if (!apps) {
+      // Only the apps' changes route the IOs again: let them go.
+      ios = std::vector<Io>();
+    }
   }
   const StorageSim storage(layout);
   auto network = NetworkSim::Create(layout);
@@ -238,55 +429,64 @@ absl::StatusOr<proto::SimReport> SimulateHere(const Layout& layout,
   // Where the last pass's requests of each IO begin (they are in IO order):
   // requests of a re-routed IO take the times of the same piece before.
   std::vector<size_t> last_first;
+  // With IOs that follow others: the network times of the last pass.
+  NetworkTimes last_network;
   AppReplay replay;
-  // The last pass's requests, when the apps' changes re-routed them after
-  // it (`rerouted`).
+  // The last pass's requests, when they are not `requests` any more (the
+  // apps' changes re-routed them after it, or the next pass drew its own).
   std::vector<Request> last_requests;
   bool rerouted = false;
   uint32_t steady = 0;  // passes in a row whose criterion moved <= tau
   double last_criterion = -1;
   for (uint32_t i = 0; i < max_iterations; ++i) {
-    // Where each IO's requests begin, when the apps may re-route them
-    // (without apps the requests stay as they are, and so do their places).
-    std::vector<size_t> first;
-    if (apps) {
-      first.assign(ios.size() + 1, requests.size());
-      for (size_t r = requests.size(); r-- > 0;) first[requests[r].io] = r;
-      for (size_t io = ios.size(); io-- > 0;) {
-        first[io] = std::min(first[io], first[io + 1]);
-      }
-    }
-    // When a request leaves its host: when due, plus the host's cost.
-    auto issue = [&](size_t r) {
-      return requests[r].arrival_ns + layout.host_io_cost_ns[requests[r].host];
-    };
     Pass p;
-    p.storage_in.resize(requests.size());
+    std::vector<size_t> first;
+    if (following) {
+      away.clear();
+      absl::Status st =
+          RunFollowing(layout, workload, storage, timeline, last_network,
+                       apps ? &away : nullptr, &ios, &requests, &p);
+      if (!st.ok()) return st;
+    } else {
+      // Where each IO's requests begin, when the apps may re-route them
+      // (without apps the requests stay as they are, and so do their
+      // places).
+      if (apps) {
+        first.assign(ios.size() + 1, requests.size());
+        for (size_t r = requests.size(); r-- > 0;) first[requests[r].io] = r;
+        for (size_t io = ios.size(); io-- > 0;) {
+          first[io] = std::min(first[io], first[io + 1]);
+        }
+      }
+      p.storage_in.resize(requests.size());
+      for (size_t r = 0; r < requests.size(); ++r) {
+        // Eq. 2: a write reaches storage when the last pass's network was
+        // done (with it, when it was not routed there then), not before it
+        // left its host in this pass.
+        const Request& q = requests[r];
+        p.storage_in[r] = Leaves(layout, q);
+        if (!q.read && i > 0) {
+          size_t before = r;
+          bool found = true;
+          if (apps) {
+            before = last_first[q.io] + (r - first[q.io]);
+            found = before < last_first[q.io + 1];
+          }
+          if (found) {
+            p.storage_in[r] =
+                std::max(p.storage_in[r], last.network_out[before]);
+          }
+        }
+      }
+      p.storage_out = storage.Run(requests, p.storage_in, &p.failed);
+    }
     p.network_in.resize(requests.size());
     for (size_t r = 0; r < requests.size(); ++r) {
-      // Eq. 2: a write reaches storage when the last pass's network was
-      // done (with it, when it was not routed there then), not before it
-      // left its host in this pass.
-      const Request& q = requests[r];
-      p.storage_in[r] = issue(r);
-      if (!q.read && i > 0) {
-        size_t before = r;
-        bool found = true;
-        if (apps) {
-          before = last_first[q.io] + (r - first[q.io]);
-          found = before < last_first[q.io + 1];
-        }
-        if (found) {
-          p.storage_in[r] = std::max(p.storage_in[r], last.network_out[before]);
-        }
-      }
-    }
-    p.storage_out = storage.Run(requests, p.storage_in);
-    for (size_t r = 0; r < requests.size(); ++r) {
       // Eq. 1: a read's data leaves when storage is done.
-      p.network_in[r] = requests[r].read ? p.storage_out[r] : issue(r);
+      p.network_in[r] =
+          requests[r].read ? p.storage_out[r] : Leaves(layout, requests[r]);
     }
-    p.network_out = (*network)->Run(requests, p.network_in);
+    p.network_out = (*network)->Run(requests, p.network_in, &p.failed);
     Finish(requests, p);
     proto::SimIterationReport* ir = report.add_iterations();
     ir->set_iteration(i);
@@ -313,17 +513,25 @@ absl::StatusOr<proto::SimReport> SimulateHere(const Layout& layout,
       ir->set_decisions_settled(replay.settled);
       settled = replay.settled;
     }
+    if (following) {
+      last_network = NetworkTimes(ios, requests, p);
+      last_requests = requests;
+      rerouted = true;  // the next pass draws its own
+    }
     last = std::move(p);
     last_first = std::move(first);
     if (!settled) {
       // Routed again by the apps' new changes; the iteration goes on.
       timeline = replay.timeline;
-      away.clear();
-      routed = RouteIos(layout, ios, timeline, &away);
-      if (!routed.ok()) return routed.status();
-      last_requests = std::move(requests);
-      requests = *std::move(routed);
-      rerouted = true;
+      if (!following) {
+        away.clear();
+        absl::StatusOr<std::vector<Request>> routed =
+            RouteIos(layout, ios, timeline, &away);
+        if (!routed.ok()) return routed.status();
+        last_requests = std::move(requests);
+        requests = *std::move(routed);
+        rerouted = true;
+      }
       steady = 0;
       last_criterion = -1;
       continue;

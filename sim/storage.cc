@@ -24,7 +24,8 @@ absl::StatusOr<FlashOptions> DeviceOptions(const std::string& preset) {
   return spec->options.model;
 }
 
-StorageSim::StorageSim(const Layout& layout) : gc_(layout.gc) {
+StorageSim::StorageSim(const Layout& layout)
+    : gc_(layout.gc), down_(layout.down) {
   // One warmed model per preset, copied to each device of it.
   std::vector<std::pair<std::string, FlashModel>> warmed;
   for (const Layout::Server& server : layout.servers) {
@@ -51,10 +52,48 @@ StorageSim::StorageSim(const Layout& layout) : gc_(layout.gc) {
   }
 }
 
-std::vector<uint64_t> StorageSim::Run(
-    const std::vector<Request>& requests,
-    const std::vector<uint64_t>& arrival_ns) const {
-  std::vector<FlashModel> devices = warm_;
+bool StorageSim::Down(uint32_t server, uint64_t at_ns) const {
+  for (const Layout::DownSpell& d : down_) {
+    if (d.server == server && d.from_ns <= at_ns && at_ns < d.until_ns) {
+      return true;
+    }
+  }
+  return false;
+}
+
+StorageSim::Pass::Pass(const StorageSim& storage)
+    : storage_(storage), devices_(storage.warm_) {}
+
+StorageSim::Served StorageSim::Pass::Serve(const Request& r,
+                                           uint64_t arrival_ns) {
+  for (; next_gc_ < storage_.gc_.size() &&
+         storage_.gc_[next_gc_].from_ns <= arrival_ns;
+       ++next_gc_) {
+    const Layout::GcSpell& g = storage_.gc_[next_gc_];
+    devices_[storage_.first_device_[g.server] + g.device].HoldForGc(g.from_ns,
+                                                                    g.until_ns);
+  }
+  if (storage_.Down(r.server, arrival_ns)) return {arrival_ns, true};
+  FlashModel& device = devices_[storage_.first_device_[r.server] + r.device];
+  uint64_t end = arrival_ns;
+  for (uint64_t p = 0; p < r.bytes / kSimPageBytes; ++p) {
+    const uint64_t lpn = (r.page + p) % device.logical_pages();
+    end = std::max(end, (r.read ? device.Read(lpn, arrival_ns)
+                                : device.Write(lpn, arrival_ns))
+                            .done_ns);
+  }
+  // Its server died under it: the issuer learns it then.
+  for (const Layout::DownSpell& d : storage_.down_) {
+    if (d.server == r.server && d.from_ns > arrival_ns && d.from_ns < end) {
+      return {d.from_ns, true};
+    }
+  }
+  return {end, false};
+}
+
+std::vector<uint64_t> StorageSim::Run(const std::vector<Request>& requests,
+                                      const std::vector<uint64_t>& arrival_ns,
+                                      std::vector<uint8_t>* failed) const {
   // In order of arrival at storage (ties in the requests' order): each
   // model sees time go forward.
   std::vector<uint32_t> order(requests.size());
@@ -62,28 +101,13 @@ std::vector<uint64_t> StorageSim::Run(
   std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
     return arrival_ns[a] < arrival_ns[b];
   });
+  Pass pass(*this);
   std::vector<uint64_t> done(requests.size());
-  size_t next_gc = 0;
-  auto collect_until = [&](uint64_t now) {
-    for (; next_gc < gc_.size() && gc_[next_gc].from_ns <= now; ++next_gc) {
-      const Layout::GcSpell& g = gc_[next_gc];
-      devices[first_device_[g.server] + g.device].HoldForGc(g.from_ns,
-                                                            g.until_ns);
-    }
-  };
+  if (failed != nullptr) failed->assign(requests.size(), 0);
   for (uint32_t i : order) {
-    const Request& r = requests[i];
-    FlashModel& device = devices[first_device_[r.server] + r.device];
-    const uint64_t now = arrival_ns[i];
-    collect_until(now);
-    uint64_t end = now;
-    for (uint64_t p = 0; p < r.bytes / kSimPageBytes; ++p) {
-      const uint64_t lpn = (r.page + p) % device.logical_pages();
-      end = std::max(
-          end,
-          (r.read ? device.Read(lpn, now) : device.Write(lpn, now)).done_ns);
-    }
-    done[i] = end;
+    const Served s = pass.Serve(requests[i], arrival_ns[i]);
+    done[i] = s.done_ns;
+    if (failed != nullptr) (*failed)[i] = s.failed;
   }
   return done;
 }

@@ -32,14 +32,40 @@ class StorageSim {
  public:
   explicit StorageSim(const Layout& layout);
 
+  struct Served {
+    uint64_t done_ns;
+    bool failed;  // its server was down when it came, or died under it
+  };
+
+  // One pass over the devices, fed request by request in order of arrival
+  // (sim::Simulate's passes whose IOs follow others' ends).
+  class Pass {
+   public:
+    explicit Pass(const StorageSim& storage);
+    // `r` reaches its device at `arrival_ns`. A request of several pages
+    // is done when its last page is; one on a server that is down fails
+    // then, one under way when its server dies fails at that instant.
+    // REQUIRES: arrival_ns is at least that of the request before.
+    Served Serve(const Request& r, uint64_t arrival_ns);
+
+   private:
+    const StorageSim& storage_;
+    std::vector<FlashModel> devices_;
+    size_t next_gc_ = 0;
+  };
+
   // Each request reaches its device at `arrival_ns[i]`; returns when each
-  // is done there. Every run starts from the warmed devices (a pass of the
-  // iteration does not see the one before), and the scenario's GC spells
-  // begin when their time comes. A request of several pages is done when
-  // its last page is.
+  // is done there, and whether it failed (`failed`, if not null). Every
+  // run starts from the warmed devices (a pass of the iteration does not
+  // see the one before), and the scenario's GC spells begin when their
+  // time comes.
   // REQUIRES: arrival_ns.size() == requests.size().
   std::vector<uint64_t> Run(const std::vector<Request>& requests,
-                            const std::vector<uint64_t>& arrival_ns) const;
+                            const std::vector<uint64_t>& arrival_ns,
+                            std::vector<uint8_t>* failed = nullptr) const;
+
+  // Whether `server` is down at `at_ns` (a server_down event).
+  bool Down(uint32_t server, uint64_t at_ns) const;
 
   // Devices simulated, and the bytes their models hold.
   size_t devices() const { return warm_.size(); }
@@ -50,6 +76,7 @@ class StorageSim {
   std::vector<size_t> first_device_;
   std::vector<FlashModel> warm_;
   std::vector<Layout::GcSpell> gc_;
+  std::vector<Layout::DownSpell> down_;
   uint64_t model_bytes_ = 0;
 };
 

@@ -59,44 +59,172 @@ bool RuleChange::operator==(const RuleChange& o) const {
   return true;
 }
 
-std::vector<Io> DrawIos(const Layout& layout) {
+Workload::Workload(const Layout& layout) : layout_(layout) {
   const proto::SimScenario& s = layout.scenario;
-  const double end_s = s.duration_s();
-  std::vector<Io> out;
+  uint32_t slots = 0;
   for (uint32_t f = 0; f < static_cast<uint32_t>(s.flows_size()); ++f) {
     const proto::SimFlow& flow = s.flows(static_cast<int>(f));
-    const uint32_t bytes =
+    const uint64_t bytes =
         flow.io_bytes() == 0 ? kSimPageBytes : flow.io_bytes();
-    const Zipfian addresses(flow.file_bytes() / bytes, flow.zipf());
+    const double theta =
+        flow.zipf() == 0 && !flow.ycsb().empty() ? 0.99 : flow.zipf();
+    addresses_.emplace_back(std::max<uint64_t>(1, flow.file_bytes() / bytes),
+                            flow.trace().empty() ? theta : 0);
+    slots_of_flow_.push_back(slots);
+    if (flow.closed_loop_depth() > 0) {
+      slots += flow.closed_loop_depth() *
+               static_cast<uint32_t>(layout.flow_hosts[f].size());
+      dynamic_ = true;
+    }
+    if (flow.ycsb() == "F") dynamic_ = true;
+  }
+  for (uint32_t f = 0; f < static_cast<uint32_t>(s.flows_size()); ++f) {
+    const proto::SimFlow& flow = s.flows(static_cast<int>(f));
+    const std::vector<uint32_t>& hosts = layout.flow_hosts[f];
+    if (flow.closed_loop_depth() > 0) {
+      // Each slot's first IO, its start scattered over 100 us: the slots of
+      // real programs do not begin in the same nanosecond.
+      for (uint32_t h = 0; h < hosts.size(); ++h) {
+        for (uint32_t k = 0; k < flow.closed_loop_depth(); ++k) {
+          const uint32_t slot =
+              slots_of_flow_[f] + h * flow.closed_loop_depth() + k;
+          fixed_.push_back(
+              SlotIo(f, hosts[h], slot, 0, Mix(s.seed() ^ slot) % 100'000));
+        }
+      }
+      continue;
+    }
+    if (flow.open_loop_iops() <= 0) continue;
     double peak = 1;  // thinning: draw at the peak rate, keep by the factor
     for (const proto::SimBurst& b : flow.bursts()) {
       peak *= std::max(1.0, b.factor());
     }
-    for (uint32_t host : layout.flow_hosts[f]) {
+    for (uint32_t h = 0; h < hosts.size(); ++h) {
+      const uint32_t host = hosts[h];
       std::mt19937_64 rng(Mix(s.seed() ^ Mix(f * 1'000'003ull + host)));
       std::exponential_distribution<double> gap(flow.open_loop_iops() * peak);
       std::uniform_real_distribution<double> unit(0, 1);
-      for (double t = gap(rng); t < end_s; t += gap(rng)) {
+      uint64_t drawn = 0;
+      for (double t = gap(rng); t < s.duration_s(); t += gap(rng)) {
         if (unit(rng) * peak >= Factor(flow, t)) continue;
         Io io;
         io.arrival_ns = static_cast<uint64_t>(std::llround(t * 1e9));
         io.flow = f;
         io.host = host;
-        io.bytes = bytes;
-        io.read = unit(rng) * 100 < flow.read_percent();
-        io.offset = addresses.Key(rng) * bytes;
-        out.push_back(io);
+        DrawMix(f, drawn++ * hosts.size() + h, rng, io);
+        fixed_.push_back(io);
       }
     }
   }
-  std::stable_sort(out.begin(), out.end(), [](const Io& a, const Io& b) {
+  for (uint32_t i = 0; i < layout.trace.size(); ++i) {
+    const Layout::TraceIo& t = layout.trace[i];
+    Io io;
+    io.arrival_ns = t.at_ns;
+    io.offset = t.offset;
+    io.flow = t.flow;
+    io.host = t.host;
+    io.bytes = t.bytes;
+    io.read = t.read;
+    io.trace = i;
+    fixed_.push_back(io);
+  }
+  std::stable_sort(fixed_.begin(), fixed_.end(), [](const Io& a, const Io& b) {
     return std::tie(a.arrival_ns, a.flow, a.host) <
            std::tie(b.arrival_ns, b.flow, b.host);
   });
-  return out;
+  for (size_t i = 0; i < fixed_.size(); ++i) {
+    if (fixed_[i].slot == Io::kNone) fixed_[i].key = i;
+  }
 }
 
-namespace {
+void Workload::DrawMix(uint32_t f, uint64_t unique, std::mt19937_64& rng,
+                       Io& io) const {
+  const proto::SimFlow& flow = layout_.scenario.flows(static_cast<int>(f));
+  const uint32_t bytes = flow.io_bytes() == 0 ? kSimPageBytes : flow.io_bytes();
+  const Zipfian& z = addresses_[f];
+  const uint64_t records = std::max<uint64_t>(1, flow.file_bytes() / bytes);
+  const double u = std::uniform_real_distribution<double>(0, 1)(rng);
+  io.bytes = bytes;
+  io.rmw = false;
+  // YCSB D and E insert 5 % of their IOs after the records: about one in
+  // twenty of a flow's IOs so far has.
+  const uint64_t newest = records + unique / 20;
+  const char mix = flow.ycsb().empty() ? 0 : flow.ycsb()[0];
+  switch (mix) {
+    case 'A':
+    case 'B':
+    case 'C':
+      io.read = u < (mix == 'A' ? 0.5 : mix == 'B' ? 0.95 : 1.0);
+      io.offset = z.Key(rng) * bytes;
+      return;
+    case 'D':
+      io.read = u < 0.95;
+      // Reads of the latest records: the hottest is the newest.
+      io.offset =
+          (io.read ? newest - 1 - std::min(newest - 1, z.Rank(rng)) : newest) *
+          bytes;
+      return;
+    case 'E':
+      io.read = u < 0.95;
+      if (io.read) {  // a scan of 1 to 100 records from a Zipfian key
+        io.offset = z.Key(rng) * bytes;
+        io.bytes = bytes * static_cast<uint32_t>(1 + rng() % 100);
+      } else {
+        io.offset = newest * bytes;
+      }
+      return;
+    case 'F':
+      io.read = true;
+      io.rmw = u >= 0.5;
+      io.offset = z.Key(rng) * bytes;
+      return;
+    default:
+      io.read = u * 100 < flow.read_percent();
+      io.offset = z.Key(rng) * bytes;
+  }
+}
+
+Io Workload::SlotIo(uint32_t flow, uint32_t host, uint32_t slot, uint32_t seq,
+                    uint64_t at_ns) const {
+  const proto::SimFlow& f = layout_.scenario.flows(static_cast<int>(flow));
+  std::mt19937_64 rng(
+      Mix(layout_.scenario.seed() ^ Mix((uint64_t{slot} << 32) | seq)));
+  Io io;
+  io.arrival_ns = at_ns;
+  io.flow = flow;
+  io.host = host;
+  io.slot = slot;
+  io.seq = seq;
+  io.key = (uint64_t{1} << 62) | (uint64_t{slot} << 32) | seq;
+  const uint64_t slots =
+      uint64_t{f.closed_loop_depth()} * layout_.flow_hosts[flow].size();
+  DrawMix(flow, seq * slots + (slot - slots_of_flow_[flow]), rng, io);
+  return io;
+}
+
+std::optional<Io> Workload::Next(const Io& io, uint64_t end_ns) const {
+  const proto::SimScenario& s = layout_.scenario;
+  const uint64_t run_ns = static_cast<uint64_t>(s.duration_s() * 1e9);
+  if (io.rmw) {
+    Io write = io;
+    write.read = false;
+    write.rmw = false;
+    write.arrival_ns = end_ns;
+    write.key = io.key | (uint64_t{1} << 63);
+    if (write.arrival_ns >= run_ns) return std::nullopt;
+    return write;
+  }
+  if (io.slot == Io::kNone) return std::nullopt;
+  const proto::SimFlow& flow = s.flows(static_cast<int>(io.flow));
+  const uint64_t at =
+      end_ns + static_cast<uint64_t>(std::llround(flow.think_us() * 1e3));
+  if (at >= run_ns || io.seq == UINT32_MAX) return std::nullopt;
+  return SlotIo(io.flow, io.host, io.slot, io.seq + 1, at);
+}
+
+std::vector<Io> DrawIos(const Layout& layout) {
+  return Workload(layout).fixed();
+}
 
 // Where a page that a write took away is now: the server and its file.
 struct AwayPlace {
@@ -106,15 +234,17 @@ struct AwayPlace {
 
 // A host's rules as the timeline changed them, and the pages of its files
 // that writes took away (file -> page -> where).
-struct HostRoutes {
+struct Routing::HostRoutes {
   std::vector<SimRule> rules;
   std::shared_ptr<const Router> router;
   absl::flat_hash_map<std::string, std::map<uint64_t, AwayPlace>> away;
 };
 
+namespace {
+
 absl::Status Apply(const RuleChange& c,
                    const std::vector<std::string>& server_names,
-                   HostRoutes& h) {
+                   Routing::HostRoutes& h) {
   if (!c.insert.empty() || !c.remove.empty()) {
     std::erase_if(h.rules, [&](const SimRule& r) {
       return std::find(c.remove.begin(), c.remove.end(), r.cid) !=
@@ -135,143 +265,157 @@ absl::Status Apply(const RuleChange& c,
 
 }  // namespace
 
-absl::StatusOr<std::vector<Request>> RouteIos(
-    const Layout& layout, const std::vector<Io>& ios,
-    const std::vector<RuleChange>& timeline, std::vector<AwayEvent>* away) {
-  const proto::SimScenario& s = layout.scenario;
-  std::vector<uint64_t> pages;  // per server
-  std::vector<std::string> server_names;
+Routing::Routing(const Layout& layout, const std::vector<RuleChange>& timeline,
+                 std::vector<AwayEvent>* away)
+    : layout_(layout), timeline_(timeline), away_(away) {
   std::map<std::string, uint64_t> pages_of;  // per preset: a model each
   for (const Layout::Server& server : layout.servers) {
     auto [it, made] = pages_of.try_emplace(server.preset, 0);
     if (made) it->second = DevicePages(server.preset);
-    pages.push_back(it->second);
-    server_names.push_back(server.name);
+    pages_.push_back(it->second);
+    server_names_.push_back(server.name);
   }
-  // A piece of `bytes` at `offset` of `file` (a hash of it when routed,
-  // of the flow's number when placed by hash) on `server`: its device and
-  // its page there, by the 1 MiB stripe and the offset.
-  auto place = [&](Request& r, uint32_t server, uint64_t file,
-                   uint64_t offset) {
-    const uint64_t stripe = Mix(file * 0x100000001b3ull + offset / kStripe);
-    r.server = server;
-    r.device =
-        static_cast<uint32_t>((stripe >> 20) % layout.servers[server].devices);
-    const uint64_t span = std::max<uint64_t>(1, r.bytes / kSimPageBytes);
-    const uint64_t slots = std::max<uint64_t>(1, pages[server] / span);
-    r.page = (Mix(stripe ^ offset) % slots) * span;
-  };
-  std::vector<HostRoutes> hosts(layout.hosts.size());
-  for (HostRoutes& h : hosts) {
-    h.rules = layout.rules;
-    h.router = layout.router;
+  for (size_t i = 0; i < layout.hosts.size(); ++i) {
+    hosts_.push_back(std::make_unique<HostRoutes>());
+    hosts_.back()->rules = layout.rules;
+    hosts_.back()->router = layout.router;
   }
-  std::vector<Request> out;
-  out.reserve(ios.size());
-  std::vector<Place> places;
-  size_t next_change = 0;
-  IoHeader h;
-  for (size_t i = 0; i < ios.size(); ++i) {
-    const Io& io = ios[i];
-    for (; next_change < timeline.size() &&
-           timeline[next_change].at_ns <= io.arrival_ns;
-         ++next_change) {
-      const RuleChange& c = timeline[next_change];
-      if (absl::Status st = Apply(c, server_names, hosts[c.host]); !st.ok()) {
-        return absl::InvalidArgumentError(
-            StrCat("a change by ", c.app, " at ", c.at_ns * 1e-9, " s on ",
-                   layout.hosts[c.host], ": ", st.message()));
-      }
-    }
-    const proto::SimFlow& flow = s.flows(static_cast<int>(io.flow));
-    Request r;
-    r.arrival_ns = io.arrival_ns;
-    r.io = i;
-    r.rule = 0;
-    r.flow = io.flow;
-    r.host = io.host;
-    r.bytes = io.bytes;
-    r.read = io.read;
-    if (flow.file().empty()) {
-      const std::vector<uint32_t>& servers = layout.flow_servers[io.flow];
-      const uint64_t stripe =
-          Mix(io.flow * 0x100000001b3ull + io.offset / kStripe);
-      place(r, servers[stripe % servers.size()], io.flow, io.offset);
-      out.push_back(r);
-      continue;
-    }
-    HostRoutes& routes = hosts[io.host];
-    h.source = flow.name();
-    h.file = flow.file();
-    h.op = io.read ? Op::kRead : Op::kWrite;
-    h.offset = io.offset;
-    h.length = io.bytes;
-    if (absl::Status st = routes.router->Route(h, &places); !st.ok()) {
+}
+
+Routing::~Routing() = default;
+
+void Routing::PlaceOn(Request& r, uint32_t server, uint64_t file,
+                      uint64_t offset) const {
+  // A piece of `bytes` at `offset` of `file` (a hash of it when routed, of
+  // the flow's number when placed by hash) on `server`: its device and its
+  // page there, by the 1 MiB stripe and the offset.
+  const uint64_t stripe = Mix(file * 0x100000001b3ull + offset / kStripe);
+  r.server = server;
+  r.device =
+      static_cast<uint32_t>((stripe >> 20) % layout_.servers[server].devices);
+  const uint64_t span = std::max<uint64_t>(1, r.bytes / kSimPageBytes);
+  const uint64_t slots = std::max<uint64_t>(1, pages_[server] / span);
+  r.page = (Mix(stripe ^ offset) % slots) * span;
+}
+
+absl::Status Routing::Route(const Io& io, uint64_t index,
+                            std::vector<Request>* out) {
+  const proto::SimScenario& s = layout_.scenario;
+  for (; next_change_ < timeline_.size() &&
+         timeline_[next_change_].at_ns <= io.arrival_ns;
+       ++next_change_) {
+    const RuleChange& c = timeline_[next_change_];
+    if (absl::Status st = Apply(c, server_names_, *hosts_[c.host]); !st.ok()) {
       return absl::InvalidArgumentError(
-          StrCat("flows[", io.flow, "]: ", st.message()));
+          StrCat("a change by ", c.app, " at ", c.at_ns * 1e-9, " s on ",
+                 layout_.hosts[c.host], ": ", st.message()));
     }
-    auto emit = [&](uint32_t server, const std::string& file, uint64_t offset,
-                    uint64_t length, uint64_t rule) {
-      Request piece = r;
-      piece.rule = rule;
-      piece.bytes = static_cast<uint32_t>(length);
-      place(piece, server, Mix(std::hash<std::string>()(file)), offset);
-      out.push_back(piece);
-    };
-    for (const Place& p : places) {
-      const uint64_t first = p.offset / kSimPageBytes;
-      const uint64_t last = (p.offset + p.length + kSimPageBytes - 1) /
-                            kSimPageBytes;  // exclusive
-      if (!io.read) {
-        if (p.track != Track::kNone) {
-          auto& file_away = routes.away[h.file];
-          for (uint64_t pg = first; pg < last; ++pg) {
-            if (p.track == Track::kAway) {
-              file_away[pg] = AwayPlace{p.server, p.file};
-            } else {
-              file_away.erase(pg);
-            }
-            if (away != nullptr) {
-              away->push_back({io.arrival_ns, io.host, p.track == Track::kAway,
-                               h.file, pg});
-            }
+  }
+  const proto::SimFlow& flow = s.flows(static_cast<int>(io.flow));
+  Request r;
+  r.arrival_ns = io.arrival_ns;
+  r.io = index;
+  r.rule = 0;
+  r.flow = io.flow;
+  r.host = io.host;
+  r.bytes = io.bytes;
+  r.read = io.read;
+  const Layout::TraceIo* line =
+      io.trace == Io::kNone ? nullptr : &layout_.trace[io.trace];
+  const std::string& file = line != nullptr ? line->file : flow.file();
+  if (file.empty()) {
+    const std::vector<uint32_t>& servers = layout_.flow_servers[io.flow];
+    const uint64_t stripe =
+        Mix(io.flow * 0x100000001b3ull + io.offset / kStripe);
+    PlaceOn(r, servers[stripe % servers.size()], io.flow, io.offset);
+    out->push_back(r);
+    return absl::OkStatus();
+  }
+  HostRoutes& routes = *hosts_[io.host];
+  IoHeader h;
+  h.source = line != nullptr ? line->source : flow.name();
+  h.file = file;
+  h.op = io.read ? Op::kRead : Op::kWrite;
+  h.offset = io.offset;
+  h.length = io.bytes;
+  places_.clear();
+  if (absl::Status st = routes.router->Route(h, &places_); !st.ok()) {
+    return absl::InvalidArgumentError(
+        StrCat("flows[", io.flow, "]: ", st.message()));
+  }
+  auto emit = [&](uint32_t server, const std::string& to, uint64_t offset,
+                  uint64_t length, uint64_t rule) {
+    Request piece = r;
+    piece.rule = rule;
+    piece.bytes = static_cast<uint32_t>(length);
+    PlaceOn(piece, server, Mix(std::hash<std::string>()(to)), offset);
+    out->push_back(piece);
+  };
+  for (const sim::Place& p : places_) {
+    const uint64_t first = p.offset / kSimPageBytes;
+    const uint64_t last =
+        (p.offset + p.length + kSimPageBytes - 1) / kSimPageBytes;  // exclusive
+    if (!io.read) {
+      if (p.track != Track::kNone) {
+        auto& file_away = routes.away[h.file];
+        for (uint64_t pg = first; pg < last; ++pg) {
+          if (p.track == Track::kAway) {
+            file_away[pg] = AwayPlace{p.server, p.file};
+          } else {
+            file_away.erase(pg);
+          }
+          if (away_ != nullptr) {
+            away_->push_back(
+                {io.arrival_ns, io.host, p.track == Track::kAway, h.file, pg});
           }
         }
-        emit(p.server, p.file, p.offset, p.length, p.rule);
-        continue;
       }
-      // A read: the pages writes took away are read where they went (the
-      // delegate's read rules, not a managed rule), the rest by the rule.
-      auto file_away = routes.away.find(h.file);
-      if (file_away == routes.away.end() || file_away->second.empty()) {
-        emit(p.server, p.file, p.offset, p.length, p.rule);
-        continue;
-      }
-      uint64_t run_start = p.offset;
-      const AwayPlace* run_at = nullptr;
-      auto where = [&](uint64_t pg) -> const AwayPlace* {
-        auto it = file_away->second.find(pg);
-        return it == file_away->second.end() ? nullptr : &it->second;
-      };
-      run_at = where(first);
-      for (uint64_t pg = first + 1; pg <= last; ++pg) {
-        const AwayPlace* at = pg < last ? where(pg) : nullptr;
-        const bool same =
-            pg < last && (at == run_at || (at != nullptr && run_at != nullptr &&
-                                           at->server == run_at->server &&
-                                           at->file == run_at->file));
-        if (same) continue;
-        const uint64_t run_end =
-            std::min(p.offset + p.length, pg * kSimPageBytes);
-        if (run_at == nullptr) {
-          emit(p.server, p.file, run_start, run_end - run_start, p.rule);
-        } else {
-          emit(run_at->server, run_at->file, run_start, run_end - run_start, 0);
-        }
-        run_start = run_end;
-        run_at = at;
-      }
+      emit(p.server, p.file, p.offset, p.length, p.rule);
+      continue;
     }
+    // A read: the pages writes took away are read where they went (the
+    // delegate's read rules, not a managed rule), the rest by the rule.
+    auto file_away = routes.away.find(h.file);
+    if (file_away == routes.away.end() || file_away->second.empty()) {
+      emit(p.server, p.file, p.offset, p.length, p.rule);
+      continue;
+    }
+    uint64_t run_start = p.offset;
+    const AwayPlace* run_at = nullptr;
+    auto where = [&](uint64_t pg) -> const AwayPlace* {
+      auto it = file_away->second.find(pg);
+      return it == file_away->second.end() ? nullptr : &it->second;
+    };
+    run_at = where(first);
+    for (uint64_t pg = first + 1; pg <= last; ++pg) {
+      const AwayPlace* at = pg < last ? where(pg) : nullptr;
+      const bool same =
+          pg < last && (at == run_at || (at != nullptr && run_at != nullptr &&
+                                         at->server == run_at->server &&
+                                         at->file == run_at->file));
+      if (same) continue;
+      const uint64_t run_end =
+          std::min(p.offset + p.length, pg * kSimPageBytes);
+      if (run_at == nullptr) {
+        emit(p.server, p.file, run_start, run_end - run_start, p.rule);
+      } else {
+        emit(run_at->server, run_at->file, run_start, run_end - run_start, 0);
+      }
+      run_start = run_end;
+      run_at = at;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<Request>> RouteIos(
+    const Layout& layout, const std::vector<Io>& ios,
+    const std::vector<RuleChange>& timeline, std::vector<AwayEvent>* away) {
+  Routing routing(layout, timeline, away);
+  std::vector<Request> out;
+  out.reserve(ios.size());
+  for (size_t i = 0; i < ios.size(); ++i) {
+    if (absl::Status st = routing.Route(ios[i], i, &out); !st.ok()) return st;
   }
   return out;
 }

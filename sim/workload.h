@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
-// The requests a scenario's flows issue, drawn once from its seed: open-loop
-// Poisson arrivals per host (times the bursts' factors), reads and writes
-// by the flow's mix, addresses uniform or Zipfian over the flow's file.
+// The requests a scenario's flows issue, drawn from its seed: open-loop
+// Poisson arrivals per host (times the bursts' factors), closed-loop slots
+// that issue an IO when the one before ends, or a trace's lines; reads and
+// writes by the flow's mix (read_percent, or a YCSB workload's), addresses
+// uniform or Zipfian over the flow's file.
 // A flow that names a file is routed by its host's rules (sim/routing.h):
 // the scenario's, changed over time by the apps (a timeline of changes);
 // otherwise an address's 1 MiB stripe picks its server among the flow's by
@@ -16,11 +18,15 @@
 #define SROUTE_SIM_WORKLOAD_H_
 
 #include <cstdint>
+#include <memory>
+#include <optional>
+#include <random>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "sim/scenario.h"
+#include "util/zipfian.h"
 
 namespace sroute::sim {
 
@@ -29,12 +35,54 @@ inline constexpr uint64_t kSimPageBytes = 4096;
 
 // An IO a flow's host issues.
 struct Io {
+  static constexpr uint32_t kNone = UINT32_MAX;
   uint64_t arrival_ns;
   uint64_t offset;  // in the flow's file
+  // Who it is from one pass to the next, when its time may move (a
+  // closed-loop slot's IOs, a read-modify-write's write).
+  uint64_t key;
   uint32_t flow;
   uint32_t host;
   uint32_t bytes;
+  uint32_t trace = kNone;  // its line in Layout::trace
+  // A closed-loop slot's IO: the slot (Workload numbers them) and its
+  // place in the slot's sequence.
+  uint32_t slot = kNone;
+  uint32_t seq = 0;
   bool read;
+  bool rmw = false;  // a read whose write follows when it ends (YCSB F)
+};
+
+// The IOs of a scenario's flows, from its seed. Those of open-loop and
+// trace flows have fixed times and are drawn at once; a closed-loop slot's
+// next IO, and a read-modify-write's write, are issued when the IO before
+// ends, so a pass draws them as it runs (Next).
+class Workload {
+ public:
+  explicit Workload(const Layout& layout);
+
+  // The IOs with fixed times, in order of arrival (ties by flow, then
+  // host); each closed-loop slot's first IO among them.
+  const std::vector<Io>& fixed() const { return fixed_; }
+  // Whether some IO's time depends on another's end.
+  bool dynamic() const { return dynamic_; }
+  // The IO issued when `io` ends at `end_ns` (after the flow's think
+  // time), if any before the run's end: a read-modify-write's write, or
+  // the slot's next IO.
+  std::optional<Io> Next(const Io& io, uint64_t end_ns) const;
+
+ private:
+  // A flow's op, offset and bytes for one IO, by its mix.
+  void DrawMix(uint32_t flow, uint64_t unique, std::mt19937_64& rng,
+               Io& io) const;
+  Io SlotIo(uint32_t flow, uint32_t host, uint32_t slot, uint32_t seq,
+            uint64_t at_ns) const;
+
+  const Layout& layout_;
+  std::vector<Zipfian> addresses_;       // per flow, over its records
+  std::vector<uint32_t> slots_of_flow_;  // closed-loop slots before a flow's
+  std::vector<Io> fixed_;
+  bool dynamic_ = false;
 };
 
 // A change of one host's rules at a time: an app's update (rules inserted,
@@ -79,8 +127,38 @@ struct Request {
 // The pages each device of `preset` holds (4 KiB each).
 uint64_t DevicePages(const std::string& preset);
 
-// Every IO of every flow within the scenario's duration, in order of
-// arrival (ties by flow, then host).
+// Routes IOs one by one, in order of arrival, into requests: each host's
+// IOs by its rules as `timeline` (in order of time) changes them; `away`,
+// if not null, gets the pages writes took away and brought home.
+class Routing {
+ public:
+  Routing(const Layout& layout, const std::vector<RuleChange>& timeline,
+          std::vector<AwayEvent>* away);
+  ~Routing();
+
+  // Appends the requests of `io`, the pass's `index`-th IO, to `out`.
+  // InvalidArgument when a routed IO goes to an endpoint that is no
+  // server, or a change's rules do not make a table.
+  // REQUIRES: io.arrival_ns is at least that of the IO routed before.
+  absl::Status Route(const Io& io, uint64_t index, std::vector<Request>* out);
+
+  struct HostRoutes;
+
+ private:
+  void PlaceOn(Request& r, uint32_t server, uint64_t file,
+               uint64_t offset) const;
+
+  const Layout& layout_;
+  const std::vector<RuleChange>& timeline_;
+  std::vector<AwayEvent>* const away_;
+  std::vector<uint64_t> pages_;  // per server
+  std::vector<std::string> server_names_;
+  std::vector<std::unique_ptr<HostRoutes>> hosts_;
+  std::vector<Place> places_;
+  size_t next_change_ = 0;
+};
+
+// The IOs with fixed times (Workload::fixed()).
 std::vector<Io> DrawIos(const Layout& layout);
 
 // The requests of `ios`, in their order, each host's IOs routed by its
