@@ -42,11 +42,13 @@ struct Counts {
 class SimController : public ControllerApi {
  public:
   SimController(const Layout& layout, const std::vector<Request>& requests,
+                const std::vector<uint64_t>& start_ns,
                 const std::vector<uint64_t>& end_ns,
                 const std::vector<RuleChange>& routed_by,
                 const std::vector<AwayEvent>& away)
       : layout_(layout),
         requests_(requests),
+        start_ns_(start_ns),
         end_ns_(end_ns),
         routed_by_(routed_by),
         away_(away),
@@ -58,6 +60,7 @@ class SimController : public ControllerApi {
                                   1e9)),
         rules_(layout.hosts.size(), layout.rules),
         counts_(layout.hosts.size()),
+        by_start_(requests.size()),
         by_end_(requests.size()) {
     for (const SimRule& r : layout.rules) {
       texts_[r.cid] = {r.text, r.owner};
@@ -65,6 +68,12 @@ class SimController : public ControllerApi {
     }
     for (uint32_t h = 0; h < layout.hosts.size(); ++h) {
       host_of_[layout.hosts[h]] = h;
+    }
+    std::iota(by_start_.begin(), by_start_.end(), size_t{0});
+    if (!start_ns.empty()) {
+      std::stable_sort(
+          by_start_.begin(), by_start_.end(),
+          [&](size_t a, size_t b) { return start_ns[a] < start_ns[b]; });
     }
     std::iota(by_end_.begin(), by_end_.end(), size_t{0});
     std::stable_sort(by_end_.begin(), by_end_.end(),
@@ -340,10 +349,10 @@ class SimController : public ControllerApi {
   // OnStats.
   void Tick() {
     const uint64_t now = engine_.now_ns();
-    for (; next_arrival_ < requests_.size() &&
-           requests_[next_arrival_].arrival_ns <= now;
+    for (; next_arrival_ < by_start_.size() &&
+           StartOf(by_start_[next_arrival_]) <= now;
          ++next_arrival_) {
-      const Request& r = requests_[next_arrival_];
+      const Request& r = requests_[by_start_[next_arrival_]];
       if (r.rule == 0) continue;
       Counts& c = counts_[r.host][r.rule];
       ++c.arrived;
@@ -359,7 +368,7 @@ class SimController : public ControllerApi {
       if (r.rule == 0) continue;
       Counts& c = counts_[r.host][r.rule];
       ++c.ended;
-      c.latencies_ns.push_back(end_ns_[i] - r.arrival_ns);
+      c.latencies_ns.push_back(end_ns_[i] - std::min(end_ns_[i], StartOf(i)));
     }
     StatsSnapshot snap;
     snap.at = Now();
@@ -404,7 +413,13 @@ class SimController : public ControllerApi {
   }
 
   const Layout& layout_;
+  // When the sSwitch saw request i: when its host started it.
+  uint64_t StartOf(size_t i) const {
+    return start_ns_.empty() ? requests_[i].arrival_ns : start_ns_[i];
+  }
+
   const std::vector<Request>& requests_;
+  const std::vector<uint64_t>& start_ns_;
   const std::vector<uint64_t>& end_ns_;
   const std::vector<RuleChange>& routed_by_;
   const std::vector<AwayEvent>& away_;
@@ -429,7 +444,8 @@ class SimController : public ControllerApi {
   std::map<std::pair<uint32_t, std::string>, uint64_t> reclaimed_at_;
 
   std::vector<std::map<uint64_t, Counts>> counts_;  // per host, per cid
-  std::vector<size_t> by_end_;                      // requests by their end
+  std::vector<size_t> by_start_;  // requests by when their host started them
+  std::vector<size_t> by_end_;    // requests by their end
   size_t next_arrival_ = 0, next_end_ = 0;
   StatsSnapshot last_;
 };
@@ -438,10 +454,11 @@ class SimController : public ControllerApi {
 
 absl::StatusOr<AppReplay> ReplayApps(const Layout& layout,
                                      const std::vector<Request>& requests,
+                                     const std::vector<uint64_t>& start_ns,
                                      const std::vector<uint64_t>& end_ns,
                                      const std::vector<RuleChange>& routed_by,
                                      const std::vector<AwayEvent>& away) {
-  SimController controller(layout, requests, end_ns, routed_by, away);
+  SimController controller(layout, requests, start_ns, end_ns, routed_by, away);
   // The apps note each decision in the log, pass after pass: only their
   // warnings are shown.
   SetLogLeastSeverity("W");

@@ -47,11 +47,13 @@ struct AppReplay {
 };
 
 // Replays the scenario's apps over a pass: `requests` (routed by
-// `routed_by`) ended at `end_ns[i]`; `away` is the routing's log of pages
+// `routed_by`) reached their sSwitch at `start_ns[i]` (empty: at their
+// arrival) and ended at `end_ns[i]`; `away` is the routing's log of pages
 // writes took away. An app whose Start fails stops the replay with its
 // error ("apps[I]: ...").
 absl::StatusOr<AppReplay> ReplayApps(const Layout& layout,
                                      const std::vector<Request>& requests,
+                                     const std::vector<uint64_t>& start_ns,
                                      const std::vector<uint64_t>& end_ns,
                                      const std::vector<RuleChange>& routed_by,
                                      const std::vector<AwayEvent>& away);

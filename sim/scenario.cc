@@ -327,6 +327,7 @@ absl::StatusOr<Layout> ParseScenario(std::string_view text,
       out.hosts.push_back(StrCat(group.prefix(), i));
       out.host_io_cost_ns.push_back(
           static_cast<uint64_t>(group.io_cost_us() * 1e3));
+      out.host_max_in_flight.push_back(group.max_in_flight());
     }
   }
   if (s.network().has_clos()) {

@@ -31,8 +31,9 @@ struct Layout {
   };
   std::vector<Server> servers;
   std::vector<std::string> hosts;
-  // Per host, its group's cost per IO.
+  // Per host, its group's cost per IO and bound on IOs under way (0: none).
   std::vector<uint64_t> host_io_cost_ns;
+  std::vector<uint32_t> host_max_in_flight;
   // Per flow, the indices of its hosts and of its servers.
   std::vector<std::vector<uint32_t>> flow_hosts, flow_servers;
   // The scenario's rules (cids 1, 2, ...), every host's at the start, and

@@ -8,6 +8,7 @@
 #include <array>
 #include <chrono>
 #include <cmath>
+#include <deque>
 #include <fstream>
 #include <map>
 #include <optional>
@@ -57,6 +58,9 @@ uint64_t PeakRss() {
 // Where one pass left every request.
 struct Pass {
   std::vector<uint64_t> storage_in, storage_out, network_in, network_out;
+  // When each request's host started it, where that is not its arrival (a
+  // bound on the host's IOs under way made it wait); empty: never.
+  std::vector<uint64_t> start;
   // Requests that failed (a server down): they end at storage_out and
   // send nothing.
   std::vector<uint8_t> failed;
@@ -222,9 +226,12 @@ void AddDecisions(const Layout& layout, const AppReplay& replay,
   for (const std::string& note : replay.notes) out->add_app_notes(note);
 }
 
-// When a request leaves its host: when issued, plus the host's cost.
-uint64_t Leaves(const Layout& layout, const Request& r) {
-  return r.arrival_ns + layout.host_io_cost_ns[r.host];
+// When request `r` of pass `p` leaves its host: when started, plus the
+// host's cost.
+uint64_t Leaves(const Layout& layout, const std::vector<Request>& requests,
+                const Pass& p, size_t r) {
+  return (p.start.empty() ? requests[r].arrival_ns : p.start[r]) +
+         layout.host_io_cost_ns[requests[r].host];
 }
 
 // A pass's network times, for the next pass of a workload whose IOs follow
@@ -301,11 +308,13 @@ class NetworkTimes {
 };
 
 // One pass's storage side when IOs follow others' ends (closed loop,
-// read-modify-write): IOs issued in order of time, routed as they are
-// issued, served by the devices as their requests reach them. An IO that
-// another follows ends, for that one, when its last request is done at
-// storage plus, for a read, its network time in the pass before (the
-// network runs after storage, over the whole pass, as in every pass).
+// read-modify-write) or hosts bound their IOs under way: IOs issued in
+// order of time, started when their host has a free worker (at once
+// without a bound), routed when started, served by the devices when their
+// requests reach them. An IO ends for its host (its worker is free, the
+// IO that follows it is issued) when its last request is done at storage
+// plus, for a read, its network time in the pass before; the network runs
+// after storage, over the whole pass, as in every pass.
 absl::Status RunFollowing(const Layout& layout, const Workload& workload,
                           const StorageSim& storage,
                           const std::vector<RuleChange>& timeline,
@@ -316,53 +325,72 @@ absl::Status RunFollowing(const Layout& layout, const Workload& workload,
   requests->clear();
   Routing routing(layout, timeline, away);
   StorageSim::Pass devices(storage);
-  struct Issue {
-    uint64_t at, order;
-    Io io;
-    bool operator>(const Issue& o) const {
-      return std::tie(at, order) > std::tie(o.at, o.order);
+  // At the same instant a worker frees before an IO is issued.
+  enum Kind : uint8_t { kFree, kIssue };
+  struct Event {
+    uint64_t at;
+    Kind kind;
+    uint64_t order;
+    Io io;  // kIssue: the IO; kFree: io.host's worker
+    bool operator>(const Event& o) const {
+      return std::tie(at, kind, order) > std::tie(o.at, o.kind, o.order);
     }
   };
   using Arrival = std::pair<uint64_t, size_t>;  // at storage, request
-  std::priority_queue<Issue, std::vector<Issue>, std::greater<>> issues;
+  std::priority_queue<Event, std::vector<Event>, std::greater<>> events;
   std::priority_queue<Arrival, std::vector<Arrival>, std::greater<>> arrivals;
   uint64_t order = 0;
-  for (const Io& io : workload.fixed())
-    issues.push({io.arrival_ns, order++, io});
+  for (const Io& io : workload.fixed()) {
+    events.push({io.arrival_ns, kIssue, order++, io});
+  }
+  std::vector<uint32_t> busy(layout.hosts.size(), 0);  // workers per host
+  std::vector<std::deque<Io>> waiting(layout.hosts.size());
   std::vector<uint32_t> pending;  // per IO: its requests not done
-  std::vector<uint64_t> seen;     // per IO: when its issuer sees it end
-  auto done = [&](size_t r, uint64_t at) {
-    const size_t x = (*requests)[r].io;
-    seen[x] = std::max(seen[x], at);
-    if (--pending[x] > 0) return;
-    if (std::optional<Io> next = workload.Next((*ios)[x], seen[x])) {
-      issues.push({next->arrival_ns, order++, *next});
+  std::vector<uint64_t> seen;     // per IO: when its host sees it end
+  auto start = [&](const Io& io, uint64_t now) -> absl::Status {
+    ++busy[io.host];
+    const size_t x = ios->size();
+    ios->push_back(io);
+    const size_t from = requests->size();
+    if (absl::Status st = routing.Route(io, x, now, requests); !st.ok()) {
+      return st;
     }
+    pending.push_back(static_cast<uint32_t>(requests->size() - from));
+    seen.push_back(0);
+    p->start.resize(requests->size(), now);
+    p->storage_in.resize(requests->size());
+    p->storage_out.resize(requests->size());
+    p->failed.resize(requests->size());
+    for (size_t r = from; r < requests->size(); ++r) {
+      const Request& q = (*requests)[r];
+      // A write crosses the network before storage (Eq. 2).
+      p->storage_in[r] =
+          Leaves(layout, *requests, *p, r) +
+          (q.read ? 0 : network.Of(io.key, r - from, q.flow, false));
+      arrivals.push({p->storage_in[r], r});
+    }
+    return absl::OkStatus();
   };
-  while (!issues.empty() || !arrivals.empty()) {
-    if (!issues.empty() &&
-        (arrivals.empty() || issues.top().at <= arrivals.top().first)) {
-      const Io io = issues.top().io;
-      issues.pop();
-      const size_t x = ios->size();
-      ios->push_back(io);
-      const size_t from = requests->size();
-      if (absl::Status st = routing.Route(io, x, requests); !st.ok()) {
-        return st;
+  while (!events.empty() || !arrivals.empty()) {
+    if (!events.empty() &&
+        (arrivals.empty() || events.top().at <= arrivals.top().first)) {
+      const Event e = events.top();
+      events.pop();
+      const uint32_t host = e.io.host;
+      const uint32_t bound = layout.host_max_in_flight[host];
+      if (e.kind == kFree) {
+        --busy[host];
+        if (waiting[host].empty()) continue;
+        const Io io = waiting[host].front();
+        waiting[host].pop_front();
+        if (absl::Status st = start(io, e.at); !st.ok()) return st;
+        continue;
       }
-      pending.push_back(static_cast<uint32_t>(requests->size() - from));
-      seen.push_back(0);
-      p->storage_in.resize(requests->size());
-      p->storage_out.resize(requests->size());
-      p->failed.resize(requests->size());
-      for (size_t r = from; r < requests->size(); ++r) {
-        const Request& q = (*requests)[r];
-        // A write crosses the network before storage (Eq. 2).
-        p->storage_in[r] =
-            Leaves(layout, q) +
-            (q.read ? 0 : network.Of(io.key, r - from, q.flow, false));
-        arrivals.push({p->storage_in[r], r});
+      if (bound > 0 && busy[host] >= bound) {
+        waiting[host].push_back(e.io);
+        continue;
       }
+      if (absl::Status st = start(e.io, e.at); !st.ok()) return st;
       continue;
     }
     const auto [at, r] = arrivals.top();
@@ -378,7 +406,18 @@ absl::Status RunFollowing(const Layout& layout, const Workload& workload,
       while (first > 0 && (*requests)[first - 1].io == q.io) --first;
       end += network.Of((*ios)[q.io].key, r - first, q.flow, true);
     }
-    done(r, end);
+    const size_t x = q.io;
+    seen[x] = std::max(seen[x], end);
+    if (--pending[x] > 0) continue;
+    const Io& io = (*ios)[x];
+    if (layout.host_max_in_flight[io.host] > 0) {
+      events.push({seen[x], kFree, order++, io});
+    } else {
+      --busy[io.host];
+    }
+    if (std::optional<Io> next = workload.Next(io, seen[x])) {
+      events.push({next->arrival_ns, kIssue, order++, *next});
+    }
   }
   return absl::OkStatus();
 }
@@ -401,7 +440,10 @@ absl::StatusOr<proto::SimReport> SimulateHere(const Layout& layout,
   // With IOs that follow others' ends, each pass draws and routes its own
   // (RunFollowing); otherwise they are drawn and routed once, and again
   // only when the apps' changes differ.
-  const bool following = workload.dynamic();
+  const bool following = workload.dynamic() ||
+                         std::any_of(layout.host_max_in_flight.begin(),
+                                     layout.host_max_in_flight.end(),
+                                     [](uint32_t bound) { return bound > 0; });
   std::vector<Io> ios = workload.fixed();
   // The apps' changes the requests are routed by (those of the pass before).
   std::vector<RuleChange> timeline;
@@ -464,7 +506,7 @@ absl::StatusOr<proto::SimReport> SimulateHere(const Layout& layout,
         // done (with it, when it was not routed there then), not before it
         // left its host in this pass.
         const Request& q = requests[r];
-        p.storage_in[r] = Leaves(layout, q);
+        p.storage_in[r] = Leaves(layout, requests, p, r);
         if (!q.read && i > 0) {
           size_t before = r;
           bool found = true;
@@ -484,7 +526,7 @@ absl::StatusOr<proto::SimReport> SimulateHere(const Layout& layout,
     for (size_t r = 0; r < requests.size(); ++r) {
       // Eq. 1: a read's data leaves when storage is done.
       p.network_in[r] =
-          requests[r].read ? p.storage_out[r] : Leaves(layout, requests[r]);
+          requests[r].read ? p.storage_out[r] : Leaves(layout, requests, p, r);
     }
     p.network_out = (*network)->Run(requests, p.network_in, &p.failed);
     Finish(requests, p);
@@ -506,7 +548,7 @@ absl::StatusOr<proto::SimReport> SimulateHere(const Layout& layout,
     bool settled = true;
     if (apps) {
       absl::StatusOr<AppReplay> r =
-          ReplayApps(layout, requests, p.end, timeline, away);
+          ReplayApps(layout, requests, p.start, p.end, timeline, away);
       if (!r.ok()) return r.status();
       replay = *std::move(r);
       ir->set_decisions(static_cast<uint32_t>(replay.timeline.size()));

@@ -298,11 +298,11 @@ void Routing::PlaceOn(Request& r, uint32_t server, uint64_t file,
   r.page = (Mix(stripe ^ offset) % slots) * span;
 }
 
-absl::Status Routing::Route(const Io& io, uint64_t index,
+absl::Status Routing::Route(const Io& io, uint64_t index, uint64_t at_ns,
                             std::vector<Request>* out) {
   const proto::SimScenario& s = layout_.scenario;
   for (; next_change_ < timeline_.size() &&
-         timeline_[next_change_].at_ns <= io.arrival_ns;
+         timeline_[next_change_].at_ns <= at_ns;
        ++next_change_) {
     const RuleChange& c = timeline_[next_change_];
     if (absl::Status st = Apply(c, server_names_, *hosts_[c.host]); !st.ok()) {
@@ -366,7 +366,7 @@ absl::Status Routing::Route(const Io& io, uint64_t index,
           }
           if (away_ != nullptr) {
             away_->push_back(
-                {io.arrival_ns, io.host, p.track == Track::kAway, h.file, pg});
+                {at_ns, io.host, p.track == Track::kAway, h.file, pg});
           }
         }
       }
@@ -415,7 +415,10 @@ absl::StatusOr<std::vector<Request>> RouteIos(
   std::vector<Request> out;
   out.reserve(ios.size());
   for (size_t i = 0; i < ios.size(); ++i) {
-    if (absl::Status st = routing.Route(ios[i], i, &out); !st.ok()) return st;
+    if (absl::Status st = routing.Route(ios[i], i, ios[i].arrival_ns, &out);
+        !st.ok()) {
+      return st;
+    }
   }
   return out;
 }

@@ -136,11 +136,14 @@ class Routing {
           std::vector<AwayEvent>* away);
   ~Routing();
 
-  // Appends the requests of `io`, the pass's `index`-th IO, to `out`.
-  // InvalidArgument when a routed IO goes to an endpoint that is no
-  // server, or a change's rules do not make a table.
-  // REQUIRES: io.arrival_ns is at least that of the IO routed before.
-  absl::Status Route(const Io& io, uint64_t index, std::vector<Request>* out);
+  // Appends the requests of `io`, the pass's `index`-th IO, to `out`, as
+  // the rules route it at `at_ns` (when its host starts it: its arrival,
+  // or later when it waited for a free worker). InvalidArgument when a
+  // routed IO goes to an endpoint that is no server, or a change's rules
+  // do not make a table.
+  // REQUIRES: at_ns is at least that of the IO routed before.
+  absl::Status Route(const Io& io, uint64_t index, uint64_t at_ns,
+                     std::vector<Request>* out);
 
   struct HostRoutes;
 

@@ -326,5 +326,29 @@ TEST(FlowErrorsTest, BadFlowsAndEventsAreRefusedByField) {
               HasSubstr("events[0]: says nothing happens"));
 }
 
+TEST(HostBoundTest, AnIoWaitsForAFreeWorkerAndItsWaitCounts) {
+  // 300 reads a second onto a device that serves two at a time in 4 ms
+  // (500 a second): no queue. One worker on the host serves one at a time
+  // (about 240 a second): the IOs wait on the host, not on the device.
+  const std::string flows =
+      R"(flows { name: "r" hosts: "H0" servers: "S0" open_loop_iops: 300
+                 read_percent: 100 file_bytes: 16777216 })";
+  const proto::SimReport free = Sim(Slow(flows, 2));
+  std::string bounded_text = Slow(flows, 2);
+  bounded_text.replace(bounded_text.find("io_cost_us: 100 }"), 17,
+                       "io_cost_us: 100 max_in_flight: 1 }");
+  const proto::SimReport bounded = Sim(bounded_text);
+  ASSERT_EQ(bounded.flows_size(), 1);
+  EXPECT_LT(free.flows(0).read_p99_us(), 20'000);
+  EXPECT_GT(bounded.flows(0).read_p99_us(), 10 * free.flows(0).read_p99_us());
+  EXPECT_EQ(bounded.flows(0).reads(), free.flows(0).reads());
+  for (const proto::SimDeviceReport& d : bounded.devices()) {
+    if (d.name() == "S0/d0") {
+      EXPECT_LT(d.p99_us(), 4500);
+    }
+  }
+  EXPECT_TRUE(bounded.converged()) << bounded.stopped();
+}
+
 }  // namespace
 }  // namespace sroute::sim
