@@ -5,8 +5,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <numeric>
 #include <simgrid/s4u.hpp>
+#include <tuple>
 
 #include "util/strings.h"
 
@@ -17,6 +19,10 @@ namespace sg4 = simgrid::s4u;
 struct NetworkSim::Impl {
   std::unique_ptr<sg4::Engine> engine;
   std::vector<sg4::Host*> servers, hosts;
+  // Per machine (servers, then hosts), its ToR and its pod (a rack: one).
+  std::vector<uint32_t> tor, pod;
+  // IdleNs's probes: (kind of route, bytes, read) -> time.
+  std::map<std::tuple<int, uint32_t, bool>, uint64_t> idle;
 };
 
 namespace {
@@ -146,6 +152,15 @@ absl::StatusOr<std::unique_ptr<NetworkSim>> NetworkSim::Create(
     }
     spines->seal();
   }
+  impl->tor.assign(machines.size(), 0);
+  impl->pod.assign(machines.size(), 0);
+  if (n.has_clos()) {
+    const size_t tors = size_t{n.clos().pods()} * n.clos().tors_per_pod();
+    for (size_t m = 0; m < machines.size(); ++m) {
+      impl->tor[m] = static_cast<uint32_t>(m % tors);
+      impl->pod[m] = impl->tor[m] / n.clos().tors_per_pod();
+    }
+  }
   impl->servers.assign(made.begin(), made.begin() + layout.servers.size());
   impl->hosts.assign(made.begin() + layout.servers.size(), made.end());
   sg4::Activity::on_completion_cb([](const sg4::Activity& a) {
@@ -160,6 +175,30 @@ absl::StatusOr<std::unique_ptr<NetworkSim>> NetworkSim::Create(
 
 NetworkSim::NetworkSim(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 NetworkSim::~NetworkSim() = default;
+
+uint64_t NetworkSim::IdleNs(uint32_t host, uint32_t server, uint32_t bytes,
+                            bool read) {
+  const size_t h = impl_->servers.size() + host;
+  const int kind = impl_->tor[h] == impl_->tor[server]   ? 0
+                   : impl_->pod[h] == impl_->pod[server] ? 1
+                                                         : 2;
+  auto [it, made] = impl_->idle.try_emplace({kind, bytes, read}, 0);
+  if (!made) return it->second;
+  // One transfer on idle links, after whatever ran before.
+  const double base = std::ceil(sg4::Engine::get_clock()) + 1;
+  impl_->engine->run_until(base);
+  sg4::Host* s = impl_->servers[server];
+  sg4::Host* c = impl_->hosts[host];
+  sg4::CommPtr comm =
+      read ? sg4::Comm::sendto_init(s, c) : sg4::Comm::sendto_init(c, s);
+  double finish = base;
+  comm->set_payload_size(bytes);
+  comm->set_data(&finish);
+  comm->start();
+  impl_->engine->run();
+  it->second = static_cast<uint64_t>(std::llround((finish - base) * 1e9));
+  return it->second;
+}
 
 std::vector<uint64_t> NetworkSim::Run(const std::vector<Request>& requests,
                                       const std::vector<uint64_t>& start_ns,

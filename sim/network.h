@@ -40,6 +40,11 @@ class NetworkSim {
                             const std::vector<uint64_t>& start_ns,
                             const std::vector<uint8_t>* skip = nullptr);
 
+  // How long a transfer of `bytes` between `host` and `server` (a read's
+  // from the server, a write's to it) takes on idle links: probed once per
+  // kind of route (the same ToR, the same pod, across pods) and size.
+  uint64_t IdleNs(uint32_t host, uint32_t server, uint32_t bytes, bool read);
+
   struct Impl;
 
  private:

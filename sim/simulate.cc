@@ -240,9 +240,11 @@ uint64_t Leaves(const Layout& layout, const std::vector<Request>& requests,
 // storage; an IO the pass did not have takes its flow's mean.
 class NetworkTimes {
  public:
-  NetworkTimes() = default;  // the first pass: no network time yet
-  NetworkTimes(const std::vector<Io>& ios, const std::vector<Request>& requests,
-               const Pass& p) {
+  // The first pass: every transfer as long as on idle links.
+  explicit NetworkTimes(NetworkSim* idle) : idle_(idle) {}
+  NetworkTimes(NetworkSim* idle, const std::vector<Io>& ios,
+               const std::vector<Request>& requests, const Pass& p)
+      : idle_(idle) {
     ns_.resize(requests.size());
     std::vector<std::array<double, 2>> sum, count;
     for (size_t r = 0; r < requests.size(); ++r) {
@@ -288,8 +290,8 @@ class NetworkTimes {
     ends_ = std::move(sorted_ends);
   }
 
-  // The network time of the `piece`-th request of the IO `key` of `flow`.
-  uint64_t Of(uint64_t key, size_t piece, uint32_t flow, bool read) const {
+  // The network time of request `q`, the `piece`-th of the IO `key`.
+  uint64_t Of(uint64_t key, size_t piece, const Request& q) const {
     auto it = std::lower_bound(first_.begin(), first_.end(), key,
                                [](const std::pair<uint64_t, size_t>& e,
                                   uint64_t k) { return e.first < k; });
@@ -297,10 +299,14 @@ class NetworkTimes {
       const size_t r = it->second + piece;
       if (r < ends_[static_cast<size_t>(it - first_.begin())]) return ns_[r];
     }
-    return flow < mean_.size() ? mean_[flow][read] : 0;
+    if (q.flow < mean_.size() && mean_[q.flow][q.read] > 0) {
+      return mean_[q.flow][q.read];
+    }
+    return idle_->IdleNs(q.host, q.server, q.bytes, q.read);
   }
 
  private:
+  NetworkSim* idle_;
   std::vector<uint64_t> ns_;                        // per request of the pass
   std::vector<std::pair<uint64_t, size_t>> first_;  // key, first request
   std::vector<size_t> ends_;                   // past each IO's last request
@@ -364,9 +370,8 @@ absl::Status RunFollowing(const Layout& layout, const Workload& workload,
     for (size_t r = from; r < requests->size(); ++r) {
       const Request& q = (*requests)[r];
       // A write crosses the network before storage (Eq. 2).
-      p->storage_in[r] =
-          Leaves(layout, *requests, *p, r) +
-          (q.read ? 0 : network.Of(io.key, r - from, q.flow, false));
+      p->storage_in[r] = Leaves(layout, *requests, *p, r) +
+                         (q.read ? 0 : network.Of(io.key, r - from, q));
       arrivals.push({p->storage_in[r], r});
     }
     return absl::OkStatus();
@@ -404,7 +409,7 @@ absl::Status RunFollowing(const Layout& layout, const Workload& workload,
       // Its place among its IO's requests: they are consecutive.
       size_t first = r;
       while (first > 0 && (*requests)[first - 1].io == q.io) --first;
-      end += network.Of((*ios)[q.io].key, r - first, q.flow, true);
+      end += network.Of((*ios)[q.io].key, r - first, q);
     }
     const size_t x = q.io;
     seen[x] = std::max(seen[x], end);
@@ -472,7 +477,7 @@ absl::StatusOr<proto::SimReport> SimulateHere(const Layout& layout,
   // requests of a re-routed IO take the times of the same piece before.
   std::vector<size_t> last_first;
   // With IOs that follow others: the network times of the last pass.
-  NetworkTimes last_network;
+  NetworkTimes last_network(network->get());
   AppReplay replay;
   // The last pass's requests, when they are not `requests` any more (the
   // apps' changes re-routed them after it, or the next pass drew its own).
@@ -507,17 +512,20 @@ absl::StatusOr<proto::SimReport> SimulateHere(const Layout& layout,
         // left its host in this pass.
         const Request& q = requests[r];
         p.storage_in[r] = Leaves(layout, requests, p, r);
-        if (!q.read && i > 0) {
-          size_t before = r;
-          bool found = true;
-          if (apps) {
-            before = last_first[q.io] + (r - first[q.io]);
-            found = before < last_first[q.io + 1];
-          }
-          if (found) {
-            p.storage_in[r] =
-                std::max(p.storage_in[r], last.network_out[before]);
-          }
+        if (q.read) continue;
+        size_t before = r;
+        bool found = i > 0;
+        if (found && apps) {
+          before = last_first[q.io] + (r - first[q.io]);
+          found = before < last_first[q.io + 1];
+        }
+        if (found) {
+          p.storage_in[r] = std::max(p.storage_in[r], last.network_out[before]);
+        } else {
+          // The first pass (or a piece the last pass did not have): its
+          // transfer as long as on idle links.
+          p.storage_in[r] +=
+              (*network)->IdleNs(q.host, q.server, q.bytes, /*read=*/false);
         }
       }
       p.storage_out = storage.Run(requests, p.storage_in, &p.failed);
@@ -556,7 +564,7 @@ absl::StatusOr<proto::SimReport> SimulateHere(const Layout& layout,
       settled = replay.settled;
     }
     if (following) {
-      last_network = NetworkTimes(ios, requests, p);
+      last_network = NetworkTimes(network->get(), ios, requests, p);
       last_requests = requests;
       rerouted = true;  // the next pass draws its own
     }

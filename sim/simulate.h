@@ -4,7 +4,8 @@
 // requests through storage, then through the network; a read reaches
 // storage at its issue time and the network when storage is done; a write
 // reaches the network at its issue time and storage when the previous
-// pass's network was done (its issue time in the first pass). Passes
+// pass's network was done (in the first pass, its issue time plus its
+// transfer's time on idle links: NetworkSim::IdleNs). Passes
 // repeat until the criterion (the mean relative distance of the mean,
 // median and p90 per-request throughput from the pass before) is under
 // sigma, or has moved by at most tau for n passes, or max_iterations.
