@@ -45,12 +45,13 @@ class SimController : public ControllerApi {
                 const std::vector<uint64_t>& start_ns,
                 const std::vector<uint64_t>& end_ns,
                 const std::vector<RuleChange>& routed_by,
-                const std::vector<AwayEvent>& away)
+                const std::vector<AwayEvent>& away, const CopyLog& copies)
       : layout_(layout),
         requests_(requests),
         start_ns_(start_ns),
         end_ns_(end_ns),
         routed_by_(routed_by),
+        copies_(copies),
         away_(away),
         duration_ns_(static_cast<uint64_t>(layout.scenario.duration_s() * 1e9)),
         interval_ns_(
@@ -220,11 +221,14 @@ class SimController : public ControllerApi {
         "sroute-sim does not simulate device profiles yet");
   }
 
-  // A reclaim moves the bytes still away at its rate. A real call copies
-  // for up to `budget_ms` while the app waits; virtual time does not pass
-  // within a callback, so here the copy is credited between one call and
-  // the next, at most `budget_ms` of it (the first call only starts it).
-  // The data it moves is not simulated as IO.
+  // A reclaim copies what is away home. Its first call starts it (a change
+  // of the timeline: the next pass copies it as IO, a chunk at a time,
+  // read where it is, then written through the host's rules); each call
+  // reports what the pass's copy had moved by then, and it is done when
+  // the copy's last write has ended. In a pass that was not routed with
+  // this start, the copy is credited at its rate between one call and the
+  // next, at most `budget_ms` of it (virtual time does not pass within a
+  // callback).
   absl::StatusOr<proto::CopyProgress> Copy(const std::string& sswitch,
                                            const proto::Copy& req) override {
     auto h = host_of_.find(sswitch);
@@ -242,23 +246,51 @@ class SimController : public ControllerApi {
     }
     const uint64_t now = engine_.now_ns();
     const auto key = std::make_pair(h->second, req.from());
-    const uint64_t away = AwayBytes(h->second, req.from());
-    Reclaim& rc = reclaims_.try_emplace(key, Reclaim{now, 0}).first->second;
-    const uint64_t left = away > rc.moved ? away - rc.moved : 0;
-    const double secs = std::min(static_cast<double>(now - rc.last_ns) * 1e-9,
-                                 req.budget_ms() * 1e-3);
-    const uint64_t step =
-        req.rate_bytes_per_s() == 0
-            ? left
-            : std::min<uint64_t>(
-                  left,
-                  static_cast<uint64_t>(
-                      static_cast<double>(req.rate_bytes_per_s()) * secs));
-    rc.moved += step;
+    auto [it, begun] = reclaims_.try_emplace(key, Reclaim{now, 0, 0});
+    Reclaim& rc = it->second;
+    if (begun) {
+      RuleChange change;
+      change.at_ns = now;
+      change.host = h->second;
+      change.app = apps_[current_].name;
+      change.reclaiming = req.from();
+      change.rate_bytes_per_s = req.rate_bytes_per_s();
+      change.chunk_bytes = req.chunk_bytes();
+      rc.start = timeline_.size();
+      Record(std::move(change));
+    }
+    uint64_t moved = 0, left = 0;
+    bool done = false;
+    if (auto copy = copies_.find(rc.start);
+        copy != copies_.end() && !diverged_) {
+      // The pass copied it (it was routed with this start).
+      for (const auto& [end, bytes] : copy->second.writes) {
+        if (end <= now) moved += bytes;
+      }
+      left =
+          copy->second.total_bytes - std::min(moved, copy->second.total_bytes);
+      done = copy->second.complete && left == 0;
+    } else {
+      const uint64_t away = AwayBytes(h->second, req.from());
+      const uint64_t still = away > rc.moved ? away - rc.moved : 0;
+      const double secs = std::min(static_cast<double>(now - rc.last_ns) * 1e-9,
+                                   req.budget_ms() * 1e-3);
+      const uint64_t step =
+          req.rate_bytes_per_s() == 0
+              ? still
+              : std::min<uint64_t>(
+                    still,
+                    static_cast<uint64_t>(
+                        static_cast<double>(req.rate_bytes_per_s()) * secs));
+      moved = rc.moved + step;
+      left = still - step;
+      done = left == 0;
+    }
+    p.set_bytes_written(moved - std::min(moved, rc.moved));
+    p.set_bytes(left);
+    rc.moved = std::max(rc.moved, moved);
     rc.last_ns = now;
-    p.set_bytes_written(step);
-    p.set_bytes(left - step);
-    if (left == step) {
+    if (done) {
       p.set_done(true);
       reclaims_.erase(key);
       reclaimed_at_[key] = now;
@@ -422,6 +454,7 @@ class SimController : public ControllerApi {
   const std::vector<uint64_t>& start_ns_;
   const std::vector<uint64_t>& end_ns_;
   const std::vector<RuleChange>& routed_by_;
+  const CopyLog& copies_;
   const std::vector<AwayEvent>& away_;
   const uint64_t duration_ns_, interval_ns_;
 
@@ -439,6 +472,7 @@ class SimController : public ControllerApi {
   struct Reclaim {
     uint64_t last_ns;  // the last call
     uint64_t moved;    // bytes
+    size_t start;      // its start's place in the timeline
   };
   std::map<std::pair<uint32_t, std::string>, Reclaim> reclaims_;
   std::map<std::pair<uint32_t, std::string>, uint64_t> reclaimed_at_;
@@ -457,8 +491,10 @@ absl::StatusOr<AppReplay> ReplayApps(const Layout& layout,
                                      const std::vector<uint64_t>& start_ns,
                                      const std::vector<uint64_t>& end_ns,
                                      const std::vector<RuleChange>& routed_by,
-                                     const std::vector<AwayEvent>& away) {
-  SimController controller(layout, requests, start_ns, end_ns, routed_by, away);
+                                     const std::vector<AwayEvent>& away,
+                                     const CopyLog& copies) {
+  SimController controller(layout, requests, start_ns, end_ns, routed_by, away,
+                           copies);
   // The apps note each decision in the log, pass after pass: only their
   // warnings are shown.
   SetLogLeastSeverity("W");

@@ -27,6 +27,7 @@
 #define SROUTE_SIM_APPS_H_
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,17 @@
 #include "sim/workload.h"
 
 namespace sroute::sim {
+
+// How a pass carried out the reclaims its timeline started, by the index
+// of each start in that timeline: when each chunk's write ended and what
+// it moved, what there was to move, and whether all of it was moved
+// before the run's end.
+struct CopyProgress {
+  std::vector<std::pair<uint64_t, uint64_t>> writes;  // end_ns, bytes
+  uint64_t total_bytes = 0;
+  bool complete = false;
+};
+using CopyLog = std::map<size_t, CopyProgress>;
 
 struct AppReplay {
   // The changes the apps made, in order of time (up to the first that
@@ -49,14 +61,16 @@ struct AppReplay {
 // Replays the scenario's apps over a pass: `requests` (routed by
 // `routed_by`) reached their sSwitch at `start_ns[i]` (empty: at their
 // arrival) and ended at `end_ns[i]`; `away` is the routing's log of pages
-// writes took away. An app whose Start fails stops the replay with its
-// error ("apps[I]: ...").
+// writes took away; `copies` how the pass copied the reclaims `routed_by`
+// started (a reclaim the pass did not copy moves at its rate). An app
+// whose Start fails stops the replay with its error ("apps[I]: ...").
 absl::StatusOr<AppReplay> ReplayApps(const Layout& layout,
                                      const std::vector<Request>& requests,
                                      const std::vector<uint64_t>& start_ns,
                                      const std::vector<uint64_t>& end_ns,
                                      const std::vector<RuleChange>& routed_by,
-                                     const std::vector<AwayEvent>& away);
+                                     const std::vector<AwayEvent>& away,
+                                     const CopyLog& copies);
 
 }  // namespace sroute::sim
 

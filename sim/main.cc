@@ -49,6 +49,7 @@ void PrintTables(const sroute::proto::SimReport& r, size_t device_rows) {
       };
       for (const std::string& rule : d.insert()) row("+ " + rule);
       for (const std::string& rule : d.remove()) row("- " + rule);
+      if (!d.reclaiming().empty()) row("reclaiming " + d.reclaiming());
       if (!d.reclaimed().empty()) row("reclaimed " + d.reclaimed());
     }
     for (const std::string& note : r.app_notes()) {

@@ -273,11 +273,14 @@ double TimeSpan(const proto::SimReport& r) {
   return end > 0 ? end : 1;
 }
 
-// "+N/-M rules", "reclaimed", or both.
+// "+N/-M rules", "reclaiming", "reclaimed", or several.
 std::string DecisionSummary(const proto::SimDecision& d) {
   std::string s;
   if (d.insert_size() > 0 || d.remove_size() > 0 || d.reclaimed().empty()) {
     s = StrCat("+", d.insert_size(), "/-", d.remove_size(), " rules");
+  }
+  if (!d.reclaiming().empty()) {
+    StrAppend(&s, s.empty() ? "" : ", ", "reclaiming");
   }
   if (!d.reclaimed().empty()) StrAppend(&s, s.empty() ? "" : ", ", "reclaimed");
   return s;

@@ -61,6 +61,8 @@ struct Pass {
   // When each request's host started it, where that is not its arrival (a
   // bound on the host's IOs under way made it wait); empty: never.
   std::vector<uint64_t> start;
+  // How the pass copied the reclaims its timeline started.
+  CopyLog copies;
   // Requests that failed (a server down): they end at storage_out and
   // send nothing.
   std::vector<uint8_t> failed;
@@ -117,7 +119,8 @@ void Report(const Layout& layout, const std::vector<Request>& requests,
     // With curves: per interval, the latencies of the IOs that ended in it.
     std::vector<std::vector<double>> intervals;
   };
-  std::vector<FlowSums> flows(s.flows_size());
+  // The scenario's flows, and the reclaims' copies after them.
+  std::vector<FlowSums> flows(s.flows_size() + 1);
   std::vector<size_t> first_device;
   size_t devices = 0;
   for (const Layout::Server& server : layout.servers) {
@@ -166,11 +169,15 @@ void Report(const Layout& layout, const std::vector<Request>& requests,
     on_device[first_device[r.server] + r.device].push_back(
         static_cast<double>(p.storage_out[i] - p.storage_in[i]) / 1e3);
   }
-  for (int f = 0; f < s.flows_size(); ++f) {
+  for (int f = 0; f <= s.flows_size(); ++f) {
     const FlowSums& sums = flows[f];
+    if (f == s.flows_size() && sums.reads.empty() && sums.writes.empty()) {
+      break;  // no reclaim copied anything
+    }
     proto::SimFlowReport* fr = out->add_flows();
-    fr->set_name(s.flows(f).name().empty() ? StrCat("flow", f)
-                                           : s.flows(f).name());
+    fr->set_name(f == s.flows_size()         ? "(reclaim)"
+                 : s.flows(f).name().empty() ? StrCat("flow", f)
+                                             : s.flows(f).name());
     fr->set_reads(sums.reads.size());
     fr->set_writes(sums.writes.size());
     fr->set_errors(sums.errors);
@@ -212,7 +219,18 @@ void AddDecisions(const Layout& layout, const AppReplay& replay,
   std::map<uint64_t, std::string> texts;
   for (const SimRule& r : layout.rules) texts[r.cid] = r.text;
   for (const RuleChange& c : replay.timeline) {
+    if (!c.reclaiming.empty() && out->decisions_size() > 0) {
+      // A copy begins with the update that began its reclaim.
+      proto::SimDecision* before =
+          out->mutable_decisions(out->decisions_size() - 1);
+      if (before->host() == layout.hosts[c.host] &&
+          before->at_s() == static_cast<double>(c.at_ns) * 1e-9) {
+        before->set_reclaiming(c.reclaiming);
+        continue;
+      }
+    }
     proto::SimDecision* d = out->add_decisions();
+    d->set_reclaiming(c.reclaiming);
     d->set_at_s(static_cast<double>(c.at_ns) * 1e-9);
     d->set_app(c.app);
     d->set_host(layout.hosts[c.host]);
@@ -314,13 +332,17 @@ class NetworkTimes {
 };
 
 // One pass's storage side when IOs follow others' ends (closed loop,
-// read-modify-write) or hosts bound their IOs under way: IOs issued in
-// order of time, started when their host has a free worker (at once
-// without a bound), routed when started, served by the devices when their
-// requests reach them. An IO ends for its host (its worker is free, the
-// IO that follows it is issued) when its last request is done at storage
-// plus, for a read, its network time in the pass before; the network runs
-// after storage, over the whole pass, as in every pass.
+// read-modify-write, a reclaim's copy) or hosts bound their IOs under
+// way: IOs issued in order of time, started when their host has a free
+// worker (at once without a bound), routed when started, served by the
+// devices when their requests reach them. An IO ends for its host (its
+// worker is free, the IO that follows it is issued) when its last request
+// is done at storage plus, for a read, its network time in the pass
+// before; the network runs after storage, over the whole pass, as in
+// every pass. A reclaim the timeline starts copies what is away then, a
+// chunk at a time (read where it is, then write it through the host's
+// rules, which bring it home), no faster than its rate; its IOs are the
+// flow after the scenario's, and take no worker.
 absl::Status RunFollowing(const Layout& layout, const Workload& workload,
                           const StorageSim& storage,
                           const std::vector<RuleChange>& timeline,
@@ -329,15 +351,23 @@ absl::Status RunFollowing(const Layout& layout, const Workload& workload,
                           std::vector<Request>* requests, Pass* p) {
   ios->clear();
   requests->clear();
+  p->copies.clear();
   Routing routing(layout, timeline, away);
   StorageSim::Pass devices(storage);
-  // At the same instant a worker frees before an IO is issued.
-  enum Kind : uint8_t { kFree, kIssue };
+  const uint32_t copy_flow =
+      static_cast<uint32_t>(layout.scenario.flows_size());
+  const uint64_t run_ns =
+      static_cast<uint64_t>(layout.scenario.duration_s() * 1e9);
+  // At the same instant a worker frees, then a reclaim moves on, then an
+  // IO is issued.
+  enum Kind : uint8_t { kFree, kCopyStart, kCopyIo, kIssue };
   struct Event {
     uint64_t at;
     Kind kind;
     uint64_t order;
-    Io io;  // kIssue: the IO; kFree: io.host's worker
+    // kIssue, kCopyIo: the IO; kFree: io.host's worker; kCopyStart: the
+    // reclaim's start is timeline[io.copy].
+    Io io;
     bool operator>(const Event& o) const {
       return std::tie(at, kind, order) > std::tie(o.at, o.kind, o.order);
     }
@@ -349,16 +379,49 @@ absl::Status RunFollowing(const Layout& layout, const Workload& workload,
   for (const Io& io : workload.fixed()) {
     events.push({io.arrival_ns, kIssue, order++, io});
   }
+  struct Copy {
+    std::vector<Routing::CopyChunk> chunks;
+    uint64_t begun_ns = 0, issued_bytes = 0;
+  };
+  std::map<size_t, Copy> copies;
+  for (size_t c = 0; c < timeline.size(); ++c) {
+    if (timeline[c].reclaiming.empty()) continue;
+    Io io{};
+    io.host = timeline[c].host;
+    io.copy = static_cast<uint32_t>(c);
+    events.push({timeline[c].at_ns, kCopyStart, order++, io});
+  }
+  // The IO of a reclaim's chunk (its read, or its write).
+  auto copy_io = [&](size_t c, uint32_t chunk, bool read, uint64_t at) {
+    Io io{};
+    io.arrival_ns = at;
+    io.host = timeline[c].host;
+    io.flow = copy_flow;
+    io.copy = static_cast<uint32_t>(c);
+    io.seq = chunk;
+    io.read = read;
+    io.bytes =
+        copies[c].chunks[chunk].pages * static_cast<uint32_t>(kSimPageBytes);
+    io.key = (uint64_t{3} << 62) | (uint64_t{io.copy} << 33) |
+             (uint64_t{chunk} << 1) | (read ? 0 : 1);
+    events.push({at, kCopyIo, order++, io});
+  };
   std::vector<uint32_t> busy(layout.hosts.size(), 0);  // workers per host
   std::vector<std::deque<Io>> waiting(layout.hosts.size());
   std::vector<uint32_t> pending;  // per IO: its requests not done
   std::vector<uint64_t> seen;     // per IO: when its host sees it end
   auto start = [&](const Io& io, uint64_t now) -> absl::Status {
-    ++busy[io.host];
     const size_t x = ios->size();
     ios->push_back(io);
     const size_t from = requests->size();
-    if (absl::Status st = routing.Route(io, x, now, requests); !st.ok()) {
+    if (io.copy == Io::kNone) {
+      ++busy[io.host];
+      if (absl::Status st = routing.Route(io, x, now, requests); !st.ok()) {
+        return st;
+      }
+    } else if (absl::Status st = routing.RouteCopy(
+                   io, copies[io.copy].chunks[io.seq], x, now, requests);
+               !st.ok()) {
       return st;
     }
     pending.push_back(static_cast<uint32_t>(requests->size() - from));
@@ -376,6 +439,27 @@ absl::Status RunFollowing(const Layout& layout, const Workload& workload,
     }
     return absl::OkStatus();
   };
+  // A reclaim's chunk moved: the next one, no sooner than its rate allows.
+  auto copied = [&](const Io& io, uint64_t end) {
+    const RuleChange& change = timeline[io.copy];
+    Copy& c = copies[io.copy];
+    CopyProgress& progress = p->copies[io.copy];
+    progress.writes.push_back({end, io.bytes});
+    const uint32_t next = io.seq + 1;
+    if (next == c.chunks.size()) {
+      progress.complete = true;
+      return;
+    }
+    uint64_t at = end;
+    if (change.rate_bytes_per_s > 0) {
+      at = std::max(at, c.begun_ns + static_cast<uint64_t>(
+                                         static_cast<double>(c.issued_bytes) /
+                                         change.rate_bytes_per_s * 1e9));
+    }
+    if (at >= run_ns) return;
+    c.issued_bytes += c.chunks[next].pages * kSimPageBytes;
+    copy_io(io.copy, next, /*read=*/true, at);
+  };
   while (!events.empty() || !arrivals.empty()) {
     if (!events.empty() &&
         (arrivals.empty() || events.top().at <= arrivals.top().first)) {
@@ -383,20 +467,45 @@ absl::Status RunFollowing(const Layout& layout, const Workload& workload,
       events.pop();
       const uint32_t host = e.io.host;
       const uint32_t bound = layout.host_max_in_flight[host];
-      if (e.kind == kFree) {
-        --busy[host];
-        if (waiting[host].empty()) continue;
-        const Io io = waiting[host].front();
-        waiting[host].pop_front();
-        if (absl::Status st = start(io, e.at); !st.ok()) return st;
-        continue;
+      switch (e.kind) {
+        case kFree:
+          --busy[host];
+          if (!waiting[host].empty()) {
+            const Io io = waiting[host].front();
+            waiting[host].pop_front();
+            if (absl::Status st = start(io, e.at); !st.ok()) return st;
+          }
+          continue;
+        case kCopyStart: {
+          if (absl::Status st = routing.AdvanceTo(e.at); !st.ok()) return st;
+          const RuleChange& change = timeline[e.io.copy];
+          Copy& c = copies[e.io.copy];
+          c.chunks =
+              routing.AwayChunks(host, change.reclaiming, change.chunk_bytes);
+          c.begun_ns = e.at;
+          CopyProgress& progress = p->copies[e.io.copy];
+          for (const Routing::CopyChunk& chunk : c.chunks) {
+            progress.total_bytes += chunk.pages * kSimPageBytes;
+          }
+          if (c.chunks.empty()) {
+            progress.complete = true;
+            continue;
+          }
+          c.issued_bytes = c.chunks[0].pages * kSimPageBytes;
+          copy_io(e.io.copy, 0, /*read=*/true, e.at);
+          continue;
+        }
+        case kCopyIo:
+          if (absl::Status st = start(e.io, e.at); !st.ok()) return st;
+          continue;
+        case kIssue:
+          if (bound > 0 && busy[host] >= bound) {
+            waiting[host].push_back(e.io);
+            continue;
+          }
+          if (absl::Status st = start(e.io, e.at); !st.ok()) return st;
+          continue;
       }
-      if (bound > 0 && busy[host] >= bound) {
-        waiting[host].push_back(e.io);
-        continue;
-      }
-      if (absl::Status st = start(e.io, e.at); !st.ok()) return st;
-      continue;
     }
     const auto [at, r] = arrivals.top();
     arrivals.pop();
@@ -414,7 +523,15 @@ absl::Status RunFollowing(const Layout& layout, const Workload& workload,
     const size_t x = q.io;
     seen[x] = std::max(seen[x], end);
     if (--pending[x] > 0) continue;
-    const Io& io = (*ios)[x];
+    const Io io = (*ios)[x];
+    if (io.copy != Io::kNone) {
+      if (io.read) {
+        copy_io(io.copy, io.seq, /*read=*/false, seen[x]);
+      } else {
+        copied(io, seen[x]);
+      }
+      continue;
+    }
     if (layout.host_max_in_flight[io.host] > 0) {
       events.push({seen[x], kFree, order++, io});
     } else {
@@ -449,21 +566,15 @@ absl::StatusOr<proto::SimReport> SimulateHere(const Layout& layout,
                          std::any_of(layout.host_max_in_flight.begin(),
                                      layout.host_max_in_flight.end(),
                                      [](uint32_t bound) { return bound > 0; });
-  std::vector<Io> ios = workload.fixed();
+  std::vector<Io> ios;
   // The apps' changes the requests are routed by (those of the pass before).
   std::vector<RuleChange> timeline;
   std::vector<AwayEvent> away;
+  // The pass's requests; whether they are the fixed IOs routed by the
+  // timeline (a pass that does not follow ends needs them routed again
+  // only when the timeline changed).
   std::vector<Request> requests;
-  if (!following) {
-    absl::StatusOr<std::vector<Request>> routed =
-        RouteIos(layout, ios, timeline, apps ? &away : nullptr);
-    if (!routed.ok()) return routed.status();
-    requests = *std::move(routed);
-    if (!apps) {
-      // Only the apps' changes route the IOs again: let them go.
-      ios = std::vector<Io>();
-    }
-  }
+  bool routed = false;
   const StorageSim storage(layout);
   auto network = NetworkSim::Create(layout);
   if (!network.ok()) return network.status();
@@ -476,25 +587,41 @@ absl::StatusOr<proto::SimReport> SimulateHere(const Layout& layout,
   // Where the last pass's requests of each IO begin (they are in IO order):
   // requests of a re-routed IO take the times of the same piece before.
   std::vector<size_t> last_first;
-  // With IOs that follow others: the network times of the last pass.
+  bool last_followed = false;
+  // For a pass that follows ends: the network times of the last pass.
   NetworkTimes last_network(network->get());
   AppReplay replay;
-  // The last pass's requests, when they are not `requests` any more (the
-  // apps' changes re-routed them after it, or the next pass drew its own).
-  std::vector<Request> last_requests;
-  bool rerouted = false;
   uint32_t steady = 0;  // passes in a row whose criterion moved <= tau
   double last_criterion = -1;
   for (uint32_t i = 0; i < max_iterations; ++i) {
+    // A reclaim's copy follows the ends of its chunks.
+    const bool follows =
+        following ||
+        std::any_of(timeline.begin(), timeline.end(),
+                    [](const RuleChange& c) { return !c.reclaiming.empty(); });
     Pass p;
     std::vector<size_t> first;
-    if (following) {
+    if (follows) {
       away.clear();
       absl::Status st =
           RunFollowing(layout, workload, storage, timeline, last_network,
                        apps ? &away : nullptr, &ios, &requests, &p);
       if (!st.ok()) return st;
+      routed = false;
     } else {
+      if (!routed) {
+        ios = workload.fixed();
+        away.clear();
+        absl::StatusOr<std::vector<Request>> r =
+            RouteIos(layout, ios, timeline, apps ? &away : nullptr);
+        if (!r.ok()) return r.status();
+        requests = *std::move(r);
+        routed = true;
+        if (!apps) {
+          // Only the apps' changes route the IOs again: let them go.
+          ios = std::vector<Io>();
+        }
+      }
       // Where each IO's requests begin, when the apps may re-route them
       // (without apps the requests stay as they are, and so do their
       // places).
@@ -514,7 +641,7 @@ absl::StatusOr<proto::SimReport> SimulateHere(const Layout& layout,
         p.storage_in[r] = Leaves(layout, requests, p, r);
         if (q.read) continue;
         size_t before = r;
-        bool found = i > 0;
+        bool found = i > 0 && !last_followed;
         if (found && apps) {
           before = last_first[q.io] + (r - first[q.io]);
           found = before < last_first[q.io + 1];
@@ -552,36 +679,26 @@ absl::StatusOr<proto::SimReport> SimulateHere(const Layout& layout,
       ir->set_rd_p90(RelativeDistance(ir->p90_mbps(), before.p90_mbps()));
       ir->set_criterion((ir->rd_mean() + ir->rd_median() + ir->rd_p90()) / 3);
     }
-    rerouted = false;
     bool settled = true;
     if (apps) {
-      absl::StatusOr<AppReplay> r =
-          ReplayApps(layout, requests, p.start, p.end, timeline, away);
+      absl::StatusOr<AppReplay> r = ReplayApps(layout, requests, p.start, p.end,
+                                               timeline, away, p.copies);
       if (!r.ok()) return r.status();
       replay = *std::move(r);
       ir->set_decisions(static_cast<uint32_t>(replay.timeline.size()));
       ir->set_decisions_settled(replay.settled);
       settled = replay.settled;
     }
-    if (following) {
+    if (follows || apps) {
       last_network = NetworkTimes(network->get(), ios, requests, p);
-      last_requests = requests;
-      rerouted = true;  // the next pass draws its own
     }
     last = std::move(p);
     last_first = std::move(first);
+    last_followed = follows;
     if (!settled) {
       // Routed again by the apps' new changes; the iteration goes on.
       timeline = replay.timeline;
-      if (!following) {
-        away.clear();
-        absl::StatusOr<std::vector<Request>> routed =
-            RouteIos(layout, ios, timeline, &away);
-        if (!routed.ok()) return routed.status();
-        last_requests = std::move(requests);
-        requests = *std::move(routed);
-        rerouted = true;
-      }
+      routed = false;
       steady = 0;
       last_criterion = -1;
       continue;
@@ -613,9 +730,8 @@ absl::StatusOr<proto::SimReport> SimulateHere(const Layout& layout,
     report.set_stopped(StrCat("the apps' changes did not settle in ",
                               max_iterations, " iterations"));
   }
-  const std::vector<Request>& reported = rerouted ? last_requests : requests;
-  report.set_requests(reported.size());
-  Report(layout, reported, last, options, &report);
+  report.set_requests(requests.size());
+  Report(layout, requests, last, options, &report);
   AddDecisions(layout, replay, &report);
   report.set_wall_s(
       std::chrono::duration<double>(std::chrono::steady_clock::now() - began)

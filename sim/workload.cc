@@ -47,7 +47,8 @@ uint64_t DevicePages(const std::string& preset) {
 bool RuleChange::operator==(const RuleChange& o) const {
   if (at_ns != o.at_ns || host != o.host || app != o.app ||
       remove != o.remove || reclaimed != o.reclaimed ||
-      insert.size() != o.insert.size()) {
+      reclaiming != o.reclaiming || rate_bytes_per_s != o.rate_bytes_per_s ||
+      chunk_bytes != o.chunk_bytes || insert.size() != o.insert.size()) {
     return false;
   }
   for (size_t i = 0; i < insert.size(); ++i) {
@@ -298,9 +299,7 @@ void Routing::PlaceOn(Request& r, uint32_t server, uint64_t file,
   r.page = (Mix(stripe ^ offset) % slots) * span;
 }
 
-absl::Status Routing::Route(const Io& io, uint64_t index, uint64_t at_ns,
-                            std::vector<Request>* out) {
-  const proto::SimScenario& s = layout_.scenario;
+absl::Status Routing::AdvanceTo(uint64_t at_ns) {
   for (; next_change_ < timeline_.size() &&
          timeline_[next_change_].at_ns <= at_ns;
        ++next_change_) {
@@ -311,6 +310,61 @@ absl::Status Routing::Route(const Io& io, uint64_t index, uint64_t at_ns,
                  layout_.hosts[c.host], ": ", st.message()));
     }
   }
+  return absl::OkStatus();
+}
+
+std::vector<Routing::CopyChunk> Routing::AwayChunks(
+    uint32_t host, const std::string& prefix, uint32_t chunk_bytes) const {
+  const uint32_t most = std::max<uint32_t>(1, chunk_bytes / kSimPageBytes);
+  std::vector<CopyChunk> out;
+  std::vector<std::string> files;
+  for (const auto& [file, pages] : hosts_[host]->away) {
+    if (file.starts_with(prefix) && !pages.empty()) files.push_back(file);
+  }
+  std::sort(files.begin(), files.end());
+  for (const std::string& file : files) {
+    const std::map<uint64_t, AwayPlace>& pages = hosts_[host]->away.at(file);
+    const AwayPlace* at = nullptr;
+    for (const auto& [page, place] : pages) {
+      CopyChunk* last = out.empty() ? nullptr : &out.back();
+      if (last != nullptr && at != nullptr && last->file == file &&
+          last->page + last->pages == page && last->pages < most &&
+          at->server == place.server && at->file == place.file) {
+        ++last->pages;
+      } else {
+        out.push_back({file, page, 1});
+      }
+      at = &place;
+    }
+  }
+  return out;
+}
+
+absl::Status Routing::RouteCopy(const Io& io, const CopyChunk& chunk,
+                                uint64_t index, uint64_t at_ns,
+                                std::vector<Request>* out) {
+  if (absl::Status st = AdvanceTo(at_ns); !st.ok()) return st;
+  Request r;
+  r.arrival_ns = io.arrival_ns;
+  r.io = index;
+  r.rule = 0;
+  r.flow = io.flow;
+  r.host = io.host;
+  r.bytes = chunk.pages * static_cast<uint32_t>(kSimPageBytes);
+  r.read = io.read;
+  IoHeader h;
+  h.source = "sroute-reclaim";
+  h.file = chunk.file;
+  h.op = io.read ? Op::kRead : Op::kWrite;
+  h.offset = chunk.page * kSimPageBytes;
+  h.length = r.bytes;
+  return RouteHeader(io, h, r, at_ns, out);
+}
+
+absl::Status Routing::Route(const Io& io, uint64_t index, uint64_t at_ns,
+                            std::vector<Request>* out) {
+  const proto::SimScenario& s = layout_.scenario;
+  if (absl::Status st = AdvanceTo(at_ns); !st.ok()) return st;
   const proto::SimFlow& flow = s.flows(static_cast<int>(io.flow));
   Request r;
   r.arrival_ns = io.arrival_ns;
@@ -331,13 +385,18 @@ absl::Status Routing::Route(const Io& io, uint64_t index, uint64_t at_ns,
     out->push_back(r);
     return absl::OkStatus();
   }
-  HostRoutes& routes = *hosts_[io.host];
   IoHeader h;
   h.source = line != nullptr ? line->source : flow.name();
   h.file = file;
   h.op = io.read ? Op::kRead : Op::kWrite;
   h.offset = io.offset;
   h.length = io.bytes;
+  return RouteHeader(io, h, r, at_ns, out);
+}
+
+absl::Status Routing::RouteHeader(const Io& io, const IoHeader& h, Request r,
+                                  uint64_t at_ns, std::vector<Request>* out) {
+  HostRoutes& routes = *hosts_[io.host];
   places_.clear();
   if (absl::Status st = routes.router->Route(h, &places_); !st.ok()) {
     return absl::InvalidArgumentError(

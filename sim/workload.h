@@ -49,6 +49,9 @@ struct Io {
   // place in the slot's sequence.
   uint32_t slot = kNone;
   uint32_t seq = 0;
+  // A reclaim's copy (the index of its start in the pass's timeline);
+  // `seq` is then its chunk.
+  uint32_t copy = kNone;
   bool read;
   bool rmw = false;  // a read whose write follows when it ends (YCSB F)
 };
@@ -86,8 +89,9 @@ class Workload {
 };
 
 // A change of one host's rules at a time: an app's update (rules inserted,
-// cids removed), or the end of a reclaim (the bytes of files named
-// `reclaimed...` that writes took away are home again).
+// cids removed), the start of a reclaim (the host copies what writes took
+// away of files named `reclaiming...` home, a chunk at a time at its
+// rate), or its end (those bytes are home again).
 struct RuleChange {
   uint64_t at_ns;
   uint32_t host;
@@ -95,6 +99,9 @@ struct RuleChange {
   std::vector<SimRule> insert;
   std::vector<uint64_t> remove;
   std::string reclaimed;
+  std::string reclaiming = {};
+  uint64_t rate_bytes_per_s = 0;  // 0: as fast as the copy goes
+  uint32_t chunk_bytes = 0;
   bool operator==(const RuleChange& o) const;
 };
 
@@ -145,9 +152,35 @@ class Routing {
   absl::Status Route(const Io& io, uint64_t index, uint64_t at_ns,
                      std::vector<Request>* out);
 
+  // A reclaim's unit: `pages` pages of `file` from `page` on, away in one
+  // place.
+  struct CopyChunk {
+    std::string file;
+    uint64_t page;
+    uint32_t pages;
+  };
+  // Applies the timeline's changes up to `at_ns`.
+  // REQUIRES: at_ns is at least that of the IO routed before.
+  absl::Status AdvanceTo(uint64_t at_ns);
+  // The pages of `host`'s files named `prefix...` that are away now, in
+  // chunks of at most `chunk_bytes` of one file in one place, in order of
+  // file and page.
+  std::vector<CopyChunk> AwayChunks(uint32_t host, const std::string& prefix,
+                                    uint32_t chunk_bytes) const;
+  // Appends the requests of a reclaim's read of `chunk` (from where it
+  // is) or write (by `host`'s rules, which bring its pages home): `io`
+  // says the host, the flow, the bytes and the op.
+  absl::Status RouteCopy(const Io& io, const CopyChunk& chunk, uint64_t index,
+                         uint64_t at_ns, std::vector<Request>* out);
+
   struct HostRoutes;
 
  private:
+  // Routes a header of `io` by its host's rules (the reads of pages writes
+  // took away where they went).
+  absl::Status RouteHeader(const Io& io, const IoHeader& h, Request r,
+                           uint64_t at_ns, std::vector<Request>* out);
+
   void PlaceOn(Request& r, uint32_t server, uint64_t file,
                uint64_t offset) const;
 

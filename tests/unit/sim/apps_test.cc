@@ -85,7 +85,9 @@ TEST(SimAppsTest, TailLatencyOffLoadsTheBurstAndReclaimsIt) {
       << all;
   ASSERT_EQ(home.remove_size(), 1) << all;
   EXPECT_EQ(home.remove(0), away.insert(0)) << all;
-  // The reclaim's copy runs at its rate after the home rule is in.
+  // The reclaim's copy begins with the home rule, runs as IO (reads where
+  // the pages went, writes home), and ends after it.
+  EXPECT_EQ(home.reclaiming(), "//home/a/") << all;
   EXPECT_EQ(r.decisions(2).reclaimed(), "//home/a/") << all;
   EXPECT_GT(r.decisions(2).at_s(), home.at_s()) << all;
   ASSERT_EQ(r.decisions(3).remove_size(), 1) << all;
@@ -96,7 +98,8 @@ TEST(SimAppsTest, TailLatencyOffLoadsTheBurstAndReclaimsIt) {
   // The last pass was routed by exactly these decisions.
   const proto::SimIterationReport& last = r.iterations(r.iterations_size() - 1);
   EXPECT_TRUE(last.decisions_settled());
-  EXPECT_EQ(last.decisions(), static_cast<uint32_t>(r.decisions_size()));
+  // (The copy's start is a change of its own, shown with the update.)
+  EXPECT_EQ(last.decisions(), static_cast<uint32_t>(r.decisions_size()) + 1);
   // S2 served the off-loaded writes and the reads that followed them.
   EXPECT_GT(DeviceRequests(r, "S2/d0"), 500u) << all;
 
@@ -105,9 +108,42 @@ TEST(SimAppsTest, TailLatencyOffLoadsTheBurstAndReclaimsIt) {
   EXPECT_EQ(DeviceRequests(alone, "S2/d0"), 0u);
   EXPECT_EQ(alone.decisions_size(), 0);
   ASSERT_EQ(alone.flows_size(), 2);
-  ASSERT_EQ(r.flows_size(), 2);
+  ASSERT_EQ(r.flows_size(), 3);
+  EXPECT_EQ(r.flows(2).name(), "(reclaim)");
+  EXPECT_GT(r.flows(2).reads(), 0u);
+  EXPECT_EQ(r.flows(2).writes(), r.flows(2).reads());
   // Reads of a no longer wait behind its burst of writes on S0.
   EXPECT_LT(r.flows(0).read_p50_us(), alone.flows(0).read_p50_us());
+}
+
+// A reclaim's copy is IO: no faster than its rate, and no faster than
+// the devices move it (at 64 MB/s the worn devices are the limit).
+TEST(SimAppsTest, AReclaimsCopyTakesItsRateOrTheDevicesTime) {
+  auto reclaim_s = [](const proto::SimReport& r) {
+    double began = -1, ended = -1;
+    for (const proto::SimDecision& d : r.decisions()) {
+      if (!d.reclaiming().empty()) began = d.at_s();
+      if (!d.reclaimed().empty()) ended = d.at_s();
+    }
+    EXPECT_GE(began, 0) << Decisions(r);
+    EXPECT_GT(ended, began) << Decisions(r);
+    return ended - began;
+  };
+  const std::string app =
+      R"(apps: "tail_latency:alpha=2,end=1.2,window=20,hold=1,cooldown=1,)"
+      R"(queue=0,rate=)";
+  const proto::SimReport fast = RunScenario(Burst(app + R"(64M")"));
+  const proto::SimReport slow = RunScenario(Burst(app + R"(8M")"));
+  ASSERT_TRUE(fast.converged()) << fast.stopped();
+  ASSERT_TRUE(slow.converged()) << slow.stopped();
+  ASSERT_EQ(fast.flows_size(), 3);
+  ASSERT_EQ(slow.flows_size(), 3);
+  // The same pages away, so the same bytes copied.
+  EXPECT_EQ(fast.flows(2).writes(), slow.flows(2).writes());
+  // 20 MB at 64 MB/s would take a third of a second; the worn devices
+  // move it at about 10 MB/s. At 8 MB/s the rate is the limit.
+  EXPECT_GE(reclaim_s(fast), 1.5);
+  EXPECT_GT(reclaim_s(slow), reclaim_s(fast));
 }
 
 TEST(SimAppsTest, SameSeedSameDecisions) {
