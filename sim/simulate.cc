@@ -558,7 +558,7 @@ absl::StatusOr<proto::SimReport> SimulateHere(const Layout& layout,
       it.max_iterations() == 0 ? 20 : it.max_iterations();
 
   const bool apps = s.apps_size() > 0;
-  const Workload workload(layout);
+  Workload workload(layout);
   // With IOs that follow others' ends, each pass draws and routes its own
   // (RunFollowing); otherwise they are drawn and routed once, and again
   // only when the apps' changes differ.
@@ -610,16 +610,18 @@ absl::StatusOr<proto::SimReport> SimulateHere(const Layout& layout,
       routed = false;
     } else {
       if (!routed) {
-        ios = workload.fixed();
         away.clear();
-        absl::StatusOr<std::vector<Request>> r =
-            RouteIos(layout, ios, timeline, apps ? &away : nullptr);
+        absl::StatusOr<std::vector<Request>> r = RouteIos(
+            layout, workload.fixed(), timeline, apps ? &away : nullptr);
         if (!r.ok()) return r.status();
         requests = *std::move(r);
         routed = true;
-        if (!apps) {
-          // Only the apps' changes route the IOs again: let them go.
-          ios = std::vector<Io>();
+        if (apps) {
+          ios = workload.fixed();
+        } else {
+          // Only the apps' changes route the IOs again, and nothing follows
+          // an IO's end: let them go (the largest runs hold millions).
+          workload.ReleaseFixed();
         }
       }
       // Where each IO's requests begin, when the apps may re-route them

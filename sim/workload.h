@@ -69,6 +69,9 @@ class Workload {
   const std::vector<Io>& fixed() const { return fixed_; }
   // Whether some IO's time depends on another's end.
   bool dynamic() const { return dynamic_; }
+  // Lets the fixed IOs go, once routed for good.
+  // REQUIRES: !dynamic().
+  void ReleaseFixed() { std::vector<Io>().swap(fixed_); }
   // The IO issued when `io` ends at `end_ns` (after the flow's think
   // time), if any before the run's end: a read-modify-write's write, or
   // the slot's next IO.
