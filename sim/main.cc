@@ -30,15 +30,16 @@ void PrintTables(const sroute::proto::SimReport& r, size_t device_rows) {
                 it.iteration(), it.mean_mbps(), it.median_mbps(), it.p90_mbps(),
                 it.rd_mean(), it.rd_median(), it.rd_p90(), it.criterion());
   }
-  std::printf("%-16s %9s %9s %10s %12s %12s %12s %12s %9s\n", "FLOW", "READS",
-              "WRITES", "IOPS", "READ_P50_US", "READ_P99_US", "WRITE_P50_US",
-              "WRITE_P99_US", "NET_SHARE");
+  std::printf("%-16s %9s %9s %10s %12s %12s %12s %12s %9s %8s\n", "FLOW",
+              "READS", "WRITES", "IOPS", "READ_P50_US", "READ_P99_US",
+              "WRITE_P50_US", "WRITE_P99_US", "NET_SHARE", "ERRORS");
   for (const auto& f : r.flows()) {
-    std::printf("%-16s %9llu %9llu %10.1f %12.1f %12.1f %12.1f %12.1f %9.2f\n",
-                f.name().c_str(), static_cast<unsigned long long>(f.reads()),
-                static_cast<unsigned long long>(f.writes()), f.iops(),
-                f.read_p50_us(), f.read_p99_us(), f.write_p50_us(),
-                f.write_p99_us(), f.network_share());
+    std::printf(
+        "%-16s %9llu %9llu %10.1f %12.1f %12.1f %12.1f %12.1f %9.2f %8llu\n",
+        f.name().c_str(), static_cast<unsigned long long>(f.reads()),
+        static_cast<unsigned long long>(f.writes()), f.iops(), f.read_p50_us(),
+        f.read_p99_us(), f.write_p50_us(), f.write_p99_us(), f.network_share(),
+        static_cast<unsigned long long>(f.errors()));
   }
   if (r.decisions_size() > 0) {
     std::printf("%-8s %-14s %-8s %s\n", "AT_S", "APP", "HOST", "CHANGE");

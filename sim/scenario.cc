@@ -346,11 +346,73 @@ absl::StatusOr<Layout> ParseScenario(std::string_view text,
   for (const Layout::Server& server : out.servers) {
     server_names.push_back(server.name);
   }
+  std::vector<std::string> stage_names;
+  for (int i = 0; i < s.replica_sets_size(); ++i) {
+    const proto::SimReplicaSet& rs = s.replica_sets(i);
+    const std::string where = StrCat("replica_sets[", i, "]");
+    if (rs.name().empty()) return bad(where + ".name", "is empty");
+    if (std::find(stage_names.begin(), stage_names.end(), rs.name()) !=
+        stage_names.end()) {
+      return bad(where + ".name",
+                 StrCat("\"", rs.name(), "\" names another set too"));
+    }
+    Layout::ReplicaSet set;
+    set.name = rs.name();
+    for (const std::string& m : rs.member()) {
+      const std::vector<uint32_t> found = Resolve(m, server_names, {});
+      if (found.size() != 1) {
+        return bad(where + ".member", StrCat("no server named \"", m, "\""));
+      }
+      if (std::find(set.members.begin(), set.members.end(), found[0]) !=
+          set.members.end()) {
+        return bad(where + ".member", StrCat("\"", m, "\" twice"));
+      }
+      set.members.push_back(found[0]);
+    }
+    if (set.members.size() < 2) {
+      return bad(where + ".member", "needs two members at least");
+    }
+    const std::string& read = rs.read();
+    if (read.empty() || read == "primary") {
+      set.read = Layout::ReplicaSet::Read::kPrimary;
+    } else if (read == "random") {
+      set.read = Layout::ReplicaSet::Read::kRandom;
+    } else if (read == "least_loaded") {
+      set.read = Layout::ReplicaSet::Read::kLeastLoaded;
+    } else {
+      return bad(where + ".read",
+                 StrCat("\"", read,
+                        "\": primary, random or least_loaded (the stage's "
+                        "weighted and hedged reads are not simulated)"));
+    }
+    const uint32_t n = static_cast<uint32_t>(set.members.size());
+    const std::string ack =
+        rs.ack().empty() ? (n >= 3 ? "quorum" : "all") : rs.ack();
+    if (ack == "all") {
+      set.ack = 0;
+    } else if (ack == "quorum") {
+      set.ack = n / 2 + 1;
+    } else if (!absl::SimpleAtoi(ack, &set.ack) || set.ack == 0 ||
+               set.ack > n) {
+      return bad(where + ".ack", StrCat("\"", ack,
+                                        "\": quorum, all, or a "
+                                        "count of members (1 to ",
+                                        n, ")"));
+    }
+    if (rs.gc() != "" && rs.gc() != "off" && rs.gc() != "redirect") {
+      return bad(where + ".gc", StrCat("\"", rs.gc(),
+                                       "\": off or redirect (delay and "
+                                       "background are not simulated)"));
+    }
+    set.gc_redirect = rs.gc() == "redirect";
+    stage_names.push_back(set.name);
+    out.replica_sets.push_back(std::move(set));
+  }
   for (int r = 0; r < s.rules_size(); ++r) {
     out.rules.push_back({static_cast<uint64_t>(r) + 1, s.rules(r), "scenario",
                          StrCat("rules[", r, "]")});
   }
-  auto router = Router::Create(out.rules, server_names);
+  auto router = Router::Create(out.rules, server_names, stage_names);
   if (!router.ok()) {
     return absl::InvalidArgumentError(
         StrCat(origin, ": ", router.status().message()));

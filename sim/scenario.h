@@ -61,6 +61,15 @@ struct Layout {
     bool read;
   };
   std::vector<TraceIo> trace;
+  // The replica sets, their members by server index.
+  struct ReplicaSet {
+    std::string name;
+    std::vector<uint32_t> members;
+    enum class Read : uint8_t { kPrimary, kRandom, kLeastLoaded } read;
+    uint32_t ack;  // members a write needs; 0: all of those up
+    bool gc_redirect;
+  };
+  std::vector<ReplicaSet> replica_sets;
 };
 
 // Parses `text` (`origin` names it in errors) and checks it.

@@ -16,6 +16,7 @@
 #include <string>
 #include <tuple>
 
+#include "absl/container/flat_hash_map.h"
 #include "sim/apps.h"
 #include "sim/network.h"
 #include "sim/storage.h"
@@ -129,17 +130,33 @@ void Report(const Layout& layout, const std::vector<Request>& requests,
   }
   std::vector<std::vector<double>> on_device(devices);
   // An IO of several requests (pieces, scattered copies) ends with its
-  // last: its latency is counted once, from its first request.
+  // last: its latency is counted once, from its first request. One through
+  // a replica set ends with the `need`-th of its requests that did not
+  // fail (and fails if fewer did).
   uint64_t ios = 0;
   for (const Request& r : requests) ios = std::max(ios, r.io + 1);
   std::vector<uint64_t> io_end(ios, 0);
   std::vector<size_t> io_first(ios, SIZE_MAX);
   std::vector<uint8_t> io_failed(ios, 0);
+  absl::flat_hash_map<uint64_t, std::pair<uint8_t, std::vector<uint64_t>>>
+      acked;  // IO -> need, its requests' ends
   for (size_t i = 0; i < requests.size(); ++i) {
     const Request& r = requests[i];
-    io_end[r.io] = std::max(io_end[r.io], p.end[i]);
     if (io_first[r.io] == SIZE_MAX) io_first[r.io] = i;
+    if (r.need > 0) {
+      auto& [need, ends] = acked[r.io];
+      need = r.need;
+      if (!p.failed[i]) ends.push_back(p.end[i]);
+      continue;
+    }
+    io_end[r.io] = std::max(io_end[r.io], p.end[i]);
     io_failed[r.io] |= p.failed[i];
+  }
+  for (auto& [io, need_ends] : acked) {
+    auto& [need, ends] = need_ends;
+    std::sort(ends.begin(), ends.end());
+    io_failed[io] = ends.size() < need;
+    io_end[io] = ends.size() < need ? 0 : ends[need - 1];
   }
   const double interval_s = std::max(0.01, s.duration_s() / 100);
   if (options.curves) out->set_interval_s(interval_s);
@@ -354,6 +371,40 @@ absl::Status RunFollowing(const Layout& layout, const Workload& workload,
   p->copies.clear();
   Routing routing(layout, timeline, away);
   StorageSim::Pass devices(storage);
+  // What replica sets choose by: the servers up, the devices collecting,
+  // and the reads under way (sent, not ended) per server.
+  class PassState : public ServerState {
+   public:
+    PassState(const StorageSim& storage, const StorageSim::Pass& devices,
+              size_t servers)
+        : storage_(storage), devices_(devices), under_way_(servers, 0) {}
+    bool Up(uint32_t server, uint64_t at_ns) const override {
+      return !storage_.Down(server, at_ns);
+    }
+    bool Collecting(uint32_t server, uint32_t device,
+                    uint64_t at_ns) const override {
+      return devices_.Collecting(server, device, at_ns);
+    }
+    uint32_t ReadsUnderWay(uint32_t server, uint64_t at_ns) const override {
+      for (; !ends_.empty() && ends_.top().first <= at_ns; ends_.pop()) {
+        --under_way_[ends_.top().second];
+      }
+      return under_way_[server];
+    }
+    void Sent(uint32_t server) { ++under_way_[server]; }
+    void Ends(uint32_t server, uint64_t at_ns) { ends_.push({at_ns, server}); }
+
+   private:
+    const StorageSim& storage_;
+    const StorageSim::Pass& devices_;
+    mutable std::vector<uint32_t> under_way_;
+    mutable std::priority_queue<std::pair<uint64_t, uint32_t>,
+                                std::vector<std::pair<uint64_t, uint32_t>>,
+                                std::greater<>>
+        ends_;
+  };
+  PassState state(storage, devices, layout.servers.size());
+  routing.set_state(&state);
   const uint32_t copy_flow =
       static_cast<uint32_t>(layout.scenario.flows_size());
   const uint64_t run_ns =
@@ -408,8 +459,30 @@ absl::Status RunFollowing(const Layout& layout, const Workload& workload,
   };
   std::vector<uint32_t> busy(layout.hosts.size(), 0);  // workers per host
   std::vector<std::deque<Io>> waiting(layout.hosts.size());
-  std::vector<uint32_t> pending;  // per IO: its requests not done
-  std::vector<uint64_t> seen;     // per IO: when its host sees it end
+  // Per IO: its requests not done, those done and failed, how many it
+  // needs done (0: all), whether it is over for its host, and when its
+  // host sees it end.
+  struct IoState {
+    uint32_t pending = 0, ok = 0, failed = 0, need = 0;
+    bool over = false;
+    uint64_t seen = 0;
+  };
+  std::vector<IoState> state_of;
+  // Request r's times, once it is in `requests`: it leaves its host at
+  // `leave` (after the host's cost) and reaches storage after its network
+  // time if a write.
+  auto send = [&](size_t r, uint64_t now, size_t piece) {
+    const Request& q = (*requests)[r];
+    p->start.resize(requests->size(), now);
+    p->start[r] = now;
+    p->storage_in.resize(requests->size());
+    p->storage_out.resize(requests->size());
+    p->failed.resize(requests->size());
+    p->storage_in[r] = Leaves(layout, *requests, *p, r) +
+                       (q.read ? 0 : network.Of((*ios)[q.io].key, piece, q));
+    if (q.read) state.Sent(q.server);
+    arrivals.push({p->storage_in[r], r});
+  };
   auto start = [&](const Io& io, uint64_t now) -> absl::Status {
     const size_t x = ios->size();
     ios->push_back(io);
@@ -424,19 +497,11 @@ absl::Status RunFollowing(const Layout& layout, const Workload& workload,
                !st.ok()) {
       return st;
     }
-    pending.push_back(static_cast<uint32_t>(requests->size() - from));
-    seen.push_back(0);
-    p->start.resize(requests->size(), now);
-    p->storage_in.resize(requests->size());
-    p->storage_out.resize(requests->size());
-    p->failed.resize(requests->size());
-    for (size_t r = from; r < requests->size(); ++r) {
-      const Request& q = (*requests)[r];
-      // A write crosses the network before storage (Eq. 2).
-      p->storage_in[r] = Leaves(layout, *requests, *p, r) +
-                         (q.read ? 0 : network.Of(io.key, r - from, q));
-      arrivals.push({p->storage_in[r], r});
-    }
+    IoState st;
+    st.pending = static_cast<uint32_t>(requests->size() - from);
+    st.need = (*requests)[from].need == 0 ? st.pending : (*requests)[from].need;
+    state_of.push_back(st);
+    for (size_t r = from; r < requests->size(); ++r) send(r, now, r - from);
     return absl::OkStatus();
   };
   // A reclaim's chunk moved: the next one, no sooner than its rate allows.
@@ -509,7 +574,7 @@ absl::Status RunFollowing(const Layout& layout, const Workload& workload,
     }
     const auto [at, r] = arrivals.top();
     arrivals.pop();
-    const Request& q = (*requests)[r];
+    const Request q = (*requests)[r];
     const StorageSim::Served served = devices.Serve(q, at);
     p->storage_out[r] = served.done_ns;
     p->failed[r] = served.failed;
@@ -520,24 +585,43 @@ absl::Status RunFollowing(const Layout& layout, const Workload& workload,
       while (first > 0 && (*requests)[first - 1].io == q.io) --first;
       end += network.Of((*ios)[q.io].key, r - first, q);
     }
+    if (q.read) state.Ends(q.server, end);
     const size_t x = q.io;
-    seen[x] = std::max(seen[x], end);
-    if (--pending[x] > 0) continue;
+    IoState& st = state_of[x];
+    --st.pending;
+    if (served.failed) {
+      // A replica set's read fails over to another member up, at once.
+      if (q.set != Request::kNoSet && q.read &&
+          routing.RetryRead(r, served.done_ns, requests)) {
+        ++st.pending;
+        send(requests->size() - 1, served.done_ns, 0);
+        continue;
+      }
+      ++st.failed;
+      st.seen = std::max(st.seen, served.done_ns);
+    } else {
+      ++st.ok;
+      st.seen = std::max(st.seen, end);
+    }
+    if (st.over) continue;
+    if (st.ok < st.need && st.ok + st.pending >= st.need) continue;
+    st.over = true;
     const Io io = (*ios)[x];
+    const uint64_t seen = state_of[x].seen;
     if (io.copy != Io::kNone) {
       if (io.read) {
-        copy_io(io.copy, io.seq, /*read=*/false, seen[x]);
+        copy_io(io.copy, io.seq, /*read=*/false, seen);
       } else {
-        copied(io, seen[x]);
+        copied(io, seen);
       }
       continue;
     }
     if (layout.host_max_in_flight[io.host] > 0) {
-      events.push({seen[x], kFree, order++, io});
+      events.push({seen, kFree, order++, io});
     } else {
       --busy[io.host];
     }
-    if (std::optional<Io> next = workload.Next(io, seen[x])) {
+    if (std::optional<Io> next = workload.Next(io, seen)) {
       events.push({next->arrival_ns, kIssue, order++, *next});
     }
   }
@@ -562,7 +646,7 @@ absl::StatusOr<proto::SimReport> SimulateHere(const Layout& layout,
   // With IOs that follow others' ends, each pass draws and routes its own
   // (RunFollowing); otherwise they are drawn and routed once, and again
   // only when the apps' changes differ.
-  const bool following = workload.dynamic() ||
+  const bool following = workload.dynamic() || !layout.replica_sets.empty() ||
                          std::any_of(layout.host_max_in_flight.begin(),
                                      layout.host_max_in_flight.end(),
                                      [](uint32_t bound) { return bound > 0; });

@@ -91,6 +91,11 @@ StorageSim::Served StorageSim::Pass::Serve(const Request& r,
   return {end, false};
 }
 
+bool StorageSim::Pass::Collecting(uint32_t server, uint32_t device,
+                                  uint64_t at_ns) const {
+  return devices_[storage_.first_device_[server] + device].InGc(at_ns);
+}
+
 std::vector<uint64_t> StorageSim::Run(const std::vector<Request>& requests,
                                       const std::vector<uint64_t>& arrival_ns,
                                       std::vector<uint8_t>* failed) const {

@@ -47,6 +47,9 @@ class StorageSim {
     // then, one under way when its server dies fails at that instant.
     // REQUIRES: arrival_ns is at least that of the request before.
     Served Serve(const Request& r, uint64_t arrival_ns);
+    // Whether `device` of `server` collects garbage at `at_ns`, as far as
+    // the requests served so far tell.
+    bool Collecting(uint32_t server, uint32_t device, uint64_t at_ns) const;
 
    private:
     const StorageSim& storage_;

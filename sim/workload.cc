@@ -245,6 +245,7 @@ namespace {
 
 absl::Status Apply(const RuleChange& c,
                    const std::vector<std::string>& server_names,
+                   const std::vector<std::string>& stage_names,
                    Routing::HostRoutes& h) {
   if (!c.insert.empty() || !c.remove.empty()) {
     std::erase_if(h.rules, [&](const SimRule& r) {
@@ -252,7 +253,7 @@ absl::Status Apply(const RuleChange& c,
              c.remove.end();
     });
     h.rules.insert(h.rules.end(), c.insert.begin(), c.insert.end());
-    auto router = Router::Create(h.rules, server_names);
+    auto router = Router::Create(h.rules, server_names, stage_names);
     if (!router.ok()) return router.status();
     h.router = *std::move(router);
   }
@@ -275,6 +276,9 @@ Routing::Routing(const Layout& layout, const std::vector<RuleChange>& timeline,
     if (made) it->second = DevicePages(server.preset);
     pages_.push_back(it->second);
     server_names_.push_back(server.name);
+  }
+  for (const Layout::ReplicaSet& set : layout.replica_sets) {
+    stage_names_.push_back(set.name);
   }
   for (size_t i = 0; i < layout.hosts.size(); ++i) {
     hosts_.push_back(std::make_unique<HostRoutes>());
@@ -299,12 +303,80 @@ void Routing::PlaceOn(Request& r, uint32_t server, uint64_t file,
   r.page = (Mix(stripe ^ offset) % slots) * span;
 }
 
+std::string Routing::MemberFile(uint32_t server,
+                                const std::string& file) const {
+  const size_t path = file.find('/', 2);
+  return StrCat("//", layout_.servers[server].name,
+                path == std::string::npos ? "/" : file.substr(path));
+}
+
+bool Routing::PlaceRead(Request& r, uint32_t set_index, const std::string& file,
+                        uint64_t offset, uint64_t at_ns, uint32_t except) {
+  const Layout::ReplicaSet& set = layout_.replica_sets[set_index];
+  // The members up, each with the request placed on it; with GC
+  // redirection, those whose device does not collect if there are any.
+  std::vector<Request> up, calm;
+  for (uint32_t m : set.members) {
+    if (m == except || (state_ != nullptr && !state_->Up(m, at_ns))) continue;
+    Request on = r;
+    PlaceOn(on, m, Mix(std::hash<std::string>()(MemberFile(m, file))), offset);
+    up.push_back(on);
+    if (set.gc_redirect &&
+        (state_ == nullptr || !state_->Collecting(m, on.device, at_ns))) {
+      calm.push_back(on);
+    }
+  }
+  if (up.empty()) return false;
+  const std::vector<Request>& from =
+      set.gc_redirect && !calm.empty() ? calm : up;
+  size_t pick = 0;
+  switch (set.read) {
+    case Layout::ReplicaSet::Read::kPrimary:
+      break;
+    case Layout::ReplicaSet::Read::kRandom:
+      pick = Mix(r.io * 0x9e3779b97f4a7c15ull + offset) % from.size();
+      break;
+    case Layout::ReplicaSet::Read::kLeastLoaded: {
+      uint32_t least = UINT32_MAX;
+      for (size_t i = 0; i < from.size(); ++i) {
+        const uint32_t n = state_ == nullptr
+                               ? 0
+                               : state_->ReadsUnderWay(from[i].server, at_ns);
+        if (n < least) {
+          least = n;
+          pick = i;
+        }
+      }
+      break;
+    }
+  }
+  r = from[pick];
+  return true;
+}
+
+bool Routing::RetryRead(size_t failed_index, uint64_t at_ns,
+                        std::vector<Request>* out) {
+  auto it = set_reads_.find(failed_index);
+  if (it == set_reads_.end()) return false;
+  const std::pair<std::string, uint64_t> where = it->second;
+  Request retry = (*out)[failed_index];
+  if (!PlaceRead(retry, retry.set, where.first, where.second, at_ns,
+                 (*out)[failed_index].server)) {
+    return false;
+  }
+  set_reads_[out->size()] = where;
+  out->push_back(retry);
+  return true;
+}
+
 absl::Status Routing::AdvanceTo(uint64_t at_ns) {
   for (; next_change_ < timeline_.size() &&
          timeline_[next_change_].at_ns <= at_ns;
        ++next_change_) {
     const RuleChange& c = timeline_[next_change_];
-    if (absl::Status st = Apply(c, server_names_, *hosts_[c.host]); !st.ok()) {
+    if (absl::Status st =
+            Apply(c, server_names_, stage_names_, *hosts_[c.host]);
+        !st.ok()) {
       return absl::InvalidArgumentError(
           StrCat("a change by ", c.app, " at ", c.at_ns * 1e-9, " s on ",
                  layout_.hosts[c.host], ": ", st.message()));
@@ -411,6 +483,41 @@ absl::Status Routing::RouteHeader(const Io& io, const IoHeader& h, Request r,
     out->push_back(piece);
   };
   for (const sim::Place& p : places_) {
+    if (p.stage != sim::Place::kNoStage) {
+      // Through a replica set: a read to one member, a write to each, the
+      // IO done at the set's ack.
+      const Layout::ReplicaSet& set = layout_.replica_sets[p.stage];
+      Request piece = r;
+      piece.rule = p.rule;
+      piece.bytes = static_cast<uint32_t>(p.length);
+      piece.set = static_cast<uint16_t>(p.stage);
+      if (io.read) {
+        piece.need = 1;
+        if (!PlaceRead(piece, p.stage, p.file, p.offset, at_ns, UINT32_MAX)) {
+          // No member up: the read fails on the primary.
+          PlaceOn(
+              piece, set.members[0],
+              Mix(std::hash<std::string>()(MemberFile(set.members[0], p.file))),
+              p.offset);
+        }
+        set_reads_[out->size()] = {p.file, p.offset};
+        out->push_back(piece);
+        continue;
+      }
+      uint32_t up = 0;
+      for (uint32_t m : set.members) {
+        up += state_ == nullptr || state_->Up(m, at_ns);
+      }
+      piece.need = static_cast<uint8_t>(std::min<uint32_t>(
+          255, set.ack == 0 ? std::max<uint32_t>(1, up) : set.ack));
+      for (uint32_t m : set.members) {
+        Request copy = piece;
+        PlaceOn(copy, m, Mix(std::hash<std::string>()(MemberFile(m, p.file))),
+                p.offset);
+        out->push_back(copy);
+      }
+      continue;
+    }
     const uint64_t first = p.offset / kSimPageBytes;
     const uint64_t last =
         (p.offset + p.length + kSimPageBytes - 1) / kSimPageBytes;  // exclusive

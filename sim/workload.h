@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "sim/scenario.h"
 #include "util/zipfian.h"
@@ -119,10 +120,12 @@ struct AwayEvent {
 };
 
 struct Request {
+  static constexpr uint16_t kNoSet = UINT16_MAX;
   uint64_t arrival_ns;  // A(r): when the host issues it
   // The IO it is part of (its index in DrawIos's): a routed IO split by
   // byte-ranged rules, or a write scattered to several targets, is several
-  // requests; the IO ends when its last one does.
+  // requests; the IO ends when its last one does, or when `need` of them
+  // did (a replica set's write at its ack, its read at its one member).
   uint64_t io;
   uint64_t rule;  // the cid of the rule that routed it (0: none)
   uint64_t page;  // its first 4 KiB page on the device
@@ -132,6 +135,21 @@ struct Request {
   uint32_t device;  // on the server
   uint32_t bytes;
   bool read;
+  uint8_t need = 0;       // 0: every request of the IO
+  uint16_t set = kNoSet;  // the replica set it went through
+};
+
+// What a replica set's choices see of the servers and devices at a time:
+// the pass's state (sim/simulate.cc's RunFollowing).
+class ServerState {
+ public:
+  virtual ~ServerState() = default;
+  virtual bool Up(uint32_t server, uint64_t at_ns) const = 0;
+  // Whether a device collects garbage.
+  virtual bool Collecting(uint32_t server, uint32_t device,
+                          uint64_t at_ns) const = 0;
+  // The reads on `server` under way (sent, not ended).
+  virtual uint32_t ReadsUnderWay(uint32_t server, uint64_t at_ns) const = 0;
 };
 
 // The pages each device of `preset` holds (4 KiB each).
@@ -176,6 +194,16 @@ class Routing {
   absl::Status RouteCopy(const Io& io, const CopyChunk& chunk, uint64_t index,
                          uint64_t at_ns, std::vector<Request>* out);
 
+  // What replica sets choose by (without: every server up, no device
+  // collecting, nothing under way).
+  // REQUIRES: `state` outlives the routing.
+  void set_state(const ServerState* state) { state_ = state; }
+  // A read of a replica set that failed on its member (`out`'s request
+  // `failed_index`): the same read on another member up at `at_ns`,
+  // appended to `out`; false when there is none.
+  bool RetryRead(size_t failed_index, uint64_t at_ns,
+                 std::vector<Request>* out);
+
   struct HostRoutes;
 
  private:
@@ -186,6 +214,12 @@ class Routing {
 
   void PlaceOn(Request& r, uint32_t server, uint64_t file,
                uint64_t offset) const;
+  // The member a read of set `set` at `at_ns` goes to (`r` placed on it),
+  // not `except`; false when no member is up.
+  bool PlaceRead(Request& r, uint32_t set, const std::string& file,
+                 uint64_t offset, uint64_t at_ns, uint32_t except);
+  // `file` (//VOLUME/PATH) as member `server` keeps it.
+  std::string MemberFile(uint32_t server, const std::string& file) const;
 
   const Layout& layout_;
   const std::vector<RuleChange>& timeline_;
@@ -195,6 +229,11 @@ class Routing {
   std::vector<std::unique_ptr<HostRoutes>> hosts_;
   std::vector<Place> places_;
   size_t next_change_ = 0;
+  const ServerState* state_ = nullptr;
+  // Per request routed through a replica set: its file and offset there
+  // (for a retry), by request index in `out`.
+  absl::flat_hash_map<uint64_t, std::pair<std::string, uint64_t>> set_reads_;
+  std::vector<std::string> stage_names_;
 };
 
 // The IOs with fixed times (Workload::fixed()).
