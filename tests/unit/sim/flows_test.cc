@@ -31,7 +31,7 @@ hosts { prefix: "H" count: 2 io_cost_us: 100 }
 )" + flows;
 }
 
-proto::SimReport Sim(const std::string& text, bool curves = false) {
+proto::SimReport SimFlows(const std::string& text, bool curves = false) {
   auto layout = ParseScenario(text, "t.textproto");
   EXPECT_TRUE(layout.ok()) << layout.status();
   if (!layout.ok()) return {};
@@ -40,7 +40,7 @@ proto::SimReport Sim(const std::string& text, bool curves = false) {
   return report.ok() ? *report : proto::SimReport();
 }
 
-std::string Error(const std::string& text) {
+std::string FlowsError(const std::string& text) {
   auto layout = ParseScenario(text, "t.textproto");
   return layout.ok() ? "ok" : std::string(layout.status().message());
 }
@@ -67,7 +67,7 @@ double MeanFromCdf(const proto::SimFlowReport& f) {
 TEST(ClosedLoopTest, ASlotIssuesItsNextIoWhenTheLastEndsAndItsThinkTime) {
   // One IO at a time, reads only: each takes the device's 4 ms read, the
   // host's 100 us and the wire; then the slot thinks 1 ms.
-  const proto::SimReport r = Sim(Slow(
+  const proto::SimReport r = SimFlows(Slow(
       R"(flows { name: "one" hosts: "H0" servers: "S0" closed_loop_depth: 1
                  think_us: 1000 read_percent: 100 file_bytes: 16777216 })"));
   ASSERT_EQ(r.flows_size(), 1);
@@ -85,7 +85,7 @@ TEST(ClosedLoopTest, ADeepLoopSaturatesTheDeviceAndKeepsLittlesLaw) {
   const std::string text = Slow(
       R"(flows { name: "deep" hosts: "H0" servers: "S0" closed_loop_depth: 32
                  read_percent: 50 file_bytes: 16777216 })");
-  const proto::SimReport r = Sim(text, /*curves=*/true);
+  const proto::SimReport r = SimFlows(text, /*curves=*/true);
   ASSERT_EQ(r.flows_size(), 1);
   const proto::SimFlowReport& f = r.flows(0);
   // The device takes ~250 writes and ~500 reads a second: half and half,
@@ -97,7 +97,7 @@ TEST(ClosedLoopTest, ADeepLoopSaturatesTheDeviceAndKeepsLittlesLaw) {
   EXPECT_NEAR(f.iops() * MeanFromCdf(f) * 1e-6, 32, 32 * 0.1);
   EXPECT_TRUE(r.converged()) << r.stopped();
   // A second host with a loop of its own halves this one's share.
-  const proto::SimReport two = Sim(
+  const proto::SimReport two = SimFlows(
       text +
       R"(flows { name: "other" hosts: "H1" servers: "S0" closed_loop_depth: 32
                  read_percent: 50 file_bytes: 16777216 })");
@@ -106,7 +106,7 @@ TEST(ClosedLoopTest, ADeepLoopSaturatesTheDeviceAndKeepsLittlesLaw) {
   EXPECT_NEAR(two.flows(0).iops(), two.flows(1).iops(),
               0.1 * two.flows(1).iops());
   // Deterministic like every run.
-  proto::SimReport again = Sim(text, true), first = r;
+  proto::SimReport again = SimFlows(text, true), first = r;
   for (proto::SimReport* x : {&again, &first}) {
     x->clear_wall_s();
     x->clear_peak_rss_bytes();
@@ -187,10 +187,10 @@ TEST(YcsbTest, AReadModifyWritesWriteFollowsItsRead) {
   EXPECT_NE(write->key, rmw->key);
   EXPECT_FALSE(w.Next(*write, write->arrival_ns + 1).has_value());
   // Run: a write for each read-modify-write, each after its read's 4 ms.
-  const proto::SimReport r =
-      Sim(Slow(R"(flows { name: "f" hosts: "H0" servers: "S" open_loop_iops: 50
+  const proto::SimReport r = SimFlows(
+      Slow(R"(flows { name: "f" hosts: "H0" servers: "S" open_loop_iops: 50
                       ycsb: "F" file_bytes: 16777216 })",
-               4));
+           4));
   ASSERT_EQ(r.flows_size(), 1);
   EXPECT_NEAR(static_cast<double>(r.flows(0).writes()),
               static_cast<double>(r.flows(0).reads()) / 2,
@@ -277,8 +277,8 @@ TEST(ServerDownTest, IosOnADeadServerFailUntilItIsBack) {
   const std::string flows =
       R"(flows { name: "r" hosts: "H" servers: "S" open_loop_iops: 200
                  read_percent: 100 file_bytes: 268435456 })";
-  const proto::SimReport up = Sim(Slow(flows, 1));
-  const proto::SimReport down = Sim(Slow(
+  const proto::SimReport up = SimFlows(Slow(flows, 1));
+  const proto::SimReport down = SimFlows(Slow(
       flows +
           R"(events { at_s: 0.2 server_down { server: "S1" duration_s: 0.3 } })",
       1));
@@ -291,15 +291,15 @@ TEST(ServerDownTest, IosOnADeadServerFailUntilItIsBack) {
             up.flows(0).reads());
   EXPECT_GE(down.flows(0).read_p50_us(), 4000);
   // Never back: every read on S1 from 0.2 s fails.
-  const proto::SimReport dead = Sim(
+  const proto::SimReport dead = SimFlows(
       Slow(flows + R"(events { at_s: 0.2 server_down { server: "S1" } })", 1));
   EXPECT_NEAR(static_cast<double>(dead.flows(0).errors()), 160, 35);
 }
 
 TEST(FlowErrorsTest, BadFlowsAndEventsAreRefusedByField) {
   auto flow = [](const std::string& words) {
-    return Error(Slow("flows { hosts: \"H\" servers: \"S\" " + words +
-                      " file_bytes: 16777216 }"));
+    return FlowsError(Slow("flows { hosts: \"H\" servers: \"S\" " + words +
+                           " file_bytes: 16777216 }"));
   };
   EXPECT_THAT(flow("read_percent: 50"),
               HasSubstr("flows[0]: needs one of open_loop_iops, "
@@ -320,9 +320,10 @@ TEST(FlowErrorsTest, BadFlowsAndEventsAreRefusedByField) {
   const std::string ok =
       R"(flows { hosts: "H" servers: "S" open_loop_iops: 10 file_bytes: 16777216 })";
   EXPECT_THAT(
-      Error(Slow(ok + R"(events { at_s: 1 server_down { server: "S7" } })")),
+      FlowsError(
+          Slow(ok + R"(events { at_s: 1 server_down { server: "S7" } })")),
       HasSubstr("events[0].server_down.server: no server named \"S7\""));
-  EXPECT_THAT(Error(Slow(ok + R"(events { at_s: 1 })")),
+  EXPECT_THAT(FlowsError(Slow(ok + R"(events { at_s: 1 })")),
               HasSubstr("events[0]: says nothing happens"));
 }
 
@@ -333,11 +334,11 @@ TEST(HostBoundTest, AnIoWaitsForAFreeWorkerAndItsWaitCounts) {
   const std::string flows =
       R"(flows { name: "r" hosts: "H0" servers: "S0" open_loop_iops: 300
                  read_percent: 100 file_bytes: 16777216 })";
-  const proto::SimReport free = Sim(Slow(flows, 2));
+  const proto::SimReport free = SimFlows(Slow(flows, 2));
   std::string bounded_text = Slow(flows, 2);
   bounded_text.replace(bounded_text.find("io_cost_us: 100 }"), 17,
                        "io_cost_us: 100 max_in_flight: 1 }");
-  const proto::SimReport bounded = Sim(bounded_text);
+  const proto::SimReport bounded = SimFlows(bounded_text);
   ASSERT_EQ(bounded.flows_size(), 1);
   EXPECT_LT(free.flows(0).read_p99_us(), 20'000);
   EXPECT_GT(bounded.flows(0).read_p99_us(), 10 * free.flows(0).read_p99_us());

@@ -33,7 +33,7 @@ flows { name: "db" hosts: "H" file: "//vol/db" open_loop_iops: )" +
 )" + more;
 }
 
-proto::SimReport Sim(const std::string& text) {
+proto::SimReport SimSets(const std::string& text) {
   auto layout = ParseScenario(text, "t");
   EXPECT_TRUE(layout.ok()) << layout.status();
   if (!layout.ok()) return {};
@@ -42,7 +42,7 @@ proto::SimReport Sim(const std::string& text) {
   return report.ok() ? *report : proto::SimReport();
 }
 
-std::string Error(const std::string& text) {
+std::string SetsError(const std::string& text) {
   auto layout = ParseScenario(text, "t");
   return layout.ok() ? "ok" : std::string(layout.status().message());
 }
@@ -56,7 +56,7 @@ uint64_t On(const proto::SimReport& r, const std::string& device) {
 }
 
 TEST(ReplicaSetTest, WritesGoToEveryMemberReadsToThePrimary) {
-  const proto::SimReport r = Sim(Replicated("", ""));
+  const proto::SimReport r = SimSets(Replicated("", ""));
   ASSERT_EQ(r.flows_size(), 1);
   const proto::SimFlowReport& f = r.flows(0);
   ASSERT_GT(f.reads(), 500u);
@@ -71,7 +71,7 @@ TEST(ReplicaSetTest, WritesGoToEveryMemberReadsToThePrimary) {
 
 TEST(ReplicaSetTest, ReadsSpreadByTheSetsPolicy) {
   for (const char* policy : {"random", "least_loaded"}) {
-    const proto::SimReport r = Sim(Replicated(
+    const proto::SimReport r = SimSets(Replicated(
         std::string("read: \"") + policy + "\"", "", /*read_percent=*/100,
         /*iops=*/20000));
     ASSERT_EQ(r.flows_size(), 1);
@@ -86,14 +86,14 @@ TEST(ReplicaSetTest, AMemberThatDiesCostsNoIo) {
   // The primary dies at 0.3 s: reads go to S1 from then on (those under
   // way on S0 ask S1 again), and writes are acknowledged by the quorum of
   // two that is left.
-  const proto::SimReport r = Sim(
+  const proto::SimReport r = SimSets(
       Replicated("", R"(events { at_s: 0.3 server_down { server: "S0" } })"));
   ASSERT_EQ(r.flows_size(), 1);
   EXPECT_EQ(r.flows(0).errors(), 0u);
   EXPECT_GT(On(r, "S1/d0"), r.flows(0).writes());
   // A set that needs all three for a write fails the writes from then on,
   // and only them.
-  const proto::SimReport all = Sim(Replicated(
+  const proto::SimReport all = SimSets(Replicated(
       R"(ack: "3")", R"(events { at_s: 0.3 server_down { server: "S0" } })"));
   ASSERT_EQ(all.flows_size(), 1);
   EXPECT_GT(all.flows(0).errors(), 100u);
@@ -101,12 +101,12 @@ TEST(ReplicaSetTest, AMemberThatDiesCostsNoIo) {
             all.flows(0).writes() + all.flows(0).errors());
   EXPECT_GT(all.flows(0).reads(), 500u);
   // "all" counts the members up when a write begins (degrade): no errors.
-  const proto::SimReport degrade = Sim(Replicated(
+  const proto::SimReport degrade = SimSets(Replicated(
       R"(ack: "all")", R"(events { at_s: 0.3 server_down { server: "S0" } })"));
   EXPECT_EQ(degrade.flows(0).errors(), 0u);
   // Every member down: the reads fail too.
-  const proto::SimReport none =
-      Sim(Replicated("", R"(events { at_s: 0.3 server_down { server: "S0" } }
+  const proto::SimReport none = SimSets(
+      Replicated("", R"(events { at_s: 0.3 server_down { server: "S0" } }
 events { at_s: 0.3 server_down { server: "S1" } }
 events { at_s: 0.3 server_down { server: "S2" } })"));
   EXPECT_GT(none.flows(0).errors(), 500u);
@@ -117,9 +117,9 @@ TEST(ReplicaSetTest, GcRedirectionKeepsReadsOffACollectingDevice) {
   // wait for erases; with redirection they go to S1 or S2 meanwhile.
   const std::string gc =
       R"(events { at_s: 0.2 gc { device: "S0" duration_s: 0.5 } })";
-  const proto::SimReport off = Sim(Replicated("", gc, 90, 2000));
+  const proto::SimReport off = SimSets(Replicated("", gc, 90, 2000));
   const proto::SimReport redirect =
-      Sim(Replicated(R"(gc: "redirect")", gc, 90, 2000));
+      SimSets(Replicated(R"(gc: "redirect")", gc, 90, 2000));
   ASSERT_EQ(off.flows_size(), 1);
   ASSERT_EQ(redirect.flows_size(), 1);
   EXPECT_LT(On(redirect, "S0/d0"), On(off, "S0/d0"));
@@ -127,19 +127,19 @@ TEST(ReplicaSetTest, GcRedirectionKeepsReadsOffACollectingDevice) {
 }
 
 TEST(ReplicaSetTest, BadSetsAreRefusedByField) {
-  EXPECT_THAT(Error(Replicated(R"(member: "S9")", "")),
+  EXPECT_THAT(SetsError(Replicated(R"(member: "S9")", "")),
               HasSubstr("replica_sets[0].member: no server named \"S9\""));
-  EXPECT_THAT(Error(Replicated(R"(member: "S1")", "")),
+  EXPECT_THAT(SetsError(Replicated(R"(member: "S1")", "")),
               HasSubstr("replica_sets[0].member: \"S1\" twice"));
-  EXPECT_THAT(Error(Replicated(R"(read: "hedged")", "")),
+  EXPECT_THAT(SetsError(Replicated(R"(read: "hedged")", "")),
               HasSubstr("replica_sets[0].read: \"hedged\""));
-  EXPECT_THAT(Error(Replicated(R"(ack: "4")", "")),
+  EXPECT_THAT(SetsError(Replicated(R"(ack: "4")", "")),
               HasSubstr("replica_sets[0].ack: \"4\""));
-  EXPECT_THAT(Error(Replicated(R"(gc: "delay")", "")),
+  EXPECT_THAT(SetsError(Replicated(R"(gc: "delay")", "")),
               HasSubstr("replica_sets[0].gc: \"delay\""));
   std::string other = Replicated("", "");
   other.replace(other.find("stage:rs"), 8, "stage:c");
-  EXPECT_THAT(Error(other), HasSubstr("stage c, which is no replica set"));
+  EXPECT_THAT(SetsError(other), HasSubstr("stage c, which is no replica set"));
 }
 
 }  // namespace
