@@ -41,33 +41,6 @@ constexpr double kCharWidth = 7;
 // The latency CDF's top: -log10(1 - fraction) for 0.9999 and above.
 constexpr double kTailTop = 4;
 
-std::string XmlEscape(std::string_view s) {
-  std::string out;
-  out.reserve(s.size());
-  for (char c : s) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      case '\'':
-        out += "&apos;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
-
 // A coordinate.
 std::string Px(double v) {
   char buf[32];

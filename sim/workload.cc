@@ -412,18 +412,24 @@ std::vector<Routing::CopyChunk> Routing::AwayChunks(
   return out;
 }
 
-absl::Status Routing::RouteCopy(const Io& io, const CopyChunk& chunk,
-                                uint64_t index, uint64_t at_ns,
-                                std::vector<Request>* out) {
-  if (absl::Status st = AdvanceTo(at_ns); !st.ok()) return st;
+Request Routing::NewRequest(const Io& io, uint64_t index) {
   Request r;
   r.arrival_ns = io.arrival_ns;
   r.io = index;
   r.rule = 0;
   r.flow = io.flow;
   r.host = io.host;
-  r.bytes = chunk.pages * static_cast<uint32_t>(kSimPageBytes);
+  r.bytes = io.bytes;
   r.read = io.read;
+  return r;
+}
+
+absl::Status Routing::RouteCopy(const Io& io, const CopyChunk& chunk,
+                                uint64_t index, uint64_t at_ns,
+                                std::vector<Request>* out) {
+  if (absl::Status st = AdvanceTo(at_ns); !st.ok()) return st;
+  Request r = NewRequest(io, index);
+  r.bytes = chunk.pages * static_cast<uint32_t>(kSimPageBytes);
   IoHeader h;
   h.source = "sroute-reclaim";
   h.file = chunk.file;
@@ -438,14 +444,7 @@ absl::Status Routing::Route(const Io& io, uint64_t index, uint64_t at_ns,
   const proto::SimScenario& s = layout_.scenario;
   if (absl::Status st = AdvanceTo(at_ns); !st.ok()) return st;
   const proto::SimFlow& flow = s.flows(static_cast<int>(io.flow));
-  Request r;
-  r.arrival_ns = io.arrival_ns;
-  r.io = index;
-  r.rule = 0;
-  r.flow = io.flow;
-  r.host = io.host;
-  r.bytes = io.bytes;
-  r.read = io.read;
+  Request r = NewRequest(io, index);
   const Layout::TraceIo* line =
       io.trace == Io::kNone ? nullptr : &layout_.trace[io.trace];
   const std::string& file = line != nullptr ? line->file : flow.file();

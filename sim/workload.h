@@ -212,6 +212,8 @@ class Routing {
   absl::Status RouteHeader(const Io& io, const IoHeader& h, Request r,
                            uint64_t at_ns, std::vector<Request>* out);
 
+  // A request of `io`, the pass's `index`-th IO, yet to be placed.
+  static Request NewRequest(const Io& io, uint64_t index);
   void PlaceOn(Request& r, uint32_t server, uint64_t file,
                uint64_t offset) const;
   // The member a read of set `set` at `at_ns` goes to (`r` placed on it),

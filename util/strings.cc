@@ -30,6 +30,33 @@ std::vector<std::string_view> StrSplit(std::string_view s, char sep) {
   }
 }
 
+std::string XmlEscape(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (char c : s) {
+    switch (c) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&apos;";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
+}
+
 bool ParseByteSize(std::string_view s, uint64_t* out) {
   uint64_t unit = 1;
   if (!s.empty()) {

@@ -53,6 +53,9 @@ void StrAppend(std::string* out, const Args&... args) {
 // Splits on every `sep`; "a,,b" gives {"a", "", "b"}, "" gives {""}.
 std::vector<std::string_view> StrSplit(std::string_view s, char sep);
 
+// `s` as XML text or an attribute's value: & < > " ' escaped (SVG plots).
+std::string XmlEscape(std::string_view s);
+
 // A byte count: decimal digits, optionally followed by K, M, G or T
 // (powers of 1024, either case), all of `s`. False on anything else or on
 // overflow.

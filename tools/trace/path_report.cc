@@ -6,6 +6,7 @@
 #include <functional>
 
 #include "tools/sroutectl/format.h"
+#include "util/strings.h"
 
 namespace sroute::trace {
 namespace {
@@ -236,26 +237,6 @@ std::vector<int> PathOrder(const std::vector<HopRow>& rows) {
   };
   visit(-1);
   return order;
-}
-
-std::string XmlEscape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '&':
-        out += "&amp;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
 }
 
 std::string KindText(const HopRow& r) {
