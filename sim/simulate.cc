@@ -375,7 +375,7 @@ absl::Status RunFollowing(const Layout& layout, const Workload& workload,
   // and the reads under way (sent, not ended) per server.
   class PassState : public ServerState {
    public:
-    PassState(const StorageSim& storage, const StorageSim::Pass& devices,
+    PassState(const StorageSim& storage, StorageSim::Pass& devices,
               size_t servers)
         : storage_(storage), devices_(devices), under_way_(servers, 0) {}
     bool Up(uint32_t server, uint64_t at_ns) const override {
@@ -396,7 +396,7 @@ absl::Status RunFollowing(const Layout& layout, const Workload& workload,
 
    private:
     const StorageSim& storage_;
-    const StorageSim::Pass& devices_;
+    StorageSim::Pass& devices_;  // its GC spells begin as time comes
     mutable std::vector<uint32_t> under_way_;
     mutable std::priority_queue<std::pair<uint64_t, uint32_t>,
                                 std::vector<std::pair<uint64_t, uint32_t>>,

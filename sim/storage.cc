@@ -64,15 +64,19 @@ bool StorageSim::Down(uint32_t server, uint64_t at_ns) const {
 StorageSim::Pass::Pass(const StorageSim& storage)
     : storage_(storage), devices_(storage.warm_) {}
 
-StorageSim::Served StorageSim::Pass::Serve(const Request& r,
-                                           uint64_t arrival_ns) {
+void StorageSim::Pass::BeginSpells(uint64_t at_ns) {
   for (; next_gc_ < storage_.gc_.size() &&
-         storage_.gc_[next_gc_].from_ns <= arrival_ns;
+         storage_.gc_[next_gc_].from_ns <= at_ns;
        ++next_gc_) {
     const Layout::GcSpell& g = storage_.gc_[next_gc_];
     devices_[storage_.first_device_[g.server] + g.device].HoldForGc(g.from_ns,
                                                                     g.until_ns);
   }
+}
+
+StorageSim::Served StorageSim::Pass::Serve(const Request& r,
+                                           uint64_t arrival_ns) {
+  BeginSpells(arrival_ns);
   if (storage_.Down(r.server, arrival_ns)) return {arrival_ns, true};
   FlashModel& device = devices_[storage_.first_device_[r.server] + r.device];
   uint64_t end = arrival_ns;
@@ -92,7 +96,8 @@ StorageSim::Served StorageSim::Pass::Serve(const Request& r,
 }
 
 bool StorageSim::Pass::Collecting(uint32_t server, uint32_t device,
-                                  uint64_t at_ns) const {
+                                  uint64_t at_ns) {
+  BeginSpells(at_ns);
   return devices_[storage_.first_device_[server] + device].InGc(at_ns);
 }
 

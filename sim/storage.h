@@ -47,11 +47,16 @@ class StorageSim {
     // then, one under way when its server dies fails at that instant.
     // REQUIRES: arrival_ns is at least that of the request before.
     Served Serve(const Request& r, uint64_t arrival_ns);
-    // Whether `device` of `server` collects garbage at `at_ns`, as far as
-    // the requests served so far tell.
-    bool Collecting(uint32_t server, uint32_t device, uint64_t at_ns) const;
+    // Whether `device` of `server` collects garbage at `at_ns` (the
+    // scenario's GC spells begun by then included).
+    // REQUIRES: at_ns is at most the arrival of every request still to be
+    // served.
+    bool Collecting(uint32_t server, uint32_t device, uint64_t at_ns);
 
    private:
+    // Starts the scenario's GC spells that begin by `at_ns`.
+    void BeginSpells(uint64_t at_ns);
+
     const StorageSim& storage_;
     std::vector<FlashModel> devices_;
     size_t next_gc_ = 0;
