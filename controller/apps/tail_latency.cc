@@ -294,12 +294,25 @@ void TailLatency::Decide(const StatsSnapshot& stats) {
     ++i;
   }
 
-  // Bursts.
+  // Bursts. A server that bursts, or whose flows are away, takes no
+  // other's: it has no headroom whatever it served.
+  auto by_rate_of = [&](const Server& s) {
+    return s.long_run >= 0 && s.recent >= options_.min_ops &&
+           s.recent > options_.alpha * s.long_run;
+  };
+  auto by_queue_of = [&](const Server& s) {
+    return options_.queue > 0 && s.queued >= options_.queue;
+  };
+  std::set<std::string> busy;
+  for (const std::string& name : names) {
+    const Server& s = servers_[name];
+    if (by_rate_of(s) || by_queue_of(s)) busy.insert(name);
+  }
+  for (const Moved& m : moved_) busy.insert(m.server);
   for (const std::string& name : names) {
     Server& s = servers_[name];
-    const bool by_rate = s.long_run >= 0 && s.recent >= options_.min_ops &&
-                         s.recent > options_.alpha * s.long_run;
-    const bool by_queue = options_.queue > 0 && s.queued >= options_.queue;
+    const bool by_rate = by_rate_of(s);
+    const bool by_queue = by_queue_of(s);
     if (now < s.quiet_until || (!by_rate && !by_queue)) continue;
     if (std::any_of(moved_.begin(), moved_.end(),
                     [&](const Moved& m) { return m.server == name; })) {
@@ -322,7 +335,8 @@ void TailLatency::Decide(const StatsSnapshot& stats) {
       std::vector<std::pair<double, std::string>> idle;
       for (const std::string& t : reach[f->sswitch]) {
         const double load = servers_[t].served;
-        if (t != name && load * (by_rate ? options_.alpha : 1) < s.recent) {
+        if (t != name && !busy.contains(t) &&
+            load * (by_rate ? options_.alpha : 1) < s.recent) {
           idle.emplace_back(load, t);
         }
       }
@@ -347,6 +361,10 @@ void TailLatency::Decide(const StatsSnapshot& stats) {
           Ops(s.long_run), " ops/s",
           by_queue ? StrCat(", ", s.queued, " IOs in flight") : "", "; ",
           absl::StrJoin(serves, ", "));
+      // The next burst of this report sees these targets take this one.
+      for (const std::string& t : targets) {
+        servers_[t].served += f->writes / static_cast<double>(targets.size());
+      }
       if (absl::Status st = OffLoad(*f, targets, reason); !st.ok()) {
         LogWarning("tail_latency: off-loading ", f->text, ": ", st.message());
         s.quiet_until = now + options_.cooldown;

@@ -13,9 +13,11 @@
 // flows are off-loaded, so that the burst does not become the norm). When a
 // server's demand passes `alpha` times its long-run average (and `min_ops`),
 // and another server the host reaches serves less than the burst divided by
-// `alpha`, the app off-loads the writes of the server's hottest flows (by
-// writes in the interval, `flows` of them) to temporary files on the least
-// loaded such server:
+// `alpha` (and neither bursts itself nor has its own flows away), the app
+// off-loads the writes of the server's hottest flows (by writes in the
+// interval, `flows` of them) to temporary files on the least loaded such
+// server (the bursts of one report one after the other, each counting the
+// writes those before it sent to their targets):
 //   @P+1 <SRC, w, //home/vol/*> -> track_writes(); <IO,
 //   //S2/.sroute-tl-G/vol/*>
 // and reads of every byte written there follow it (track_writes's read

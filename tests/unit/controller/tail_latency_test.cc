@@ -65,7 +65,8 @@ class TailLatencyAppTest : public ::testing::Test {
   }
   // One second's report: the flow on S1 with `s1` IOs (half of them
   // writes; those of an off-load counted on its rule), S2's flow with `s2`.
-  void Tick(double s1, double s2, int64_t s1_in_flight = 0) {
+  void Tick(double s1, double s2, int64_t s1_in_flight = 0,
+            bool s2_writes = false) {
     now_ += absl::Seconds(1);
     StatsSnapshot snap;
     HostStats h;
@@ -88,7 +89,8 @@ class TailLatencyAppTest : public ::testing::Test {
     add(kFlow, "admin", half, ours ? 0 : half, s1_in_flight);
     if (ours) add(*ours, "tail_latency", 0, half);
     add("<*, *, //home/b/*> -> <IO, //S2/b/*>", "admin",
-        static_cast<uint64_t>(s2), 0);
+        static_cast<uint64_t>(s2_writes ? s2 / 2 : s2),
+        static_cast<uint64_t>(s2_writes ? s2 / 2 : 0));
     snap.hosts.push_back(h);
     app_->OnStats(snap);
   }
@@ -158,6 +160,20 @@ TEST_F(TailLatencyAppTest, AFlowStartingOnAnIdleServerIsNoBurst) {
   Tick(1200, 0);
   EXPECT_EQ(Offloads(), 1);
   EXPECT_THAT(api_.state["decisions"], HasSubstr("long-run 120 ops/s"));
+}
+
+// Two servers burst in one report: the first goes to the idle S3; the
+// second may not pile onto S3 too (S3 now takes the first's writes) nor
+// onto S1 (it bursts itself), so it waits for headroom.
+TEST_F(TailLatencyAppTest, BurstsOfOneReportDoNotPileOntoOneServer) {
+  Start("alpha=3,end=1.5,window=5,min_ops=50,hold=3,cooldown=5");
+  for (int i = 0; i < 10; ++i) Tick(100, 100, 0, /*s2_writes=*/true);
+  Tick(1000, 1000, 0, /*s2_writes=*/true);
+  EXPECT_EQ(Offloads(), 1) << api_.state["decisions"];
+  EXPECT_THAT(*OurRule(), HasSubstr("//S3/.sroute-tl-1/a/*"));
+  EXPECT_THAT(api_.state["decisions"],
+              HasSubstr("S2 bursts (1000 ops/s, long-run 100) but no other "
+                        "server has headroom"));
 }
 
 // spread=2: the burst's writes go to both servers with headroom, each
