@@ -734,6 +734,12 @@ absl::StatusOr<proto::SimReport> SimulateHere(const Layout& layout,
         }
         if (found) {
           p.storage_in[r] = std::max(p.storage_in[r], last.network_out[before]);
+        } else if (i > 0 && apps) {
+          // The last pass drew its own IOs (a reclaim's copy): the same
+          // IO's network time there, by its key, as a pass that follows
+          // ends takes it (the times before the apps' first new change
+          // must not move).
+          p.storage_in[r] += last_network.Of(ios[q.io].key, r - first[q.io], q);
         } else {
           // The first pass (or a piece the last pass did not have): its
           // transfer as long as on idle links.
