@@ -55,7 +55,7 @@ uint64_t On(const proto::SimReport& r, const std::string& device) {
   return 0;
 }
 
-TEST(ReplicaSetTest, WritesGoToEveryMemberReadsToThePrimary) {
+TEST(SimReplicaSetTest, WritesGoToEveryMemberReadsToThePrimary) {
   const proto::SimReport r = SimSets(Replicated("", ""));
   ASSERT_EQ(r.flows_size(), 1);
   const proto::SimFlowReport& f = r.flows(0);
@@ -69,7 +69,7 @@ TEST(ReplicaSetTest, WritesGoToEveryMemberReadsToThePrimary) {
   EXPECT_TRUE(r.converged()) << r.stopped();
 }
 
-TEST(ReplicaSetTest, ReadsSpreadByTheSetsPolicy) {
+TEST(SimReplicaSetTest, ReadsSpreadByTheSetsPolicy) {
   for (const char* policy : {"random", "least_loaded"}) {
     const proto::SimReport r = SimSets(Replicated(
         std::string("read: \"") + policy + "\"", "", /*read_percent=*/100,
@@ -82,7 +82,7 @@ TEST(ReplicaSetTest, ReadsSpreadByTheSetsPolicy) {
   }
 }
 
-TEST(ReplicaSetTest, AMemberThatDiesCostsNoIo) {
+TEST(SimReplicaSetTest, AMemberThatDiesCostsNoIo) {
   // The primary dies at 0.3 s: reads go to S1 from then on (those under
   // way on S0 ask S1 again), and writes are acknowledged by the quorum of
   // two that is left.
@@ -112,7 +112,7 @@ events { at_s: 0.3 server_down { server: "S2" } })"));
   EXPECT_GT(none.flows(0).errors(), 500u);
 }
 
-TEST(ReplicaSetTest, GcRedirectionKeepsReadsOffACollectingDevice) {
+TEST(SimReplicaSetTest, GcRedirectionKeepsReadsOffACollectingDevice) {
   // S0's device collects from 0.2 s for 0.5 s: reads that stay on it
   // wait for erases; with redirection they go to S1 or S2 meanwhile.
   const std::string gc =
@@ -126,7 +126,7 @@ TEST(ReplicaSetTest, GcRedirectionKeepsReadsOffACollectingDevice) {
   EXPECT_LT(redirect.flows(0).read_p99_us(), off.flows(0).read_p99_us() / 2);
 }
 
-TEST(ReplicaSetTest, BadSetsAreRefusedByField) {
+TEST(SimReplicaSetTest, BadSetsAreRefusedByField) {
   EXPECT_THAT(SetsError(Replicated(R"(member: "S9")", "")),
               HasSubstr("replica_sets[0].member: no server named \"S9\""));
   EXPECT_THAT(SetsError(Replicated(R"(member: "S1")", "")),
