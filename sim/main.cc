@@ -57,6 +57,19 @@ void PrintTables(const sroute::proto::SimReport& r, size_t device_rows) {
       std::printf("%s\n", note.c_str());
     }
   }
+  if (r.outages_size() > 0) {
+    std::printf("%-8s %-10s %-6s %-16s %14s %8s %8s\n", "DOWN_S", "SERVER",
+                "HOW", "FLOW", "FIRST_GOOD_US", "ERRORS", "RETRIED");
+    for (const auto& o : r.outages()) {
+      for (const auto& f : o.flows()) {
+        std::printf("%-8.3f %-10s %-6s %-16s %14.1f %8llu %8llu\n", o.at_s(),
+                    o.server().c_str(), o.hang() ? "hang" : "crash",
+                    f.flow().c_str(), f.first_good_us(),
+                    static_cast<unsigned long long>(f.errors()),
+                    static_cast<unsigned long long>(f.retried()));
+      }
+    }
+  }
   std::vector<const sroute::proto::SimDeviceReport*> devices;
   for (const auto& d : r.devices()) devices.push_back(&d);
   std::stable_sort(

@@ -323,11 +323,19 @@ absl::StatusOr<Layout> ParseScenario(std::string_view text,
     if (!(group.io_cost_us() >= 0 && std::isfinite(group.io_cost_us()))) {
       return bad(where + ".io_cost_us", "must be 0 or more");
     }
+    if (group.remote_timeout_ms() > 3'600'000) {
+      return bad(where + ".remote_timeout_ms",
+                 "must be at most 3600000 (an hour), as sroute-fuse's");
+    }
     for (uint32_t i = 0; i < group.count(); ++i) {
       out.hosts.push_back(StrCat(group.prefix(), i));
       out.host_io_cost_ns.push_back(
           static_cast<uint64_t>(group.io_cost_us() * 1e3));
       out.host_max_in_flight.push_back(group.max_in_flight());
+      out.host_remote_timeout_ns.push_back(
+          uint64_t{group.remote_timeout_ms() == 0 ? 10'000
+                                                  : group.remote_timeout_ms()} *
+          1'000'000);
     }
   }
   if (s.network().has_clos()) {
@@ -507,7 +515,7 @@ absl::StatusOr<Layout> ParseScenario(std::string_view text,
            down.duration_s() == 0
                ? UINT64_MAX
                : from + static_cast<uint64_t>(down.duration_s() * 1e9),
-           found[0]});
+           found[0], down.hang()});
       continue;
     }
     if (!event.has_gc()) {

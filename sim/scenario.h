@@ -31,9 +31,11 @@ struct Layout {
   };
   std::vector<Server> servers;
   std::vector<std::string> hosts;
-  // Per host, its group's cost per IO and bound on IOs under way (0: none).
+  // Per host, its group's cost per IO, bound on IOs under way (0: none)
+  // and remote timeout.
   std::vector<uint64_t> host_io_cost_ns;
   std::vector<uint32_t> host_max_in_flight;
+  std::vector<uint64_t> host_remote_timeout_ns;
   // Per flow, the indices of its hosts and of its servers.
   std::vector<std::vector<uint32_t>> flow_hosts, flow_servers;
   // The scenario's rules (cids 1, 2, ...), every host's at the start, and
@@ -50,6 +52,7 @@ struct Layout {
   struct DownSpell {
     uint64_t from_ns, until_ns;  // until UINT64_MAX: never back
     uint32_t server;
+    bool hang;  // it stops answering (IOs fail at their remote timeout)
   };
   std::vector<DownSpell> down;
   // The trace flows' IOs, in the order of their files' lines.

@@ -13,6 +13,7 @@
 #include <map>
 #include <optional>
 #include <queue>
+#include <set>
 #include <string>
 #include <tuple>
 
@@ -110,6 +111,72 @@ void AddCdf(std::vector<double> us,
   }
 }
 
+std::string FlowName(const proto::SimScenario& s, int f) {
+  return f == s.flows_size()         ? "(reclaim)"
+         : s.flows(f).name().empty() ? StrCat("flow", f)
+                                     : s.flows(f).name();
+}
+
+// Each server_down event as the flows met it: those with a request on the
+// server under way when it went down, or one that failed on it in the
+// outage (sent to it until it was back). Their failover is from the death
+// to the end of their first IO that did not fail among those issued after
+// it and those that failed over (bench/replica_failover.sh's "first good
+// read": a reply already on its way at the death does not count).
+// `io_end`, `io_failed`: per IO, when it ended for its issuer and whether
+// it failed.
+void AddOutages(const Layout& layout, const std::vector<Request>& requests,
+                const Pass& p, const std::vector<uint64_t>& io_end,
+                const std::vector<uint8_t>& io_failed, proto::SimReport* out) {
+  const proto::SimScenario& s = layout.scenario;
+  for (const Layout::DownSpell& spell : layout.down) {
+    proto::SimOutageReport* o = out->add_outages();
+    o->set_server(layout.servers[spell.server].name);
+    o->set_at_s(static_cast<double>(spell.from_ns) * 1e-9);
+    o->set_hang(spell.hang);
+    struct Met {
+      std::set<uint64_t> failed_ios, failed_over;
+      uint64_t retried = 0;
+      uint64_t first_good = UINT64_MAX;
+    };
+    std::map<uint32_t, Met> met;
+    for (size_t i = 0; i < requests.size(); ++i) {
+      const Request& r = requests[i];
+      if (r.server != spell.server || p.end[i] < spell.from_ns) continue;
+      const bool under_way = r.arrival_ns <= spell.from_ns;
+      const bool failed = p.failed[i] && p.storage_in[i] < spell.until_ns;
+      if (!under_way && !failed) continue;
+      Met& m = met[r.flow];
+      if (!failed) continue;
+      if (io_failed[r.io]) {
+        m.failed_ios.insert(r.io);
+      } else {
+        ++m.retried;
+        m.failed_over.insert(r.io);
+      }
+    }
+    for (const Request& r : requests) {
+      auto it = met.find(r.flow);
+      if (it == met.end() || io_failed[r.io] || io_end[r.io] < spell.from_ns ||
+          (r.arrival_ns < spell.from_ns &&
+           !it->second.failed_over.contains(r.io))) {
+        continue;
+      }
+      it->second.first_good = std::min(it->second.first_good, io_end[r.io]);
+    }
+    for (const auto& [flow, m] : met) {
+      proto::SimFailover* f = o->add_flows();
+      f->set_flow(FlowName(s, static_cast<int>(flow)));
+      f->set_first_good_us(
+          m.first_good == UINT64_MAX
+              ? -1
+              : static_cast<double>(m.first_good - spell.from_ns) / 1e3);
+      f->set_errors(m.failed_ios.size());
+      f->set_retried(m.retried);
+    }
+  }
+}
+
 void Report(const Layout& layout, const std::vector<Request>& requests,
             const Pass& p, const SimOptions& options, proto::SimReport* out) {
   const proto::SimScenario& s = layout.scenario;
@@ -192,9 +259,7 @@ void Report(const Layout& layout, const std::vector<Request>& requests,
       break;  // no reclaim copied anything
     }
     proto::SimFlowReport* fr = out->add_flows();
-    fr->set_name(f == s.flows_size()         ? "(reclaim)"
-                 : s.flows(f).name().empty() ? StrCat("flow", f)
-                                             : s.flows(f).name());
+    fr->set_name(FlowName(s, f));
     fr->set_reads(sums.reads.size());
     fr->set_writes(sums.writes.size());
     fr->set_errors(sums.errors);
@@ -217,6 +282,7 @@ void Report(const Layout& layout, const std::vector<Request>& requests,
       in->set_p99_us(Percentile(sums.intervals[at], 99));
     }
   }
+  AddOutages(layout, requests, p, io_end, io_failed, out);
   for (size_t sv = 0; sv < layout.servers.size(); ++sv) {
     for (uint32_t d = 0; d < layout.servers[sv].devices; ++d) {
       const std::vector<double>& v = on_device[first_device[sv] + d];
@@ -377,9 +443,27 @@ absl::Status RunFollowing(const Layout& layout, const Workload& workload,
    public:
     PassState(const StorageSim& storage, StorageSim::Pass& devices,
               size_t servers)
-        : storage_(storage), devices_(devices), under_way_(servers, 0) {}
+        : storage_(storage),
+          devices_(devices),
+          under_way_(servers, 0),
+          learned_(servers, {UINT64_MAX, UINT64_MAX}) {}
+    // A crashed server is known down at once (its connections close); one
+    // that hangs once an IO on it has timed out.
     bool Up(uint32_t server, uint64_t at_ns) const override {
-      return !storage_.Down(server, at_ns);
+      const Layout::DownSpell* d = storage_.DownSpellAt(server, at_ns);
+      if (d == nullptr) return true;
+      if (!d->hang) return false;
+      const auto [from, learned] = learned_[server];
+      return !(from == d->from_ns && learned <= at_ns);
+    }
+    // An IO on `server` timed out at `at_ns` in its hang from `from_ns`.
+    void TimedOut(uint32_t server, uint64_t from_ns, uint64_t at_ns) {
+      auto& [from, learned] = learned_[server];
+      if (from != from_ns) {
+        from = from_ns;
+        learned = at_ns;
+      }
+      learned = std::min(learned, at_ns);
     }
     bool Collecting(uint32_t server, uint32_t device,
                     uint64_t at_ns) const override {
@@ -398,6 +482,9 @@ absl::Status RunFollowing(const Layout& layout, const Workload& workload,
     const StorageSim& storage_;
     StorageSim::Pass& devices_;  // its GC spells begin as time comes
     mutable std::vector<uint32_t> under_way_;
+    // Per server: the hang it is in as its hosts know it (its start), and
+    // when they learned of it.
+    std::vector<std::pair<uint64_t, uint64_t>> learned_;
     mutable std::priority_queue<std::pair<uint64_t, uint32_t>,
                                 std::vector<std::pair<uint64_t, uint32_t>>,
                                 std::greater<>>
@@ -589,6 +676,7 @@ absl::Status RunFollowing(const Layout& layout, const Workload& workload,
     const size_t x = q.io;
     IoState& st = state_of[x];
     --st.pending;
+    if (served.hung) state.TimedOut(q.server, served.hang_from_ns, end);
     if (served.failed) {
       // A replica set's read fails over to another member up, at once.
       if (q.set != Request::kNoSet && q.read &&

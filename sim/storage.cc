@@ -25,7 +25,9 @@ absl::StatusOr<FlashOptions> DeviceOptions(const std::string& preset) {
 }
 
 StorageSim::StorageSim(const Layout& layout)
-    : gc_(layout.gc), down_(layout.down) {
+    : gc_(layout.gc),
+      down_(layout.down),
+      remote_timeout_ns_(layout.host_remote_timeout_ns) {
   // One warmed model per preset, copied to each device of it.
   std::vector<std::pair<std::string, FlashModel>> warmed;
   for (const Layout::Server& server : layout.servers) {
@@ -53,12 +55,17 @@ StorageSim::StorageSim(const Layout& layout)
 }
 
 bool StorageSim::Down(uint32_t server, uint64_t at_ns) const {
+  return DownSpellAt(server, at_ns) != nullptr;
+}
+
+const Layout::DownSpell* StorageSim::DownSpellAt(uint32_t server,
+                                                 uint64_t at_ns) const {
   for (const Layout::DownSpell& d : down_) {
     if (d.server == server && d.from_ns <= at_ns && at_ns < d.until_ns) {
-      return true;
+      return &d;
     }
   }
-  return false;
+  return nullptr;
 }
 
 StorageSim::Pass::Pass(const StorageSim& storage)
@@ -77,7 +84,11 @@ void StorageSim::Pass::BeginSpells(uint64_t at_ns) {
 StorageSim::Served StorageSim::Pass::Serve(const Request& r,
                                            uint64_t arrival_ns) {
   BeginSpells(arrival_ns);
-  if (storage_.Down(r.server, arrival_ns)) return {arrival_ns, true};
+  const uint64_t timed_out = arrival_ns + storage_.remote_timeout_ns_[r.host];
+  if (const Layout::DownSpell* d = storage_.DownSpellAt(r.server, arrival_ns)) {
+    if (d->hang) return {timed_out, true, true, d->from_ns};
+    return {arrival_ns, true};
+  }
   FlashModel& device = devices_[storage_.first_device_[r.server] + r.device];
   uint64_t end = arrival_ns;
   for (uint64_t p = 0; p < r.bytes / kSimPageBytes; ++p) {
@@ -89,6 +100,8 @@ StorageSim::Served StorageSim::Pass::Serve(const Request& r,
   // Its server died under it: the issuer learns it then.
   for (const Layout::DownSpell& d : storage_.down_) {
     if (d.server == r.server && d.from_ns > arrival_ns && d.from_ns < end) {
+      if (d.hang)
+        return {std::max(d.from_ns, timed_out), true, true, d.from_ns};
       return {d.from_ns, true};
     }
   }

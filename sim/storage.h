@@ -35,6 +35,10 @@ class StorageSim {
   struct Served {
     uint64_t done_ns;
     bool failed;  // its server was down when it came, or died under it
+    // It failed on a server that hangs (server_down's hang), whose spell
+    // began at hang_from_ns.
+    bool hung = false;
+    uint64_t hang_from_ns = 0;
   };
 
   // One pass over the devices, fed request by request in order of arrival
@@ -44,7 +48,9 @@ class StorageSim {
     explicit Pass(const StorageSim& storage);
     // `r` reaches its device at `arrival_ns`. A request of several pages
     // is done when its last page is; one on a server that is down fails
-    // then, one under way when its server dies fails at that instant.
+    // then, one under way when its server dies fails at that instant; on
+    // a server that hangs, either fails when its host's remote timeout
+    // has run from its arrival.
     // REQUIRES: arrival_ns is at least that of the request before.
     Served Serve(const Request& r, uint64_t arrival_ns);
     // Whether `device` of `server` collects garbage at `at_ns` (the
@@ -74,6 +80,8 @@ class StorageSim {
 
   // Whether `server` is down at `at_ns` (a server_down event).
   bool Down(uint32_t server, uint64_t at_ns) const;
+  // The server_down event `server` is in at `at_ns`, or null.
+  const Layout::DownSpell* DownSpellAt(uint32_t server, uint64_t at_ns) const;
 
   // Devices simulated, and the bytes their models hold.
   size_t devices() const { return warm_.size(); }
@@ -85,6 +93,7 @@ class StorageSim {
   std::vector<FlashModel> warm_;
   std::vector<Layout::GcSpell> gc_;
   std::vector<Layout::DownSpell> down_;
+  std::vector<uint64_t> remote_timeout_ns_;  // per host
   uint64_t model_bytes_ = 0;
 };
 

@@ -112,6 +112,61 @@ events { at_s: 0.3 server_down { server: "S2" } })"));
   EXPECT_GT(none.flows(0).errors(), 500u);
 }
 
+// One reader, a read at a time from the primary S0 of rs, whose host
+// gives up on a server after `timeout_ms`; S0 goes down at 0.3 s for 0.5 s
+// (`how`: hang: true for a server that stops answering).
+std::string Outage(const std::string& how, int timeout_ms = 200) {
+  return R"(
+name: "outage" seed: 2 duration_s: 2
+network { rack { link_gbps: 10 link_latency_us: 1 } }
+servers { prefix: "S" count: 3 devices: 1 preset: "healthy" }
+hosts { prefix: "H" count: 1 io_cost_us: 30 remote_timeout_ms: )" +
+         std::to_string(timeout_ms) + R"( }
+replica_sets { name: "rs" member: "S0" member: "S1" member: "S2" }
+rules: "<*, *, //vol/db> -> <IO, stage:rs>"
+flows { name: "reader" hosts: "H0" file: "//vol/db" closed_loop_depth: 1
+        read_percent: 100 file_bytes: 16777216 }
+events { at_s: 0.3 server_down { server: "S0" duration_s: 0.5 )" +
+         how + " } }\n";
+}
+
+TEST(SimReplicaSetTest, AHungMemberCostsAReadTheHostsRemoteTimeout) {
+  // A crash closes the connections: the read under way asks S1 at once.
+  const proto::SimReport crash = SimSets(Outage(""));
+  ASSERT_EQ(crash.outages_size(), 1);
+  const proto::SimOutageReport& c = crash.outages(0);
+  EXPECT_EQ(c.server(), "S0");
+  EXPECT_DOUBLE_EQ(c.at_s(), 0.3);
+  EXPECT_FALSE(c.hang());
+  ASSERT_EQ(c.flows_size(), 1);
+  EXPECT_EQ(c.flows(0).flow(), "reader");
+  EXPECT_EQ(c.flows(0).errors(), 0u);
+  EXPECT_GT(c.flows(0).first_good_us(), 0);
+  EXPECT_LT(c.flows(0).first_good_us(), 1000);
+  // A hang answers nothing: the read under way waits out the host's
+  // timeout, then S1 serves it; the host sends no other read to S0 (it
+  // learned), and none fails.
+  const proto::SimReport hang = SimSets(Outage("hang: true"));
+  ASSERT_EQ(hang.outages_size(), 1);
+  const proto::SimOutageReport& h = hang.outages(0);
+  EXPECT_TRUE(h.hang());
+  ASSERT_EQ(h.flows_size(), 1);
+  EXPECT_EQ(h.flows(0).errors(), 0u);
+  EXPECT_EQ(h.flows(0).retried(), 1u);
+  EXPECT_GT(h.flows(0).first_good_us(), 200'000);
+  EXPECT_LT(h.flows(0).first_good_us(), 201'000);
+  EXPECT_EQ(hang.flows(0).errors(), 0u);
+  // The timeout is the host's: twice as long, twice the wait.
+  const proto::SimReport longer = SimSets(Outage("hang: true", 400));
+  ASSERT_EQ(longer.outages_size(), 1);
+  ASSERT_EQ(longer.outages(0).flows_size(), 1);
+  EXPECT_GT(longer.outages(0).flows(0).first_good_us(), 400'000);
+  EXPECT_LT(longer.outages(0).flows(0).first_good_us(), 401'000);
+  // A timeout past sroute-fuse's bound is refused by field.
+  EXPECT_THAT(SetsError(Outage("", 3'600'001)),
+              HasSubstr("hosts[0].remote_timeout_ms: must be at most"));
+}
+
 TEST(SimReplicaSetTest, GcRedirectionKeepsReadsOffACollectingDevice) {
   // S0's device collects from 0.2 s for 0.5 s: reads that stay on it
   // wait for erases; with redirection they go to S1 or S2 meanwhile.
