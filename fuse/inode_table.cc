@@ -70,15 +70,26 @@ uint64_t InodeTable::Remember(uint64_t parent, std::string_view name, dev_t dev,
   Link link{parent, std::string(name)};
   uint64_t ino;
   auto by_file = by_file_.find({dev, file_ino});
-  if (by_file != by_file_.end()) {
-    ino = by_file->second;
+  auto found =
+      by_file == by_file_.end() ? nodes_.end() : nodes_.find(by_file->second);
+  if (found != nodes_.end() && !found->second.links.empty()) {
+    ino = found->first;
   } else {
+    // A node left without names is a file removed (or replaced) through
+    // the volume, kept until the kernel forgets it, and its home may have
+    // given its inode number to this new file already (ext4 does, to a
+    // directory removed and made again). The same node would put the new
+    // file on the old one's kernel inode if something still holds that
+    // (an open descriptor, a release under way): a removed directory's is
+    // dead, every lookup and create in it fails with ENOENT. (A file still
+    // reached by a name the table never knew gets a second node, as hard
+    // links do in libfuse's path-based file systems.)
     ino = next_ino_++;
     Node n;
     n.dev = dev;
     n.file_ino = file_ino;
     nodes_[ino] = std::move(n);
-    by_file_[{dev, file_ino}] = ino;
+    by_file_[{dev, file_ino}] = ino;  // Forget() keeps this for the new node
   }
   Node& node = nodes_[ino];
   ++node.lookups;

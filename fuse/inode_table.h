@@ -48,7 +48,8 @@ class InodeTable {
 
   // Records a successful lookup (or create) of `name` in `parent` that found
   // the file identified by (dev, file_ino): the node gains one kernel
-  // reference and the link. Returns the node's inode number.
+  // reference and the link. Returns the node's inode number. A node left
+  // with no name is not found again: its inode number may be a new file's.
   uint64_t Remember(uint64_t parent, std::string_view name, dev_t dev,
                     ino_t file_ino);
   // The kernel dropped `count` references. Returns true if the node is gone.

@@ -122,6 +122,31 @@ TEST_F(FuseVolumeTest, FilesDirectoriesAndLinksPassThrough) {
   EXPECT_EQ(errno, ENOENT);
 }
 
+// A directory removed while open and made again under its name (ext4
+// gives the new one the removed one's inode number at once) is a usable
+// directory, not the removed one: the kernel keeps that one dead (every
+// lookup and create in it fails with ENOENT) until its last holder lets go.
+TEST_F(FuseVolumeTest, ADirectoryMadeAgainWhileTheRemovedOneIsOpenIsUsable) {
+  Mount();
+  const std::string d = mnt_ / "d";
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_EQ(mkdir(d.c_str(), 0755), 0);
+    const int fd = open(d.c_str(), O_RDONLY | O_DIRECTORY);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(rmdir(d.c_str()), 0);
+    ASSERT_EQ(mkdir(d.c_str(), 0711), 0);
+    EXPECT_EQ(mkdir((d + "/s").c_str(), 0755), 0) << strerror(errno);
+    const int f = open((d + "/f").c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
+    EXPECT_GE(f, 0) << strerror(errno);
+    if (f >= 0) close(f);
+    EXPECT_EQ(List(d), (std::vector<std::string>{".", "..", "f", "s"}));
+    close(fd);
+    unlink((d + "/f").c_str());
+    rmdir((d + "/s").c_str());
+    ASSERT_EQ(rmdir(d.c_str()), 0);
+  }
+}
+
 TEST_F(FuseVolumeTest, UnlinkedOpenFileStaysReadableUntilClosed) {
   Mount("", {"--kernel-cache", "off"});
   WriteWholeFile(mnt_ / "tmp", "still here");

@@ -43,6 +43,42 @@ TEST(InodeTableTest, HardLinksAreOneNodeUnderTwoNames) {
   EXPECT_THAT(t.Path(a), Optional(std::string("b"))) << "the other name";
 }
 
+// A removed file's node stays until the kernel forgets it, while its home
+// may give its inode number to a new file at once (ext4 does, for a
+// directory removed and made again): the new file is another node, or the
+// kernel would put it on the removed one's dead inode.
+TEST(InodeTableTest, ANewFileWithARemovedOnesInodeNumberIsANewNode) {
+  InodeTable t;
+  const uint64_t old_d = t.Remember(kRoot, "d", 1, 100);
+  t.Unlinked(kRoot, "d");  // rmdir; the kernel still holds old_d
+  const uint64_t new_d = t.Remember(kRoot, "d", 1, 100);
+  EXPECT_NE(new_d, old_d);
+  EXPECT_THAT(t.Path(new_d), Optional(std::string("d")));
+  EXPECT_THAT(t.Find(kRoot, "d"), Optional(new_d));
+  EXPECT_EQ(t.Path(old_d), std::nullopt);
+  // Found again, the new file is the new node; forgetting the old one
+  // leaves it alone.
+  EXPECT_EQ(t.Remember(kRoot, "d", 1, 100), new_d);
+  EXPECT_TRUE(t.Forget(old_d, 1));
+  EXPECT_EQ(t.Remember(kRoot, "d", 1, 100), new_d);
+  EXPECT_THAT(t.Path(new_d), Optional(std::string("d")));
+  EXPECT_FALSE(t.Forget(new_d, 2));
+  EXPECT_TRUE(t.Forget(new_d, 1));
+  EXPECT_EQ(t.size(), 1u);  // the root
+  // The same after a rename over the name, and after an unlinked open
+  // file's hidden name is gone.
+  const uint64_t a = t.Remember(kRoot, "a", 1, 200);
+  const uint64_t b = t.Remember(kRoot, "b", 1, 201);
+  t.Renamed(kRoot, "b", kRoot, "a");  // a's file is gone
+  EXPECT_NE(t.Remember(kRoot, "c", 1, 200), a);
+  const uint64_t f = t.Remember(kRoot, "f", 1, 300);
+  t.Opened(f);
+  EXPECT_EQ(t.Hide(f, kRoot, "f", kRoot, ".sroute/unlinked/1"), std::nullopt);
+  EXPECT_TRUE(t.Released(f).has_value());
+  EXPECT_NE(t.Remember(kRoot, "f", 1, 300), f);
+  EXPECT_THAT(t.Path(b), Optional(std::string("a")));
+}
+
 TEST(InodeTableTest, RenamesAndExchangesMoveNamesAndBumpTheGeneration) {
   InodeTable t;
   const uint64_t d = t.Remember(kRoot, "d", 1, 1);
