@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <random>
 
 #include "absl/strings/numbers.h"
 #include "sswitch/local_endpoint.h"
@@ -241,14 +240,8 @@ absl::Status FlashEndpoint::Warm(const std::string& path, uint64_t bytes,
       p = free_pages_.back();
       free_pages_.pop_back();
     }
-    model_.Write(p, 0);
   }
-  std::mt19937_64 rng(seed);
-  const auto more = static_cast<uint64_t>(overwrites * static_cast<double>(n));
-  for (uint64_t i = 0; i < more && n > 0; ++i)
-    model_.Write(pages[rng() % n], 0);
-  model_.StartGc(0);  // as a device left idle a while collects
-  model_.ForgetTime();
+  model_.Warm(pages, overwrites, seed);
   return absl::OkStatus();
 }
 

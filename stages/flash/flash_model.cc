@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <random>
 
 #include "util/log.h"
 #include "util/strings.h"
@@ -352,6 +353,17 @@ uint64_t FlashModel::GcFreeAt(const Die& d, uint64_t now) const {
   // The end of the step under way at `now`.
   auto it = std::upper_bound(d.gc_steps.begin(), d.gc_steps.end(), now);
   return it == d.gc_steps.end() ? d.gc_until_ns : *it;
+}
+
+void FlashModel::Warm(const std::vector<uint32_t>& lpns, double overwrites,
+                      uint64_t seed) {
+  for (uint32_t lpn : lpns) Write(lpn, 0);
+  const uint64_t n = lpns.size();
+  std::mt19937_64 rng(seed);
+  const auto more = static_cast<uint64_t>(overwrites * static_cast<double>(n));
+  for (uint64_t i = 0; i < more && n > 0; ++i) Write(lpns[rng() % n], 0);
+  StartGc(0);
+  ForgetTime();
 }
 
 void FlashModel::ForgetTime() {

@@ -183,6 +183,14 @@ class FlashModel {
   uint64_t predicted_idle_ns() const {
     return static_cast<uint64_t>(predicted_idle_ns_);
   }
+  // Warms the device up as if it had been in use, at no time: each of
+  // `lpns` is written, then `overwrites` times as many of them drawn at
+  // random (a std::mt19937_64 of `seed`) are written again (the blocks
+  // fill with garbage, GC has work), a GC pass runs (as on a device left
+  // idle a while), and time is forgotten (ForgetTime).
+  // REQUIRES: every lpn < logical_pages().
+  void Warm(const std::vector<uint32_t>& lpns, double overwrites,
+            uint64_t seed);
   // Forgets time: every die idle, the buffer empty, the counters zero;
   // pages, blocks and wear stay. For a device warmed up (written and
   // over-written at time 0) before it is used.
