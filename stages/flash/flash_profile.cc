@@ -6,6 +6,7 @@
 #include <queue>
 #include <random>
 
+#include "util/quantile.h"
 #include "util/strings.h"
 
 namespace sroute {
@@ -57,13 +58,6 @@ struct Sweeper {
   }
 };
 
-double Quantile(const std::vector<double>& sorted, double q) {
-  const size_t i =
-      std::min(sorted.size() - 1,
-               static_cast<size_t>(q * static_cast<double>(sorted.size())));
-  return sorted[i];
-}
-
 }  // namespace
 
 proto::DeviceProfile ProfileModel(const FlashOptions& options,
@@ -97,9 +91,9 @@ proto::DeviceProfile ProfileModel(const FlashOptions& options,
       const std::vector<double> us = s.Step(w, iops, sweep.ios_per_step);
       auto* pt = mix->add_point();
       pt->set_iops(iops);
-      pt->set_p50_us(Quantile(us, 0.50));
-      pt->set_p90_us(Quantile(us, 0.90));
-      pt->set_p99_us(Quantile(us, 0.99));
+      pt->set_p50_us(QuantileOfSorted(us, 0.50));
+      pt->set_p90_us(QuantileOfSorted(us, 0.90));
+      pt->set_p99_us(QuantileOfSorted(us, 0.99));
     }
   }
   return out;

@@ -12,6 +12,7 @@
 #include "absl/time/clock.h"
 #include "util/clock.h"
 #include "util/errno_status.h"
+#include "util/quantile.h"
 #include "util/signal.h"
 #include "util/strings.h"
 
@@ -223,13 +224,6 @@ absl::StatusOr<Step> RunStep(SSwitch& sw, const std::string& file,
   return step;
 }
 
-double Quantile(const std::vector<double>& sorted, double q) {
-  if (sorted.empty()) return 0;
-  return sorted[std::min(
-      sorted.size() - 1,
-      static_cast<size_t>(q * static_cast<double>(sorted.size())))];
-}
-
 uint64_t EndpointIosOf(const SSwitch& sw, const std::string& name) {
   for (const auto& [n, ios] : sw.EndpointIos()) {
     if (n == name) return ios;
@@ -345,11 +339,12 @@ absl::Status ProfileSweep(SSwitch& sw, const proto::ProfileEndpoint& request,
         pt->set_p99_us(before.p99_us());
       } else {
         // At least a microsecond: a profile's latencies are positive.
-        pt->set_p50_us(std::max(1.0, Quantile(step->latencies_us, 0.50)));
+        pt->set_p50_us(
+            std::max(1.0, QuantileOfSorted(step->latencies_us, 0.50)));
         pt->set_p90_us(
-            std::max(pt->p50_us(), Quantile(step->latencies_us, 0.90)));
+            std::max(pt->p50_us(), QuantileOfSorted(step->latencies_us, 0.90)));
         pt->set_p99_us(
-            std::max(pt->p90_us(), Quantile(step->latencies_us, 0.99)));
+            std::max(pt->p90_us(), QuantileOfSorted(step->latencies_us, 0.99)));
       }
     }
     if (static_cast<uint32_t>(mix->point_size()) < steps_per_mix) break;
