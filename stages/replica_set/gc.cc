@@ -20,6 +20,7 @@
 #include "absl/strings/str_split.h"
 #include "sswitch/sswitch.h"
 #include "stages/flash/flash_endpoint.h"
+#include "stages/replica_set/gc_grants.h"
 #include "stages/replica_set/replica_set_impl.h"
 #include "util/clock.h"
 #include "util/errno_status.h"
@@ -176,52 +177,47 @@ uint64_t ReplicaSetStage::CoordinateGc() {
     }
   }
   if (mode == GcMode::kDelay || mode == GcMode::kBackground) {
-    auto others_collect = [&](const Seen& self) {
-      const uint64_t now = MonotonicNanos();
-      return std::any_of(seen.begin(), seen.end(), [&](const Seen& o) {
-        return &o != &self && o.until > now;
-      });
-    };
-    auto grant = [&](Seen& s, const std::string& kind) {
-      if (absl::Status g = GrantGc(s.member, kind); !g.ok()) {
+    std::vector<GcMember> members(seen.size());
+    for (size_t i = 0; i < seen.size(); ++i) {
+      const DeviceState& st = seen[i].state;
+      members[i].need = st.need == "regular" ? GcNeed::kRegular
+                        : st.need == "soft"  ? GcNeed::kSoft
+                                             : GcNeed::kNone;
+      members[i].collecting = st.gc;
+      members[i].bg_ok = st.bg_ok;
+      members[i].until_ns = seen[i].until;
+    }
+    auto grant = [&](size_t i, GcGrant kind) -> std::optional<uint64_t> {
+      Seen& s = seen[i];
+      const std::string name = GcGrantName(kind);
+      if (absl::Status g = GrantGc(s.member, name); !g.ok()) {
         LogWarning("replica set ", name_, ": GC of ", s.member, ": ",
                    g.message());
-        return;
+        return std::nullopt;
       }
       auto after = AskDevice(s.member);
       s.until = MonotonicNanos() + (after.ok() ? after->gc_left_us * 1000 : 0);
-      NoteGc(s.member, kind, s.until);
-      (kind == "regular" ? gc_granted_regular_
-       : kind == "soft"  ? gc_granted_soft_
-                         : gc_granted_bg_)
+      NoteGc(s.member, name, s.until);
+      (kind == GcGrant::kRegular ? gc_granted_regular_
+       : kind == GcGrant::kSoft  ? gc_granted_soft_
+                                 : gc_granted_bg_)
           .fetch_add(1, std::memory_order_relaxed);
       MutexLock l(&gc_mu_);
       soft_waiting_[s.member] = false;
+      return s.until;
     };
-    // Regular requests first: they are always granted.
-    for (Seen& s : seen) {
-      if (!s.state.gc && s.state.need == "regular") grant(s, "regular");
-    }
-    for (Seen& s : seen) {
-      if (s.until > MonotonicNanos()) continue;
-      const bool blocked = others_collect(s);
-      if (s.state.need == "soft") {
-        if (!blocked) {
-          grant(s, "soft");
-        } else {
-          MutexLock l(&gc_mu_);
-          bool& waiting = soft_waiting_[s.member];
-          if (!waiting) gc_soft_delayed_.fetch_add(1);
-          waiting = true;
-        }
-      } else if (mode == GcMode::kBackground && s.state.bg_ok && !blocked) {
-        grant(s, "bg");
-      }
-      if (s.state.need == "none") {
-        MutexLock l(&gc_mu_);
-        soft_waiting_[s.member] = false;  // a later soft request is new
-      }
-    }
+    auto delayed = [&](size_t i) {
+      MutexLock l(&gc_mu_);
+      bool& waiting = soft_waiting_[seen[i].member];
+      if (!waiting) gc_soft_delayed_.fetch_add(1);
+      waiting = true;
+    };
+    auto no_need = [&](size_t i) {
+      MutexLock l(&gc_mu_);
+      soft_waiting_[seen[i].member] = false;  // a later soft request is new
+    };
+    DecideGc(mode == GcMode::kBackground, MonotonicNanos(), members,
+             {grant, delayed, no_need});
   }
   // The data path's view: who collects, until when.
   {
