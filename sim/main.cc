@@ -76,12 +76,33 @@ void PrintTables(const sroute::proto::SimReport& r, size_t device_rows) {
       devices.begin(), devices.end(),
       [](const auto* a, const auto* b) { return a->p99_us() > b->p99_us(); });
   const size_t shown = std::min(devices.size(), device_rows);
-  std::printf("%-16s %9s %10s %10s   (%zu of %zu devices, slowest p99 first)\n",
-              "DEVICE", "REQUESTS", "P50_US", "P99_US", shown, devices.size());
+  std::printf(
+      "%-16s %9s %10s %10s %9s %15s %13s   (%zu of %zu devices, slowest p99 "
+      "first)\n",
+      "DEVICE", "REQUESTS", "P50_US", "P99_US", "GC_PASSES", "READS_BEHIND_GC",
+      "WRITES_WAITED", shown, devices.size());
   for (size_t i = 0; i < shown; ++i) {
-    std::printf("%-16s %9llu %10.1f %10.1f\n", devices[i]->name().c_str(),
-                static_cast<unsigned long long>(devices[i]->requests()),
-                devices[i]->p50_us(), devices[i]->p99_us());
+    const auto& d = *devices[i];
+    std::printf("%-16s %9llu %10.1f %10.1f %9llu %15llu %13llu\n",
+                d.name().c_str(), static_cast<unsigned long long>(d.requests()),
+                d.p50_us(), d.p99_us(),
+                static_cast<unsigned long long>(d.gc_passes()),
+                static_cast<unsigned long long>(d.reads_behind_gc()),
+                static_cast<unsigned long long>(d.writes_waited()));
+  }
+  if (r.replica_sets_size() > 0) {
+    std::printf("%-16s %12s %10s %13s %10s %7s\n", "REPLICA_SET",
+                "GC_REDIRECTS", "SOFT_GC", "SOFT_DELAYED", "REGULAR_GC",
+                "BG_GC");
+    for (const auto& rs : r.replica_sets()) {
+      std::printf("%-16s %12llu %10llu %13llu %10llu %7llu\n",
+                  rs.name().c_str(),
+                  static_cast<unsigned long long>(rs.gc_redirects()),
+                  static_cast<unsigned long long>(rs.gc_granted_soft()),
+                  static_cast<unsigned long long>(rs.gc_soft_delayed()),
+                  static_cast<unsigned long long>(rs.gc_granted_regular()),
+                  static_cast<unsigned long long>(rs.gc_granted_bg()));
+    }
   }
   std::printf("run: %.2f s wall, peak RSS %.1f MiB, device models %.1f MiB\n",
               r.wall_s(), static_cast<double>(r.peak_rss_bytes()) / (1 << 20),

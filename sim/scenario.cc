@@ -128,9 +128,9 @@ absl::Status CheckFlow(const proto::SimFlow& f, const std::string& where) {
   for (int b = 0; b < f.bursts_size(); ++b) {
     const proto::SimBurst& burst = f.bursts(b);
     if (!(burst.start_s() >= 0) || !Positive(burst.duration_s()) ||
-        !Positive(burst.factor())) {
+        !(burst.factor() >= 0 && std::isfinite(burst.factor()))) {
       return Bad(StrCat(where, ".bursts[", b, "]"),
-                 "start_s must be 0 or more, duration_s and factor above 0");
+                 "start_s and factor must be 0 or more, duration_s above 0");
     }
   }
   if (trace) {
@@ -283,6 +283,12 @@ absl::StatusOr<Layout> ParseScenario(std::string_view text,
     if (auto p = DeviceOptions(group.preset()); !p.ok()) {
       return bad(where + ".preset", std::string(p.status().message()));
     }
+    if (!(group.warm_fill() >= 0 && group.warm_fill() <= 1)) {
+      return bad(where + ".warm_fill", "must be within 0 to 1");
+    }
+    if (!(group.warm_overwrites() >= 0 && group.warm_overwrites() <= 100)) {
+      return bad(where + ".warm_overwrites", "must be within 0 to 100");
+    }
     machines += group.count();
     if (machines > kMaxMachines) {
       return bad(where + ".count", StrCat("more than ", kMaxMachines,
@@ -297,8 +303,9 @@ absl::StatusOr<Layout> ParseScenario(std::string_view text,
                  StrCat("\"", group.prefix(), "\" names another group too"));
     }
     for (uint32_t i = 0; i < group.count(); ++i) {
-      out.servers.push_back(
-          {StrCat(group.prefix(), i), group.devices(), group.preset()});
+      out.servers.push_back({StrCat(group.prefix(), i), group.devices(),
+                             group.preset(), group.warm_fill(),
+                             group.warm_overwrites()});
     }
   }
   for (int g = 0; g < s.hosts_size(); ++g) {
@@ -407,12 +414,26 @@ absl::StatusOr<Layout> ParseScenario(std::string_view text,
                                         "count of members (1 to ",
                                         n, ")"));
     }
-    if (rs.gc() != "" && rs.gc() != "off" && rs.gc() != "redirect") {
+    using Grants = Layout::ReplicaSet::Grants;
+    if (rs.gc() == "" || rs.gc() == "off" || rs.gc() == "redirect") {
+      set.gc_grants = Grants::kNone;
+    } else if (rs.gc() == "delay") {
+      set.gc_grants = Grants::kDelay;
+    } else if (rs.gc() == "background") {
+      set.gc_grants = Grants::kBackground;
+    } else {
       return bad(where + ".gc", StrCat("\"", rs.gc(),
-                                       "\": off or redirect (delay and "
-                                       "background are not simulated)"));
+                                       "\": off, redirect, delay or "
+                                       "background"));
     }
-    set.gc_redirect = rs.gc() == "redirect";
+    set.gc_redirect = rs.gc() != "" && rs.gc() != "off";
+    if (rs.gc_poll_us() != 0 &&
+        (rs.gc_poll_us() < 100 || rs.gc_poll_us() > 10'000'000)) {
+      return bad(where + ".gc_poll_us",
+                 "must be within 100 to 10000000, as the stage's");
+    }
+    set.gc_poll_ns =
+        uint64_t{rs.gc_poll_us() == 0 ? 1000 : rs.gc_poll_us()} * 1000;
     stage_names.push_back(set.name);
     out.replica_sets.push_back(std::move(set));
   }

@@ -28,6 +28,10 @@ struct Layout {
     std::string name;
     uint32_t devices;
     std::string preset;
+    double warm_fill;  // 0: every page, written once (no history of its own)
+    double warm_overwrites;
+    // Each device warmed with a history of its own.
+    bool own_history() const { return warm_fill > 0 || warm_overwrites > 0; }
   };
   std::vector<Server> servers;
   std::vector<std::string> hosts;
@@ -69,8 +73,11 @@ struct Layout {
     std::string name;
     std::vector<uint32_t> members;
     enum class Read : uint8_t { kPrimary, kRandom, kLeastLoaded } read;
-    uint32_t ack;  // members a write needs; 0: all of those up
-    bool gc_redirect;
+    uint32_t ack;      // members a write needs; 0: all of those up
+    bool gc_redirect;  // also with gc_grants
+    // GC the set grants (gc "delay", "background"), asking every gc_poll_ns.
+    enum class Grants : uint8_t { kNone, kDelay, kBackground } gc_grants;
+    uint64_t gc_poll_ns;
   };
   std::vector<ReplicaSet> replica_sets;
 };

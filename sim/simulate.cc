@@ -72,6 +72,9 @@ struct Pass {
   // those that did not fail.
   std::vector<uint64_t> end;
   std::vector<double> mbps;
+  // What the devices did, and per replica set the reads GC redirected.
+  StorageSim::Counts counts;
+  std::vector<uint64_t> gc_redirects;
 };
 
 void Finish(const std::vector<Request>& requests, Pass& p) {
@@ -291,6 +294,24 @@ void Report(const Layout& layout, const std::vector<Request>& requests,
       dr->set_requests(v.size());
       dr->set_p50_us(Percentile(v, 50));
       dr->set_p99_us(Percentile(v, 99));
+      if (first_device[sv] + d < p.counts.devices.size()) {
+        const FlashState& st = p.counts.devices[first_device[sv] + d];
+        dr->set_gc_passes(st.gc_passes);
+        dr->set_reads_behind_gc(st.reads_behind_gc);
+        dr->set_writes_waited(st.writes_waited);
+      }
+    }
+  }
+  for (size_t i = 0; i < layout.replica_sets.size(); ++i) {
+    proto::SimReplicaSetReport* rs = out->add_replica_sets();
+    rs->set_name(layout.replica_sets[i].name);
+    if (i < p.gc_redirects.size()) rs->set_gc_redirects(p.gc_redirects[i]);
+    if (i < p.counts.sets.size()) {
+      const StorageSim::Counts::Grants& g = p.counts.sets[i];
+      rs->set_gc_granted_soft(g.soft);
+      rs->set_gc_soft_delayed(g.soft_delayed);
+      rs->set_gc_granted_regular(g.regular);
+      rs->set_gc_granted_bg(g.bg);
     }
   }
 }
@@ -713,6 +734,8 @@ absl::Status RunFollowing(const Layout& layout, const Workload& workload,
       events.push({next->arrival_ns, kIssue, order++, *next});
     }
   }
+  p->counts = devices.counts();
+  p->gc_redirects = routing.gc_redirects();
   return absl::OkStatus();
 }
 
@@ -835,7 +858,7 @@ absl::StatusOr<proto::SimReport> SimulateHere(const Layout& layout,
               (*network)->IdleNs(q.host, q.server, q.bytes, /*read=*/false);
         }
       }
-      p.storage_out = storage.Run(requests, p.storage_in, &p.failed);
+      p.storage_out = storage.Run(requests, p.storage_in, &p.failed, &p.counts);
     }
     p.network_in.resize(requests.size());
     for (size_t r = 0; r < requests.size(); ++r) {

@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "stages/flash/flash_endpoint.h"
+#include "stages/replica_set/gc_grants.h"
 
 namespace sroute::sim {
 
@@ -27,10 +28,31 @@ absl::StatusOr<FlashOptions> DeviceOptions(const std::string& preset) {
 StorageSim::StorageSim(const Layout& layout)
     : gc_(layout.gc),
       down_(layout.down),
-      remote_timeout_ns_(layout.host_remote_timeout_ns) {
-  // One warmed model per preset, copied to each device of it.
+      remote_timeout_ns_(layout.host_remote_timeout_ns),
+      sets_(layout.replica_sets.size()) {
+  // One warmed model per preset, copied to each device of it; a device
+  // with a history of its own is warmed alone.
   std::vector<std::pair<std::string, FlashModel>> warmed;
   for (const Layout::Server& server : layout.servers) {
+    if (server.own_history()) {
+      first_device_.push_back(warm_.size());
+      const FlashOptions options = *DeviceOptions(server.preset);
+      for (uint32_t d = 0; d < server.devices; ++d) {
+        FlashModel model(options);
+        const double fill = server.warm_fill > 0 ? server.warm_fill : 1.0;
+        std::vector<uint32_t> lpns(static_cast<size_t>(
+            fill * static_cast<double>(model.logical_pages())));
+        std::iota(lpns.begin(), lpns.end(), 0);
+        model.Warm(lpns, server.warm_overwrites,
+                   layout.scenario.seed() + 1 + warm_.size());
+        warm_.push_back(std::move(model));
+      }
+      model_bytes_ +=
+          server.devices * (warm_.back().logical_pages() *
+                                (sizeof(uint32_t) + sizeof(uint64_t)) +
+                            options.geometry.raw_pages() * sizeof(uint32_t));
+      continue;
+    }
     auto it = std::find_if(warmed.begin(), warmed.end(), [&](const auto& w) {
       return w.first == server.preset;
     });
@@ -52,6 +74,22 @@ StorageSim::StorageSim(const Layout& layout)
         (it->second.logical_pages() * (sizeof(uint32_t) + sizeof(uint64_t)) +
          options.geometry.raw_pages() * sizeof(uint32_t));
   }
+  for (size_t i = 0; i < layout.replica_sets.size(); ++i) {
+    const Layout::ReplicaSet& set = layout.replica_sets[i];
+    if (set.gc_grants == Layout::ReplicaSet::Grants::kNone) continue;
+    uint32_t devices = UINT32_MAX;
+    for (uint32_t m : set.members) {
+      devices = std::min(devices, layout.servers[m].devices);
+    }
+    for (uint32_t d = 0; d < devices; ++d) {
+      Coordinated c{i,
+                    {},
+                    set.gc_grants == Layout::ReplicaSet::Grants::kBackground,
+                    set.gc_poll_ns};
+      for (uint32_t m : set.members) c.devices.push_back(first_device_[m] + d);
+      coordinated_.push_back(std::move(c));
+    }
+  }
 }
 
 bool StorageSim::Down(uint32_t server, uint64_t at_ns) const {
@@ -69,9 +107,62 @@ const Layout::DownSpell* StorageSim::DownSpellAt(uint32_t server,
 }
 
 StorageSim::Pass::Pass(const StorageSim& storage)
-    : storage_(storage), devices_(storage.warm_) {}
+    : storage_(storage),
+      devices_(storage.warm_),
+      next_poll_ns_(storage.coordinated_.size(), 0),
+      grants_(storage.sets_) {
+  for (const Coordinated& c : storage.coordinated_) {
+    soft_waiting_.emplace_back(c.devices.size(), false);
+  }
+}
+
+void StorageSim::Pass::Poll(size_t group, uint64_t at_ns) {
+  const Coordinated& c = storage_.coordinated_[group];
+  std::vector<GcMember> members(c.devices.size());
+  for (size_t i = 0; i < members.size(); ++i) {
+    const FlashState st = devices_[c.devices[i]].State(at_ns, /*wear=*/false);
+    members[i].need = st.need;
+    members[i].collecting = st.gc_active;
+    members[i].bg_ok = st.bg_ok;
+    members[i].until_ns = st.gc_active ? st.gc_until_ns : 0;
+  }
+  Counts::Grants& counts = grants_[c.set];
+  std::vector<bool>& waiting = soft_waiting_[group];
+  auto grant = [&](size_t i, GcGrant kind) -> std::optional<uint64_t> {
+    FlashModel& device = devices_[c.devices[i]];
+    device.StartGc(at_ns, kind == GcGrant::kBackground
+                              ? at_ns + device.predicted_idle_ns()
+                              : UINT64_MAX);
+    (kind == GcGrant::kRegular ? counts.regular
+     : kind == GcGrant::kSoft  ? counts.soft
+                               : counts.bg)++;
+    waiting[i] = false;
+    return device.State(at_ns, /*wear=*/false).gc_until_ns;
+  };
+  auto delayed = [&](size_t i) {
+    if (!waiting[i]) ++counts.soft_delayed;
+    waiting[i] = true;
+  };
+  auto no_need = [&](size_t i) { waiting[i] = false; };
+  DecideGc(c.background, at_ns, members, {grant, delayed, no_need});
+}
+
+StorageSim::Counts StorageSim::Pass::counts() const {
+  Counts out;
+  for (const FlashModel& d : devices_) {
+    out.devices.push_back(d.State(0, /*wear=*/false));
+  }
+  out.sets = grants_;
+  return out;
+}
 
 void StorageSim::Pass::BeginSpells(uint64_t at_ns) {
+  for (size_t g = 0; g < next_poll_ns_.size(); ++g) {
+    for (; next_poll_ns_[g] <= at_ns;
+         next_poll_ns_[g] += storage_.coordinated_[g].poll_ns) {
+      Poll(g, next_poll_ns_[g]);
+    }
+  }
   for (; next_gc_ < storage_.gc_.size() &&
          storage_.gc_[next_gc_].from_ns <= at_ns;
        ++next_gc_) {
@@ -116,7 +207,8 @@ bool StorageSim::Pass::Collecting(uint32_t server, uint32_t device,
 
 std::vector<uint64_t> StorageSim::Run(const std::vector<Request>& requests,
                                       const std::vector<uint64_t>& arrival_ns,
-                                      std::vector<uint8_t>* failed) const {
+                                      std::vector<uint8_t>* failed,
+                                      Counts* counts) const {
   // In order of arrival at storage (ties in the requests' order): each
   // model sees time go forward.
   std::vector<uint32_t> order(requests.size());
@@ -132,6 +224,7 @@ std::vector<uint64_t> StorageSim::Run(const std::vector<Request>& requests,
     done[i] = s.done_ns;
     if (failed != nullptr) (*failed)[i] = s.failed;
   }
+  if (counts != nullptr) *counts = pass.counts();
   return done;
 }
 

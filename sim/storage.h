@@ -41,8 +41,21 @@ class StorageSim {
     uint64_t hang_from_ns = 0;
   };
 
+  // What a pass's devices did: the flash model's counters per device,
+  // and per replica set the GC it granted (its gc "delay", "background").
+  struct Counts {
+    std::vector<FlashState> devices;
+    struct Grants {
+      uint64_t soft = 0, soft_delayed = 0, regular = 0, bg = 0;
+    };
+    std::vector<Grants> sets;
+  };
+
   // One pass over the devices, fed request by request in order of arrival
-  // (sim::Simulate's passes whose IOs follow others' ends).
+  // (sim::Simulate's passes whose IOs follow others' ends). Replica sets
+  // that grant GC ask their members' devices every gc_poll_ns of the
+  // pass's time, and grant as the stage does (stages/replica_set/
+  // gc_grants.h).
   class Pass {
    public:
     explicit Pass(const StorageSim& storage);
@@ -58,25 +71,35 @@ class StorageSim {
     // REQUIRES: at_ns is at most the arrival of every request still to be
     // served.
     bool Collecting(uint32_t server, uint32_t device, uint64_t at_ns);
+    Counts counts() const;
 
    private:
-    // Starts the scenario's GC spells that begin by `at_ns`.
+    // Starts the scenario's GC spells that begin by `at_ns`, and runs the
+    // replica sets' GC polls due by then.
     void BeginSpells(uint64_t at_ns);
+    void Poll(size_t group, uint64_t at_ns);
 
     const StorageSim& storage_;
     std::vector<FlashModel> devices_;
     size_t next_gc_ = 0;
+    // Per group of coordinated devices: its next poll, and which of its
+    // members wait with a soft request already counted as delayed.
+    std::vector<uint64_t> next_poll_ns_;
+    std::vector<std::vector<bool>> soft_waiting_;
+    std::vector<Counts::Grants> grants_;  // per replica set
   };
 
   // Each request reaches its device at `arrival_ns[i]`; returns when each
-  // is done there, and whether it failed (`failed`, if not null). Every
+  // is done there, whether it failed (`failed`, if not null), and what the
+  // devices did (`counts`, if not null). Every
   // run starts from the warmed devices (a pass of the iteration does not
   // see the one before), and the scenario's GC spells begin when their
   // time comes.
   // REQUIRES: arrival_ns.size() == requests.size().
   std::vector<uint64_t> Run(const std::vector<Request>& requests,
                             const std::vector<uint64_t>& arrival_ns,
-                            std::vector<uint8_t>* failed = nullptr) const;
+                            std::vector<uint8_t>* failed = nullptr,
+                            Counts* counts = nullptr) const;
 
   // Whether `server` is down at `at_ns` (a server_down event).
   bool Down(uint32_t server, uint64_t at_ns) const;
@@ -94,6 +117,16 @@ class StorageSim {
   std::vector<Layout::GcSpell> gc_;
   std::vector<Layout::DownSpell> down_;
   std::vector<uint64_t> remote_timeout_ns_;  // per host
+  // The devices a replica set that grants GC coordinates: per device index
+  // of its members, those devices (indices in warm_).
+  struct Coordinated {
+    size_t set;
+    std::vector<size_t> devices;
+    bool background;
+    uint64_t poll_ns;
+  };
+  std::vector<Coordinated> coordinated_;
+  size_t sets_ = 0;
   uint64_t model_bytes_ = 0;
 };
 

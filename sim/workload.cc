@@ -96,9 +96,11 @@ Workload::Workload(const Layout& layout) : layout_(layout) {
       continue;
     }
     if (flow.open_loop_iops() <= 0) continue;
-    double peak = 1;  // thinning: draw at the peak rate, keep by the factor
+    // Thinning: draw at the peak rate, keep by the factor. The factor only
+    // changes where a burst begins or ends: its peak is at a beginning.
+    double peak = 1;
     for (const proto::SimBurst& b : flow.bursts()) {
-      peak *= std::max(1.0, b.factor());
+      peak = std::max(peak, Factor(flow, b.start_s()));
     }
     for (uint32_t h = 0; h < hosts.size(); ++h) {
       const uint32_t host = hosts[h];
@@ -274,12 +276,19 @@ Routing::Routing(const Layout& layout, const std::vector<RuleChange>& timeline,
   for (const Layout::Server& server : layout.servers) {
     auto [it, made] = pages_of.try_emplace(server.preset, 0);
     if (made) it->second = DevicePages(server.preset);
-    pages_.push_back(it->second);
+    // The files' pages land among those that hold data.
+    pages_.push_back(
+        server.warm_fill > 0
+            ? std::max<uint64_t>(
+                  1, static_cast<uint64_t>(server.warm_fill *
+                                           static_cast<double>(it->second)))
+            : it->second);
     server_names_.push_back(server.name);
   }
   for (const Layout::ReplicaSet& set : layout.replica_sets) {
     stage_names_.push_back(set.name);
   }
+  gc_redirects_.assign(layout.replica_sets.size(), 0);
   for (size_t i = 0; i < layout.hosts.size(); ++i) {
     hosts_.push_back(std::make_unique<HostRoutes>());
     hosts_.back()->rules = layout.rules;
@@ -316,41 +325,46 @@ bool Routing::PlaceRead(Request& r, uint32_t set_index, const std::string& file,
   // The members up, each with the request placed on it; with GC
   // redirection, those whose device does not collect if there are any.
   std::vector<Request> up, calm;
+  std::vector<bool> collecting;  // per member up
   for (uint32_t m : set.members) {
     if (m == except || (state_ != nullptr && !state_->Up(m, at_ns))) continue;
     Request on = r;
     PlaceOn(on, m, Mix(std::hash<std::string>()(MemberFile(m, file))), offset);
     up.push_back(on);
-    if (set.gc_redirect &&
-        (state_ == nullptr || !state_->Collecting(m, on.device, at_ns))) {
-      calm.push_back(on);
-    }
+    collecting.push_back(set.gc_redirect && state_ != nullptr &&
+                         state_->Collecting(m, on.device, at_ns));
+    if (set.gc_redirect && !collecting.back()) calm.push_back(on);
   }
   if (up.empty()) return false;
-  const std::vector<Request>& from =
-      set.gc_redirect && !calm.empty() ? calm : up;
-  size_t pick = 0;
-  switch (set.read) {
-    case Layout::ReplicaSet::Read::kPrimary:
-      break;
-    case Layout::ReplicaSet::Read::kRandom:
-      pick = Mix(r.io * 0x9e3779b97f4a7c15ull + offset) % from.size();
-      break;
-    case Layout::ReplicaSet::Read::kLeastLoaded: {
-      uint32_t least = UINT32_MAX;
-      for (size_t i = 0; i < from.size(); ++i) {
-        const uint32_t n = state_ == nullptr
-                               ? 0
-                               : state_->ReadsUnderWay(from[i].server, at_ns);
-        if (n < least) {
-          least = n;
-          pick = i;
-        }
-      }
-      break;
+  // The set's policy among `from`.
+  auto pick = [&](const std::vector<Request>& from) -> size_t {
+    switch (set.read) {
+      case Layout::ReplicaSet::Read::kPrimary:
+        return 0;
+      case Layout::ReplicaSet::Read::kRandom:
+        return Mix(r.io * 0x9e3779b97f4a7c15ull + offset) % from.size();
+      case Layout::ReplicaSet::Read::kLeastLoaded:
+        break;
     }
+    size_t least_at = 0;
+    uint32_t least = UINT32_MAX;
+    for (size_t i = 0; i < from.size(); ++i) {
+      const uint32_t n =
+          state_ == nullptr ? 0 : state_->ReadsUnderWay(from[i].server, at_ns);
+      if (n < least) {
+        least = n;
+        least_at = i;
+      }
+    }
+    return least_at;
+  };
+  if (calm.empty() || calm.size() == up.size()) {
+    r = up[pick(up)];
+    return true;
   }
-  r = from[pick];
+  // Redirected: the policy's choice among every member up collects.
+  if (collecting[pick(up)]) ++gc_redirects_[set_index];
+  r = calm[pick(calm)];
   return true;
 }
 

@@ -203,6 +203,9 @@ class Routing {
   // appended to `out`; false when there is none.
   bool RetryRead(size_t failed_index, uint64_t at_ns,
                  std::vector<Request>* out);
+  // Per replica set, the reads sent away from a member whose device
+  // collected, which the set's policy would have chosen.
+  const std::vector<uint64_t>& gc_redirects() const { return gc_redirects_; }
 
   struct HostRoutes;
 
@@ -236,6 +239,7 @@ class Routing {
   // (for a retry), by request index in `out`.
   absl::flat_hash_map<uint64_t, std::pair<std::string, uint64_t>> set_reads_;
   std::vector<std::string> stage_names_;
+  std::vector<uint64_t> gc_redirects_;
 };
 
 // The IOs with fixed times (Workload::fixed()).

@@ -181,6 +181,72 @@ TEST(SimReplicaSetTest, GcRedirectionKeepsReadsOffACollectingDevice) {
   EXPECT_LT(redirect.flows(0).read_p99_us(), off.flows(0).read_p99_us() / 2);
 }
 
+// Two vSSDs with a history each (half their pages hold data, as many
+// again over-written), a replica set over them granting GC by `gc`, and
+// an update-heavy load with a pause every 250 ms.
+std::string Coordinated(const std::string& mode, const std::string& gc) {
+  std::string text = R"(
+name: "gc" seed: 3 duration_s: 2
+network { rack { link_gbps: 100 link_latency_us: 0.01 } }
+servers { prefix: "V" count: 2 devices: 1
+  preset: "preset=rackblox,channels=2,dies_per_channel=2,blocks_per_die=32,pages_per_block=64,buffer_pages=256,mode=)" +
+                     mode + R"("
+  warm_fill: 0.6 warm_overwrites: 1 }
+hosts { prefix: "H" count: 1 io_cost_us: 10 }
+replica_sets { name: "rs" member: "V0" member: "V1" read: "random" )" +
+                     gc + R"( }
+rules: "<*, *, //home/*> -> <IO, stage:rs>"
+flows { name: "ycsb" hosts: "H0" file: "//home/y" open_loop_iops: 3000
+        ycsb: "A" file_bytes: 10000000
+)";
+  for (int k = 0; k < 8; ++k) {
+    text += "  bursts { start_s: " + std::to_string(0.25 * k + 0.19) +
+            " duration_s: 0.06 factor: 0 }\n";
+  }
+  return text + "}\n";
+}
+
+const proto::SimReplicaSetReport& SetReport(const proto::SimReport& r) {
+  static const proto::SimReplicaSetReport none;
+  return r.replica_sets_size() == 1 ? r.replica_sets(0) : none;
+}
+
+uint64_t Of(const proto::SimReport& r,
+            uint64_t (proto::SimDeviceReport::*f)() const) {
+  uint64_t sum = 0;
+  for (const auto& d : r.devices()) sum += (d.*f)();
+  return sum;
+}
+
+TEST(SimReplicaSetTest, GrantsGcAsTheStageDoes) {
+  // Devices collecting on their own (a whole vSSD at its threshold): reads
+  // meet GC, nothing is granted.
+  const proto::SimReport own = SimSets(Coordinated("self", R"(gc: "off")"));
+  ASSERT_EQ(own.flows_size(), 1);
+  EXPECT_GT(Of(own, &proto::SimDeviceReport::gc_passes), 0u);
+  EXPECT_GT(Of(own, &proto::SimDeviceReport::reads_behind_gc), 0u);
+  EXPECT_EQ(SetReport(own).gc_granted_soft(), 0u);
+  // Devices that ask: the set grants soft GC only while the other member
+  // does not collect, delays the rest, and sends reads around a collecting
+  // member; reads no longer wait for GC.
+  const proto::SimReport delay =
+      SimSets(Coordinated("coordinated", R"(gc: "delay" gc_poll_us: 100)"));
+  ASSERT_EQ(delay.flows_size(), 1);
+  const proto::SimReplicaSetReport& d = SetReport(delay);
+  EXPECT_GT(d.gc_granted_soft(), 0u);
+  EXPECT_GT(d.gc_soft_delayed(), 0u);
+  EXPECT_GT(d.gc_redirects(), 0u);
+  EXPECT_EQ(d.gc_granted_bg(), 0u);
+  EXPECT_GT(Of(delay, &proto::SimDeviceReport::gc_passes), 0u);
+  EXPECT_LT(Of(delay, &proto::SimDeviceReport::reads_behind_gc),
+            Of(own, &proto::SimDeviceReport::reads_behind_gc) / 10);
+  EXPECT_LT(delay.flows(0).read_p99_us(), own.flows(0).read_p99_us() / 2);
+  // Background mode also collects in the pauses.
+  const proto::SimReport bg = SimSets(
+      Coordinated("coordinated", R"(gc: "background" gc_poll_us: 100)"));
+  EXPECT_GT(SetReport(bg).gc_granted_bg(), 0u);
+}
+
 TEST(SimReplicaSetTest, BadSetsAreRefusedByField) {
   EXPECT_THAT(SetsError(Replicated(R"(member: "S9")", "")),
               HasSubstr("replica_sets[0].member: no server named \"S9\""));
@@ -190,8 +256,10 @@ TEST(SimReplicaSetTest, BadSetsAreRefusedByField) {
               HasSubstr("replica_sets[0].read: \"hedged\""));
   EXPECT_THAT(SetsError(Replicated(R"(ack: "4")", "")),
               HasSubstr("replica_sets[0].ack: \"4\""));
-  EXPECT_THAT(SetsError(Replicated(R"(gc: "delay")", "")),
-              HasSubstr("replica_sets[0].gc: \"delay\""));
+  EXPECT_THAT(SetsError(Replicated(R"(gc: "soon")", "")),
+              HasSubstr("replica_sets[0].gc: \"soon\""));
+  EXPECT_THAT(SetsError(Replicated(R"(gc: "delay" gc_poll_us: 10)", "")),
+              HasSubstr("replica_sets[0].gc_poll_us: must be within"));
   std::string other = Replicated("", "");
   other.replace(other.find("stage:rs"), 8, "stage:c");
   EXPECT_THAT(SetsError(other), HasSubstr("stage c, which is no replica set"));
