@@ -321,18 +321,21 @@ int Main(int argc, char** argv) {
     std::printf(
         "workload %c (model us; %d clients, dilation %g, %g s a set-up; "
         "devices of a and b: mode=%s)\n"
-        "setup  read_mean  read_p99  read_p99.9  write_mean  write_p99  "
-        "write_p99.9  kops/s  redirects  soft(delayed)  regular  bg  "
+        "setup  read_mean  read_p50  read_p99  read_p99.9  write_mean  "
+        "write_p50  write_p99  write_p99.9  kops/s  redirects  "
+        "soft(delayed)  regular  bg  "
         "device  passes  reads_behind_gc  writes_waited\n",
         w, opt.threads, opt.dilation, opt.seconds,
         opt.own_gc == GcMode::kSelf ? "self" : "auto");
     for (char setup : std::string("abcd")) {
       Result r = RunOne(setup, w, opt);
       std::printf(
-          "%c      %9.0f  %8.0f  %10.0f  %10.0f  %9.0f  %11.0f  %6.1f  "
-          "%9lld  %5lld(%lld)  %7lld  %2lld  %6lld  %6llu  %15llu  %llu\n",
-          setup, Mean(r.read_ns), Percentile(r.read_ns, 0.99),
-          Percentile(r.read_ns, 0.999), Mean(r.write_ns),
+          "%c      %9.0f  %8.0f  %8.0f  %10.0f  %10.0f  %9.0f  %9.0f  "
+          "%11.0f  %6.1f  %9lld  %5lld(%lld)  %7lld  %2lld  %6lld  %6llu  "
+          "%15llu  %llu\n",
+          setup, Mean(r.read_ns), Percentile(r.read_ns, 0.5),
+          Percentile(r.read_ns, 0.99), Percentile(r.read_ns, 0.999),
+          Mean(r.write_ns), Percentile(r.write_ns, 0.5),
           Percentile(r.write_ns, 0.99), Percentile(r.write_ns, 0.999),
           static_cast<double>(r.ops) / r.model_seconds / 1000,
           static_cast<long long>(r.redirects), static_cast<long long>(r.soft),
