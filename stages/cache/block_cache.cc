@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "stages/cache/block_cache.h"
 
+#include <algorithm>
+#include <bit>
 #include <cstring>
 #include <new>
 
@@ -30,8 +32,13 @@ size_t Partition::Hash::operator()(const Key& k) const {
   return absl::HashOf(k.file, k.index);
 }
 
-Partition::Partition(Policy policy, uint64_t capacity_blocks, size_t block_size)
-    : policy_(policy), capacity_(capacity_blocks), block_size_(block_size) {}
+Partition::Partition(Policy policy, uint64_t capacity_blocks, size_t block_size,
+                     Admission admission)
+    : policy_(policy), capacity_(capacity_blocks), block_size_(block_size) {
+  if (admission == Admission::kFrequency && policy == Policy::kS3Fifo) {
+    sketch_ = std::make_unique<FrequencySketch>(capacity_blocks);
+  }
+}
 
 Partition::~Partition() {
   for (Block* b : index_) Free(b);
@@ -51,11 +58,16 @@ Block* Partition::Lookup(uint32_t file, uint64_t index) {
   } else if (b->freq < 3) {
     ++b->freq;
   }
+  if (sketch_ != nullptr) sketch_->Increment(GhostKey(file, index));
   return b;
 }
 
 size_t Partition::SmallTarget() const {
-  return capacity_ / 10 > 0 ? capacity_ / 10 : 1;
+  // With frequency admission the small queue is W-TinyLFU's window (1 %):
+  // the sketch, not the queue's length, tells a hot block from a passing
+  // one.
+  const uint64_t share = sketch_ != nullptr ? capacity_ / 100 : capacity_ / 10;
+  return share > 0 ? share : 1;
 }
 
 Block* Partition::Insert(uint32_t file, uint64_t index) {
@@ -73,8 +85,12 @@ Block* Partition::Insert(uint32_t file, uint64_t index) {
     main_.PushHead(b);
     return b;
   }
-  // A key seen lately (in the ghost queue) goes straight to main.
-  auto g = ghost_.find(GhostKey(file, index));
+  const uint64_t key = GhostKey(file, index);
+  if (sketch_ != nullptr) sketch_->Increment(key);
+  // A key seen lately (in the ghost queue) goes straight to main. With
+  // frequency admission every block enters by the small queue (the
+  // sketch remembers what the ghost queue would).
+  auto g = sketch_ != nullptr ? ghost_.end() : ghost_.find(key);
   if (g != ghost_.end()) {
     ghost_.erase(g);
     b->in_main = 1;
@@ -104,6 +120,11 @@ void Partition::Drop(Block* b) {
 }
 
 void Partition::SetCapacity(uint64_t capacity_blocks) {
+  if (sketch_ != nullptr &&
+      std::bit_ceil(std::max<uint64_t>(capacity_blocks, 16)) !=
+          std::bit_ceil(std::max<uint64_t>(capacity_, 16))) {
+    sketch_->Resize(capacity_blocks);
+  }
   capacity_ = capacity_blocks;
   while (index_.size() > capacity_) {
     if (!EvictOne()) break;
@@ -126,8 +147,64 @@ bool Partition::EvictOne() {
     }
     return false;
   }
+  if (sketch_ != nullptr) return EvictAdmitting();
   if (small_.size >= SmallTarget()) return EvictSmall();
   return EvictMain();
+}
+
+bool Partition::EvictAdmitting() {
+  // W-TinyLFU's choice with S3-FIFO's queues: the small queue's oldest
+  // block and the block main would let go next; the one asked for less
+  // often leaves.
+  while (small_.tail != nullptr &&
+         (small_.size >= SmallTarget() || main_.tail == nullptr)) {
+    Block* candidate = small_.tail;
+    small_.Remove(candidate);
+    if (candidate->dirty || candidate->flushing ||
+        main_.size + SmallTarget() < capacity_) {
+      candidate->freq = 0;
+      candidate->in_main = 1;
+      main_.PushHead(candidate);
+      continue;  // room in main (or it cannot go): look again
+    }
+    Block* victim = MainVictim();
+    if (victim != nullptr &&
+        sketch_->Estimate(GhostKey(candidate->file, candidate->index)) >
+            sketch_->Estimate(GhostKey(victim->file, victim->index))) {
+      main_.Remove(victim);
+      Drop(victim);
+      candidate->freq = 0;
+      candidate->in_main = 1;
+      main_.PushHead(candidate);
+      return true;
+    }
+    Drop(candidate);
+    return true;
+  }
+  return EvictMain();
+}
+
+Block* Partition::MainVictim() {
+  // As EvictMain walks, without dropping: a block read since its last pass
+  // loses a count and goes round again; pinned ones are passed over.
+  size_t pinned = 0;
+  while (main_.tail != nullptr && pinned <= main_.size) {
+    Block* b = main_.tail;
+    if (b->dirty || b->flushing) {
+      ++pinned;
+      main_.Remove(b);
+      main_.PushHead(b);
+      continue;
+    }
+    if (b->freq >= 1) {
+      --b->freq;
+      main_.Remove(b);
+      main_.PushHead(b);
+      continue;
+    }
+    return b;
+  }
+  return nullptr;
 }
 
 bool Partition::EvictSmall() {

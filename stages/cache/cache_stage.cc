@@ -64,6 +64,14 @@ absl::StatusOr<Options> ParseOptions(const proto::CacheOptions& o) {
   } else {
     return Bad(StrCat("policy '", o.policy(), "' is not s3fifo or lru"));
   }
+  if (o.admission().empty() || o.admission() == "frequency") {
+    out.admission = Admission::kFrequency;
+  } else if (o.admission() == "none") {
+    out.admission = Admission::kAll;
+  } else {
+    return Bad(
+        StrCat("admission '", o.admission(), "' is not frequency or none"));
+  }
   if (o.write_mode().empty() || o.write_mode() == "write_through") {
     out.write_back = false;
   } else if (o.write_mode() == "write_back") {
@@ -273,8 +281,8 @@ void CacheStage::ApplyBudgets(bool reset) {
       if (part->blocks != nullptr) {
         part->evictions_before += part->blocks->evictions();
       }
-      part->blocks =
-          std::make_unique<Partition>(opts_.policy, blocks, opts_.block_size);
+      part->blocks = std::make_unique<Partition>(
+          opts_.policy, blocks, opts_.block_size, opts_.admission);
       part->bytes = 0;
       part->dirty_bytes = 0;
       Part* p = part.get();
@@ -841,7 +849,8 @@ absl::Status CacheStage::Stop() {
   MutexLock l(&mu_);
   for (auto& [name, p] : parts_) {
     evictions_gone_ += p->blocks->evictions() + p->evictions_before;
-    p->blocks = std::make_unique<Partition>(opts_.policy, 0, opts_.block_size);
+    p->blocks = std::make_unique<Partition>(opts_.policy, 0, opts_.block_size,
+                                            opts_.admission);
     p->evictions_before = 0;
     p->bytes = 0;
   }

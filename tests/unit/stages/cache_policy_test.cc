@@ -2,6 +2,7 @@
 // The cache's eviction policies (stages/cache/block_cache.h) against naive
 // reference models on random traces, and the metadata figure.
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <deque>
 #include <list>
@@ -11,6 +12,7 @@
 
 #include "gtest/gtest.h"
 #include "stages/cache/block_cache.h"
+#include "tests/util/zipf.h"
 
 namespace sroute {
 namespace {
@@ -153,8 +155,11 @@ TEST(CachePolicyTest, S3FifoMatchesReference) {
 }
 
 TEST(CachePolicyTest, DirtyBlocksAreNeverEvicted) {
-  for (Policy policy : {Policy::kLru, Policy::kS3Fifo}) {
-    Partition p(policy, 4, 512);
+  for (auto [policy, admission] :
+       {std::pair(Policy::kLru, Admission::kAll),
+        std::pair(Policy::kS3Fifo, Admission::kAll),
+        std::pair(Policy::kS3Fifo, Admission::kFrequency)}) {
+    Partition p(policy, 4, 512, admission);
     for (uint64_t i = 0; i < 4; ++i) p.Insert(0, i)->dirty = 1;
     EXPECT_EQ(p.Insert(0, 99), nullptr);  // no room: all dirty
     p.Find(0, 2)->dirty = 0;
@@ -165,22 +170,24 @@ TEST(CachePolicyTest, DirtyBlocksAreNeverEvicted) {
 }
 
 TEST(CachePolicyTest, ShrinkEvictsGrowKeeps) {
-  Partition p(Policy::kS3Fifo, 100, 512);
-  for (uint64_t i = 0; i < 100; ++i) p.Insert(0, i);
-  p.SetCapacity(10);
-  EXPECT_EQ(p.size(), 10u);
-  EXPECT_EQ(p.evictions(), 90u);
-  p.SetCapacity(200);
-  for (uint64_t i = 100; i < 290; ++i) p.Insert(0, i);
-  EXPECT_EQ(p.size(), 200u);
+  for (Admission admission : {Admission::kAll, Admission::kFrequency}) {
+    Partition p(Policy::kS3Fifo, 100, 512, admission);
+    for (uint64_t i = 0; i < 100; ++i) p.Insert(0, i);
+    p.SetCapacity(10);
+    EXPECT_EQ(p.size(), 10u);
+    EXPECT_EQ(p.evictions(), 90u);
+    p.SetCapacity(200);
+    for (uint64_t i = 100; i < 290; ++i) p.Insert(0, i);
+    EXPECT_EQ(p.size(), 200u);
+  }
 }
 
 // Scan resistance: a hot set of half the partition, then a scan of ten
 // times the partition: S3-FIFO keeps the hot set's hit ratio within 10%;
 // LRU (for contrast) loses it.
-double HotHitRatio(Policy policy) {
+double HotHitRatio(Policy policy, Admission admission = Admission::kAll) {
   const uint64_t capacity = 1000;
-  Partition p(policy, capacity, 512);
+  Partition p(policy, capacity, 512, admission);
   auto access = [&](uint64_t key) {
     if (p.Lookup(0, key) != nullptr) return true;
     p.Insert(0, key);
@@ -209,7 +216,48 @@ double HotHitRatio(Policy policy) {
 
 TEST(CachePolicyTest, S3FifoResistsScans) {
   EXPECT_GE(HotHitRatio(Policy::kS3Fifo), 0.9);
+  EXPECT_GE(HotHitRatio(Policy::kS3Fifo, Admission::kFrequency), 0.9);
   EXPECT_LT(HotHitRatio(Policy::kLru), 0.9);
+}
+
+// Zipf(0.99) reads over `keys` blocks through a partition of a tenth of
+// them (a miss fills), scattered as a file's offsets are; the hit ratio
+// after a warm-up.
+double ZipfHitRatio(Policy policy, Admission admission, uint64_t keys) {
+  Partition p(policy, keys / 10, 512, admission);
+  const testing::Zipf zipf(keys, 0.99);
+  std::mt19937_64 rng(11);
+  uint64_t hits = 0, counted = 0;
+  for (int i = 0; i < 800'000; ++i) {
+    const uint64_t key = zipf(rng) * 40503 % keys;
+    const bool hit = p.Lookup(0, key) != nullptr;
+    if (!hit) p.Insert(0, key);
+    if (i >= 200'000) {
+      hits += hit;
+      ++counted;
+    }
+  }
+  return static_cast<double>(hits) / static_cast<double>(counted);
+}
+
+TEST(CachePolicyTest, FrequencyAdmissionComesCloseToTheOracle) {
+  // The best any cache of a tenth can do: hold the most popular blocks.
+  const uint64_t keys = 16384;
+  double top = 0, all = 0;
+  for (uint64_t i = 0; i < keys; ++i) {
+    const double w = 1 / std::pow(static_cast<double>(i + 1), 0.99);
+    all += w;
+    if (i < keys / 10) top += w;
+  }
+  const double oracle = top / all;
+  const double lru = ZipfHitRatio(Policy::kLru, Admission::kAll, keys);
+  const double s3fifo = ZipfHitRatio(Policy::kS3Fifo, Admission::kAll, keys);
+  const double frequency =
+      ZipfHitRatio(Policy::kS3Fifo, Admission::kFrequency, keys);
+  EXPECT_GT(s3fifo, lru);
+  EXPECT_GT(frequency, s3fifo + 0.005);
+  EXPECT_GE(frequency, 0.97 * oracle);
+  EXPECT_LE(frequency, oracle + 0.01);
 }
 
 TEST(CachePolicyTest, MetadataPerBlockIsSmall) {

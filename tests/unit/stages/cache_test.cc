@@ -342,6 +342,10 @@ TEST_F(CacheTest, RejectsBadOptionsNamingThem) {
   o.set_policy("clock");
   EXPECT_NE(make(o).message().find("policy"), std::string::npos);
   o = {};
+  o.set_admission("lfu");
+  EXPECT_NE(make(o).message().find("admission 'lfu' is not frequency or none"),
+            std::string::npos);
+  o = {};
   o.set_partition_by("uid");
   EXPECT_NE(make(o).message().find("partition_by"), std::string::npos);
   o = {};
