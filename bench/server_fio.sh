@@ -54,7 +54,12 @@
 # sroute-off with the client on FUSE over io_uring, --io-uring, the kernel's
 # switch turned on for the run) is sroute-off with a cache stage on the
 # client host holding CACHE of the file (default a tenth of SIZE) that
-# every read and write of the volume passes (write-through);
+# every read and write of the volume passes (write-through), with the
+# stage's default admission (frequency: TinyLFU); "sroute-uring-s3fifo" is
+# sroute-uring-cache with admission=none (S3-FIFO's own). For those, the
+# results' seventh column is the cache's hit ratio over the timed part
+# (its counters, read through a control socket after the warm-up and at
+# the end; -1 for the others);
 # "gluster-iocache" a GlusterFS volume with performance.io-cache on and
 # performance.cache-size CACHE, mounted with direct-io-mode=enable. The
 # Zipf(0.99) read workloads (zipfread4k-1, -4) run with fio --direct=0:
@@ -147,6 +152,7 @@ declare -a rep_pid=() rep_addr=()
 declare -a made_cgroups=()
 declare -A fuse_pid=()    # system -> client daemon pid
 declare -A mnt_of=()      # system -> mount point
+declare -A ctl_of=()      # cache system -> its control socket
 declare -A brick_pid=()   # GlusterFS system -> its brick daemon's pid
 
 cleanup() {
@@ -352,6 +358,7 @@ need_rep=0
 for sys in $systems; do
   case $sys in
     sroute-off|sroute-auto|sroute-cache|sroute-uring|sroute-uring-cache) need_sroute=1 ;;
+    sroute-uring-s3fifo) need_sroute=1 ;;
     sroute-rule|sroute-trace-1|sroute-trace-10|sroute-trace-100) need_sroute=1 ;;
     sroute-tap-1|sroute-tap-10|sroute-tap-100) need_sroute=1 ;;
     sroute-poll|sroute-poll-cache) need_poll=1 ;;
@@ -401,11 +408,13 @@ for sys in $systems; do
     gluster) start_gluster gluster "$vol" ;;
     gluster-rdio) start_gluster gluster-rdio "${vol}rdio" network.remote-dio enable ;;
     sroute-poll-cache)
+      ctl_of[$sys]=$work/ctl-$sys.sock
       mount_sroute sroute-poll-cache off "$poll_server_addr" --poll-us "$poll_us" \
-        --stage "c=cache:partition_bytes=${cache^^}" \
+        --control "${ctl_of[$sys]}" --stage "c=cache:partition_bytes=${cache^^}" \
         --rule '<*, r|w, //home/*> -> <IO, stage:c>' ;;
     sroute-cache)
-      mount_sroute sroute-cache off "$server_addr" \
+      ctl_of[$sys]=$work/ctl-$sys.sock
+      mount_sroute sroute-cache off "$server_addr" --control "${ctl_of[$sys]}" \
         --stage "c=cache:partition_bytes=${cache^^}" \
         --rule '<*, r|w, //home/*> -> <IO, stage:c>' ;;
     sroute-uring) mount_sroute sroute-uring off "$server_addr" --io-uring ;;
@@ -425,9 +434,12 @@ for sys in $systems; do
       mount_sroute "$sys" off "$server_addr" \
         --rule '<*, r|w, //home/*> -> <IO, //home/*>' \
         --rule "<*, r|w, //home/*> -> trace($share)" ;;
-    sroute-uring-cache)
-      mount_sroute sroute-uring-cache off "$server_addr" --io-uring \
-        --stage "c=cache:partition_bytes=${cache^^}" \
+    sroute-uring-cache|sroute-uring-s3fifo)
+      ctl_of[$sys]=$work/ctl-$sys.sock
+      admission=frequency
+      [ "$sys" = sroute-uring-s3fifo ] && admission=none
+      mount_sroute "$sys" off "$server_addr" --io-uring --control "${ctl_of[$sys]}" \
+        --stage "c=cache:partition_bytes=${cache^^},admission=$admission" \
         --rule '<*, r|w, //home/*> -> <IO, stage:c>' ;;
     sroute-rep3)
       mkdir -p "$work/state-rep3"
@@ -472,11 +484,32 @@ ticks() {  # pid -> utime+stime in clock ticks (0 if gone)
 
 resident() { fincore -n -o RES "$(backing_file "$1")" | tr -d ' '; }
 
-run_fio() {  # system workload -> "iops mbps p50_us p99_us cpu_client cpu_server"
-  local sys=$1 wl=$2 rw bs jobs cpid spid c0 s0 c1 s1 t0 t1 perf_pid=""
+# A cache system's counters summed over its partitions: "hits misses".
+cache_counters() {  # system
+  "$work/bin/sroutectl" --host "unix:${ctl_of[$1]}" stages ls --json |
+    python3 -c '
+import json, sys
+hits = misses = 0
+for host in json.load(sys.stdin).get("hosts", []):
+  for st in host.get("stages", []):
+    for k, v in st.get("counters", {}).items():
+      if k.endswith(".hits"):
+        hits += int(v)
+      elif k.endswith(".misses") or k.endswith(".partial_hits"):
+        misses += int(v)
+print(hits, misses)'
+}
+
+run_fio() {  # system workload -> "iops mbps p50_us p99_us cpu_client cpu_server hit_ratio"
+  local sys=$1 wl=$2 rw bs jobs cpid spid c0 s0 c1 s1 t0 t1 perf_pid="" hits_pid=""
   fio_workload "$wl"
   cpid=${fuse_pid[$sys]}
   spid=$(server_pid_of "$sys")
+  if [ -n "${ctl_of[$sys]:-}" ]; then
+    # The counters once the warm-up is over (the timed part's start).
+    (sleep "$warmup"; cache_counters "$sys" > "$work/hits0") &
+    hits_pid=$!
+  fi
   if [[ " $perf_workloads " == *" $wl "* ]]; then
     # Starts after the warm-up, lasts the timed part.
     (sleep "$warmup"; exec perf record -q -g -o "$work/perf-$sys-$wl.data" \
@@ -491,11 +524,19 @@ run_fio() {  # system workload -> "iops mbps p50_us p99_us cpu_client cpu_server
     || { echo "fio failed on $sys $wl: $(tail -2 "$work/fio.err")" >&2; exit 1; }
   c1=$(ticks "$cpid"); s1=$(ticks "$spid"); t1=$(date +%s.%N)
   [ -n "$perf_pid" ] && wait "$perf_pid"
+  local hit_ratio=-1
+  if [ -n "$hits_pid" ]; then
+    wait "$hits_pid"
+    hit_ratio=$(python3 -c "
+h0, m0 = map(int, open('$work/hits0').read().split())
+h1, m1 = map(int, '$(cache_counters "$sys")'.split())
+print(f'{(h1 - h0) / max(1, h1 - h0 + m1 - m0):.4f}')")
+  fi
   # CPU is averaged over the whole fio run (warm-up included): % of one CPU.
   echo "$(fio_figures "$work/out.json") $(python3 -c "
 hz, t0, t1, c0, c1, s0, s1 = $hz, $t0, $t1, $c0, $c1, $s0, $s1
 wall = t1 - t0
-print(f'{(c1 - c0) / hz / wall * 100:.0f} {(s1 - s0) / hz / wall * 100:.0f}')")"
+print(f'{(c1 - c0) / hz / wall * 100:.0f} {(s1 - s0) / hz / wall * 100:.0f}')") $hit_ratio"
 }
 
 : > "$results"
@@ -524,10 +565,11 @@ for line in open(sys.argv[1]):
     rows[(wl, s)].append([float(v) for v in vals])
 med = {k: [statistics.median(x) for x in zip(*v)] for k, v in rows.items()}
 print(f'{"workload":15} {"system":12} {"IOPS":>8} {"MB/s":>8} {"p50us":>7} {"p99us":>7} '
-      f'{"cpu%cli":>7} {"cpu%srv":>7} {"rounds":>6}')
+      f'{"cpu%cli":>7} {"cpu%srv":>7} {"rounds":>6} {"hits":>6}')
 for (wl, s), m in sorted(med.items()):
+    hits = f'{m[6]:6.3f}' if len(m) > 6 and m[6] >= 0 else f'{"-":>6}'
     print(f'{wl:15} {s:12} {m[0]:8.0f} {m[1]:8.1f} {m[2]:7.1f} {m[3]:7.1f} '
-          f'{m[4]:7.0f} {m[5]:7.0f} {len(rows[(wl, s)]):6}')
+          f'{m[4]:7.0f} {m[5]:7.0f} {len(rows[(wl, s)]):6} {hits}')
 
 # Issue 4's targets, as ratios of medians from this run: sroute's 4 KiB
 # random IOPS at least 2x GlusterFS's (default configuration), and its p99
@@ -559,6 +601,10 @@ for peer in ["gluster", "gluster-rdio"]:
         if peer == "gluster" and uc and uo:
             r = uc[0] / uo[0]
             print(f'{"cache IOPS >= 3x":22} {wl:15} {"s-uring-cache":11} {"sroute-uring":12} {uc[0]:9.0f} {uo[0]:9.0f} {r:6.2f}  {"met" if r >= 3 else "MISSED"}')
+        us = med.get((wl, "sroute-uring-s3fifo"))
+        if peer == "gluster" and us and uo:
+            r = us[0] / uo[0]
+            print(f'{"cache IOPS (s3fifo)":22} {wl:15} {"s-uring-s3f":11} {"sroute-uring":12} {us[0]:9.0f} {uo[0]:9.0f} {r:6.2f}  (info)')
         pc = med.get((wl, "sroute-poll-cache"))
         po = med.get((wl, "sroute-poll"))
         if peer == "gluster" and pc and po:
