@@ -105,6 +105,242 @@ absl::Status CheckRulesRequest(SSwitch& sw, const proto::CheckRules& req,
   return absl::OkStatus();
 }
 
+// What a request's handler works with: the sSwitch, the request, the
+// response it fills, and whether it changed the rules.
+struct Request {
+  SSwitch& sw;
+  const proto::ControlRequest& req;
+  proto::ControlResponse& resp;
+  const std::function<void(proto::ControlResponse*)>& add_stats;
+  ControlOrigin origin;
+  bool changed = false;
+};
+
+absl::Status HandleListRules(Request& r) {
+  AddRecords(r.sw, &r.resp);
+  return absl::OkStatus();
+}
+
+absl::Status HandleStats(Request& r) {
+  SSwitch& sw = r.sw;
+  proto::ControlResponse& resp = r.resp;
+  AddRecords(sw, &resp);
+  resp.set_in_flight(sw.in_flight());
+  resp.set_parked(sw.parked());
+  for (int op = 0; op < kNumOps; ++op) {
+    if (uint64_t n = sw.unmatched_ops(static_cast<Op>(op)); n > 0) {
+      (*resp.mutable_unmatched_ops())[std::string(
+          OpName(static_cast<Op>(op)))] = n;
+    }
+  }
+  // IOs that found no endpoint, stage or controller, and scatter targets
+  // that failed an op others applied; files fenced for it.
+  (*resp.mutable_gauges())["route_errors"] =
+      static_cast<int64_t>(sw.route_errors());
+  (*resp.mutable_gauges())["fenced_files"] =
+      static_cast<int64_t>(sw.Fences().size());
+  AddStageStats(sw, &resp);
+  AddEndpointGauges(sw, resp.mutable_gauges());
+  if (r.add_stats) r.add_stats(&resp);
+  return absl::OkStatus();
+}
+
+absl::Status HandleAddRules(Request& r) {
+  const proto::AddRules& add = r.req.add_rules();
+  std::vector<Rule> rules;
+  for (int i = 0; i < add.text_size(); ++i) {
+    auto rule = ParseRule(add.text(i));
+    if (!rule.ok()) {
+      return absl::InvalidArgumentError(
+          add.text_size() > 1
+              ? StrCat("rule ", i + 1, ": ", rule.status().message())
+              : std::string(rule.status().message()));
+    }
+    rules.push_back(*std::move(rule));
+  }
+  if (rules.empty()) return absl::InvalidArgumentError("no rules to add");
+  if (add.lease_ms() != 0 && add.owner().empty()) {
+    return absl::InvalidArgumentError("a lease needs an owner name");
+  }
+  // The lease first: a client that dies right after still loses its rules.
+  if (add.lease_ms() != 0) {
+    (void)r.sw.HoldLease(add.owner(), absl::Milliseconds(add.lease_ms()));
+  }
+  auto ids = r.sw.Update(std::move(rules), {}, add.owner());
+  if (!ids.ok()) return ids.status();
+  for (uint64_t id : *ids) r.resp.add_ids(id);
+  r.changed = true;
+  return absl::OkStatus();
+}
+
+std::string Deleted(uint64_t n) {
+  return StrCat("deleted ", n, " rule", n == 1 ? "" : "s");
+}
+
+absl::Status HandleDeleteRules(Request& r) {
+  const proto::DeleteRules& del = r.req.delete_rules();
+  if (del.id_size() == 0 && del.pattern().empty()) {
+    return absl::InvalidArgumentError("no rule ids or pattern to delete");
+  }
+  if (del.id_size() > 0 && !del.pattern().empty()) {
+    return absl::InvalidArgumentError(
+        "delete by ids or by pattern, not both at once");
+  }
+  if (del.id_size() > 0) {
+    std::vector<uint64_t> ids(del.id().begin(), del.id().end());
+    if (absl::Status s = r.sw.Update({}, ids).status(); !s.ok()) return s;
+    r.changed = true;
+    r.resp.set_message(Deleted(ids.size()));
+    return absl::OkStatus();
+  }
+  auto p = Pattern(del.pattern());
+  if (!p.ok()) return p.status();
+  auto n = r.sw.Delete(*p);
+  if (!n.ok()) return n.status();
+  if (*n == 0) {
+    return absl::NotFoundError(
+        StrCat("no rule has the pattern ", FormatPattern(*p)));
+  }
+  r.changed = true;
+  r.resp.set_message(Deleted(*n));
+  return absl::OkStatus();
+}
+
+absl::Status HandleQuiesce(Request& r) {
+  auto p = Pattern(r.req.quiesce().pattern());
+  return p.ok() ? r.sw.Quiesce(*p, r.req.quiesce().on()) : p.status();
+}
+
+absl::Status HandleDrain(Request& r) {
+  auto p = Pattern(r.req.drain().pattern());
+  if (!p.ok()) return p.status();
+  // 0 means the default; a drain never holds a connection past 10 min.
+  const uint32_t ms =
+      r.req.drain().timeout_ms() == 0
+          ? 30000
+          : std::min<uint32_t>(r.req.drain().timeout_ms(), 600000);
+  return r.sw.Drain(*p, absl::Milliseconds(ms));
+}
+
+absl::Status HandleFences(Request& r) {
+  absl::Status status;
+  for (const std::string& file : r.req.fences().clear()) {
+    status.Update(r.sw.ClearFence(file));
+  }
+  for (const auto& [file, why] : r.sw.Fences()) {
+    proto::FenceRecord* f = r.resp.add_fences();
+    f->set_file(file);
+    f->set_why(why);
+  }
+  return status;
+}
+
+absl::Status HandleTraces(Request& r) {
+  const uint32_t limit = r.req.traces().limit() == 0
+                             ? 256
+                             : std::min(r.req.traces().limit(), 4096u);
+  for (const SSwitch::KeptTrace& t :
+       r.sw.Traces(r.req.traces().after(), limit)) {
+    proto::TraceRecord* record = r.resp.add_traces();
+    FillRecord(t.header, t.rule_id, t.start_ns, t.end_ns, t.code, t.hops,
+               record);
+    record->set_seq(t.seq);
+    record->set_hops_dropped(t.hops_dropped);
+  }
+  r.resp.set_traces_sampled(r.sw.traces_sampled());
+  return absl::OkStatus();
+}
+
+absl::Status HandleSlowOps(Request& r) {
+  const proto::SlowOps& q = r.req.slow_ops();
+  proto::ControlResponse& resp = r.resp;
+  SlowOpLog& log = r.sw.slow_ops();
+  if (q.set_threshold()) log.set_threshold_ns(q.threshold_ns());
+  if (q.clear()) log.Clear();
+  const SlowOpLog::View v = log.Get(q.after());
+  for (const SlowIo& s : v.recent) {
+    proto::TraceRecord* record = resp.add_slow_recent();
+    FillRecord(s.header, s.rule_id, s.start_ns, s.end_ns, s.code, s.hops,
+               record);
+    record->set_seq(s.seq);
+  }
+  for (const SlowIo& s : v.top) {
+    proto::TraceRecord* record = resp.add_slow_top();
+    FillRecord(s.header, s.rule_id, s.start_ns, s.end_ns, s.code, s.hops,
+               record);
+    record->set_seq(s.seq);
+  }
+  if (q.stale_ms() != 0) {
+    for (const SSwitch::StaleIo& st :
+         r.sw.StaleIos(absl::Milliseconds(q.stale_ms()))) {
+      proto::StaleIoRecord* record = resp.add_stale();
+      record->set_source(st.source);
+      record->set_op(std::string(OpName(st.op)));
+      record->set_file(st.file);
+      record->set_offset(st.offset);
+      record->set_length(st.length);
+      record->set_age_ns(st.age_ns);
+      record->set_parked(st.parked);
+      record->set_waiting_at(st.waiting_at);
+    }
+  }
+  resp.set_slow_total(v.total);
+  resp.set_slow_overwritten(v.overwritten);
+  resp.set_slow_threshold_ns(v.threshold_ns);
+  return absl::OkStatus();
+}
+
+absl::Status HandleLease(Request& r) {
+  auto n = r.sw.HoldLease(r.req.lease().owner(),
+                          absl::Milliseconds(r.req.lease().ttl_ms()));
+  if (!n.ok()) return n.status();
+  if (r.req.lease().ttl_ms() == 0) {
+    r.changed = *n > 0;
+    r.resp.set_message(Deleted(*n));
+  }
+  return absl::OkStatus();
+}
+
+// One line per request, a named handler each.
+absl::Status Dispatch(Request& r) {
+  using R = proto::ControlRequest;
+  switch (r.req.request_case()) {
+    case R::kListRules:
+      return HandleListRules(r);
+    case R::kStats:
+      return HandleStats(r);
+    case R::kStages:
+      return HandleStagesRequest(r.sw, r.req.stages(), &r.resp, r.origin);
+    case R::kCheckRules:
+      return CheckRulesRequest(r.sw, r.req.check_rules(), &r.resp);
+    case R::kSetProfiles:
+      return HandleSetProfiles(r.sw, r.req.set_profiles(), &r.resp);
+    case R::kProfileEndpoint:
+      return HandleProfileEndpoint(r.sw, r.req.profile_endpoint(), &r.resp);
+    case R::kAddRules:
+      return HandleAddRules(r);
+    case R::kDeleteRules:
+      return HandleDeleteRules(r);
+    case R::kQuiesce:
+      return HandleQuiesce(r);
+    case R::kDrain:
+      return HandleDrain(r);
+    case R::kFences:
+      return HandleFences(r);
+    case R::kTraces:
+      return HandleTraces(r);
+    case R::kSlowOps:
+      return HandleSlowOps(r);
+    case R::kLease:
+      return HandleLease(r);
+    case R::kCopy:
+      return CopyTree(r.sw, r.req.copy(), r.resp.mutable_copy());
+    case R::REQUEST_NOT_SET:
+      break;
+  }
+  return absl::InvalidArgumentError("empty control request");
+}
+
 }  // namespace
 
 proto::ControlResponse HandleControlRequest(
@@ -122,218 +358,8 @@ proto::ControlResponse HandleControlRequest(
                                 kControlProtocolVersion, ")")));
     return resp;
   }
-  absl::Status status;
-  bool changed = false;
-  switch (req.request_case()) {
-    case proto::ControlRequest::kListRules:
-      AddRecords(sw, &resp);
-      break;
-    case proto::ControlRequest::kStats:
-      AddRecords(sw, &resp);
-      resp.set_in_flight(sw.in_flight());
-      resp.set_parked(sw.parked());
-      for (int op = 0; op < kNumOps; ++op) {
-        if (uint64_t n = sw.unmatched_ops(static_cast<Op>(op)); n > 0) {
-          (*resp.mutable_unmatched_ops())[std::string(
-              OpName(static_cast<Op>(op)))] = n;
-        }
-      }
-      // IOs that found no endpoint, stage or controller, and scatter
-      // targets that failed an op others applied; files fenced for it.
-      (*resp.mutable_gauges())["route_errors"] =
-          static_cast<int64_t>(sw.route_errors());
-      (*resp.mutable_gauges())["fenced_files"] =
-          static_cast<int64_t>(sw.Fences().size());
-      AddStageStats(sw, &resp);
-      AddEndpointGauges(sw, resp.mutable_gauges());
-      if (add_stats) add_stats(&resp);
-      break;
-    case proto::ControlRequest::kStages:
-      status = HandleStagesRequest(sw, req.stages(), &resp, origin);
-      break;
-    case proto::ControlRequest::kCheckRules:
-      status = CheckRulesRequest(sw, req.check_rules(), &resp);
-      break;
-    case proto::ControlRequest::kSetProfiles:
-      status = HandleSetProfiles(sw, req.set_profiles(), &resp);
-      break;
-    case proto::ControlRequest::kProfileEndpoint:
-      status = HandleProfileEndpoint(sw, req.profile_endpoint(), &resp);
-      break;
-    case proto::ControlRequest::kAddRules: {
-      const proto::AddRules& add = req.add_rules();
-      std::vector<Rule> rules;
-      for (int i = 0; i < add.text_size() && status.ok(); ++i) {
-        auto r = ParseRule(add.text(i));
-        if (!r.ok()) {
-          status = absl::InvalidArgumentError(
-              add.text_size() > 1
-                  ? StrCat("rule ", i + 1, ": ", r.status().message())
-                  : std::string(r.status().message()));
-        } else {
-          rules.push_back(*std::move(r));
-        }
-      }
-      if (status.ok() && rules.empty()) {
-        status = absl::InvalidArgumentError("no rules to add");
-      }
-      if (status.ok() && add.lease_ms() != 0 && add.owner().empty()) {
-        status = absl::InvalidArgumentError("a lease needs an owner name");
-      }
-      if (status.ok()) {
-        // The lease first: a client that dies right after still loses its
-        // rules.
-        if (add.lease_ms() != 0) {
-          (void)sw.HoldLease(add.owner(), absl::Milliseconds(add.lease_ms()));
-        }
-        auto ids = sw.Update(std::move(rules), {}, add.owner());
-        if (ids.ok()) {
-          for (uint64_t id : *ids) resp.add_ids(id);
-          changed = true;
-        } else {
-          status = ids.status();
-        }
-      }
-      break;
-    }
-    case proto::ControlRequest::kDeleteRules: {
-      const proto::DeleteRules& del = req.delete_rules();
-      if (del.id_size() == 0 && del.pattern().empty()) {
-        status = absl::InvalidArgumentError("no rule ids or pattern to delete");
-        break;
-      }
-      if (del.id_size() > 0 && !del.pattern().empty()) {
-        status = absl::InvalidArgumentError(
-            "delete by ids or by pattern, not both at once");
-        break;
-      }
-      if (del.id_size() > 0) {
-        std::vector<uint64_t> ids(del.id().begin(), del.id().end());
-        auto r = sw.Update({}, ids);
-        status = r.status();
-        if (status.ok()) {
-          changed = true;
-          resp.set_message(StrCat("deleted ", ids.size(), " rule",
-                                  ids.size() == 1 ? "" : "s"));
-        }
-      } else {
-        auto p = Pattern(del.pattern());
-        if (!p.ok()) {
-          status = p.status();
-          break;
-        }
-        auto n = sw.Delete(*p);
-        if (!n.ok()) {
-          status = n.status();
-        } else if (*n == 0) {
-          status = absl::NotFoundError(
-              StrCat("no rule has the pattern ", FormatPattern(*p)));
-        } else {
-          changed = true;
-          resp.set_message(StrCat("deleted ", *n, " rule", *n == 1 ? "" : "s"));
-        }
-      }
-      break;
-    }
-    case proto::ControlRequest::kQuiesce: {
-      auto p = Pattern(req.quiesce().pattern());
-      status = p.ok() ? sw.Quiesce(*p, req.quiesce().on()) : p.status();
-      break;
-    }
-    case proto::ControlRequest::kDrain: {
-      auto p = Pattern(req.drain().pattern());
-      if (!p.ok()) {
-        status = p.status();
-        break;
-      }
-      // 0 means the default; a drain never holds a connection past 10 min.
-      const uint32_t ms =
-          req.drain().timeout_ms() == 0
-              ? 30000
-              : std::min<uint32_t>(req.drain().timeout_ms(), 600000);
-      status = sw.Drain(*p, absl::Milliseconds(ms));
-      break;
-    }
-    case proto::ControlRequest::kFences: {
-      for (const std::string& file : req.fences().clear()) {
-        status.Update(sw.ClearFence(file));
-      }
-      for (const auto& [file, why] : sw.Fences()) {
-        proto::FenceRecord* f = resp.add_fences();
-        f->set_file(file);
-        f->set_why(why);
-      }
-      break;
-    }
-    case proto::ControlRequest::kTraces: {
-      const uint32_t limit = req.traces().limit() == 0
-                                 ? 256
-                                 : std::min(req.traces().limit(), 4096u);
-      for (const SSwitch::KeptTrace& t :
-           sw.Traces(req.traces().after(), limit)) {
-        proto::TraceRecord* r = resp.add_traces();
-        FillRecord(t.header, t.rule_id, t.start_ns, t.end_ns, t.code, t.hops,
-                   r);
-        r->set_seq(t.seq);
-        r->set_hops_dropped(t.hops_dropped);
-      }
-      resp.set_traces_sampled(sw.traces_sampled());
-      break;
-    }
-    case proto::ControlRequest::kSlowOps: {
-      const proto::SlowOps& q = req.slow_ops();
-      SlowOpLog& log = sw.slow_ops();
-      if (q.set_threshold()) log.set_threshold_ns(q.threshold_ns());
-      if (q.clear()) log.Clear();
-      const SlowOpLog::View v = log.Get(q.after());
-      for (const SlowIo& s : v.recent) {
-        proto::TraceRecord* r = resp.add_slow_recent();
-        FillRecord(s.header, s.rule_id, s.start_ns, s.end_ns, s.code, s.hops,
-                   r);
-        r->set_seq(s.seq);
-      }
-      for (const SlowIo& s : v.top) {
-        proto::TraceRecord* r = resp.add_slow_top();
-        FillRecord(s.header, s.rule_id, s.start_ns, s.end_ns, s.code, s.hops,
-                   r);
-        r->set_seq(s.seq);
-      }
-      if (q.stale_ms() != 0) {
-        for (const SSwitch::StaleIo& st :
-             sw.StaleIos(absl::Milliseconds(q.stale_ms()))) {
-          proto::StaleIoRecord* r = resp.add_stale();
-          r->set_source(st.source);
-          r->set_op(std::string(OpName(st.op)));
-          r->set_file(st.file);
-          r->set_offset(st.offset);
-          r->set_length(st.length);
-          r->set_age_ns(st.age_ns);
-          r->set_parked(st.parked);
-          r->set_waiting_at(st.waiting_at);
-        }
-      }
-      resp.set_slow_total(v.total);
-      resp.set_slow_overwritten(v.overwritten);
-      resp.set_slow_threshold_ns(v.threshold_ns);
-      break;
-    }
-    case proto::ControlRequest::kLease: {
-      auto n = sw.HoldLease(req.lease().owner(),
-                            absl::Milliseconds(req.lease().ttl_ms()));
-      status = n.status();
-      if (n.ok() && req.lease().ttl_ms() == 0) {
-        changed = *n > 0;
-        resp.set_message(StrCat("deleted ", *n, " rule", *n == 1 ? "" : "s"));
-      }
-      break;
-    }
-    case proto::ControlRequest::kCopy:
-      status = CopyTree(sw, req.copy(), resp.mutable_copy());
-      break;
-    case proto::ControlRequest::REQUEST_NOT_SET:
-      status = absl::InvalidArgumentError("empty control request");
-      break;
-  }
+  Request r{sw, req, resp, add_stats, origin};
+  const absl::Status status = Dispatch(r);
   resp.set_version(sw.version());
   if (!status.ok()) {
     SetStatus(&resp, status);
@@ -341,7 +367,7 @@ proto::ControlResponse HandleControlRequest(
     return resp;
   }
   resp.set_code(0);
-  *changed_out = changed;
+  *changed_out = r.changed;
   return resp;
 }
 
