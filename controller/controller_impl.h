@@ -5,6 +5,11 @@
 //                  registration and recovery, host traffic, views, sweeping
 //   requests.cc    the RPC dispatch (Handle) and the administrator's requests
 //   update.cc      the two-phase update (docs/design.md §6)
+//   rule_check.cc  the rule checker's views of the hosts, an update's plan
+//                  checked before it runs (CheckPlan), HandleCheck
+//   leases.cc      rules held under an owner's lease (HoldLease, renewals,
+//                  their end, RestoreLeases), control passed on to a host
+//   metrics.cc     the controller's own metrics (AddMetrics)
 //
 // Lock order (as in controller.h): update_mu > mu; update_mu >
 // ControllerStore::mu_; channels_mu, PendingCommand::mu and AppRunner::mu_

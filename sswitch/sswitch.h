@@ -16,6 +16,20 @@
 // moment); fence_mu_ and shared_state_mu_ are leaves. No sSwitch lock is held
 // while an IO is submitted to an endpoint or stage, or while a completion
 // runs.
+//
+// Where SSwitch's members live:
+//   sswitch.cc     routing (Route, RoutePiece, Decide, Dispatch, stages'
+//                  entry), the rule table's control (Update, Insert,
+//                  Delete, Quiesce, Drain, leases, Publish of snapshots),
+//                  endpoints and stages, traces, stale IOs, counters
+//   detours.cc     detour files: where a rule's target keeps a file's bytes
+//                  (HomeOf, MakeDetourFile, CreateAtDetour, GrowHomeAfter)
+//   fan_out.cc     byte-range splits, scatter and the join of its acks,
+//                  fences of files a scatter left unequal
+//   whole_file.cc  ops on a whole file across its places (RouteWholeFile,
+//                  PlaceMoves, MovePlaces, SeekAcross)
+//   snapshot.h     the immutable snapshot an IO pins (InstalledRule,
+//                  StageEntry)
 #ifndef SROUTE_SSWITCH_SSWITCH_H_
 #define SROUTE_SSWITCH_SSWITCH_H_
 
