@@ -36,6 +36,7 @@
 #include "stages/stage.h"
 #include "stages/stage_spec.h"
 #include "tests/util/zipf.h"
+#include "util/strings.h"
 
 namespace sroute {
 namespace {
@@ -232,10 +233,10 @@ void AdmissionHitRatios() {
     const char* name;
     Policy policy;
     Admission admission;
-  } kinds[] = {{"lru", Policy::kLru, Admission::kAll},
-               {"s3fifo, admission=none", Policy::kS3Fifo, Admission::kAll},
-               {"s3fifo, admission=frequency (default)", Policy::kS3Fifo,
-                Admission::kFrequency}};
+  } kinds[] = {
+      {"lru", Policy::kLru, Admission::kAll},
+      {"s3fifo, admission=none (default)", Policy::kS3Fifo, Admission::kAll},
+      {"s3fifo, admission=frequency", Policy::kS3Fifo, Admission::kFrequency}};
   for (const auto& kind : kinds) {
     Partition p(kind.policy, kCapacity, 64, kind.admission);
     std::mt19937_64 rng(7);
@@ -249,6 +250,69 @@ void AdmissionHitRatios() {
     const double ratio = static_cast<double>(hits) / kCounted;
     std::printf("  %-38s hit ratio %.4f (%.3f of the oracle's)\n", kind.name,
                 ratio, ratio / (top / all));
+  }
+  // The hot set moving, as bench/server_fio.sh's workloads move it: one
+  // stream (fio's one job), then four interleaved at other offsets of the
+  // file (four jobs, each its own hot set), three rounds; the hit ratio of
+  // each phase after its first sixth.
+  for (const auto& kind : kinds) {
+    if (kind.policy != Policy::kS3Fifo) continue;
+    Partition p(kind.policy, kCapacity, 64, kind.admission);
+    std::mt19937_64 rng(7);
+    const uint64_t offsets[5] = {0, 12345, 33333, 47001, 59999};
+    std::printf("  hot set moving, %-28s 1 job / 4 jobs:", kind.name);
+    for (int round = 0; round < 3; ++round) {
+      for (int jobs : {1, 4}) {
+        const int reads = jobs == 1 ? 564'000 : 700'000;
+        uint64_t hits = 0;
+        for (int i = 0; i < reads; ++i) {
+          const uint64_t at = jobs == 1 ? offsets[0] : offsets[1 + i % 4];
+          const uint64_t key = (zipf(rng) * 40503 + at) % kKeys;
+          const bool hit = p.Lookup(1, key) != nullptr;
+          if (!hit) p.Insert(1, key);
+          if (i >= reads / 6) hits += hit;
+        }
+        std::printf(" %.4f", static_cast<double>(hits) / (reads - reads / 6));
+      }
+    }
+    std::printf("\n");
+  }
+  // The same reads through a real cache stage (its partition and counters)
+  // on a local file, as bench/server_fio.sh's runs see them: three runs of
+  // 564 000 reads back to back, the first 94 000 of each a warm-up.
+  for (const char* admission : {"none", "frequency"}) {
+    const std::string dir = TempDirectory();
+    FILE* file = std::fopen((dir + "/z").c_str(), "w");
+    std::fclose(file);
+    std::filesystem::resize_file(dir + "/z", kKeys * kBlock);
+    Host host("admission");
+    (void)host.AddLocalEndpoint("home", dir);
+    auto cache =
+        AddCache(host, StrCat("c=cache:partition_bytes=", kCapacity * kBlock,
+                              ",admission=", admission));
+    (void)host.LoadRules("<*, r, //home/*> -> <IO, stage:c>");
+    std::vector<char> buf(kBlock);
+    std::mt19937_64 rng(7);
+    auto hits_now = [&] {
+      proto::StageStats stats;
+      cache->Report(&stats);
+      auto it = stats.counters().find("root.hits");
+      return it == stats.counters().end() ? 0.0
+                                          : static_cast<double>(it->second);
+    };
+    std::printf("  through a cache stage, admission=%s:", admission);
+    for (int run = 0; run < 3; ++run) {
+      double before = 0;
+      for (int i = 0; i < 564'000; ++i) {
+        if (i == 94'000) before = hits_now();
+        const uint64_t key = zipf(rng) * 40503 % kKeys;
+        (void)host.Read("root", "//home/z", key * kBlock, std::span<char>(buf));
+      }
+      std::printf(" %.4f", (hits_now() - before) / 470'000);
+    }
+    std::printf("\n");
+    (void)cache->Stop();
+    std::filesystem::remove_all(dir);
   }
 }
 

@@ -55,8 +55,8 @@
 # switch turned on for the run) is sroute-off with a cache stage on the
 # client host holding CACHE of the file (default a tenth of SIZE) that
 # every read and write of the volume passes (write-through), with the
-# stage's default admission (frequency: TinyLFU); "sroute-uring-s3fifo" is
-# sroute-uring-cache with admission=none (S3-FIFO's own). For those, the
+# stage's default admission (none: S3-FIFO's own); "sroute-uring-tinylfu" is
+# sroute-uring-cache with admission=frequency (TinyLFU). For those, the
 # results' seventh column is the cache's hit ratio over the timed part
 # (its counters, read through a control socket after the warm-up and at
 # the end; -1 for the others);
@@ -88,7 +88,7 @@
 #   POLL_US (200: the poll window of sroute-poll's daemons),
 #   WORKLOADS (randread4k-1 randread4k-4 randwrite4k-1 randwrite4k-4
 #   seqread128k-1 seqwrite128k-1), BUILD (build: the sroute build directory;
-#   or SROUTE_FUSE=PATH SROUTE_SERVER=PATH), GLUSTER_VOLUME (gv0; the
+#   or SROUTE_FUSE=PATH SROUTE_SERVER=PATH SROUTECTL=PATH), GLUSTER_VOLUME (gv0; the
 #   diagnostic volume is gv0rdio), SROUTE_PORT (0: any free port),
 #   PERF_WORKLOADS (none: for these workloads, perf record -g both daemons of
 #   each system during the timed run into WORK/perf-SYSTEM-WORKLOAD.data;
@@ -115,6 +115,7 @@ build=${BUILD:-build}
 case $build in /*) ;; *) build=$top/$build ;; esac
 sroute_fuse=${SROUTE_FUSE:-$build/fuse/sroute-fuse}
 sroute_server=${SROUTE_SERVER:-$build/server/sroute-server}
+sroutectl=${SROUTECTL:-$build/tools/sroutectl/sroutectl}
 vol=${GLUSTER_VOLUME:-gv0}
 # A tenth of SIZE (in MiB) unless CACHE says otherwise.
 size_mib=$(python3 -c "s='$size'.lower(); u={'k':1/1024,'m':1,'g':1024}; print(int(float(s[:-1])*u[s[-1]]) if s[-1] in u else int(s)>>20)")
@@ -136,6 +137,7 @@ hz=$(getconf CLK_TCK)
 # Copies of the binaries, so that a rebuild during the run changes nothing.
 cp "$sroute_fuse" "$work/bin/sroute-fuse"
 cp "$sroute_server" "$work/bin/sroute-server"
+cp "$sroutectl" "$work/bin/sroutectl"
 
 # State of what this run started, for cleanup.
 mounted_loop=0
@@ -358,7 +360,7 @@ need_rep=0
 for sys in $systems; do
   case $sys in
     sroute-off|sroute-auto|sroute-cache|sroute-uring|sroute-uring-cache) need_sroute=1 ;;
-    sroute-uring-s3fifo) need_sroute=1 ;;
+    sroute-uring-tinylfu) need_sroute=1 ;;
     sroute-rule|sroute-trace-1|sroute-trace-10|sroute-trace-100) need_sroute=1 ;;
     sroute-tap-1|sroute-tap-10|sroute-tap-100) need_sroute=1 ;;
     sroute-poll|sroute-poll-cache) need_poll=1 ;;
@@ -434,10 +436,10 @@ for sys in $systems; do
       mount_sroute "$sys" off "$server_addr" \
         --rule '<*, r|w, //home/*> -> <IO, //home/*>' \
         --rule "<*, r|w, //home/*> -> trace($share)" ;;
-    sroute-uring-cache|sroute-uring-s3fifo)
+    sroute-uring-cache|sroute-uring-tinylfu)
       ctl_of[$sys]=$work/ctl-$sys.sock
-      admission=frequency
-      [ "$sys" = sroute-uring-s3fifo ] && admission=none
+      admission=none
+      [ "$sys" = sroute-uring-tinylfu ] && admission=frequency
       mount_sroute "$sys" off "$server_addr" --io-uring --control "${ctl_of[$sys]}" \
         --stage "c=cache:partition_bytes=${cache^^},admission=$admission" \
         --rule '<*, r|w, //home/*> -> <IO, stage:c>' ;;
@@ -601,10 +603,10 @@ for peer in ["gluster", "gluster-rdio"]:
         if peer == "gluster" and uc and uo:
             r = uc[0] / uo[0]
             print(f'{"cache IOPS >= 3x":22} {wl:15} {"s-uring-cache":11} {"sroute-uring":12} {uc[0]:9.0f} {uo[0]:9.0f} {r:6.2f}  {"met" if r >= 3 else "MISSED"}')
-        us = med.get((wl, "sroute-uring-s3fifo"))
-        if peer == "gluster" and us and uo:
-            r = us[0] / uo[0]
-            print(f'{"cache IOPS (s3fifo)":22} {wl:15} {"s-uring-s3f":11} {"sroute-uring":12} {us[0]:9.0f} {uo[0]:9.0f} {r:6.2f}  (info)')
+        ut = med.get((wl, "sroute-uring-tinylfu"))
+        if peer == "gluster" and ut and uo:
+            r = ut[0] / uo[0]
+            print(f'{"cache IOPS (tinylfu)":22} {wl:15} {"s-uring-tlfu":11} {"sroute-uring":12} {ut[0]:9.0f} {uo[0]:9.0f} {r:6.2f}  (info)')
         pc = med.get((wl, "sroute-poll-cache"))
         po = med.get((wl, "sroute-poll"))
         if peer == "gluster" and pc and po:

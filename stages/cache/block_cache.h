@@ -13,13 +13,14 @@
 // of keys, so one-hit wonders and scans pass through the small queue without
 // touching the hot set in the main FIFO; a hit only bumps a 2-bit counter
 // (no list move, unlike LRU), which keeps hits cheap under a lock. With
-// frequency admission (the stage's default) the small queue is a window of
-// 1 % and a FrequencySketch decides, W-TinyLFU's way, whether the window's
-// oldest block takes the place of the main queue's next victim (the one
-// asked for more often lately stays): under Zipf(0.99) with a partition of
-// a tenth of the blocks, hit ratio 0.777 against S3-FIFO's 0.768, LRU's
-// 0.715 and a static oracle's 0.793 (tests/unit/stages/cache_policy_test.cc,
-// bench/RESULTS.md).
+// frequency admission (the stage's admission=frequency) the small queue is
+// a window of 1 % and a FrequencySketch decides, W-TinyLFU's way, whether
+// the window's oldest block takes the place of the main queue's next victim
+// (the one asked for more often lately stays): under a steady Zipf(0.99)
+// with a partition of a tenth of the blocks, hit ratio 0.777 against
+// S3-FIFO's 0.768, LRU's 0.715 and a static oracle's 0.793; but when the
+// hot set moves, the counts of the old one hold it back (0.745-0.756
+// against S3-FIFO's 0.766): bench/RESULTS.md, "Cache admission".
 //
 // Metadata per cached block: sizeof(Block) == 32 bytes (the block's bytes
 // follow it in the same allocation, so no pointer to them and one malloc

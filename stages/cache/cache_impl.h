@@ -39,7 +39,7 @@ struct Options {
   absl::flat_hash_map<std::string, uint64_t> named;
   By by = By::kTenant;
   Policy policy = Policy::kS3Fifo;
-  Admission admission = Admission::kFrequency;
+  Admission admission = Admission::kAll;
   bool write_back = false;
   uint64_t dirty_limit = 0;
   uint64_t dirty_high = 0;  // bytes

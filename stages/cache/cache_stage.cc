@@ -64,10 +64,10 @@ absl::StatusOr<Options> ParseOptions(const proto::CacheOptions& o) {
   } else {
     return Bad(StrCat("policy '", o.policy(), "' is not s3fifo or lru"));
   }
-  if (o.admission().empty() || o.admission() == "frequency") {
-    out.admission = Admission::kFrequency;
-  } else if (o.admission() == "none") {
+  if (o.admission().empty() || o.admission() == "none") {
     out.admission = Admission::kAll;
+  } else if (o.admission() == "frequency") {
+    out.admission = Admission::kFrequency;
   } else {
     return Bad(
         StrCat("admission '", o.admission(), "' is not frequency or none"));
