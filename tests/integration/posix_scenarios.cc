@@ -1049,6 +1049,21 @@ std::string MkdirRmdir(const std::string& root) {
   }
   rmdir("d", kOk);
   L.PrintList("");
+  // Removed while open and made again under its name (ext4 gives the new
+  // directory the removed one's inode number at once): a directory that
+  // takes entries, not the removed one.
+  mkdir("o", 0755, kOk);
+  const int held = ::open(L.C("o"), O_RDONLY | O_DIRECTORY);
+  L.Step("open(o, O_DIRECTORY)", R(held));
+  rmdir("o", kOk);
+  mkdir("o", 0711, kOk);
+  mkdir("o/s", 0755, kOk);
+  L.MakeFile("o/f", "x");
+  L.PrintList("o");
+  if (held >= 0) ::close(held);
+  L.Step("unlink(o/f)", R(::unlink(L.C("o/f"))));
+  rmdir("o/s", kOk);
+  rmdir("o", kOk);
   return L.str();
 }
 
