@@ -1,8 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "stages/cache/block_cache.h"
 
-#include <algorithm>
-#include <bit>
 #include <cstring>
 #include <new>
 
@@ -120,11 +118,7 @@ void Partition::Drop(Block* b) {
 }
 
 void Partition::SetCapacity(uint64_t capacity_blocks) {
-  if (sketch_ != nullptr &&
-      std::bit_ceil(std::max<uint64_t>(capacity_blocks, 16)) !=
-          std::bit_ceil(std::max<uint64_t>(capacity_, 16))) {
-    sketch_->Resize(capacity_blocks);
-  }
+  if (sketch_ != nullptr) sketch_->Resize(capacity_blocks);
   capacity_ = capacity_blocks;
   while (index_.size() > capacity_) {
     if (!EvictOne()) break;

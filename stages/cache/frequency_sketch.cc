@@ -21,10 +21,12 @@ FrequencySketch::FrequencySketch(uint64_t capacity_blocks) {
 }
 
 void FrequencySketch::Resize(uint64_t capacity_blocks) {
-  width_ = std::bit_ceil(std::max<uint64_t>(capacity_blocks, 16));
+  sample_ = 10 * std::max<uint64_t>(capacity_blocks, 1);
+  const uint64_t width = std::bit_ceil(std::max<uint64_t>(capacity_blocks, 16));
+  if (width == width_) return;
+  width_ = width;
   table_.assign(kRows * width_ / 16, 0);
   additions_ = 0;
-  sample_ = 10 * std::max<uint64_t>(capacity_blocks, 1);
 }
 
 size_t FrequencySketch::Slot(uint64_t h, int row) const {

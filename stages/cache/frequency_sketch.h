@@ -32,7 +32,8 @@ class FrequencySketch {
  public:
   explicit FrequencySketch(uint64_t capacity_blocks);
 
-  // Sizes the sketch for a new capacity; the counts start again from 0.
+  // Sizes the sketch for a new capacity: the counts stay if its rows keep
+  // their width, else they start again from 0.
   void Resize(uint64_t capacity_blocks);
   // Counts one more ask for `key`.
   void Increment(uint64_t key);

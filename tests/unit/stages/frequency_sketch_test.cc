@@ -54,6 +54,17 @@ TEST(FrequencySketchTest, AgingHalvesEveryCount) {
   EXPECT_LE(sketch.Estimate(2), 4u);
 }
 
+TEST(FrequencySketchTest, AResizeKeepsCountsWhileTheRowsKeepTheirWidth) {
+  FrequencySketch sketch(1000);  // rows of 1024
+  for (int i = 0; i < 5; ++i) sketch.Increment(9);
+  sketch.Resize(1024);
+  EXPECT_GE(sketch.Estimate(9), 5u);
+  EXPECT_EQ(sketch.sample_size(), 10240u);
+  sketch.Resize(5000);  // rows of 8192: counts start again
+  EXPECT_EQ(sketch.Estimate(9), 0u);
+  EXPECT_GE(sketch.bytes(), 2u * 5000);
+}
+
 TEST(FrequencySketchTest, TwoToFourBytesPerBlockOfCapacity) {
   for (uint64_t capacity : {1000u, 1024u, 6554u, 100000u}) {
     const FrequencySketch sketch(capacity);
