@@ -154,7 +154,9 @@ void AddOutages(const Layout& layout, const std::vector<Request>& requests,
       if (io_failed[r.io]) {
         m.failed_ios.insert(r.io);
       } else {
-        ++m.retried;
+        // The IO got past it: a read asked another member (counted), a
+        // write had its acknowledgement from the others.
+        if (r.read) ++m.retried;
         m.failed_over.insert(r.io);
       }
     }

@@ -100,6 +100,15 @@ TEST(SimReplicaSetTest, AMemberThatDiesCostsNoIo) {
   EXPECT_GT(all.flows(0).writes(), 50u);  // those before 0.3 s
   EXPECT_EQ(all.flows(0).writes() + all.flows(0).errors(), r.flows(0).writes());
   EXPECT_EQ(all.flows(0).reads(), r.flows(0).reads());
+  // A flow of writes alone meets the outage too (its writes under way lose
+  // S0's part), and gets past it with no error and no read asked again.
+  const proto::SimReport writes = SimSets(Replicated(
+      "", R"(events { at_s: 0.3 server_down { server: "S0" } })", 0, 2000));
+  ASSERT_EQ(writes.outages_size(), 1);
+  ASSERT_EQ(writes.outages(0).flows_size(), 1);
+  EXPECT_EQ(writes.outages(0).flows(0).errors(), 0u);
+  EXPECT_EQ(writes.outages(0).flows(0).retried(), 0u);
+  EXPECT_GT(writes.outages(0).flows(0).first_good_us(), 0);
   // "all" counts the members up when a write begins (degrade): no errors.
   const proto::SimReport degrade = SimSets(Replicated(
       R"(ack: "all")", R"(events { at_s: 0.3 server_down { server: "S0" } })"));
