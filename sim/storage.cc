@@ -34,9 +34,15 @@ StorageSim::StorageSim(const Layout& layout)
   // with a history of its own is warmed alone.
   std::vector<std::pair<std::string, FlashModel>> warmed;
   for (const Layout::Server& server : layout.servers) {
+    first_device_.push_back(warm_.size());
+    const FlashOptions options = *DeviceOptions(server.preset);
+    // A device's mapping (a page's place and its time) and its pages'
+    // owners.
+    model_bytes_ +=
+        server.devices * (options.geometry.logical_pages() *
+                              (sizeof(uint32_t) + sizeof(uint64_t)) +
+                          options.geometry.raw_pages() * sizeof(uint32_t));
     if (server.own_history()) {
-      first_device_.push_back(warm_.size());
-      const FlashOptions options = *DeviceOptions(server.preset);
       for (uint32_t d = 0; d < server.devices; ++d) {
         FlashModel model(options);
         const double fill = server.warm_fill > 0 ? server.warm_fill : 1.0;
@@ -47,17 +53,13 @@ StorageSim::StorageSim(const Layout& layout)
                    layout.scenario.seed() + 1 + warm_.size());
         warm_.push_back(std::move(model));
       }
-      model_bytes_ +=
-          server.devices * (warm_.back().logical_pages() *
-                                (sizeof(uint32_t) + sizeof(uint64_t)) +
-                            options.geometry.raw_pages() * sizeof(uint32_t));
       continue;
     }
     auto it = std::find_if(warmed.begin(), warmed.end(), [&](const auto& w) {
       return w.first == server.preset;
     });
     if (it == warmed.end()) {
-      FlashModel model(*DeviceOptions(server.preset));
+      FlashModel model(options);
       uint64_t t = 0;
       for (uint64_t lpn = 0; lpn < model.logical_pages(); ++lpn) {
         t = std::max(t, model.Write(lpn, t).done_ns);
@@ -66,13 +68,7 @@ StorageSim::StorageSim(const Layout& layout)
       warmed.emplace_back(server.preset, std::move(model));
       it = std::prev(warmed.end());
     }
-    first_device_.push_back(warm_.size());
     for (uint32_t d = 0; d < server.devices; ++d) warm_.push_back(it->second);
-    const FlashOptions options = *DeviceOptions(server.preset);
-    model_bytes_ +=
-        server.devices *
-        (it->second.logical_pages() * (sizeof(uint32_t) + sizeof(uint64_t)) +
-         options.geometry.raw_pages() * sizeof(uint32_t));
   }
   for (size_t i = 0; i < layout.replica_sets.size(); ++i) {
     const Layout::ReplicaSet& set = layout.replica_sets[i];

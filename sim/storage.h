@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // The storage side of a simulation: each device of each server is the
 // project's flash timing model (stages/flash/flash_model.h), warmed up
-// (every page written once, then time forgotten) so that reads meet
-// mapped pages and writes fill blocks as on a used device.
+// (every page written once, then time forgotten; or, for servers with
+// warm_fill or warm_overwrites, each device its own history by
+// FlashModel::Warm) so that reads meet mapped pages and writes fill
+// blocks as on a used device.
 //
 //   sim::StorageSim storage(layout);
 //   std::vector<uint64_t> done = storage.Run(requests, arrival_ns);
