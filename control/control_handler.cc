@@ -258,18 +258,13 @@ absl::Status HandleSlowOps(Request& r) {
   if (q.set_threshold()) log.set_threshold_ns(q.threshold_ns());
   if (q.clear()) log.Clear();
   const SlowOpLog::View v = log.Get(q.after());
-  for (const SlowIo& s : v.recent) {
-    proto::TraceRecord* record = resp.add_slow_recent();
+  auto add = [](const SlowIo& s, proto::TraceRecord* record) {
     FillRecord(s.header, s.rule_id, s.start_ns, s.end_ns, s.code, s.hops,
                record);
     record->set_seq(s.seq);
-  }
-  for (const SlowIo& s : v.top) {
-    proto::TraceRecord* record = resp.add_slow_top();
-    FillRecord(s.header, s.rule_id, s.start_ns, s.end_ns, s.code, s.hops,
-               record);
-    record->set_seq(s.seq);
-  }
+  };
+  for (const SlowIo& s : v.recent) add(s, resp.add_slow_recent());
+  for (const SlowIo& s : v.top) add(s, resp.add_slow_top());
   if (q.stale_ms() != 0) {
     for (const SSwitch::StaleIo& st :
          r.sw.StaleIos(absl::Milliseconds(q.stale_ms()))) {
