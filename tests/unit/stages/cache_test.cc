@@ -1025,6 +1025,21 @@ TEST_F(CacheTest, ConcurrentWritersAndReadersWriteThrough) {
                       [this](const std::string& c) { return Counter(c); });
 }
 
+// Frequency admission's eviction (the window's oldest block against the
+// main queue's next victim) under writers and readers, partitions too small
+// for their blocks: no byte lost or stale, no dirty block evicted.
+TEST_F(CacheTest, ConcurrentWritersAndReadersWriteBackWithFrequencyAdmission) {
+  proto::CacheOptions opts = WriteBackOptions();
+  opts.set_admission("frequency");
+  opts.set_partition_bytes(8 * kBs);
+  opts.set_dirty_limit_bytes(16 * kBs);
+  Start(opts);
+  ConcurrentChecksums(host_, dir_.path(), true,
+                      [this](const std::string& c) { return Counter(c); });
+  EXPECT_GT(Counter("w0.evictions"), 0);
+  EXPECT_GT(Counter("flushes"), 0);
+}
+
 TEST_F(CacheTest, ConcurrentWritersAndReadersWriteBack) {
   proto::CacheOptions opts = WriteBackOptions();
   opts.set_dirty_limit_bytes(16 * kBs);
