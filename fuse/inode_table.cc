@@ -213,6 +213,7 @@ std::optional<std::string> InodeTable::Released(uint64_t ino) {
   if (n.hidden && !n.links.empty()) {
     std::string path;
     hidden = PathLocked(ino, &path) ? std::move(path) : n.links[0].name;
+    RemovingLocked(*hidden);
     by_link_.erase({n.links[0].parent, n.links[0].name});
     n.links.erase(n.links.begin());
     n.hidden = false;
@@ -246,7 +247,9 @@ std::optional<std::string> InodeTable::Hide(uint64_t ino, uint64_t parent,
     std::string path;
     if (!PathLocked(hidden_parent, &path)) path.clear();
     NamesChangedLocked();
-    return path.empty() ? hidden_name : path + "/" + hidden_name;
+    std::string gone = path.empty() ? hidden_name : path + "/" + hidden_name;
+    RemovingLocked(gone);
+    return gone;
   }
   it->second.links.insert(it->second.links.begin(),
                           Link{hidden_parent, hidden_name});
@@ -254,6 +257,70 @@ std::optional<std::string> InodeTable::Hide(uint64_t ino, uint64_t parent,
   NamesChangedLocked();
   by_link_[{hidden_parent, std::move(hidden_name)}] = ino;
   return std::nullopt;
+}
+
+std::vector<std::pair<uint64_t, std::string>> InodeTable::HiddenIn(
+    uint64_t dir) const {
+  MutexLock l(&mu_);
+  std::vector<std::pair<uint64_t, std::string>> out;
+  for (const auto& [ino, n] : nodes_) {
+    if (n.hidden && !n.links.empty() && n.links[0].parent == dir) {
+      out.emplace_back(ino, n.links[0].name);
+    }
+  }
+  return out;
+}
+
+bool InodeTable::MovedHidden(uint64_t ino, uint64_t from, uint64_t to,
+                             const std::string& name,
+                             const std::string& to_path) {
+  MutexLock l(&mu_);
+  auto it = nodes_.find(ino);
+  if (it != nodes_.end() && it->second.hidden &&
+      it->second.links[0] == Link{from, name}) {
+    by_link_.erase({from, name});
+    it->second.links[0].parent = to;
+    by_link_[{to, name}] = ino;
+    NamesChangedLocked();
+    return true;
+  }
+  RemovingLocked(to_path);
+  return false;
+}
+
+namespace {
+std::string FolderOf(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "" : path.substr(0, slash);
+}
+}  // namespace
+
+void InodeTable::RemovingLocked(const std::string& path) {
+  ++removing_[FolderOf(path)];
+}
+
+std::vector<absl::AnyInvocable<void() &&>> InodeTable::HiddenNameRemoved(
+    const std::string& path) {
+  MutexLock l(&mu_);
+  const std::string folder = FolderOf(path);
+  auto it = removing_.find(folder);
+  if (it == removing_.end() || --it->second > 0) return {};
+  removing_.erase(it);
+  auto waiting = after_removals_.extract(folder);
+  if (waiting.empty()) return {};
+  return std::move(waiting.mapped());
+}
+
+void InodeTable::AfterHiddenRemovals(const std::string& dir_path,
+                                     absl::AnyInvocable<void() &&> then) {
+  {
+    MutexLock l(&mu_);
+    if (removing_.contains(dir_path)) {
+      after_removals_[dir_path].push_back(std::move(then));
+      return;
+    }
+  }
+  std::move(then)();
 }
 
 bool InodeTable::hidden(uint64_t ino) const {

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/functional/any_invocable.h"
 #include "util/mutex.h"
 
 namespace sroute {
@@ -71,7 +72,8 @@ class InodeTable {
   // under a hidden name until the last handle goes.
   void Opened(uint64_t ino);
   // Returns the hidden path to remove when this was the last handle of a
-  // hidden node.
+  // hidden node. Every path returned here, by Hide() or counted by
+  // MovedHidden() is a removal in flight until HiddenNameRemoved(path).
   std::optional<std::string> Released(uint64_t ino);
   int open_count(uint64_t ino) const;
   // Replaces the link (parent, name) of `ino` with (hidden_parent,
@@ -84,6 +86,26 @@ class InodeTable {
                                   std::string_view name, uint64_t hidden_parent,
                                   std::string hidden_name);
   bool hidden(uint64_t ino) const;
+  // The hidden links in folder `dir` (files unlinked there while open), by
+  // node and name.
+  std::vector<std::pair<uint64_t, std::string>> HiddenIn(uint64_t dir) const;
+  // After the rename that moved the hidden link (from, name) of `ino` to
+  // (to, name): records it and returns true. False if the last handle
+  // closed meanwhile (its release removed the old name, gone by then): the
+  // caller removes the new one.
+  // `to_path` is the new name's whole path.
+  bool MovedHidden(uint64_t ino, uint64_t from, uint64_t to,
+                   const std::string& name, const std::string& to_path);
+  // A hidden name being removed (above) is gone; returns what waited for
+  // the last removal in its folder: the caller runs it.
+  std::vector<absl::AnyInvocable<void() &&>> HiddenNameRemoved(
+      const std::string& path);
+  // Runs `then` once no hidden name in the folder `dir_path` is being
+  // removed (at once if none is): until then the folder is not empty on
+  // its endpoint, though it is to the kernel. Runs it on the thread that
+  // finished the last removal, outside the table's lock.
+  void AfterHiddenRemovals(const std::string& dir_path,
+                           absl::AnyInvocable<void() &&> then);
 
   // Files known to have no security.capability xattr, which the kernel asks
   // for before every write through its page cache: answered here, without
@@ -140,6 +162,8 @@ class InodeTable {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void DropLinkLocked(uint64_t parent, std::string_view name)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RemovingLocked(const std::string& path)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void NamesChangedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     generation_.fetch_add(1, std::memory_order_release);
   }
@@ -155,6 +179,10 @@ class InodeTable {
       ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::pair<uint64_t, std::string>, uint64_t, LinkHash>
       by_link_ ABSL_GUARDED_BY(mu_);
+  // Hidden names being removed, by folder path, and what waits for them.
+  absl::flat_hash_map<std::string, int> removing_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, std::vector<absl::AnyInvocable<void() &&>>>
+      after_removals_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace sroute

@@ -45,8 +45,11 @@ void Write(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size,
 bool ServeRawWrite(Volume& volume, fuse_session* se, const RawRequest& raw);
 void Release(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
 // Removes `path`, the hidden name of an unlinked file whose last handle
-// closed, as the daemon; answers `req` with success (a failure is logged).
-void RemoveHiddenName(fuse_req_t req, const std::string& path);
+// closed (a removal the inode table counts), as the daemon; then runs what
+// waited for it and answers `reply`, if not null, with success (a failure
+// is logged).
+void RemoveHiddenName(Volume& volume, const std::string& path,
+                      fuse_req_t reply);
 void Flush(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
 void Fsync(fuse_req_t req, fuse_ino_t ino, int datasync, fuse_file_info* fi);
 void Lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,

@@ -172,7 +172,7 @@ void HiddenOrGone(Request& m, uint64_t node, uint64_t hidden_parent,
   std::optional<std::string> gone = m.volume->inodes().Hide(
       node, m.parent, m.name, hidden_parent, hidden_name);
   if (!gone) return ReplyError(m);
-  RemoveHiddenName(m.req, *gone);
+  RemoveHiddenName(*m.volume, *gone, m.req);
 }
 
 // An open file routed away from the home's reserved folder (to a server,
@@ -251,8 +251,83 @@ void Unlink(fuse_req_t req, fuse_ino_t parent, const char* name) {
   });
 }
 
+namespace {
+// The folder's own rmdir, answered as it comes.
+void RmdirOnce(fuse_req_t req, uint64_t parent, const std::string& name,
+               const std::string& path) {
+  auto r = NewRequest(req, Op::kRmdir, path);
+  r->parent = parent;
+  r->name = name;
+  Submit(std::move(r), [](Request& rr) {
+    if (rr.io.status.ok()) rr.volume->inodes().Unlinked(rr.parent, rr.name);
+    ReplyError(rr);
+  });
+}
+
+// Moves the hidden names of `hidden` from `from` (folder `dir`) up to its
+// parent's folder `to` (node `up`), one after another, then removes the
+// folder. A file hidden in its folder (HideInItsFolder) holds it only
+// because the release of its last handle has not come yet, or because it
+// is open still: on a local file system neither keeps the folder from
+// going. A name that cannot move (another route there) stays, and the
+// folder's rmdir says ENOTEMPTY, as before.
+void MoveHiddenUpThenRmdir(
+    fuse_req_t req, uint64_t parent, std::string name, std::string path,
+    uint64_t dir, std::string to_dir,
+    std::vector<std::pair<uint64_t, std::string>> hidden) {
+  if (hidden.empty()) {
+    // A release that came meanwhile may be removing one still.
+    Volume& v = VolumeOf(req);
+    return v.inodes().AfterHiddenRemovals(
+        path, [req, parent, name = std::move(name), path]() {
+          RmdirOnce(req, parent, name, path);
+        });
+  }
+  auto [node, hidden_name] = std::move(hidden.back());
+  hidden.pop_back();
+  const std::string from = path + "/" + hidden_name;
+  const std::string to =
+      to_dir.empty() ? hidden_name : to_dir + "/" + hidden_name;
+  auto mv = NewRequest(req, Op::kRenameFrom, from);
+  mv->io.args.second_file = mv->volume->FileName(to);
+  mv->io.args.caller = Credentials();  // the daemon's own name
+  Submit(std::move(mv), [parent, name = std::move(name), path = std::move(path),
+                         dir, to_dir = std::move(to_dir),
+                         hidden = std::move(hidden), node, hidden_name,
+                         to](Request& m) mutable {
+    if (m.io.status.ok() &&
+        !m.volume->inodes().MovedHidden(node, dir, parent, hidden_name, to)) {
+      // Its last handle closed meanwhile, removing the old name.
+      RemoveHiddenName(*m.volume, to, nullptr);
+    }
+    MoveHiddenUpThenRmdir(m.req, parent, std::move(name), std::move(path), dir,
+                          std::move(to_dir), std::move(hidden));
+  });
+}
+}  // namespace
+
+// A folder whose only entries are files unlinked while open (hidden in it,
+// as HideInItsFolder does for files routed away) is removed as on a local
+// file system: the hidden names move up to the parent folder first.
+// Hidden names whose removal is under way (their last handle closed, as
+// the kernel's asynchronous release of a file closed just before the
+// unlink says) are waited for.
 void Rmdir(fuse_req_t req, fuse_ino_t parent, const char* name) {
-  Remove(req, parent, name, Op::kRmdir);
+  std::string path;
+  if (!ChildPathOf(req, parent, name, &path)) return;
+  Volume& v = VolumeOf(req);
+  v.inodes().AfterHiddenRemovals(path, [req, parent, name = std::string(name),
+                                        path]() mutable {
+    Volume& v = VolumeOf(req);
+    auto dir = v.inodes().Find(parent, name);
+    auto hidden = dir ? v.inodes().HiddenIn(*dir)
+                      : std::vector<std::pair<uint64_t, std::string>>();
+    if (hidden.empty()) return RmdirOnce(req, parent, name, path);
+    const size_t slash = path.rfind('/');
+    std::string up = slash == std::string::npos ? "" : path.substr(0, slash);
+    MoveHiddenUpThenRmdir(req, parent, std::move(name), std::move(path), *dir,
+                          std::move(up), std::move(hidden));
+  });
 }
 
 void Rename(fuse_req_t req, fuse_ino_t parent, const char* name,

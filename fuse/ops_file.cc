@@ -188,7 +188,9 @@ void Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
       if (ReplyOpen(o.req, o.fi) != 0) {
         // Interrupted: no release follows.
         o.volume->DeleteOpenFile(OpenFile::Of(&o.fi));
-        o.volume->inodes().Released(ino);
+        if (auto hidden = o.volume->inodes().Released(ino)) {
+          RemoveHiddenName(*o.volume, *hidden, nullptr);
+        }
       }
     };
     if (!kill) return reply(rr);
@@ -236,7 +238,9 @@ void Create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
       c.fi.fh = reinterpret_cast<uint64_t>(open);
       if (ReplyCreate(c.req, e, c.fi) != 0) {
         c.volume->DeleteOpenFile(OpenFile::Of(&c.fi));
-        c.volume->inodes().Released(e.ino);
+        if (auto hidden = c.volume->inodes().Released(e.ino)) {
+          RemoveHiddenName(*c.volume, *hidden, nullptr);
+        }
         c.volume->inodes().Forget(e.ino, 1);
       }
     };
@@ -388,13 +392,16 @@ void Release(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     return;
   }
   // The last handle of an unlinked file: now its data can go.
-  RemoveHiddenName(req, *hidden);
+  RemoveHiddenName(VolumeOf(req), *hidden, req);
 }
 
-void RemoveHiddenName(fuse_req_t req, const std::string& path) {
-  auto r = NewRequest(req, Op::kUnlink, path);
+void RemoveHiddenName(Volume& volume, const std::string& path,
+                      fuse_req_t reply) {
+  auto r = NewFileRequest(volume, Caller{0, 0, 0}, Op::kUnlink,
+                          volume.FileName(path));
   r->io.args.caller = Credentials();  // the daemon's own name
-  Submit(std::move(r), [](Request& rr) {
+  r->req = reply;
+  Submit(std::move(r), [path](Request& rr) {
     if (!rr.io.status.ok() && ErrnoOf(rr.io.status) != ENOENT) {
       // The caller's operation itself succeeded; the name is left behind
       // (a leak an operator can remove), so say where.
@@ -402,7 +409,10 @@ void RemoveHiddenName(fuse_req_t req, const std::string& path) {
                  ", the hidden name of an unlinked file closed last: ",
                  rr.io.status.message());
     }
-    fuse_reply_err(rr.req, 0);
+    for (auto& then : rr.volume->inodes().HiddenNameRemoved(path)) {
+      std::move(then)();
+    }
+    if (rr.req != nullptr) fuse_reply_err(rr.req, 0);
   });
 }
 

@@ -962,6 +962,67 @@ TEST(TrustSymptomsTest, UnlinkedOpenScatteredFileStaysUsable) {
   EXPECT_EQ(ReadAll(v.fast("d/f")), "new");
 }
 
+// A folder routed away from the home whose one file was unlinked while
+// open (hidden in that folder, as NFS clients hide theirs) is removed as on
+// a local file system, also right after a close whose release the kernel
+// sends late; the open file stays usable, and no hidden name outlives it.
+TEST(TrustSymptomsTest, AFolderWhoseFileIsUnlinkedWhileOpenCanBeRemoved) {
+  Volume::Options o;
+  o.rules = "<*, *, //home/r/*> -> <IO, //fast/r/*>";
+  Volume v(o);
+  ASSERT_TRUE(v.ok());
+  ASSERT_EQ(mkdir(v.mnt("r").c_str(), 0755), 0);
+  ASSERT_EQ(mkdir(v.fast("r").c_str(), 0755), 0);
+  auto listing = [&](const std::string& dir) {
+    std::vector<std::string> names;
+    for (const auto& e : fs::directory_iterator(v.fast(dir))) {
+      names.push_back(e.path().filename().string());
+    }
+    return names;
+  };
+  ASSERT_EQ(mkdir(v.mnt("r/d").c_str(), 0755), 0);
+  ASSERT_TRUE(fs::is_directory(v.fast("r/d"))) << "the rule did not route it";
+  const int fd = open(v.mnt("r/d/f").c_str(), O_RDWR | O_CREAT, 0644);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(pwrite(fd, "before", 6, 0), 6);
+  ASSERT_EQ(unlink(v.mnt("r/d/f").c_str()), 0);
+  EXPECT_EQ(rmdir(v.mnt("r/d").c_str()), 0) << std::strerror(errno);
+  EXPECT_FALSE(fs::exists(v.fast("r/d")));
+  ASSERT_EQ(pwrite(fd, "after!", 6, 6), 6) << std::strerror(errno);
+  char buf[12];
+  ASSERT_EQ(pread(fd, buf, 12, 0), 12);
+  EXPECT_EQ(std::string(buf, 12), "beforeafter!");
+  EXPECT_EQ(listing("r").size(), 1u) << "hidden in the parent while open";
+  close(fd);
+  // A folder that holds a file besides the hidden one is not empty.
+  ASSERT_EQ(mkdir(v.mnt("r/e").c_str(), 0755), 0);
+  WriteWholeFile(v.mnt("r/e/kept"), "kept");
+  const int fd2 = open(v.mnt("r/e/f").c_str(), O_RDWR | O_CREAT, 0644);
+  ASSERT_GE(fd2, 0);
+  ASSERT_EQ(unlink(v.mnt("r/e/f").c_str()), 0);
+  EXPECT_EQ(rmdir(v.mnt("r/e").c_str()), -1);
+  EXPECT_EQ(errno, ENOTEMPTY);
+  close(fd2);
+  ASSERT_EQ(unlink(v.mnt("r/e/kept").c_str()), 0);
+  EXPECT_EQ(rmdir(v.mnt("r/e").c_str()), 0) << std::strerror(errno);
+  // Made, closed, unlinked and removed at once, many times: the releases
+  // come when the kernel sends them, maybe after the unlink.
+  for (int i = 0; i < 200; ++i) {
+    ASSERT_EQ(mkdir(v.mnt("r/x").c_str(), 0755), 0) << i;
+    WriteWholeFile(v.mnt("r/x/f"), "1");
+    ASSERT_EQ(unlink(v.mnt("r/x/f").c_str()), 0) << i;
+    ASSERT_EQ(rmdir(v.mnt("r/x").c_str()), 0)
+        << i << ": " << std::strerror(errno);
+  }
+  // Every hidden name goes with its last handle (the releases are
+  // asynchronous: wait for them, bounded).
+  for (int i = 0; i < 500 && !listing("r").empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  const std::vector<std::string> left = listing("r");
+  EXPECT_TRUE(left.empty()) << left.size() << " left, " << left[0];
+}
+
 // A scatter that fails on one target after another applied it fences the
 // file; sroutectl lists and clears fences.
 TEST(TrustSymptomsTest, PartialScatterFailureFencesTheFile) {

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "fuse/inode_table.h"
 
+#include <algorithm>
 #include <thread>
 #include <vector>
 
@@ -139,6 +140,64 @@ TEST(InodeTableTest, AFileClosedWhileItWasBeingHiddenIsRemovedAtOnce) {
   EXPECT_FALSE(t.hidden(f));
   EXPECT_EQ(t.Find(d, "f"), std::nullopt);
   EXPECT_EQ(t.Find(d, ".sroute-unlinked-5"), std::nullopt);
+}
+
+// A folder holding only a file hidden in it moves the hidden name up
+// before its rmdir; a release that came between the rename and the record
+// leaves the new name to its mover.
+TEST(InodeTableTest, AHiddenNameMovesUpToItsFoldersParent) {
+  InodeTable t;
+  const uint64_t r = t.Remember(kRoot, "rep", 1, 2);
+  const uint64_t d = t.Remember(r, "d", 1, 3);
+  const uint64_t f = t.Remember(d, "f", 1, 5);
+  const uint64_t g = t.Remember(d, "g", 1, 6);
+  t.Opened(f);
+  t.Opened(g);
+  ASSERT_EQ(t.Hide(f, d, "f", d, ".sroute-unlinked-5"), std::nullopt);
+  ASSERT_EQ(t.Hide(g, d, "g", d, ".sroute-unlinked-6"), std::nullopt);
+  auto hidden = t.HiddenIn(d);
+  std::sort(hidden.begin(), hidden.end());
+  EXPECT_EQ(hidden, (std::vector<std::pair<uint64_t, std::string>>{
+                        {f, ".sroute-unlinked-5"}, {g, ".sroute-unlinked-6"}}));
+  EXPECT_TRUE(t.HiddenIn(r).empty());
+  EXPECT_TRUE(
+      t.MovedHidden(f, d, r, ".sroute-unlinked-5", "rep/.sroute-unlinked-5"));
+  EXPECT_THAT(t.Path(f), Optional(std::string("rep/.sroute-unlinked-5")));
+  EXPECT_EQ(t.HiddenIn(d).size(), 1u);
+  EXPECT_THAT(t.Released(f), Optional(std::string("rep/.sroute-unlinked-5")));
+  // g's release removed its old name while the rename ran.
+  EXPECT_THAT(t.Released(g), Optional(std::string("rep/d/.sroute-unlinked-6")));
+  EXPECT_FALSE(
+      t.MovedHidden(g, d, r, ".sroute-unlinked-6", "rep/.sroute-unlinked-6"));
+  EXPECT_TRUE(t.HiddenIn(d).empty());
+}
+
+// A folder's rmdir waits while a hidden name in it is being removed (its
+// endpoint still lists it); the last removal runs what waited.
+TEST(InodeTableTest, WhatWaitsForAFoldersHiddenRemovalsRunsAfterTheLast) {
+  InodeTable t;
+  const uint64_t d = t.Remember(kRoot, "d", 1, 3);
+  const uint64_t f = t.Remember(d, "f", 1, 5);
+  const uint64_t g = t.Remember(d, "g", 1, 6);
+  t.Opened(f);
+  t.Opened(g);
+  ASSERT_EQ(t.Hide(f, d, "f", d, ".sroute-unlinked-5"), std::nullopt);
+  ASSERT_EQ(t.Hide(g, d, "g", d, ".sroute-unlinked-6"), std::nullopt);
+  int ran = 0;
+  t.AfterHiddenRemovals("d", [&] { ++ran; });
+  EXPECT_EQ(ran, 1) << "nothing being removed";
+  ASSERT_THAT(t.Released(f), Optional(std::string("d/.sroute-unlinked-5")));
+  ASSERT_THAT(t.Released(g), Optional(std::string("d/.sroute-unlinked-6")));
+  t.AfterHiddenRemovals("d", [&] { ++ran; });
+  t.AfterHiddenRemovals("other", [&] { ran += 10; });
+  EXPECT_EQ(ran, 11);
+  EXPECT_TRUE(t.HiddenNameRemoved("d/.sroute-unlinked-5").empty());
+  auto waiting = t.HiddenNameRemoved("d/.sroute-unlinked-6");
+  ASSERT_EQ(waiting.size(), 1u);
+  std::move(waiting[0])();
+  EXPECT_EQ(ran, 12);
+  t.AfterHiddenRemovals("d", [&] { ++ran; });
+  EXPECT_EQ(ran, 13);
 }
 
 TEST(InodeTableTest, NoCapabilityAnswersOnlyForItsTagAndTime) {
