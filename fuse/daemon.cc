@@ -81,6 +81,18 @@ void AddVolumeFlags(CLI::App* app, proto::HostConfig* o, MountRequest* m) {
          "off: every read and write reaches the router; auto: the kernel may "
          "cache [auto]")
       ->check(CLI::IsMember({"off", "auto"}));
+  app->add_option_function<std::string>(
+         "--passthrough", [o](const std::string& v) { o->set_passthrough(v); },
+         "auto: the kernel serves files nothing routes, taps, quiesces or "
+         "watches from their backing files itself (Linux 6.9+, a local "
+         "backing directory, root); off: every IO through the daemon [off]")
+      ->check(CLI::IsMember({"off", "auto"}));
+  app->add_option_function<uint32_t>(
+         "--passthrough-wait-ms",
+         [o](uint32_t v) { o->set_passthrough_wait_ms(v); },
+         "how long a rule change naming a file open with passthrough waits "
+         "for it to close before failing [5000]")
+      ->check(CLI::Range(0, 3600000));
   app->add_option_function<uint32_t>(
          "--threads", [o](uint32_t v) { o->set_threads(v); },
          "threads serving FUSE requests (more are added while all of them "
@@ -145,6 +157,10 @@ absl::StatusOr<VolumeOptions> VolumeOptionsOf(const proto::HostConfig& c) {
   options.kernel_cache = c.kernel_cache() == "off"
                              ? VolumeOptions::KernelCache::kOff
                              : VolumeOptions::KernelCache::kAuto;
+  options.passthrough = c.passthrough() == "auto";
+  if (c.has_passthrough_wait_ms()) {
+    options.passthrough_wait = absl::Milliseconds(c.passthrough_wait_ms());
+  }
   return options;
 }
 
@@ -183,6 +199,20 @@ void AddFuseMetrics(Volume& volume, const LoopCounters& counters,
   gauge("sroute_fuse_pending_invalidations",
         "Kernel cache invalidations not sent yet",
         volume.pending_invalidations());
+  if (const PassthroughFiles* pt = volume.passthrough()) {
+    const PassthroughFiles::Counters c = pt->counters();
+    counter("sroute_fuse_passthrough_opens_total",
+            "Opens the kernel serves from the backing file (passthrough)",
+            c.opens);
+    gauge("sroute_fuse_passthrough_files_open",
+          "Files open with kernel passthrough now", c.files_open);
+    auto& not_past = out->Declare(
+        "sroute_fuse_passthrough_refused_total", MetricType::kCounter,
+        "Opens that went through the daemon with passthrough on, by reason");
+    for (const auto& [why, n] : c.not_why) {
+      not_past.Add({{"reason", why}}, static_cast<double>(n));
+    }
+  }
   counter("sroute_fuse_interrupts_refused_total",
           "Interrupts answered with ENOSYS",
           counters.interrupts_refused.load());
@@ -219,6 +249,15 @@ void AddGauges(Volume& volume, const LoopCounters& counters,
       static_cast<int64_t>(counters.uring.helper_busy.load());
   gauges["fuse_pending_invalidations"] =
       static_cast<int64_t>(volume.pending_invalidations());
+  if (const PassthroughFiles* pt = volume.passthrough()) {
+    const PassthroughFiles::Counters c = pt->counters();
+    gauges["fuse_passthrough_opens"] = static_cast<int64_t>(c.opens);
+    gauges["fuse_passthrough_files_open"] = static_cast<int64_t>(c.files_open);
+    // Why opens went through the daemon, by reason.
+    for (const auto& [why, n] : c.not_why) {
+      gauges["fuse_passthrough_not: " + why] = static_cast<int64_t>(n);
+    }
+  }
 }
 
 // A FUSE session mounted on the mount point; unmounted and destroyed with
@@ -295,6 +334,7 @@ SessionLoopOptions LoopOptions(const proto::HostConfig& config,
   loop.io_uring = UringWanted(config);
   loop.io_uring_required = config.has_io_uring() && config.io_uring();
   loop.uring_stats = &counters.uring;
+  loop.passthrough = volume.options().passthrough;
   return loop;
 }
 

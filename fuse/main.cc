@@ -4,7 +4,8 @@
 //             [--rules FILE] [--rule RULE]... [--tenant NAME=WHO]...
 //             [--kernel-cache off|auto] [--control SOCKET] [--name NAME]
 //             [--controller HOST:PORT] [--threads N] [--poll-us N]
-//             [--nice N] [--io-uring[=auto|on|off]] [-f] [-d] [-o OPTIONS]
+//             [--nice N] [--io-uring[=auto|on|off]] [--passthrough auto|off]
+//             [-f] [-d] [-o OPTIONS]
 //
 // Mounts a routed volume: the namespace lives in the backing directory or
 // storage server (endpoint "home"); rules may send any IO elsewhere.

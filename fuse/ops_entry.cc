@@ -88,6 +88,16 @@ void Setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set,
   // A chmod that sets a set-ID bit: open files no longer know they have
   // none.
   const bool setid = (a.to_set & kSetMode) && (a.mode & (S_ISUID | S_ISGID));
+  // Writes past the daemon (kernel passthrough) run as the daemon, and the
+  // kernel would not clear the bits on another user's write: refused while
+  // another user has the file open so (the owner's own install-and-chmod
+  // of an open file is not).
+  if (PassthroughFiles* pt = r->volume->passthrough();
+      setid && pt != nullptr &&
+      pt->WrittenPastByOther(ino, fuse_req_ctx(req)->uid)) {
+    fuse_reply_err(req, ETXTBSY);
+    return;
+  }
   Submit(std::move(r), [ino, setid](Request& rr) {
     if (setid) rr.volume->SetidMayHaveChanged();
     ReplyAttr(rr, ino);
@@ -335,16 +345,50 @@ void Rename(fuse_req_t req, fuse_ino_t parent, const char* name,
   std::string from, to;
   if (!ChildPathOf(req, parent, name, &from)) return;
   if (!ChildPathOf(req, newparent, newname, &to)) return;
+  Volume& v = VolumeOf(req);
+  // A file open past the daemon (kernel passthrough) keeps that open under
+  // its new name: only where nothing would see its IO either.
+  PassthroughFiles* pt = v.passthrough();
+  const std::string from_file = v.FileName(from), to_file = v.FileName(to);
+  std::vector<std::pair<uint64_t, std::string>> named;  // (ino, new name)
+  if (pt != nullptr) {
+    auto a = v.inodes().Find(parent, name);
+    if (a) named.emplace_back(*a, to_file);
+    if (flags & RENAME_EXCHANGE) {
+      if (auto b = v.inodes().Find(newparent, newname)) {
+        named.emplace_back(*b, from_file);
+      }
+    }
+    for (size_t i = 0; i < named.size(); ++i) {
+      const std::string& file = named[i].second;
+      if (!pt->AddName(named[i].first, file,
+                       [&] { return v.sswitch().LeavesAlone(file); })) {
+        for (size_t j = 0; j < i; ++j) {
+          pt->DropName(named[j].first, named[j].second);
+        }
+        fuse_reply_err(req, EXDEV);
+        return;
+      }
+    }
+  }
   auto r = NewRequest(req, Op::kRenameFrom, from);
-  r->io.args.second_file = r->volume->FileName(to);
+  r->io.args.second_file = to_file;
   r->io.args.rename_flags = flags;
   Submit(std::move(r), [parent, newparent, name = std::string(name),
-                        newname = std::string(newname), flags](Request& rr) {
+                        newname = std::string(newname), flags, named, from_file,
+                        to_file](Request& rr) {
     if (rr.io.status.ok()) {
       if (flags & RENAME_EXCHANGE) {
         rr.volume->inodes().Exchanged(parent, name, newparent, newname);
       } else {
         rr.volume->inodes().Renamed(parent, name, newparent, newname);
+      }
+    }
+    if (PassthroughFiles* pt = rr.volume->passthrough()) {
+      for (const auto& [ino, file] : named) {
+        // Made: the name it had goes; not made: the one it would have had.
+        const std::string& old = file == to_file ? from_file : to_file;
+        pt->DropName(ino, rr.io.status.ok() ? old : file);
       }
     }
     ReplyError(rr);

@@ -18,6 +18,9 @@
 namespace sroute::fuse_internal {
 
 namespace {
+// FOPEN_PASSTHROUGH (protocol 7.40), which Debian 12's header lacks.
+constexpr uint32_t kFopenPassthrough = 1u << 7;
+
 // Kernel caching of file data (docs/design.md §3): with --kernel-cache=off
 // every read and write reaches the sSwitch (direct IO). With auto, the kernel
 // keeps the pages of a file no rule can route, across opens (a rule change
@@ -33,6 +36,39 @@ void SetCaching(Volume& v, const std::string& file, fuse_file_info* fi) {
   fi->keep_cache = direct ? 0 : 1;
 }
 
+// SetCaching, then kernel passthrough (fuse/passthrough.h): an open of a
+// file nothing would see the IO of is served by the kernel from its
+// backing file. The kernel fails an open through the page cache of an
+// inode open past the daemon, or the other way round, and any open not
+// past the daemon of an inode that is: PassthroughFiles::Decide keeps to
+// that, parking an open (`again` runs later) when it must wait.
+PassthroughFiles::Decision DecideOpen(
+    Volume& v, uint64_t ino, const std::string& file, fuse_file_info* fi,
+    uid_t opener, const std::function<absl::AnyInvocable<void() &&>()>& again) {
+  SetCaching(v, file, fi);
+  using Kind = PassthroughFiles::Decision::Kind;
+  PassthroughFiles* pt = v.passthrough();
+  if (pt == nullptr) return {Kind::kDaemon};
+  const bool writes = (fi->flags & O_ACCMODE) != O_RDONLY;
+  PassthroughFiles::Decision d = pt->Decide(
+      ino, file, opener, writes, fi->direct_io == 0,
+      [&] { return v.sswitch().LeavesAlone(file); },
+      [&] { return v.OpenBackingFile(file); }, again);
+  if (d.kind == Kind::kPast) {
+    fi->direct_io = 0;
+    fi->keep_cache = 0;
+  }
+  return d;
+}
+
+// An open's reply failed (interrupted), or it was released.
+void EndOpen(Volume& v, uint64_t ino, const OpenFile* open) {
+  PassthroughFiles* pt = v.passthrough();
+  if (pt == nullptr || open == nullptr) return;
+  if (open->backing_id > 0) pt->Closed(ino, open->opener.uid, open->writes);
+  if (open->cached) pt->CachedReleased(ino);
+}
+
 // The open flags the kernel is sent: fuse_reply_open's, plus
 // FOPEN_PARALLEL_DIRECT_WRITES for direct IO, which libfuse 3.14 cannot
 // express: without it the kernel holds the inode's lock across every direct
@@ -42,6 +78,13 @@ void SetCaching(Volume& v, const std::string& file, fuse_file_info* fi) {
 fuse_open_out OpenOut(const fuse_file_info& fi) {
   fuse_open_out out{};
   out.fh = fi.fh;
+  const OpenFile* open = OpenFile::Of(&fi);
+  if (open != nullptr && open->backing_id > 0) {
+    // The kernel allows only these flags beside it.
+    out.open_flags = kFopenPassthrough;
+    out.padding = static_cast<uint32_t>(open->backing_id);  // backing_id
+    return out;
+  }
   if (fi.direct_io)
     out.open_flags |= FOPEN_DIRECT_IO | FOPEN_PARALLEL_DIRECT_WRITES;
   if (fi.keep_cache) out.open_flags |= FOPEN_KEEP_CACHE;
@@ -165,6 +208,82 @@ void SubmitRead(std::unique_ptr<Request> r, size_t size, off_t off) {
 }
 }  // namespace
 
+namespace {
+// The open answered: its state recorded, its reply sent (or, parked by
+// kernel passthrough, later, from a copy).
+void FinishOpen(Request& o, uint64_t ino) {
+  using Kind = PassthroughFiles::Decision::Kind;
+  const PassthroughFiles::Decision d = DecideOpen(
+      *o.volume, ino, o.io.header.file, &o.fi, CallerOf(o.req).uid, [&o, ino] {
+        return absl::AnyInvocable<void() &&>(
+            [copy = CopyForReply(o), ino]() mutable {
+              FinishOpen(*copy, ino);
+            });
+      });
+  if (d.kind == Kind::kParked) return;
+  if (d.kind == Kind::kBusy) return (void)fuse_reply_err(o.req, EBUSY);
+  o.volume->inodes().Opened(ino);
+  OpenFile* open = NewOpenFile(o);
+  open->ino = ino;
+  open->backing_id = d.backing_id;
+  open->cached = d.cached;
+  open->writes = (o.fi.flags & O_ACCMODE) != O_RDONLY;
+  // Found with nothing to clear lately (kill_setid.cc): so is this open.
+  const uint64_t generation = o.volume->setid_generation();
+  if (o.volume->inodes().WithoutSetid(ino, generation, MonotonicNanos())) {
+    open->SetWithoutSetid(generation);
+  }
+  o.fi.fh = reinterpret_cast<uint64_t>(open);
+  if (ReplyOpen(o.req, o.fi) != 0) {
+    // Interrupted: no release follows.
+    EndOpen(*o.volume, ino, open);
+    o.volume->DeleteOpenFile(open);
+    if (auto hidden = o.volume->inodes().Released(ino)) {
+      RemoveHiddenName(*o.volume, *hidden, nullptr);
+    }
+  }
+}
+
+// The same for a create, whose entry `e` is made already.
+void FinishCreate(Request& c, const fuse_entry_param& e, uint64_t generation) {
+  using Kind = PassthroughFiles::Decision::Kind;
+  const PassthroughFiles::Decision d =
+      DecideOpen(*c.volume, e.ino, c.io.header.file, &c.fi, CallerOf(c.req).uid,
+                 [&c, e, generation] {
+                   return absl::AnyInvocable<void() &&>(
+                       [copy = CopyForReply(c), e, generation]() mutable {
+                         FinishCreate(*copy, e, generation);
+                       });
+                 });
+  if (d.kind == Kind::kParked) return;
+  if (d.kind == Kind::kBusy) {
+    c.volume->inodes().Forget(e.ino, 1);
+    return (void)fuse_reply_err(c.req, EBUSY);
+  }
+  c.volume->inodes().Opened(e.ino);
+  OpenFile* open = NewOpenFile(c);
+  open->ino = e.ino;
+  open->backing_id = d.backing_id;
+  open->cached = d.cached;
+  open->writes = (c.fi.flags & O_ACCMODE) != O_RDONLY;
+  // Made by this create (O_EXCL), without set-ID bits: nothing to
+  // clear until a chmod or setxattr says otherwise.
+  if ((c.io.args.open_flags & O_EXCL) &&
+      (c.io.attr.st_mode & (S_ISUID | S_ISGID)) == 0) {
+    open->SetWithoutSetid(generation);
+  }
+  c.fi.fh = reinterpret_cast<uint64_t>(open);
+  if (ReplyCreate(c.req, e, c.fi) != 0) {
+    EndOpen(*c.volume, e.ino, open);
+    c.volume->DeleteOpenFile(open);
+    if (auto hidden = c.volume->inodes().Released(e.ino)) {
+      RemoveHiddenName(*c.volume, *hidden, nullptr);
+    }
+    c.volume->inodes().Forget(e.ino, 1);
+  }
+}
+}  // namespace
+
 void Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   std::string path;
   if (!PathOf(req, ino, &path)) return;
@@ -174,36 +293,17 @@ void Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   const bool kill = (CurrentOpenFlags() & FUSE_OPEN_KILL_SUIDGID) != 0;
   Submit(std::move(r), [ino, kill](Request& rr) {
     if (!rr.io.status.ok()) return ReplyError(rr);
-    auto reply = [ino](Request& o) {
-      SetCaching(*o.volume, o.io.header.file, &o.fi);
-      o.volume->inodes().Opened(ino);
-      OpenFile* open = NewOpenFile(o);
-      open->ino = ino;
-      // Found with nothing to clear lately (kill_setid.cc): so is this open.
-      const uint64_t generation = o.volume->setid_generation();
-      if (o.volume->inodes().WithoutSetid(ino, generation, MonotonicNanos())) {
-        open->SetWithoutSetid(generation);
-      }
-      o.fi.fh = reinterpret_cast<uint64_t>(open);
-      if (ReplyOpen(o.req, o.fi) != 0) {
-        // Interrupted: no release follows.
-        o.volume->DeleteOpenFile(OpenFile::Of(&o.fi));
-        if (auto hidden = o.volume->inodes().Released(ino)) {
-          RemoveHiddenName(*o.volume, *hidden, nullptr);
-        }
-      }
-    };
-    if (!kill) return reply(rr);
+    if (!kill) return FinishOpen(rr, ino);
     // O_TRUNC by a caller without CAP_FSETID: the truncate clears set-ID
     // bits and capabilities. The open's request is answered after that,
     // from a copy (this one is freed when its completion returns).
     KillSetidThen(CopyForReply(rr), nullptr, CallerOf(rr.req),
-                  [reply](std::unique_ptr<Request> o, const absl::Status& s) {
+                  [ino](std::unique_ptr<Request> o, const absl::Status& s) {
                     if (!s.ok()) {
                       o->io.status = s;
                       return ReplyError(*o);
                     }
-                    reply(*o);
+                    FinishOpen(*o, ino);
                   });
   });
 }
@@ -224,25 +324,7 @@ void Create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
   Submit(std::move(r), [kill, generation](Request& rr) {
     if (!rr.io.status.ok()) return ReplyError(rr);
     auto reply = [generation](Request& c) {
-      fuse_entry_param e = MakeEntry(c);
-      SetCaching(*c.volume, c.io.header.file, &c.fi);
-      c.volume->inodes().Opened(e.ino);
-      OpenFile* open = NewOpenFile(c);
-      open->ino = e.ino;
-      // Made by this create (O_EXCL), without set-ID bits: nothing to
-      // clear until a chmod or setxattr says otherwise.
-      if ((c.io.args.open_flags & O_EXCL) &&
-          (c.io.attr.st_mode & (S_ISUID | S_ISGID)) == 0) {
-        open->SetWithoutSetid(generation);
-      }
-      c.fi.fh = reinterpret_cast<uint64_t>(open);
-      if (ReplyCreate(c.req, e, c.fi) != 0) {
-        c.volume->DeleteOpenFile(OpenFile::Of(&c.fi));
-        if (auto hidden = c.volume->inodes().Released(e.ino)) {
-          RemoveHiddenName(*c.volume, *hidden, nullptr);
-        }
-        c.volume->inodes().Forget(e.ino, 1);
-      }
+      FinishCreate(c, MakeEntry(c), generation);
     };
     if (!kill) return reply(rr);
     // Cleared before the reply (a write through the new descriptor could
@@ -385,6 +467,7 @@ bool ServeRawWrite(Volume& volume, fuse_session* se, const RawRequest& raw) {
 }
 
 void Release(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  EndOpen(VolumeOf(req), ino, OpenFile::Of(fi));
   VolumeOf(req).DeleteOpenFile(OpenFile::Of(fi));
   std::optional<std::string> hidden = VolumeOf(req).inodes().Released(ino);
   if (!hidden) {

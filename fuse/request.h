@@ -99,6 +99,13 @@ class OpenFile {
 
   // The inode the kernel opened (0: not known).
   uint64_t ino = 0;
+  // Kernel passthrough's backing id (fuse/passthrough.h) when the kernel
+  // serves this open from the backing file itself; 0: through the daemon.
+  int32_t backing_id = 0;
+  bool writes = false;  // opened for writing
+  // Whether the open uses the kernel's page cache (keep_cache): while it
+  // lives, the inode is not opened past the daemon.
+  bool cached = false;
 
   // Who opened the file. The kernel sends the writes of pages written
   // through a shared mapping (FUSE_WRITE_CACHE) as uid 0, pid 0: they are

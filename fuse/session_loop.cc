@@ -59,6 +59,16 @@ std::atomic<bool> uring_offered{false};
 std::atomic<bool> mmap_offered{false};
 std::atomic<bool> killpriv_v2_offered{false};
 std::atomic<bool> uring_agreed{false};
+std::atomic<bool> passthrough_wanted{false};
+std::atomic<bool> passthrough_offered{false};
+std::atomic<bool> passthrough_agreed{false};
+
+// FUSE_PASSTHROUGH (protocol 7.40, Linux 6.9): opens the kernel serves from
+// a backing file itself (fuse/passthrough.h). The reply says how deep file
+// systems may stack under the volume: 1, a backing file on a file system
+// that stacks on nothing (ext4, xfs, tmpfs, a FUSE volume without it).
+constexpr uint64_t kFusePassthrough = uint64_t{1} << 37;
+constexpr uint32_t kMaxStackDepth = 1;
 std::atomic<size_t> uring_max_payload{0};
 
 // FUSE_DIRECT_IO_ALLOW_MMAP (protocol 7.39, Linux 6.6): shared mappings of
@@ -97,6 +107,12 @@ void PatchInitReply(iovec* iov, int count) {
   if (mmap_offered.load()) {
     out->flags |= FUSE_INIT_EXT;
     out->flags2 |= static_cast<uint32_t>(kFuseDirectIoAllowMmap >> 32);
+  }
+  if (passthrough_wanted.load() && passthrough_offered.load()) {
+    out->flags |= FUSE_INIT_EXT;
+    out->flags2 |= static_cast<uint32_t>(kFusePassthrough >> 32);
+    out->unused[0] = kMaxStackDepth;  // max_stack_depth since 7.40
+    passthrough_agreed.store(true);
   }
   if (!uring_wanted.load() || !uring_offered.load()) return;
   out->flags |= FUSE_INIT_EXT;
@@ -184,6 +200,7 @@ class Loop {
   int Run() {
     InstallWakeHandler();
     uring_wanted.store(o_.io_uring);
+    passthrough_wanted.store(o_.passthrough);
     {
       // Replies of libfuse's own handlers (not the raw ones) pass here.
       fuse_custom_io io{};
@@ -418,6 +435,8 @@ class Loop {
     mmap_offered.store(ext &&
                        (arg->flags2 & (kFuseDirectIoAllowMmap >> 32)) != 0);
     killpriv_v2_offered.store((arg->flags & FUSE_HANDLE_KILLPRIV_V2) != 0);
+    passthrough_offered.store(ext &&
+                              (arg->flags2 & (kFusePassthrough >> 32)) != 0);
     init_unique.store(in->unique);
     return true;
   }
@@ -430,6 +449,11 @@ class Loop {
       LogError("this kernel cannot map direct-IO files shared (Linux 6.6+ ",
                "can): MAP_SHARED mmap of routed files, and of every file with ",
                "--kernel-cache=off, fails with ENODEV");
+    }
+    if (o_.passthrough && !passthrough_agreed.load()) {
+      LogInfo("kernel passthrough not offered by this kernel (Linux 6.9+ ",
+              "with CONFIG_FUSE_PASSTHROUGH): every IO goes through the ",
+              "daemon");
     }
     if (o_.io_uring) {
       StartUring();
@@ -618,6 +642,8 @@ void SendRawReply(fuse_session* se, uint64_t unique, int error,
 const fuse_in_header* CurrentRawRequest() { return current_request; }
 
 bool KillPrivV2() { return killpriv_v2_offered.load(); }
+
+bool PassthroughAgreed() { return passthrough_agreed.load(); }
 
 bool InRequestBuffer(const void* payload) {
   // A ring entry stays the request's until it is answered.

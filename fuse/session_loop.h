@@ -91,6 +91,9 @@ struct SessionLoopOptions {
   // If the queues cannot start, end the session instead (--io-uring=on).
   bool io_uring_required = false;
   int uring_threads_per_cpu = 2;
+  // Ask for kernel passthrough at INIT if the kernel offers it
+  // (fuse/passthrough.h; PassthroughAgreed() says whether it was agreed).
+  bool passthrough = false;
   UringStats* uring_stats = nullptr;
   // If set, counts the interrupts answered with ENOSYS (the kernel sends
   // none after the first: more than one means it did not take the answer).
@@ -126,6 +129,8 @@ const fuse_in_header* CurrentRawRequest();
 // loop then accepts: writes, truncates, chowns and O_TRUNC opens then say
 // when set-ID bits must be cleared (fuse/kill_setid.h).
 bool KillPrivV2();
+// Whether the INIT reply agreed to FUSE passthrough (fuse/passthrough.h).
+bool PassthroughAgreed();
 // Takes that buffer from the worker, which then receives its next request
 // into another, and returns it; nullptr (taking nothing) if `payload` does
 // not lie in it, or lies in an io_uring entry (uring_queues.h), which stays

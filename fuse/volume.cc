@@ -70,6 +70,7 @@ bool Volume::ServeRaw(fuse_session* se, const RawRequest& request) {
 
 Volume::~Volume() {
   sw_->SetRouteObserver(nullptr);
+  if (passthrough_ != nullptr) sw_->SetBypassGuard(nullptr, absl::Seconds(0));
   StopInvalidating();
 }
 
@@ -94,7 +95,35 @@ std::string Volume::FileName(const std::string& path) const {
   return StrCat("//", options_.home, "/", path);
 }
 
+PassthroughFiles* Volume::passthrough() const {
+  return passthrough_ != nullptr && PassthroughAgreed() ? passthrough_.get()
+                                                        : nullptr;
+}
+
+int Volume::OpenBackingFile(const std::string& file) const {
+  sroute::FileName name;
+  if (local_home_ == nullptr || !SplitFileName(file, &name) ||
+      name.host != options_.home) {
+    return -EINVAL;
+  }
+  return local_home_->OpenRegularForPassthrough(name.path);
+}
+
 void Volume::StartInvalidating(fuse_session* se) {
+  if (options_.passthrough && passthrough_ == nullptr) {
+    for (auto& [name, endpoint] : sw_->Endpoints()) {
+      if (name == options_.home) {
+        local_home_ = std::dynamic_pointer_cast<LocalEndpoint>(endpoint);
+      }
+    }
+    if (local_home_ == nullptr) {
+      LogInfo("no kernel passthrough: the volume's home is not a local ",
+              "directory");
+    } else {
+      passthrough_ = std::make_shared<PassthroughFiles>(fuse_session_fd(se));
+      sw_->SetBypassGuard(passthrough_, options_.passthrough_wait);
+    }
+  }
   MutexLock l(&inval_mu_);
   if (invalidator_.joinable()) return;
   inval_session_ = se;

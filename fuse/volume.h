@@ -20,7 +20,9 @@
 #include <vector>
 
 #include "fuse/inode_table.h"
+#include "fuse/passthrough.h"
 #include "fuse/tenant_map.h"
+#include "sswitch/local_endpoint.h"
 #include "sswitch/sswitch.h"
 #include "util/helper_pool.h"
 #include "util/mutex.h"
@@ -47,6 +49,12 @@ struct VolumeOptions {
   double attr_timeout = 1.0;   // seconds
   double entry_timeout = 1.0;  // seconds
   TenantMap tenants;
+  // Open files no rule, tap, quiesce or watch can see past the daemon
+  // (kernel passthrough, fuse/passthrough.h) when the kernel agrees; a
+  // change that would see one waits up to `passthrough_wait` for it to
+  // close.
+  bool passthrough = false;
+  absl::Duration passthrough_wait = absl::Seconds(5);
 };
 
 class Volume {
@@ -68,6 +76,7 @@ class Volume {
   // route changed, on a thread of its own: the kernel may wait for replies
   // to IOs that a quiesce holds, so the control path must not wait for it.
   // REQUIRES: StopInvalidating() before `se` is unmounted or destroyed.
+  // Also starts kernel passthrough, if asked for (options.passthrough).
   void StartInvalidating(fuse_session* se);
   void StopInvalidating();
   // Rule changes observed and not yet applied to the kernel's caches.
@@ -76,6 +85,12 @@ class Volume {
   // --- For the op implementations (fuse/ops_*.cc).
   SSwitch& sswitch() { return *sw_; }
   InodeTable& inodes() { return inodes_; }
+  // The files open past the daemon; null when passthrough was not asked
+  // for or the kernel did not agree at INIT.
+  PassthroughFiles* passthrough() const;
+  // The backing file of `file` ("//HOME/PATH") for passthrough: a
+  // descriptor, or -errno (LocalEndpoint::OpenRegularForPassthrough).
+  int OpenBackingFile(const std::string& file) const;
   const VolumeOptions& options() const { return options_; }
   // "//HOME/PATH".
   std::string FileName(const std::string& path) const;
@@ -116,6 +131,9 @@ class Volume {
  private:
   SSwitch* const sw_;
   const VolumeOptions options_;
+  // Set by StartInvalidating before the session serves; read after.
+  std::shared_ptr<PassthroughFiles> passthrough_;
+  std::shared_ptr<LocalEndpoint> local_home_;  // with passthrough_
   InodeTable inodes_;
   fuse_lowlevel_ops ops_{};
   std::atomic<uint64_t> xattr_generation_{1};

@@ -102,6 +102,9 @@ absl::Status CheckHostConfig(const proto::HostConfig& c, HostKind kind,
       (c.controller_timeout_ms() < 1 || c.controller_timeout_ms() > 3600000)) {
     return bad("controller_timeout_ms: must be in 1..3600000");
   }
+  if (c.has_passthrough_wait_ms() && c.passthrough_wait_ms() > 3600000) {
+    return bad("passthrough_wait_ms: must be in 0..3600000");
+  }
   if (c.has_io_threads() && (c.io_threads() < 1 || c.io_threads() > 64)) {
     return bad("io_threads: must be in 1..64");
   }
@@ -129,6 +132,8 @@ absl::Status CheckHostConfig(const proto::HostConfig& c, HostKind kind,
         only(c.fuse_option_size() > 0, "fuse_option", F),
         only(c.threads() != 0, "threads", F), only(c.has_nice(), "nice", F),
         only(c.has_io_uring(), "io_uring", F),
+        only(!c.passthrough().empty(), "passthrough", F),
+        only(c.has_passthrough_wait_ms(), "passthrough_wait_ms", F),
         only(!c.root().empty(), "root", S),
         only(!c.listen().empty(), "listen", S)}) {
     if (!s.ok()) return s;
@@ -138,6 +143,11 @@ absl::Status CheckHostConfig(const proto::HostConfig& c, HostKind kind,
         c.kernel_cache() != "auto") {
       return bad(StrCat("kernel_cache must be \"off\" or \"auto\", not \"",
                         c.kernel_cache(), "\""));
+    }
+    if (!c.passthrough().empty() && c.passthrough() != "off" &&
+        c.passthrough() != "auto") {
+      return bad(StrCat("passthrough must be \"off\" or \"auto\", not \"",
+                        c.passthrough(), "\""));
     }
     for (const auto& t : c.tenant()) {
       if (t.name().empty() ||

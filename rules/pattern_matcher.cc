@@ -25,14 +25,17 @@ absl::StatusOr<PatternMatcher> PatternMatcher::Create(
   return m;
 }
 
+bool PatternMatcher::MatchesFile(std::string_view file) const {
+  const FilePattern& f = pattern_.file;
+  return f.kind == FilePattern::Kind::kRegex ? RE2::FullMatch(file, *regex_)
+                                             : f.MatchesName(file);
+}
+
 bool PatternMatcher::Matches(const IoHeader& h) const {
   if (!pattern_.source.Matches(h)) return false;
   if ((pattern_.ops & h.op_class()) == 0) return false;
+  if (!MatchesFile(h.file)) return false;
   const FilePattern& f = pattern_.file;
-  const bool named = f.kind == FilePattern::Kind::kRegex
-                         ? RE2::FullMatch(h.file, *regex_)
-                         : f.MatchesName(h.file);
-  if (!named) return false;
   if (f.range && HasByteExtent(h.op)) {
     return f.range->Overlaps(h.offset, std::max(h.end(), h.offset + 1));
   }

@@ -5,6 +5,7 @@
 #define SROUTE_RULES_PATTERN_MATCHER_H_
 
 #include <memory>
+#include <string_view>
 
 #include "absl/status/statusor.h"
 #include "rules/io_header.h"
@@ -27,6 +28,9 @@ class PatternMatcher {
   // Source, op class and file; a ranged pattern matches IOs with a byte
   // extent only where they overlap the range (and every other op).
   bool Matches(const IoHeader& h) const;
+  // Whether some IO to `file` ("//HOST/PATH") may match: the file part
+  // alone, whatever the source, op and range.
+  bool MatchesFile(std::string_view file) const;
   const HeaderPattern& pattern() const { return pattern_; }
 
  private:

@@ -537,6 +537,11 @@ void RuleTable::MatchTaps(const IoHeader& h,
   }
 }
 
+bool RuleTable::MayTap(std::string_view file) const {
+  return std::any_of(taps_->begin(), taps_->end(),
+                     [&](const Tap& t) { return t.matcher.MatchesFile(file); });
+}
+
 const RuleEntry* RuleTable::Find(uint64_t id) const {
   if (const RuleEntry* e = delta_->Find(id)) return e;
   if (removed_->contains(id)) return nullptr;

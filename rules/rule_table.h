@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/container/flat_hash_set.h"
@@ -126,6 +127,8 @@ class RuleTable {
   // Taps (Rule::is_tap) are not matched by the calls above: they are kept
   // apart, and an sSwitch asks for them once per IO it admits first.
   bool has_taps() const { return !taps_->empty(); }
+  // Whether some tap may take an IO to `file`, whatever its source and op.
+  bool MayTap(std::string_view file) const;
   // The taps matching `h` (source, op class, file, and an overlap of the
   // tap's byte range with the IO's extent), in precedence order.
   void MatchTaps(const IoHeader& h,

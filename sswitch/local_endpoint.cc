@@ -1257,6 +1257,24 @@ void LocalEndpoint::Submit(Io* io, std::string_view path) {
 
 const std::string& LocalEndpoint::root() const { return impl_->root; }
 
+int LocalEndpoint::OpenRegularForPassthrough(std::string_view path) const {
+  const int fd = OpenBeneath(impl_->root_fd, path,
+                             O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return -errno;
+  struct stat st;
+  int err = 0;
+  if (fstat(fd, &st) != 0) {
+    err = errno;
+  } else if (!S_ISREG(st.st_mode)) {
+    err = EINVAL;
+  } else if ((st.st_mode & (S_ISUID | S_ISGID)) != 0) {
+    err = EPERM;
+  }
+  if (err == 0) return fd;
+  ::close(fd);
+  return -err;
+}
+
 size_t LocalEndpoint::open_files() const {
   return impl_->live.load(std::memory_order_relaxed);
 }

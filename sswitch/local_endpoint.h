@@ -59,6 +59,11 @@ class LocalEndpoint : public Endpoint {
 
   const std::string& root() const;
   std::string Describe() const override { return root(); }
+  // Opens the regular file `path` beneath the root for reading (for a
+  // kernel passthrough's backing file, fuse/passthrough.h): the descriptor,
+  // or -errno (EPERM for a file with set-ID bits, whose writes past the
+  // daemon would keep them; EINVAL for one not regular).
+  int OpenRegularForPassthrough(std::string_view path) const;
   // Data-IO file descriptors open now (cached, or in use by an IO).
   size_t open_files() const;
 

@@ -48,6 +48,7 @@
 #include "rules/pattern_matcher.h"
 #include "rules/rule.h"
 #include "rules/rule_table.h"
+#include "sswitch/bypass.h"
 #include "sswitch/delegate.h"
 #include "sswitch/endpoint.h"
 #include "sswitch/io.h"
@@ -228,6 +229,16 @@ class SSwitch {
   // MayRoute): false means the file takes its default route, and a cache of
   // its bytes stays right until a rule change says otherwise.
   bool MayRoute(const std::string& file) const;
+  // Whether IO to `file` ("//HOST/PATH") goes straight to it, seen by
+  // nothing: no rule routes it (MayRoute), no tap samples it, no quiesce
+  // parks it, and its endpoint, which exists, is not watched. Such a file
+  // may be opened past the sSwitch (sswitch/bypass.h).
+  bool LeavesAlone(const std::string& file) const;
+  // Files opened past the sSwitch (null: none): inserting rules and taps,
+  // quiescing and watching an endpoint first wait up to `wait` for the
+  // files they name to close, and fail, changing nothing, if they do not.
+  // REQUIRES: set before such opens, and not changed while they live.
+  void SetBypassGuard(std::shared_ptr<BypassGuard> guard, absl::Duration wait);
 
   // Checks that `rules` could be installed now (delegates known and their
   // arguments good, targets name known endpoints and stages), without
@@ -504,6 +515,18 @@ class SSwitch {
   // observer. Order: after a delegate's state lock, before publish_mu_ and
   // QuiesceGate::mu.
   mutable Mutex control_mu_;
+  // SetBypassGuard's; read without a lock (set before it matters).
+  std::shared_ptr<BypassGuard> bypass_;
+  absl::Duration bypass_wait_ = absl::Seconds(5);
+  // Holds the files `names` names against opens past the sSwitch and waits
+  // for those open to close; then `change` runs, before the hold ends.
+  // FailedPrecondition, naming the files, if they stay open (`change` does
+  // not run).
+  absl::Status ClearOfBypass(BypassGuard::Names names,
+                             const std::function<void()>& change);
+  absl::Status QuiesceNow(const HeaderPattern& pattern, bool on);
+  absl::Status WatchEndpointNow(const std::string& name,
+                                std::shared_ptr<EndpointWatch> watch);
   // Guards current_ (written with control_mu_ held too, so control
   // operations read it through CurrentLocked()). Order: after control_mu_
   // and InflightRegistry::Shard::mu; nothing is taken under it.

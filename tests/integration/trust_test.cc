@@ -1054,6 +1054,231 @@ TEST(TrustSymptomsTest, PartialScatterFailureFencesTheFile) {
   EXPECT_EQ(ReadAll(v.fast("s")), ReadAll(v.home("s")));
 }
 
+// ---------------------------------------------------------------------------
+// Kernel passthrough (fuse/passthrough.h): files nothing routes are served
+// by the kernel from their backing files; nothing may bypass a route.
+
+// The gauge `name` of the volume's stats (-1: not shown).
+int64_t Gauge(const Volume& v, const std::string& name) {
+  auto [rc, out] = v.Ctl("stats");
+  const std::string key = "\n" + name + " ";
+  const size_t at = out.find(key);
+  if (rc != 0 || at == std::string::npos) return -1;
+  return std::atoll(out.c_str() + at + key.size());
+}
+
+// The ops the default route served ("" if none), from the stats.
+std::string UnmatchedOps(const Volume& v) {
+  auto [rc, out] = v.Ctl("stats");
+  const std::string key = "unmatched (default route):";
+  const size_t at = out.find(key);
+  if (at == std::string::npos) return "";
+  return out.substr(at + key.size(), out.find('\n', at) - at - key.size());
+}
+
+TEST(PassthroughTest, UnroutedFilesBypassTheDaemonAndKeepTheirBytes) {
+  Volume::Options o;
+  o.rules = "<*, *, //home/r/*> -> <IO, //fast/r/*>";
+  o.extra = {"--passthrough", "auto"};
+  Volume v(o);
+  ASSERT_TRUE(v.ok());
+  // Reads, writes, appends, truncation and a shared mapping, past the
+  // daemon.
+  const std::string p = v.mnt("p");
+  WriteWholeFile(p, std::string(100000, 'a'));
+  int fd = open(p.c_str(), O_RDWR | O_APPEND);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(write(fd, "tail", 4), 4);
+  close(fd);
+  ASSERT_EQ(truncate(p.c_str(), 99990), 0);
+  fd = open(p.c_str(), O_RDWR);
+  ASSERT_GE(fd, 0);
+  void* map = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ASSERT_NE(map, MAP_FAILED) << std::strerror(errno);
+  std::memcpy(map, "mapped", 6);
+  ASSERT_EQ(msync(map, 4096, MS_SYNC), 0);
+  munmap(map, 4096);
+  close(fd);
+  const std::string want = "mapped" + std::string(99990 - 6, 'a');
+  EXPECT_EQ(ReadAll(v.home("p")), want);
+  EXPECT_EQ(ReadAll(p), want);
+  EXPECT_GE(Gauge(v, "fuse_passthrough_opens"), 4);
+  const std::string ops = UnmatchedOps(v);
+  EXPECT_EQ(ops.find(" read "), std::string::npos) << ops;
+  EXPECT_EQ(ops.find(" write "), std::string::npos) << ops;
+  // A routed file goes through the daemon, to its route.
+  ASSERT_EQ(mkdir(v.mnt("r").c_str(), 0755), 0);
+  ASSERT_EQ(mkdir(v.fast("r").c_str(), 0755), 0);
+  WriteWholeFile(v.mnt("r/x"), "routed");
+  EXPECT_EQ(ReadAll(v.fast("r/x")), "routed");
+  EXPECT_GE(Gauge(v,
+                  "fuse_passthrough_not: routed, tapped, quiesced or "
+                  "watched"),
+            1);
+  // A set-ID file is not opened past the daemon (a write there would keep
+  // the bits); nor may another user give a file set-ID bits while one
+  // writes it past the daemon.
+  WriteWholeFile(p, "x");
+  const testing::User user = testing::Grouped();
+  ASSERT_EQ(chown(p.c_str(), user.uid, user.gid), 0);
+  fd = open(p.c_str(), O_RDWR);
+  ASSERT_GE(fd, 0);
+  const std::string chmod_setuid = [&] {
+    return testing::RunAs(user, [&] {
+      return chmod(p.c_str(), 04755) == 0 ? std::string("ok")
+                                          : std::string(strerror(errno));
+    });
+  }();
+  EXPECT_EQ(chmod_setuid, std::string(strerror(ETXTBSY)));
+  close(fd);
+  EXPECT_TRUE(
+      Eventually([&] { return Gauge(v, "fuse_passthrough_files_open") == 0; }));
+  EXPECT_EQ(testing::RunAs(user,
+                           [&] {
+                             return chmod(p.c_str(), 04755) == 0
+                                        ? std::string("ok")
+                                        : std::string(strerror(errno));
+                           }),
+            "ok");
+  fd = open(p.c_str(), O_RDWR);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(pwrite(fd, "y", 1, 0), 1);
+  close(fd);
+  EXPECT_GE(Gauge(v,
+                  "fuse_passthrough_not: set-ID bits (a write past the "
+                  "daemon would keep them)"),
+            1);
+  // Renamed while open: under a name nothing routes, the open goes on; to a
+  // routed name, EXDEV (mv copies through the route).
+  WriteWholeFile(v.mnt("q"), "q");
+  fd = open(v.mnt("q").c_str(), O_RDWR);
+  ASSERT_GE(fd, 0);
+  EXPECT_EQ(rename(v.mnt("q").c_str(), v.mnt("r/q").c_str()), -1);
+  EXPECT_EQ(errno, EXDEV);
+  ASSERT_EQ(rename(v.mnt("q").c_str(), v.mnt("q2").c_str()), 0);
+  ASSERT_EQ(pwrite(fd, "Q", 1, 0), 1);
+  close(fd);
+  EXPECT_EQ(ReadAll(v.home("q2")), "Q");
+}
+
+// Writers open a file, write to it a few times and close it, again and
+// again, while a rule that routes it elsewhere is added: the change waits
+// for the opens under way (new ones wait meanwhile), so that no write
+// after the change is made reaches the old place.
+TEST(PassthroughTest, ARouteChangeUnderWritersLetsNoWriteBypassIt) {
+  Volume::Options o;
+  o.extra = {"--passthrough", "auto"};
+  Volume v(o);
+  ASSERT_TRUE(v.ok());
+  const std::string f = v.mnt("log");
+  WriteWholeFile(f, "");
+  WriteWholeFile(v.fast("log"), "");  // where the route will send it
+  std::atomic<bool> stop{false}, made{false};
+  std::atomic<int> seq{0}, errors{0};
+  std::vector<std::thread> writers;
+  for (int w = 0; w < 2; ++w) {
+    writers.emplace_back([&] {
+      while (!stop) {
+        // O_CLOEXEC: sroutectl, forked meanwhile, must not hold it open.
+        const int fd = open(f.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
+        if (fd < 0) {
+          ++errors;
+          continue;
+        }
+        for (int i = 0; i < 5; ++i) {
+          // "SEQ 1" for a write begun once the change was made.
+          const std::string line =
+              std::to_string(++seq) + " " + (made ? "1" : "0") + "\n";
+          if (write(fd, line.data(), line.size()) !=
+              static_cast<ssize_t>(line.size())) {
+            ++errors;
+          }
+          std::this_thread::sleep_for(std::chrono::microseconds(200));
+        }
+        close(fd);
+      }
+    });
+  }
+  ASSERT_TRUE(Eventually([&] { return seq > 200; }));
+  auto [rc, out] = v.Ctl("rules add '<*, *, //home/log> -> <IO, //fast/log>'");
+  made = true;
+  const int made_at = seq.load();
+  ASSERT_TRUE(Eventually([&] { return seq > made_at + 200; }));
+  stop = true;
+  for (std::thread& t : writers) t.join();
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_EQ(errors.load(), 0);
+  auto lines = [](const std::string& text, int* after) {
+    std::istringstream in(text);
+    int n = 0;
+    for (std::string line; std::getline(in, line); ++n) {
+      if (line.size() > 2 && line.substr(line.size() - 2) == " 1") ++*after;
+    }
+    return n;
+  };
+  int home_after = 0, fast_after = 0;
+  EXPECT_GT(lines(ReadAll(v.home("log")), &home_after), 100);
+  EXPECT_GT(lines(ReadAll(v.fast("log")), &fast_after), 100);
+  EXPECT_EQ(home_after, 0) << "writes after the change bypassed its route";
+  EXPECT_GT(fast_after, 100);
+  EXPECT_GE(Gauge(v, "fuse_passthrough_opens"), 20);
+}
+
+// A file held open past the daemon longer than the volume waits: the
+// change fails, naming it, and changes nothing; once closed, it is made.
+TEST(PassthroughTest, AFileHeldOpenMakesTheChangeFailCleanly) {
+  Volume::Options o;
+  o.extra = {"--passthrough", "auto", "--passthrough-wait-ms", "300"};
+  Volume v(o);
+  ASSERT_TRUE(v.ok());
+  WriteWholeFile(v.mnt("held"), "");
+  WriteWholeFile(v.fast("held"), "");  // where the route will send it
+  const int fd = open(v.mnt("held").c_str(), O_WRONLY);
+  ASSERT_GE(fd, 0);
+  auto [rc, out] =
+      v.Ctl("rules add '<*, *, //home/held> -> <IO, //fast/held>'");
+  EXPECT_NE(rc, 0);
+  EXPECT_NE(out.find("open with kernel passthrough"), std::string::npos) << out;
+  EXPECT_NE(out.find("//home/held"), std::string::npos) << out;
+  std::tie(rc, out) = v.Ctl("rules ls");
+  EXPECT_EQ(out.find("held"), std::string::npos) << out;
+  ASSERT_EQ(pwrite(fd, "before", 6, 0), 6);
+  close(fd);
+  EXPECT_EQ(ReadAll(v.home("held")), "before");
+  ASSERT_TRUE(Eventually([&] {
+    return v.Ctl("rules add '<*, *, //home/held> -> <IO, //fast/held>'")
+               .first == 0;
+  }));
+  WriteWholeFile(v.mnt("held"), "after");
+  EXPECT_EQ(ReadAll(v.fast("held")), "after");
+}
+
+// Where the kernel refuses a backing file (here: a volume whose backing
+// directory is itself on a volume with passthrough, too deep a stack), the
+// open goes through the daemon, and says why.
+TEST(PassthroughTest, FallsBackWhereTheKernelRefuses) {
+  Volume::Options o;
+  o.extra = {"--passthrough", "auto"};
+  Volume outer(o);
+  ASSERT_TRUE(outer.ok());
+  ASSERT_EQ(mkdir(outer.mnt("inner").c_str(), 0755), 0);
+  TempDir mnt, dir;
+  const std::string socket = dir / "inner.sock";
+  MountedVolume inner(SROUTE_FUSE_BINARY, mnt.path(),
+                      {"--backing", outer.mnt("inner"), "--passthrough", "auto",
+                       "--control", socket});
+  ASSERT_TRUE(inner.ok());
+  WriteWholeFile(mnt / "f", "through the daemon");
+  EXPECT_EQ(ReadAll(mnt / "f"), "through the daemon");
+  EXPECT_EQ(ReadAll(outer.home("inner/f")), "through the daemon");
+  auto [rc, out] = RunCommand(std::string(SROUTECTL_BINARY) +
+                              " --host unix:" + socket + " stats");
+  EXPECT_NE(out.find("fuse_passthrough_not: the backing file is on a stacked "
+                     "file system"),
+            std::string::npos)
+      << out;
+}
+
 TEST(TrustSymptomsTest, PathsDeeperThanPathMax) {
   for (bool remote : {false, true}) {
     Volume::Options o;
