@@ -87,6 +87,11 @@ mount_system() {
     raw) return 0 ;;
     # Default flags (io_uring queues with the switch on, as installed).
     sroute-off) "$bin" "$mnt" --backing "$data" --kernel-cache off -f & ;;
+    # Kernel passthrough for the unrouted benchmark file (fuse/passthrough.h).
+    sroute-pt)
+      "$bin" "$mnt" --backing "$data" --kernel-cache off --passthrough auto -f & ;;
+    sroute-nopt)
+      "$bin" "$mnt" --backing "$data" --kernel-cache off --passthrough off -f & ;;
     # The /dev/fuse transport.
     sroute-off-devfuse)
       "$bin" "$mnt" --backing "$data" --kernel-cache off --io-uring=off -f & ;;

@@ -89,12 +89,10 @@ void Setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set,
   // none.
   const bool setid = (a.to_set & kSetMode) && (a.mode & (S_ISUID | S_ISGID));
   // Writes past the daemon (kernel passthrough) run as the daemon, and the
-  // kernel would not clear the bits on another user's write: refused while
-  // another user has the file open so (the owner's own install-and-chmod
-  // of an open file is not).
+  // kernel would not clear the bits on a user's write as a local file
+  // system does: refused while a user but root writes the file so.
   if (PassthroughFiles* pt = r->volume->passthrough();
-      setid && pt != nullptr &&
-      pt->WrittenPastByOther(ino, fuse_req_ctx(req)->uid)) {
+      setid && pt != nullptr && pt->WrittenPastByUser(ino)) {
     fuse_reply_err(req, ETXTBSY);
     return;
   }

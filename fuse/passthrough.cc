@@ -157,12 +157,12 @@ void PassthroughFiles::DropName(uint64_t ino, const std::string& file) {
   if (it != files.end()) files.erase(it);
 }
 
-bool PassthroughFiles::WrittenPastByOther(uint64_t ino, uid_t uid) const {
+bool PassthroughFiles::WrittenPastByUser(uint64_t ino) const {
   MutexLock l(&mu_);
   auto b = backing_.find(ino);
   if (b == backing_.end()) return false;
   return std::any_of(b->second.writers.begin(), b->second.writers.end(),
-                     [uid](uid_t w) { return w != uid; });
+                     [](uid_t w) { return w != 0; });
 }
 
 PassthroughFiles::Counters PassthroughFiles::counters() const {

@@ -93,10 +93,11 @@ class PassthroughFiles : public BypassGuard {
   bool AddName(uint64_t ino, const std::string& file,
                const std::function<bool()>& leaves_alone);
   void DropName(uint64_t ino, const std::string& file);
-  // Whether `ino` is open past the daemon for writing by a user other
-  // than `uid`: set-ID bits must not be given to it then (the kernel does
-  // not clear them on writes past the daemon, which run as the daemon).
-  bool WrittenPastByOther(uint64_t ino, uid_t uid) const;
+  // Whether `ino` is open past the daemon for writing by a user but root:
+  // set-ID bits must not be given to it then (such a user's writes would
+  // clear them on a local file system; past the daemon they run as the
+  // daemon, and the kernel keeps them).
+  bool WrittenPastByUser(uint64_t ino) const;
 
   Counters counters() const;
 

@@ -6,6 +6,7 @@
 // in WAL and rollback mode, killed mid-transaction; copies with cp, rsync
 // and tar; and the six symptoms of the trust issue, each as it was reported.
 #include <fcntl.h>
+#include <grp.h>
 #include <signal.h>
 #include <sqlite3.h>
 #include <sys/mman.h>
@@ -1116,30 +1117,47 @@ TEST(PassthroughTest, UnroutedFilesBypassTheDaemonAndKeepTheirBytes) {
                   "watched"),
             1);
   // A set-ID file is not opened past the daemon (a write there would keep
-  // the bits); nor may another user give a file set-ID bits while one
-  // writes it past the daemon.
-  WriteWholeFile(p, "x");
+  // the bits); nor may a file a user writes past the daemon be given
+  // set-ID bits (that user's writes would clear them on a local disk).
   const testing::User user = testing::Grouped();
+  WriteWholeFile(p, "x");
   ASSERT_EQ(chown(p.c_str(), user.uid, user.gid), 0);
-  fd = open(p.c_str(), O_RDWR);
-  ASSERT_GE(fd, 0);
-  const std::string chmod_setuid = [&] {
-    return testing::RunAs(user, [&] {
-      return chmod(p.c_str(), 04755) == 0 ? std::string("ok")
-                                          : std::string(strerror(errno));
+  ASSERT_EQ(chmod(p.c_str(), 0666), 0);
+  auto chmod_as = [&](const testing::User& who, mode_t mode) {
+    return testing::RunAs(who, [&] {
+      return chmod(p.c_str(), mode) == 0 ? std::string("ok")
+                                         : std::string(strerror(errno));
     });
-  }();
-  EXPECT_EQ(chmod_setuid, std::string(strerror(ETXTBSY)));
-  close(fd);
+  };
+  // Another user (nobody) holds it open for writing, in a child.
+  int ready[2], go[2];
+  ASSERT_EQ(pipe(ready), 0);
+  ASSERT_EQ(pipe(go), 0);
+  const pid_t child = fork();
+  if (child == 0) {
+    char c = 0;
+    if (setgroups(0, nullptr) != 0 || setresgid(65534, 65534, 65534) != 0 ||
+        setresuid(65534, 65534, 65534) != 0) {
+      _exit(1);
+    }
+    const int wfd = open(p.c_str(), O_WRONLY);
+    c = wfd >= 0 ? 'y' : 'n';
+    (void)!write(ready[1], &c, 1);
+    (void)!read(go[0], &c, 1);
+    _exit(0);
+  }
+  char c = 0;
+  ASSERT_EQ(read(ready[0], &c, 1), 1);
+  EXPECT_EQ(c, 'y');
+  EXPECT_EQ(Gauge(v, "fuse_passthrough_files_open"), 1);
+  EXPECT_EQ(chmod_as(user, 04755), std::string(strerror(ETXTBSY)));
+  (void)!write(go[1], &c, 1);
+  int status = 0;
+  waitpid(child, &status, 0);
+  for (int f : {ready[0], ready[1], go[0], go[1]}) close(f);
   EXPECT_TRUE(
       Eventually([&] { return Gauge(v, "fuse_passthrough_files_open") == 0; }));
-  EXPECT_EQ(testing::RunAs(user,
-                           [&] {
-                             return chmod(p.c_str(), 04755) == 0
-                                        ? std::string("ok")
-                                        : std::string(strerror(errno));
-                           }),
-            "ok");
+  EXPECT_EQ(chmod_as(user, 04755), "ok");
   fd = open(p.c_str(), O_RDWR);
   ASSERT_GE(fd, 0);
   ASSERT_EQ(pwrite(fd, "y", 1, 0), 1);
