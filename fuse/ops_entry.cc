@@ -291,7 +291,8 @@ void MoveHiddenUpThenRmdir(
           RmdirOnce(req, parent, name, path);
         });
   }
-  auto [node, hidden_name] = std::move(hidden.back());
+  const uint64_t node = hidden.back().first;
+  const std::string hidden_name = std::move(hidden.back().second);
   hidden.pop_back();
   const std::string from = path + "/" + hidden_name;
   const std::string to =
