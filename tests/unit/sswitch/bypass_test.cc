@@ -12,6 +12,7 @@
 #include "gtest/gtest.h"
 #include "rules/parser.h"
 #include "sswitch/sswitch.h"
+#include "tests/util/rule_text.h"
 #include "util/mutex.h"
 
 namespace sroute {
@@ -19,17 +20,8 @@ namespace {
 
 using ::testing::HasSubstr;
 
-Rule R(std::string_view text) {
-  auto r = ParseRule(text);
-  EXPECT_TRUE(r.ok()) << text << ": " << r.status();
-  return r.ok() ? *r : Rule();
-}
-
-HeaderPattern P(std::string_view text) {
-  auto p = ParsePattern(text);
-  EXPECT_TRUE(p.ok()) << text << ": " << p.status();
-  return p.ok() ? *p : HeaderPattern();
-}
+using ::sroute::testing::P;
+using ::sroute::testing::R;
 
 class NullEndpoint : public Endpoint {
  public:

@@ -19,6 +19,7 @@
 #include "rules/parser.h"
 #include "sswitch/host.h"
 #include "sswitch/local_endpoint.h"
+#include "tests/util/rule_text.h"
 #include "tests/util/temp_dir.h"
 #include "util/errno_status.h"
 #include "util/strings.h"
@@ -31,17 +32,8 @@ using ::sroute::testing::TempDir;
 using ::sroute::testing::WriteWholeFile;
 using ::testing::HasSubstr;
 
-Rule R(std::string_view text) {
-  auto r = ParseRule(text);
-  EXPECT_TRUE(r.ok()) << text << ": " << r.status();
-  return r.ok() ? *r : Rule();
-}
-
-HeaderPattern P(std::string_view text) {
-  auto p = ParsePattern(text);
-  EXPECT_TRUE(p.ok()) << text << ": " << p.status();
-  return p.ok() ? *p : HeaderPattern();
-}
+using ::sroute::testing::P;
+using ::sroute::testing::R;
 
 std::span<const char> Bytes(const std::string& s) {
   return std::span<const char>(s.data(), s.size());
