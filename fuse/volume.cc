@@ -70,7 +70,10 @@ bool Volume::ServeRaw(fuse_session* se, const RawRequest& request) {
 
 Volume::~Volume() {
   sw_->SetRouteObserver(nullptr);
-  if (passthrough_ != nullptr) sw_->SetBypassGuard(nullptr, absl::Seconds(0));
+  if (passthrough_ != nullptr) {
+    passthrough_ready_.store(nullptr, std::memory_order_release);
+    sw_->SetBypassGuard(nullptr, absl::Seconds(0));
+  }
   StopInvalidating();
 }
 
@@ -96,8 +99,8 @@ std::string Volume::FileName(const std::string& path) const {
 }
 
 PassthroughFiles* Volume::passthrough() const {
-  return passthrough_ != nullptr && PassthroughAgreed() ? passthrough_.get()
-                                                        : nullptr;
+  PassthroughFiles* pt = passthrough_ready_.load(std::memory_order_acquire);
+  return pt != nullptr && PassthroughAgreed() ? pt : nullptr;
 }
 
 int Volume::OpenBackingFile(const std::string& file) const {
@@ -122,6 +125,7 @@ void Volume::StartInvalidating(fuse_session* se) {
     } else {
       passthrough_ = std::make_shared<PassthroughFiles>(fuse_session_fd(se));
       sw_->SetBypassGuard(passthrough_, options_.passthrough_wait);
+      passthrough_ready_.store(passthrough_.get(), std::memory_order_release);
     }
   }
   MutexLock l(&inval_mu_);

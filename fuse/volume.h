@@ -131,9 +131,11 @@ class Volume {
  private:
   SSwitch* const sw_;
   const VolumeOptions options_;
-  // Set by StartInvalidating before the session serves; read after.
+  // Made by StartInvalidating, which control requests (stats) may race:
+  // published through passthrough_ready_.
   std::shared_ptr<PassthroughFiles> passthrough_;
   std::shared_ptr<LocalEndpoint> local_home_;  // with passthrough_
+  std::atomic<PassthroughFiles*> passthrough_ready_{nullptr};
   InodeTable inodes_;
   fuse_lowlevel_ops ops_{};
   std::atomic<uint64_t> xattr_generation_{1};

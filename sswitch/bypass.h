@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "rules/rule.h"
 
 namespace sroute {
 
@@ -45,6 +46,10 @@ class BypassGuard {
   // Ends the hold.
   virtual void Unhold(uint64_t ticket) = 0;
 };
+
+// The files some of `rules` may name, whatever the source, op or range
+// (a rule whose pattern does not compile names none).
+BypassGuard::Names NamedByRules(const std::vector<Rule>& rules);
 
 }  // namespace sroute
 

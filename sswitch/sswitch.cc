@@ -275,7 +275,7 @@ SSwitch::Endpoints() const {
 
 absl::Status SSwitch::WatchEndpoint(const std::string& name,
                                     std::shared_ptr<EndpointWatch> watch) {
-  if (watch != nullptr && bypass_ != nullptr) {
+  if (watch != nullptr && HasBypassGuard()) {
     absl::Status done;
     absl::Status clear = ClearOfBypass(
         [name](const std::string& file) {
@@ -1144,22 +1144,6 @@ absl::StatusOr<uint64_t> SSwitch::Insert(Rule rule, std::string owner) {
   return (*ids)[0];
 }
 
-namespace {
-// The files some of `rules` may name (any source, op or range).
-BypassGuard::Names NamedBy(const std::vector<Rule>& rules) {
-  auto matchers = std::make_shared<std::vector<PatternMatcher>>();
-  for (const Rule& r : rules) {
-    auto m = PatternMatcher::Create(r.pattern);
-    if (m.ok()) matchers->push_back(std::move(*m));
-  }
-  return [matchers](const std::string& file) {
-    return std::any_of(
-        matchers->begin(), matchers->end(),
-        [&](const PatternMatcher& m) { return m.MatchesFile(file); });
-  };
-}
-}  // namespace
-
 absl::StatusOr<std::vector<uint64_t>> SSwitch::Update(
     std::vector<Rule> insert, const std::vector<uint64_t>& remove,
     std::string owner) {
@@ -1169,12 +1153,12 @@ absl::StatusOr<std::vector<uint64_t>> SSwitch::Update(
 absl::StatusOr<std::vector<uint64_t>> SSwitch::Update(
     std::vector<Rule> insert, const std::vector<std::string>& owners,
     const std::vector<uint64_t>& remove) {
-  if (insert.empty() || bypass_ == nullptr) {
+  if (insert.empty() || !HasBypassGuard()) {
     MutexLock l(&control_mu_);
     return UpdateLocked(std::move(insert), remove, owners, nullptr);
   }
   absl::StatusOr<std::vector<uint64_t>> ids;
-  absl::Status clear = ClearOfBypass(NamedBy(insert), [&] {
+  absl::Status clear = ClearOfBypass(NamedByRules(insert), [&] {
     MutexLock l(&control_mu_);
     ids = UpdateLocked(std::move(insert), remove, owners, nullptr);
   });
@@ -1232,7 +1216,7 @@ std::vector<std::string> SSwitch::LeaseOwners() const {
 }
 
 absl::Status SSwitch::Quiesce(const HeaderPattern& pattern, bool on) {
-  if (on && bypass_ != nullptr) {
+  if (on && HasBypassGuard()) {
     auto matcher = PatternMatcher::Create(pattern);
     if (!matcher.ok()) return matcher.status();
     absl::Status done;
@@ -1352,50 +1336,6 @@ void SSwitch::SetRouteObserver(RouteObserver observer) {
 
 bool SSwitch::MayRoute(const std::string& file) const {
   return Load()->table->MayRoute(file);
-}
-
-bool SSwitch::LeavesAlone(const std::string& file) const {
-  std::shared_ptr<const Snapshot> snap = Current();
-  if (snap->table->MayRoute(file) || snap->table->MayTap(file)) return false;
-  for (const auto& gate : snap->quiesced) {
-    if (gate->matcher.MatchesFile(file)) return false;
-  }
-  FileName name;
-  if (!SplitFileName(file, &name)) return false;
-  auto e = snap->endpoints->find(std::string(name.host));
-  return e != snap->endpoints->end() && e->second.watch == nullptr;
-}
-
-void SSwitch::SetBypassGuard(std::shared_ptr<BypassGuard> guard,
-                             absl::Duration wait) {
-  bypass_ = std::move(guard);
-  bypass_wait_ = wait;
-}
-
-absl::Status SSwitch::ClearOfBypass(BypassGuard::Names names,
-                                    const std::function<void()>& change) {
-  if (bypass_ == nullptr) {
-    change();
-    return absl::OkStatus();
-  }
-  const uint64_t hold = bypass_->Hold(std::move(names));
-  const std::vector<std::string> open =
-      bypass_->WaitClosed(hold, absl::Now() + bypass_wait_);
-  if (open.empty()) change();
-  bypass_->Unhold(hold);
-  if (open.empty()) return absl::OkStatus();
-  std::string list;
-  for (size_t i = 0; i < open.size() && i < 5; ++i) {
-    StrAppend(&list, i ? ", " : "", open[i]);
-  }
-  if (open.size() > 5) StrAppend(&list, " and ", open.size() - 5, " more");
-  return absl::FailedPreconditionError(StrCat(
-      open.size(),
-      " file(s) the change names are open with kernel "
-      "passthrough (their IO does not reach the sSwitch) and stayed open ",
-      absl::FormatDuration(bypass_wait_), ": ", list,
-      "; nothing changed: close them and retry, or mount with "
-      "--passthrough=off"));
 }
 
 std::vector<std::string> SSwitch::ChildPlaces(const IoHeader& dir) const {

@@ -28,6 +28,8 @@
 //                  fences of files a scatter left unequal
 //   whole_file.cc  ops on a whole file across its places (RouteWholeFile,
 //                  PlaceMoves, MovePlaces, SeekAcross)
+//   bypass.cc      files open past the sSwitch (LeavesAlone, SetBypassGuard,
+//                  ClearOfBypass: the hold-and-wait of changes naming them)
 //   snapshot.h     the immutable snapshot an IO pins (InstalledRule,
 //                  StageEntry)
 #ifndef SROUTE_SSWITCH_SSWITCH_H_
@@ -237,7 +239,7 @@ class SSwitch {
   // Files opened past the sSwitch (null: none): inserting rules and taps,
   // quiescing and watching an endpoint first wait up to `wait` for the
   // files they name to close, and fail, changing nothing, if they do not.
-  // REQUIRES: set before such opens, and not changed while they live.
+  // REQUIRES: set before such opens, and not taken away while they live.
   void SetBypassGuard(std::shared_ptr<BypassGuard> guard, absl::Duration wait);
 
   // Checks that `rules` could be installed now (delegates known and their
@@ -515,9 +517,11 @@ class SSwitch {
   // observer. Order: after a delegate's state lock, before publish_mu_ and
   // QuiesceGate::mu.
   mutable Mutex control_mu_;
-  // SetBypassGuard's; read without a lock (set before it matters).
-  std::shared_ptr<BypassGuard> bypass_;
-  absl::Duration bypass_wait_ = absl::Seconds(5);
+  // SetBypassGuard's (set while control requests may come). A leaf.
+  mutable Mutex bypass_mu_;
+  std::shared_ptr<BypassGuard> bypass_ ABSL_GUARDED_BY(bypass_mu_);
+  absl::Duration bypass_wait_ ABSL_GUARDED_BY(bypass_mu_) = absl::Seconds(5);
+  bool HasBypassGuard() const ABSL_LOCKS_EXCLUDED(bypass_mu_);
   // Holds the files `names` names against opens past the sSwitch and waits
   // for those open to close; then `change` runs, before the hold ends.
   // FailedPrecondition, naming the files, if they stay open (`change` does
