@@ -217,6 +217,7 @@ std::optional<std::string> InodeTable::Released(uint64_t ino) {
     by_link_.erase({n.links[0].parent, n.links[0].name});
     n.links.erase(n.links.begin());
     n.hidden = false;
+    hidden_nodes_.erase(ino);
     NamesChangedLocked();
   }
   if (n.lookups == 0) {  // the kernel forgot it while it was open
@@ -254,6 +255,7 @@ std::optional<std::string> InodeTable::Hide(uint64_t ino, uint64_t parent,
   it->second.links.insert(it->second.links.begin(),
                           Link{hidden_parent, hidden_name});
   it->second.hidden = true;
+  hidden_nodes_.insert(ino);
   NamesChangedLocked();
   by_link_[{hidden_parent, std::move(hidden_name)}] = ino;
   return std::nullopt;
@@ -263,8 +265,9 @@ std::vector<std::pair<uint64_t, std::string>> InodeTable::HiddenIn(
     uint64_t dir) const {
   MutexLock l(&mu_);
   std::vector<std::pair<uint64_t, std::string>> out;
-  for (const auto& [ino, n] : nodes_) {
-    if (n.hidden && !n.links.empty() && n.links[0].parent == dir) {
+  for (uint64_t ino : hidden_nodes_) {  // few: not every node (an rmdir's)
+    const Node& n = nodes_.at(ino);
+    if (!n.links.empty() && n.links[0].parent == dir) {
       out.emplace_back(ino, n.links[0].name);
     }
   }

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/functional/any_invocable.h"
 #include "util/mutex.h"
 
@@ -179,6 +180,8 @@ class InodeTable {
       ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::pair<uint64_t, std::string>, uint64_t, LinkHash>
       by_link_ ABSL_GUARDED_BY(mu_);
+  // The nodes with `hidden` set.
+  absl::flat_hash_set<uint64_t> hidden_nodes_ ABSL_GUARDED_BY(mu_);
   // Hidden names being removed, by folder path, and what waits for them.
   absl::flat_hash_map<std::string, int> removing_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, std::vector<absl::AnyInvocable<void() &&>>>
