@@ -31,7 +31,7 @@
 #include <vector>
 
 #include "controller/apps/cache_sizing.h"
-#include "sswitch/host.h"
+#include "embed/embedded_host.h"
 #include "stages/cache/block_cache.h"
 #include "stages/stage.h"
 #include "stages/stage_spec.h"
@@ -48,7 +48,8 @@ std::string TempDirectory() {
   return mkdtemp(tmpl);
 }
 
-std::shared_ptr<HostStage> AddCache(Host& host, const std::string& spec) {
+std::shared_ptr<HostStage> AddCache(EmbeddedHost& host,
+                                    const std::string& spec) {
   auto config = ParseStageSpec(spec);
   auto stage =
       StageRegistry::Global().Create(*config, StageEnv{&host.sswitch(), {}});
@@ -75,7 +76,7 @@ void BM_Read4k(benchmark::State& state) {
     std::fwrite(data.data(), 1, data.size(), f);
     std::fclose(f);
   }
-  Host host("bench");
+  EmbeddedHost host("bench");
   (void)host.AddLocalEndpoint("home", dir);
   std::shared_ptr<HostStage> cache;
   if (stage) {
@@ -128,7 +129,7 @@ double Replay(const Trace& t, uint64_t a_blocks, uint64_t b_blocks) {
     std::fclose(file);
     std::filesystem::resize_file(dir + f, 60000 * kBlock);
   }
-  Host host("sizing");
+  EmbeddedHost host("sizing");
   (void)host.AddLocalEndpoint("home", dir);
   auto cache =
       AddCache(host, "c=cache:policy=lru,partition_bytes=0,partition=alice/" +
@@ -285,7 +286,7 @@ void AdmissionHitRatios() {
     FILE* file = std::fopen((dir + "/z").c_str(), "w");
     std::fclose(file);
     std::filesystem::resize_file(dir + "/z", kKeys * kBlock);
-    Host host("admission");
+    EmbeddedHost host("admission");
     (void)host.AddLocalEndpoint("home", dir);
     auto cache =
         AddCache(host, StrCat("c=cache:partition_bytes=", kCapacity * kBlock,

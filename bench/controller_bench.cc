@@ -27,13 +27,13 @@
 
 #include "absl/time/clock.h"
 #include "controller/controller.h"
+#include "embed/embedded_host.h"
+#include "endpoints/remote_endpoint.h"
 #include "host/agent.h"
 #include "rpc/io_threads.h"
-#include "rpc/remote_endpoint.h"
 #include "rules/parser.h"
 #include "server/record_store.h"
 #include "server/storage_server.h"
-#include "sswitch/host.h"
 #include "tests/util/etcd_cluster.h"
 #include "util/strings.h"
 
@@ -63,7 +63,7 @@ struct Cluster {
     controller = *Controller::Start(o);
     while (!controller->leading()) absl::SleepFor(absl::Milliseconds(10));
     for (int i = 0; i < n; ++i) {
-      auto host = std::make_unique<Host>(StrCat("h", i));
+      auto host = std::make_unique<EmbeddedHost>(StrCat("h", i));
       std::filesystem::create_directories(dir + "/home" + std::to_string(i));
       (void)host->AddLocalEndpoint("home", dir + "/home" + std::to_string(i));
       AgentOptions a;
@@ -83,7 +83,7 @@ struct Cluster {
   std::string dir;
   IoThreads threads{2};
   std::unique_ptr<Controller> controller;
-  std::vector<std::unique_ptr<Host>> hosts;
+  std::vector<std::unique_ptr<EmbeddedHost>> hosts;
   std::vector<std::unique_ptr<ControllerAgent>> agents;
 };
 
@@ -213,7 +213,7 @@ void BM_StatsBytesPerFlow(benchmark::State& state) {
     state.SkipWithError(std::string(r.status().message()).c_str());
     return;
   }
-  Host& host = *cluster.hosts[0];
+  EmbeddedHost& host = *cluster.hosts[0];
   double per_flow = 0;
   for (auto _ : state) {
     // IO on every flow, then one report interval with nothing else going on.
@@ -264,7 +264,7 @@ void BM_RecoverDelegateRules(benchmark::State& state) {
   size_t restored = 0, rules = 0;
   for (auto _ : state) {
     // A host restarts: register (fresh), recover, install.
-    Host host("fuse-bench");
+    EmbeddedHost host("fuse-bench");
     (void)host.AddLocalEndpoint("home", dir + "/home");
     (void)host.AddLocalEndpoint("S2", dir + "/s2");
     (void)host.LoadRules(anchor + " -> track_writes(); <IO, //S2/vhd.tmp>");
@@ -327,11 +327,12 @@ void BM_TrackedWritesState(benchmark::State& state) {
   so.set_state_dir(dir + "/s2-state");
   so.set_listen("127.0.0.1:0");
   auto server = *StorageServer::Start(so, {.secret = kSecret, .limits = {}});
-  Host host("fuse-bench");
+  EmbeddedHost host("fuse-bench");
   (void)host.AddLocalEndpoint("home", dir + "/home");
   RemoteContext remote{&threads, kSecret, "fuse-bench", "fuse",
                        absl::Seconds(10)};
-  if (absl::Status s = AddEndpoint(host, "S2", server->address(), remote);
+  if (absl::Status s =
+          AddEndpoint(host.sswitch(), "S2", server->address(), remote);
       !s.ok()) {
     state.SkipWithError(std::string(s.message()).c_str());
     return;

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // BM_FlashModel/W: the cost of the emulated flash device's timing model
-// (stages/flash/flash_model.h) per modelled IO, on the "rackblox" preset
+// (endpoints/flash_model.h) per modelled IO, on the "rackblox" preset
 // (32 dies, 1 M logical pages, GC on its own), half reads and half writes
 // of random pages of a device W % full, model time moving 5 us per IO so
 // the write buffer and GC work as under load. Issue 24 asks for at least
@@ -11,9 +11,9 @@
 #include <random>
 #include <thread>
 
-#include "sswitch/host.h"
-#include "stages/flash/flash_endpoint.h"
-#include "stages/flash/flash_model.h"
+#include "embed/embedded_host.h"
+#include "endpoints/flash_endpoint.h"
+#include "endpoints/flash_model.h"
 #include "stages/stage.h"
 #include "tests/util/temp_dir.h"
 
@@ -77,7 +77,7 @@ class InstantDevice : public Endpoint {
 void BM_GcRedirect(benchmark::State& state) {
   const int mode = static_cast<int>(state.range(0));
   testing::TempDir dir;
-  Host host("bench");
+  EmbeddedHost host("bench");
   (void)host.AddEndpoint("V1", std::make_shared<InstantDevice>(mode == 2));
   (void)host.AddEndpoint("V2", std::make_shared<InstantDevice>(false));
   proto::StageConfig config;

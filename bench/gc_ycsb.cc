@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // gc_ycsb: YCSB-style mixes on a replicated pair of emulated flash vSSDs
 // under GC pressure (issue 24's benchmark), through the real data path: a
-// Host, a replica_set stage of two FlashEndpoints, reads at random between
-// the replicas. The devices are warmed up first (60 % of their logical
+// EmbeddedHost, a replica_set stage of two FlashEndpoints, reads at random
+// between the replicas. The devices are warmed up first (60 % of their logical
 // pages written, then as many again over-written at random, then a GC
 // pass: garbage is there, GC soon has work). Four set-ups, side by side
 // in one run:
@@ -40,8 +40,8 @@
 #include <thread>
 #include <vector>
 
-#include "sswitch/host.h"
-#include "stages/flash/flash_endpoint.h"
+#include "embed/embedded_host.h"
+#include "endpoints/flash_endpoint.h"
 #include "stages/stage.h"
 #include "tests/util/temp_dir.h"
 #include "util/clock.h"
@@ -92,7 +92,7 @@ int64_t CounterOf(const proto::StageStats& s, const std::string& name) {
 
 Result RunOne(char setup, char workload, const Options& opt) {
   testing::TempDir dirs[2], state;
-  Host host("bench");
+  EmbeddedHost host("bench");
   std::shared_ptr<FlashEndpoint> ssd[2];
   const FlashOptions model =
       Device(setup == 'c' || setup == 'd' ? GcMode::kCoordinated : opt.own_gc);

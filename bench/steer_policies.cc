@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // steer_policies: the read-steering policies of issue 49 side by side on a
 // heterogeneous pool of emulated flash devices, through the real data path
-// (a Host, a replica_set stage over FlashEndpoints, each device's
+// (a EmbeddedHost, a replica_set stage over FlashEndpoints, each device's
 // congestion watch). For each policy the offered load rises in steps of
 // 10 % (open loop: Poisson arrivals planned ahead, latency counted from
 // each request's planned arrival, in model time) until the p90 passes the
@@ -44,10 +44,10 @@
 
 #include "absl/strings/str_join.h"
 #include "controller/apps/steering.h"
+#include "embed/embedded_host.h"
+#include "endpoints/flash_endpoint.h"
+#include "endpoints/flash_profile.h"
 #include "google/protobuf/text_format.h"
-#include "sswitch/host.h"
-#include "stages/flash/flash_endpoint.h"
-#include "stages/flash/flash_profile.h"
 #include "stages/stage.h"
 #include "stages/steering/sweep.h"
 #include "stages/steering/watch.h"
@@ -133,7 +133,7 @@ std::shared_ptr<const Profile> ProfileOf(const std::string& preset,
     }
   } else if (route) {
     testing::TempDir dir;
-    Host host("profiler");
+    EmbeddedHost host("profiler");
     FlashEndpoint::Options eo;
     eo.model = *FlashModel::Preset(preset);
     eo.dilation = dilation;
@@ -240,7 +240,7 @@ struct Done {
 
 // `measured_from` (if not null): when the measured span began;
 // `timeline` (if not null): every request measured.
-Step RunStep(Host& host, double rate, const Options& o, uint64_t seed,
+Step RunStep(EmbeddedHost& host, double rate, const Options& o, uint64_t seed,
              double step_s, uint64_t* measured_from = nullptr,
              std::vector<Done>* timeline = nullptr) {
   const Zipfian zipf(kFilePages, o.zipf);
@@ -318,7 +318,7 @@ struct PolicyResult {
 // share of the reads the collecting member served and its AIMD
 // multiplier; then the share before, during (from two epochs of 200 ms
 // after the start) and after, and when it was first cut to half.
-void RunGcDrill(const std::string& policy, Host& host, HostStage& stage,
+void RunGcDrill(const std::string& policy, EmbeddedHost& host, HostStage& stage,
                 const std::vector<std::shared_ptr<FlashEndpoint>>& endpoints,
                 const std::vector<std::string>& members, double rate,
                 const Options& o) {
@@ -441,7 +441,7 @@ PolicyResult RunPolicy(const std::string& policy, const Options& o,
                        double ideal) {
   std::vector<testing::TempDir> dirs(o.presets.size());
   testing::TempDir state;
-  Host host("bench");
+  EmbeddedHost host("bench");
   proto::StageConfig config;
   config.set_name("rs");
   config.set_kind("replica_set");

@@ -23,8 +23,8 @@
 #include <vector>
 
 #include "controller/apps/steering.h"
-#include "sswitch/host.h"
-#include "stages/flash/flash_profile.h"
+#include "embed/embedded_host.h"
+#include "endpoints/flash_profile.h"
 #include "stages/stage.h"
 #include "stages/steering/planner.h"
 #include "tests/util/temp_dir.h"
@@ -44,7 +44,7 @@ class ReadyDevice : public Endpoint {
 void BM_SteeringRead(benchmark::State& state) {
   const int mode = static_cast<int>(state.range(0));
   testing::TempDir dir;
-  Host host("bench");
+  EmbeddedHost host("bench");
   proto::StageConfig config;
   config.set_name("rs");
   config.set_kind("replica_set");

@@ -7,7 +7,7 @@
 # latency CDF of the bursting flow in OUT/cdf_max.png.
 #
 # Each server keeps its files on an emulated flash device of its own
-# (stages/flash: 2 dies, 4 ms reads, 8 ms programs, a 4-page write buffer:
+# (endpoints/flash_model.h: 2 dies, 4 ms reads, 8 ms programs, a 4-page write buffer:
 # 250 writes/s and 500 reads/s), so a server's capacity is its device's and
 # not this machine's cores: the bursting flow (max, on S1) asks for more
 # writes than S1's device takes (300/s), while S2's and S3's devices have

@@ -4,7 +4,7 @@
 #define SROUTE_CHECK_REPORT_PROTO_H_
 
 #include "check/checker.h"
-#include "proto/control.pb.h"
+#include "proto/hostctl.pb.h"
 
 namespace sroute::check {
 

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "controller/control_app.h"
+#include "controller/app_api.h"
 #include "proto/controller.pb.h"
 #include "rpc/channel.h"
 #include "rpc/controller_channels.h"

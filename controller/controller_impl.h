@@ -1,15 +1,24 @@
 // SPDX-License-Identifier: Apache-2.0
 // Controller::Impl: the controller's state and the functions over it
 // (internal to controller/). Its definitions are split by concern:
-//   controller.cc  start and stop, the apps' API, commands to hosts,
-//                  registration and recovery, host traffic, views, sweeping
-//   requests.cc    the RPC dispatch (Handle) and the administrator's requests
-//   update.cc      the two-phase update (docs/design.md §6)
-//   rule_check.cc  the rule checker's views of the hosts, an update's plan
-//                  checked before it runs (CheckPlan), HandleCheck
-//   leases.cc      rules held under an owner's lease (HoldLease, renewals,
-//                  their end, RestoreLeases), control passed on to a host
-//   metrics.cc     the controller's own metrics (AddMetrics)
+//   controller.cc          start and stop, the apps' API (LocalApi), the
+//                          apps it runs (StartApp, StopApp, HandleApps)
+//   host_traffic.cc        commands to hosts, registration and recovery,
+//                          what hosts send (results, stats, header events,
+//                          IO turns), events for WaitEvents
+//   housekeeping.cc        views (Topology, Stats) and the sweep
+//   takeover.cc            the store opened, leading and losing the lead
+//   requests.cc            the RPC dispatch (Handle) and the
+//                          administrator's requests
+//   update.cc              the two-phase update (docs/design.md §6)
+//   rule_check.cc          the rule checker's views of the hosts, an
+//                          update's plan checked before it runs
+//                          (CheckPlan), HandleCheck
+//   owner_leases.cc        rules held under an owner's lease (HoldLease,
+//                          renewals, their end, RestoreLeases), control
+//                          passed on to a host
+//   controller_metrics.cc  the controller's own metrics (AddMetrics)
+// AppRunner (one app on its thread) is in app_runner.h.
 //
 // Lock order (as in controller.h): update_mu > mu; update_mu >
 // ControllerStore::mu_; channels_mu, PendingCommand::mu and AppRunner::mu_
@@ -30,7 +39,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "check/checker.h"
-#include "controller/control_app.h"
+#include "controller/app_api.h"
 #include "controller/controller.h"
 #include "controller/etcd_client.h"
 #include "controller/kv.h"
@@ -101,6 +110,11 @@ struct UpdatePlan {
   absl::Duration timeout;          // for the drains
 };
 
+// Where the controller keeps the apps started with sroutectl (a line each,
+// "NAME" or "NAME:ARGS"), among the apps' states.
+inline constexpr char kControllerApp[] = "controller";
+inline constexpr char kKeptApps[] = "kept-apps";
+
 inline void ReplyWith(RpcServer::Call& call, proto::ControllerReply body) {
   proto::RpcReply reply;
   *reply.mutable_controller() = std::move(body);
@@ -155,7 +169,7 @@ struct Controller::Impl {
   using FileTurns = controller_internal::FileTurns;
   using UpdatePlan = controller_internal::UpdatePlan;
 
-  // Out of line: AppRunner is complete in controller.cc only.
+  // Out of line: AppRunner is complete in app_runner.h only.
   explicit Impl(ControllerOptions o);
   ~Impl();
 
@@ -164,7 +178,7 @@ struct Controller::Impl {
   // Runs `handler` on the background threads (it waits for hosts or for
   // other requests), keeping the call alive until it is done.
   void InBackground(std::unique_ptr<Call> call, void (Impl::*handler)(Call&));
-  // From hosts (controller.cc).
+  // From hosts (host_traffic.cc).
   void HandleRegister(Call& call);
   void HandleWaitCommands(std::unique_ptr<Call> call);
   void HandleCommandResult(std::unique_ptr<Call> call);
@@ -183,7 +197,7 @@ struct Controller::Impl {
   void HandleRenewLease(Call& call);
   void HandleControlAt(Call& call);
 
-  // --- Leases (leases.cc): rules of a tool that must not outlive it.
+  // --- Leases (owner_leases.cc): rules of a tool that must not outlive it.
   // Holds `owner`'s lease for `ttl` and keeps it in the store, so that a
   // restarted controller still ends it.
   void HoldLease(const std::string& owner, absl::Duration ttl);
@@ -192,10 +206,10 @@ struct Controller::Impl {
   absl::StatusOr<uint64_t> EndLease(const std::string& owner);
   // The leases the store holds, held again for their length (at start).
   void RestoreLeases();
-  void HandleWaitEvents(std::unique_ptr<Call> call);  // in controller.cc
+  void HandleWaitEvents(std::unique_ptr<Call> call);  // host_traffic.cc
   void HandlePutState(std::unique_ptr<Call> call);
   void HandleGetState(std::unique_ptr<Call> call);
-  // What the host requests above carry, taken in (controller.cc).
+  // What the host requests above carry, taken in (host_traffic.cc).
   void RecordCommandResult(const proto::CommandResult& r);
   void RecordStats(const proto::StatsReport& r);
   void DeliverHeaderEvent(const proto::HeaderEvent& e);
@@ -203,7 +217,7 @@ struct Controller::Impl {
   // Gives `call` (an IoTurn) its turn once the apps let it go.
   void Grant(std::unique_ptr<Call> call, uint64_t turn);
 
-  // --- Hosts (controller.cc).
+  // --- Hosts (host_traffic.cc).
   absl::StatusOr<proto::CommandResult> SendCommand(const std::string& sswitch,
                                                    proto::Command command,
                                                    absl::Duration timeout);
@@ -218,7 +232,7 @@ struct Controller::Impl {
   absl::StatusOr<std::vector<proto::DelegateRecord>> RecoverRecords(
       const proto::HostInfo& host);
   RpcChannel* ServerChannel(const std::string& address);
-  // After a reclaim step that left nothing away (proto/control.proto Copy
+  // After a reclaim step that left nothing away (proto/hostctl.proto Copy
   // forget_anchor): drops the records of `sswitch` under the request's
   // anchor on every server its host reaches; failures are logged (the
   // records are then only larger than needed, never wrong).
@@ -305,13 +319,13 @@ struct Controller::Impl {
   void ReconcileHost(const std::string& sswitch)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(update_mu) ABSL_LOCKS_EXCLUDED(mu);
 
-  // --- Views (controller.cc).
+  // --- Views and the sweep (housekeeping.cc; AddEvent host_traffic.cc).
   std::vector<TopologyHost> Topology();
   StatsSnapshot Stats();
   void AddEvent(proto::Event e);
   void Sweep();
 
-  // --- Leadership (controller.cc). On RocksDB the controller leads from
+  // --- Leadership (takeover.cc). On RocksDB the controller leads from
   // its start; on etcd once elected (Leadership), and until then (or after
   // its leadership is gone) it answers hosts and clients with the leader's
   // address (rpc/leader.h), ListControllers excepted.

@@ -13,7 +13,7 @@
 #include <iostream>
 
 #include "CLI/CLI.hpp"
-#include "fuse/daemon.h"
+#include "fuse/run_volume.h"
 #include "fuse/session_loop.h"
 #include "host/flags.h"
 

@@ -19,10 +19,10 @@
 #include <unordered_map>
 #include <vector>
 
+#include "endpoints/local_endpoint.h"
 #include "fuse/inode_table.h"
 #include "fuse/passthrough.h"
 #include "fuse/tenant_map.h"
-#include "sswitch/local_endpoint.h"
 #include "sswitch/sswitch.h"
 #include "util/helper_pool.h"
 #include "util/mutex.h"

@@ -9,12 +9,12 @@
 #include <thread>
 #include <unordered_map>
 
-#include "control/control_handler.h"
+#include "hostctl/control_handler.h"
 #include "rpc/channel.h"
 #include "rpc/controller_channels.h"
 #include "rules/parser.h"
 #include "sswitch/stats.h"
-#include "stages/stage_control.h"
+#include "stages/host_stages.h"
 #include "util/background.h"
 #include "util/errno_status.h"
 #include "util/log.h"

@@ -6,8 +6,8 @@
 #include <set>
 #include <sstream>
 
-#include "rpc/remote_endpoint.h"
-#include "stages/flash/flash_endpoint.h"
+#include "endpoints/flash_endpoint.h"
+#include "endpoints/remote_endpoint.h"
 #include "stages/stage.h"
 #include "util/strings.h"
 #include "util/text_proto.h"

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "host/flags.h"
 
-#include "rpc/remote_endpoint.h"
+#include "endpoints/remote_endpoint.h"
 #include "stages/stage_spec.h"
 #include "util/strings.h"
 

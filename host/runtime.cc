@@ -4,14 +4,14 @@
 #include <filesystem>
 #include <thread>
 
-#include "control/control_server.h"
-#include "host/metrics.h"
+#include "endpoints/flash_endpoint.h"
+#include "host/host_metrics.h"
+#include "hostctl/control_server.h"
 #include "metrics/http_server.h"
 #include "rpc/handshake.h"
 #include "sswitch/endpoint.h"
-#include "stages/flash/flash_endpoint.h"
+#include "stages/host_stages.h"
 #include "stages/stage.h"
-#include "stages/stage_control.h"
 #include "util/log.h"
 #include "util/strings.h"
 
@@ -149,7 +149,8 @@ void HostRuntime::PlaceState() {
 }
 
 absl::Status HostRuntime::AddEndpoints() {
-  if (absl::Status s = AddEndpoint(host_, home_name_, home_where_, remote_);
+  if (absl::Status s =
+          AddEndpoint(host_.sswitch(), home_name_, home_where_, remote_);
       !s.ok()) {
     return absl::Status(s.code(),
                         StrCat(kind_ == HostKind::kServer ? "root "
@@ -173,7 +174,7 @@ absl::Status HostRuntime::AddEndpoints() {
         if (!s.ok()) break;
       }
     } else {
-      s = AddEndpoint(host_, e.name(), WhereOf(e), remote_);
+      s = AddEndpoint(host_.sswitch(), e.name(), WhereOf(e), remote_);
     }
     if (!s.ok()) {
       return absl::Status(s.code(), StrCat("endpoint ", e.name(), "=",

@@ -18,7 +18,7 @@
 //   last; it stops the stages if StopStages was not called).
 //
 // Thread safety: Build and the Start/Stop calls from one thread (setup and
-// shutdown); host() is thread-safe like the Host.
+// shutdown); host() is thread-safe like the EmbeddedHost.
 #ifndef SROUTE_HOST_RUNTIME_H_
 #define SROUTE_HOST_RUNTIME_H_
 
@@ -28,13 +28,13 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "embed/embedded_host.h"
+#include "endpoints/remote_endpoint.h"
 #include "host/agent.h"
 #include "host/config.h"
 #include "proto/config.pb.h"
-#include "proto/control.pb.h"
+#include "proto/hostctl.pb.h"
 #include "rpc/io_threads.h"
-#include "rpc/remote_endpoint.h"
-#include "sswitch/host.h"
 
 namespace sroute {
 
@@ -59,7 +59,7 @@ class HostRuntime {
   HostRuntime(const HostRuntime&) = delete;
   HostRuntime& operator=(const HostRuntime&) = delete;
 
-  Host& host() { return host_; }
+  EmbeddedHost& host() { return host_; }
   SSwitch& sswitch() { return host_.sswitch(); }
   const proto::HostConfig& config() const { return config_; }
   HostKind kind() const { return kind_; }
@@ -88,7 +88,7 @@ class HostRuntime {
       std::function<void(proto::ControlResponse*)> add_gauges = nullptr);
 
   // With config.metrics() set, serves /metrics: the sSwitch's metrics
-  // (host/metrics.h) and what `add_metrics` adds (the daemon's own).
+  // (host/host_metrics.h) and what `add_metrics` adds (the daemon's own).
   // `add_metrics` runs on the metrics thread, during a scrape.
   absl::Status StartMetrics(
       std::function<void(metrics::Exposition*)> add_metrics = nullptr);
@@ -104,7 +104,7 @@ class HostRuntime {
   absl::Status StopStages();
 
   // SIGHUP: the config's rules file read again and its rules replaced
-  // (Host::ReloadRulesFile). FailedPrecondition when the host has a
+  // (EmbeddedHost::ReloadRulesFile). FailedPrecondition when the host has a
   // controller (its rules are the controller's: sroutectl changes them) or
   // no rules file.
   absl::StatusOr<size_t> ReloadRulesFile();
@@ -128,7 +128,7 @@ class HostRuntime {
   RemoteContext remote_;
   // Destroyed last: remote endpoints of the host run on them.
   std::unique_ptr<IoThreads> threads_;
-  Host host_;
+  EmbeddedHost host_;
   std::unique_ptr<ControllerAgent> agent_;
   std::unique_ptr<ControlServer> control_;
   std::unique_ptr<metrics::MetricsServer> metrics_;

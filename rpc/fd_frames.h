@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // FdFrameStream: the RPC framing (rpc/frame.h) on a connected, blocking
 // socket, one frame at a time, every wait bounded by a deadline. For the
-// hosts' unix control sockets (control/control_server.h), whose few small
+// hosts' unix control sockets (hostctl/control_server.h), whose few small
 // requests are served by a thread each; the data plane uses the Asio
 // transport (rpc/server.h, rpc/channel.h) with the same frames.
 //

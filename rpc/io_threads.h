@@ -40,7 +40,7 @@ class IoThreads {
  public:
   enum class Polling { kAlways, kAdaptive };
   // REQUIRES: threads >= 1; the process does not fork while they run
-  // (daemons fork before they build anything: host/daemon.h). With a poll
+  // (daemons fork before they build anything: host/detach.h). With a poll
   // window (above), one thread serves the context, whatever `threads` says:
   // a second one would sleep in the reactor the poller needs.
   explicit IoThreads(int threads, std::chrono::microseconds poll_window = {},

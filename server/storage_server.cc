@@ -12,12 +12,12 @@
 #include <tuple>
 
 #include "absl/hash/hash.h"
-#include "control/control_handler.h"
-#include "host/metrics.h"
+#include "endpoints/remote_endpoint.h"
+#include "host/host_metrics.h"
 #include "host/runtime.h"
+#include "hostctl/control_handler.h"
 #include "rpc/io_codec.h"
 #include "rpc/io_threads.h"
-#include "rpc/remote_endpoint.h"
 #include "rpc/server.h"
 #include "rules/parser.h"
 #include "server/record_store.h"
@@ -422,7 +422,7 @@ absl::StatusOr<size_t> StorageServer::ReloadRulesFile() {
   return impl_->runtime->ReloadRulesFile();
 }
 
-Host& StorageServer::host() { return impl_->runtime->host(); }
+EmbeddedHost& StorageServer::host() { return impl_->runtime->host(); }
 RecordStore& StorageServer::records() { return *impl_->records; }
 
 }  // namespace sroute

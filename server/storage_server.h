@@ -14,9 +14,9 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "embed/embedded_host.h"
 #include "proto/config.pb.h"
 #include "rpc/frame.h"
-#include "sswitch/host.h"
 
 namespace sroute {
 
@@ -48,7 +48,7 @@ class StorageServer {
   const std::string& name() const;
   uint16_t port() const;
   std::string address() const;
-  Host& host();
+  EmbeddedHost& host();
   // SIGHUP: HostRuntime::ReloadRulesFile.
   absl::StatusOr<size_t> ReloadRulesFile();
   RecordStore& records();

@@ -7,7 +7,7 @@
 #include <numeric>
 #include <utility>
 
-#include "controller/control_app.h"
+#include "controller/app_api.h"
 #include "rules/parser.h"
 #include "sim/engine.h"
 #include "util/log.h"

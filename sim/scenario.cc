@@ -9,9 +9,9 @@
 #include <sstream>
 
 #include "absl/strings/numbers.h"
-#include "controller/control_app.h"
+#include "controller/app_api.h"
+#include "endpoints/flash_model.h"
 #include "sim/storage.h"
-#include "stages/flash/flash_model.h"
 #include "util/strings.h"
 #include "util/text_proto.h"
 

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <numeric>
 
-#include "stages/flash/flash_endpoint.h"
+#include "endpoints/flash_endpoint.h"
 #include "stages/replica_set/gc_grants.h"
 
 namespace sroute::sim {

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // The storage side of a simulation: each device of each server is the
-// project's flash timing model (stages/flash/flash_model.h), warmed up
+// project's flash timing model (endpoints/flash_model.h), warmed up
 // (every page written once, then time forgotten; or, for servers with
 // warm_fill or warm_overwrites, each device its own history by
 // FlashModel::Warm) so that reads meet mapped pages and writes fill
@@ -18,9 +18,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "endpoints/flash_model.h"
 #include "sim/scenario.h"
 #include "sim/workload.h"
-#include "stages/flash/flash_model.h"
 
 namespace sroute::sim {
 

@@ -9,8 +9,8 @@
 #include <tuple>
 
 #include "absl/container/flat_hash_map.h"
+#include "endpoints/flash_model.h"
 #include "sim/storage.h"
-#include "stages/flash/flash_model.h"
 #include "util/strings.h"
 #include "util/zipfian.h"
 

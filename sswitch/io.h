@@ -139,7 +139,7 @@ class Io {
   std::span<char> read_buffer;
   // Rules delegates made for this IO, for the endpoint that stores it.
   std::vector<DelegateRuleRecord> records;
-  // Not held by quiesces: set on the IOs of a reclaim (control/
+  // Not held by quiesces: set on the IOs of a reclaim (hostctl/
   // copy_tree.h), which quiesces the applications' writes to the range it
   // moves and must itself go through.
   bool passes_quiesce = false;

@@ -18,20 +18,26 @@
 // runs.
 //
 // Where SSwitch's members live:
-//   sswitch.cc     routing (Route, RoutePiece, Decide, Dispatch, stages'
-//                  entry), the rule table's control (Update, Insert,
-//                  Delete, Quiesce, Drain, leases, Publish of snapshots),
-//                  endpoints and stages, traces, stale IOs, counters
-//   detours.cc     detour files: where a rule's target keeps a file's bytes
-//                  (HomeOf, MakeDetourFile, CreateAtDetour, GrowHomeAfter)
-//   fan_out.cc     byte-range splits, scatter and the join of its acks,
-//                  fences of files a scatter left unequal
-//   whole_file.cc  ops on a whole file across its places (RouteWholeFile,
-//                  PlaceMoves, MovePlaces, SeekAcross)
-//   bypass.cc      files open past the sSwitch (LeavesAlone, SetBypassGuard,
-//                  ClearOfBypass: the hold-and-wait of changes naming them)
-//   snapshot.h     the immutable snapshot an IO pins (InstalledRule,
-//                  StageEntry)
+//   sswitch.cc       snapshots (Load, Publish), endpoints and stages (and
+//                    their live change), delegate context, namespace
+//                    questions (RouteOf, ChildPlaces), introspection
+//   route.cc         the data path: Admit, Route, RoutePiece, Decide,
+//                    Dispatch, stages' entry, taps, traces, stale IOs
+//   rule_control.cc  the rule table's control: MakeEntry, Update, Insert,
+//                    Delete, Validate, leases, Quiesce, Release, Drain
+//   detours.cc       detour files: where a rule's target keeps a file's bytes
+//                    (HomeOf, MakeDetourFile, CreateAtDetour, GrowHomeAfter)
+//   fan_out.cc       byte-range splits, scatter and the join of its acks,
+//                    fences of files a scatter left unequal
+//   whole_file.cc    ops on a whole file across its places (RouteWholeFile,
+//                    PlaceMoves, MovePlaces, SeekAcross)
+//   bypass.cc        files open past the sSwitch (LeavesAlone,
+//                    SetBypassGuard, ClearOfBypass: the hold-and-wait of
+//                    changes naming them)
+//   snapshot.h       the immutable snapshot an IO pins (InstalledRule,
+//                    StageEntry)
+//   rule_context.h   Context: what a delegate sees while it acts for its
+//                    rule
 #ifndef SROUTE_SSWITCH_SSWITCH_H_
 #define SROUTE_SSWITCH_SSWITCH_H_
 

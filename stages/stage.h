@@ -22,7 +22,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "proto/config.pb.h"
-#include "proto/control.pb.h"
+#include "proto/hostctl.pb.h"
 #include "sswitch/endpoint.h"
 
 namespace sroute {

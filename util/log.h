@@ -6,7 +6,7 @@
 // Under systemd, when stderr is the journal (JOURNAL_STREAM names it), each
 // line is "<PRIORITY>TAG: TEXT" instead (sd-daemon(3) prefixes: 3 error,
 // 4 warning, 6 info): the journal keeps the severity and its own time.
-// A daemon that leaves its terminal (host/daemon.h) logs to syslog instead
+// A daemon that leaves its terminal (host/detach.h) logs to syslog instead
 // (LogToSyslog), which the journal collects too.
 #ifndef SROUTE_UTIL_LOG_H_
 #define SROUTE_UTIL_LOG_H_

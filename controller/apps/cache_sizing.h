@@ -38,7 +38,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "controller/control_app.h"
+#include "controller/app_api.h"
 #include "stages/cache/allocate.h"
 #include "stages/cache/shards.h"
 #include "util/mutex.h"

@@ -30,7 +30,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "controller/control_app.h"
+#include "controller/app_api.h"
 
 namespace sroute {
 

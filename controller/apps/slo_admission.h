@@ -51,7 +51,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "controller/control_app.h"
+#include "controller/app_api.h"
 #include "proto/config.pb.h"
 
 namespace sroute {

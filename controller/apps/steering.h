@@ -47,7 +47,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "controller/control_app.h"
+#include "controller/app_api.h"
 #include "proto/config.pb.h"
 #include "stages/steering/planner.h"
 

@@ -13,8 +13,8 @@
 #include <iostream>
 #include <string>
 
+#include "embed/embedded_host.h"
 #include "rules/parser.h"
-#include "sswitch/host.h"
 
 namespace {
 
@@ -76,7 +76,7 @@ int main(int argc, char** argv) {
   Touch(s2 / "big", std::string(512 * 1024, 'B'));
   Touch(s1 / "big", std::string(1024 * 1024, 'A'));
 
-  sroute::Host host("demo");
+  sroute::EmbeddedHost host("demo");
   if (auto s = host.AddLocalEndpoint("S1", s1.string()); !s.ok())
     return Fail(s);
   if (auto s = host.AddLocalEndpoint("S2", s2.string()); !s.ok())

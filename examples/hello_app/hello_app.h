@@ -27,7 +27,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "controller/control_app.h"
+#include "controller/app_api.h"
 
 namespace sroute {
 

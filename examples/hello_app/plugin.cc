@@ -3,7 +3,7 @@
 // --app hello:ARGS` calls it once, before it starts the apps. Everything
 // else the plug-in uses (the registry, the rule parser, logging) it takes
 // from the controller executable that loads it.
-#include "controller/control_app.h"
+#include "controller/app_api.h"
 #include "examples/hello_app/hello_app.h"
 #include "util/log.h"
 

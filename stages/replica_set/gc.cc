@@ -18,8 +18,8 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include "endpoints/flash_xattrs.h"
 #include "sswitch/sswitch.h"
-#include "stages/flash/flash_endpoint.h"
 #include "stages/replica_set/gc_grants.h"
 #include "stages/replica_set/replica_set_impl.h"
 #include "util/clock.h"

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "absl/functional/function_ref.h"
-#include "stages/flash/flash_model.h"
+#include "endpoints/flash_model.h"
 
 namespace sroute {
 

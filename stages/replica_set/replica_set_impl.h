@@ -1,7 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
-// The replica_set stage's class, shared by its data path
-// (replica_set_stage.cc), its steering (steering.cc) and its background
-// work (resync.cc): probing
+// The replica_set stage's class, shared by the files of its members:
+//   configure.cc          making it, its options (Check, Apply,
+//                         Reconfigure), its report
+//   replica_set_stage.cc  identity, members, dirty regions, the order of
+//                         changes per file
+//   data_path.cc          IOs: changes to every member, reads from one,
+//                         hedged reads' timers
+//   steering.cc           read steering (weights, AIMD, segregation)
+//   gc.cc                 GC coordination of flash members
+//   resync.cc             background work: probing
 // members that left, forgetting clean regions, rebuilding stale ones.
 //
 // Locks, in the order they may be taken: persist_mu_ (log writes take
@@ -24,12 +31,53 @@
 #include "absl/container/btree_map.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/functional/any_invocable.h"
+#include "rules/io_header.h"
 #include "stages/replica_set/region_log.h"
 #include "stages/stage.h"
 #include "stages/steering/aimd.h"
+#include "util/errno_status.h"
 #include "util/mutex.h"
 
 namespace sroute {
+namespace replica_set_internal {
+
+// Whether `io` changes what a member holds: it goes to every member.
+inline bool IsChange(const Io& io) {
+  return io.header.op_class() != kOpClassRead || ChangesFileBytes(io);
+}
+
+// A member's failure (it is taken out of the set), as opposed to the op's
+// own answer (ENOENT, EEXIST, ...), which every member would give.
+inline bool IsMemberFailure(const absl::Status& s) {
+  if (s.ok()) return false;
+  if (absl::IsUnavailable(s) || absl::IsDeadlineExceeded(s) ||
+      absl::IsCancelled(s) || absl::IsInternal(s)) {
+    return true;
+  }
+  const int err = ErrnoOf(s);
+  return err == EIO || err == ETIMEDOUT || err == ENOSPC || err == EROFS;
+}
+
+// A member out of room (or quota): a failure of its own when another member
+// took the change, but the volume's answer when none could (every member is
+// full: the caller gets ENOSPC and the set stays whole).
+inline bool IsFull(const absl::Status& s) {
+  const int err = ErrnoOf(s);
+  return err == ENOSPC || err == EDQUOT;
+}
+
+inline std::string PathOf(const std::string& file) {
+  FileName name;
+  if (!SplitFileName(file, &name)) return "";
+  return std::string(name.path);
+}
+
+inline std::string ParentOf(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "" : path.substr(0, slash);
+}
+
+}  // namespace replica_set_internal
 
 class ReplicaSetStage : public HostStage {
  public:

@@ -1,13 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 // The host's side of steering (issue 49) as control requests
-// (proto/control.proto): SetProfiles installs congestion watches
+// (proto/hostctl.proto): SetProfiles installs congestion watches
 // (stages/steering/watch.h) on the host's endpoints, ProfileEndpoint runs
 // a part of a profile sweep (stages/steering/sweep.h).
 #ifndef SROUTE_STAGES_STEERING_STEERING_CONTROL_H_
 #define SROUTE_STAGES_STEERING_STEERING_CONTROL_H_
 
 #include "absl/status/status.h"
-#include "proto/control.pb.h"
+#include "proto/hostctl.pb.h"
 #include "sswitch/sswitch.h"
 
 namespace sroute {

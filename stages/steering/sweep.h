@@ -18,7 +18,7 @@
 #define SROUTE_STAGES_STEERING_SWEEP_H_
 
 #include "absl/status/status.h"
-#include "proto/control.pb.h"
+#include "proto/hostctl.pb.h"
 #include "sswitch/sswitch.h"
 #include "stages/steering/sweep_wait.h"
 

@@ -8,7 +8,7 @@
 #include <cstdint>
 
 #include "absl/time/time.h"
-#include "proto/control.pb.h"
+#include "proto/hostctl.pb.h"
 
 namespace sroute {
 

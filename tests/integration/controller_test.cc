@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
+// Over 1 000 lines: independent cases on one fixture (a controller, servers
+// and volumes as processes), which each file of a split would repeat.
 // sroute-controller for real: a controller, storage servers and FUSE
 // volumes as separate processes on 127.0.0.1, driven through the
 // ControllerClient API: persisted rules across restarts, two-phase updates
@@ -27,8 +29,8 @@
 
 #include "controller/client.h"
 #include "gtest/gtest.h"
+#include "proto/cli_json.pb.h"
 #include "proto/controller.pb.h"
-#include "proto/ctl.pb.h"
 #include "tests/util/block_writers.h"
 #include "tests/util/cluster_fixture.h"
 #include "tests/util/controller_fixture.h"

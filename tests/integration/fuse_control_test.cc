@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
+// Over 1 000 lines: independent cases on one fixture (a volume with its
+// control port), which each file of a split would repeat.
 // sroute-fuse with a live control port: sroutectl (run as a subprocess)
 // adds and removes rules while the volume is mounted and in use.
 #include <fcntl.h>
@@ -29,7 +31,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "proto/ctl.pb.h"
+#include "proto/cli_json.pb.h"
 #include "tests/util/ctl_json.h"
 #include "tests/util/mounted_volume.h"
 #include "tests/util/process_threads.h"

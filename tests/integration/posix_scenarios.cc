@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
+// Over 1 000 lines: the table of POSIX scenarios, one entry each, that every
+// parity variant runs whole.
 #include "tests/integration/posix_scenarios.h"
 
 #include <dirent.h>

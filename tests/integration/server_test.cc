@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
+// Over 1 000 lines: independent cases on one fixture (volumes over server
+// processes), which each file of a split would repeat.
 // sroute-server for real: FUSE volumes whose files live on storage servers
 // started as separate processes on 127.0.0.1, server-side rules, failures
 // (killed, stopped and full servers, wrong secrets, bad frames, escaping
@@ -31,12 +33,12 @@
 #include <thread>
 #include <vector>
 
+#include "embed/embedded_host.h"
+#include "endpoints/remote_endpoint.h"
 #include "gtest/gtest.h"
-#include "proto/ctl.pb.h"
+#include "proto/cli_json.pb.h"
 #include "rpc/channel.h"
 #include "rpc/io_threads.h"
-#include "rpc/remote_endpoint.h"
-#include "sswitch/host.h"
 #include "sswitch/trace.h"
 #include "tests/integration/posix_scenarios.h"
 #include "tests/integration/server_fixture.h"
@@ -858,7 +860,7 @@ TEST_F(ServerTest, OpensCarryAChangeStamp) {
     auto ep = RemoteEndpoint::Create(&threads, o);
     EXPECT_TRUE(ep.ok()) << ep.status();
     if (!ep.ok()) return 0;
-    Host host("probe");
+    EmbeddedHost host("probe");
     EXPECT_TRUE(host.AddEndpoint("S1", *ep).ok());
     Io io;
     io.header = {"t", "", Op::kOpen, "//S1/f", 0, 0};
@@ -1085,19 +1087,20 @@ class TraceToolTest : public ServerTest {
       ASSERT_EQ(chmod((*d / "fwd").c_str(), 01777), 0);
     }
   }
-  std::string Host() { return "--host unix:" + (ctl_ / "sock"); }
+  std::string EmbeddedHost() { return "--host unix:" + (ctl_ / "sock"); }
   std::pair<int, std::string> Trace(const std::string& args) {
-    return RunCommand(std::string(SROUTE_TRACE_BINARY) + " " + Host() + " " +
-                      args);
+    return RunCommand(std::string(SROUTE_TRACE_BINARY) + " " + EmbeddedHost() +
+                      " " + args);
   }
   // The tool in the background (its output in `out_file`); its pid.
   pid_t StartTrace(const std::string& args, const std::string& out_file = "") {
     return StartCommand(
-        std::string(SROUTE_TRACE_BINARY) + " " + Host() + " " + args, out_file);
+        std::string(SROUTE_TRACE_BINARY) + " " + EmbeddedHost() + " " + args,
+        out_file);
   }
   // The rules of the volume that sroute-trace owns.
   int ToolRules() {
-    auto [rc, out] = Ctl(Host() + " rules ls");
+    auto [rc, out] = Ctl(EmbeddedHost() + " rules ls");
     EXPECT_EQ(rc, 0) << out;
     int n = 0;
     for (const std::string& l : OutputLines(out)) {
@@ -1169,7 +1172,7 @@ TEST_F(TraceToolTest, TextTableAndSigint) {
   // A sampled write of each hop is in the volume's trace buffer before the
   // tool is stopped (it collects once more as it ends).
   EXPECT_TRUE(Eventually([&] {
-    auto [rc, json] = Ctl(Host() + " traces --json");
+    auto [rc, json] = Ctl(EmbeddedHost() + " traces --json");
     return rc == 0 && json.find("\"S2\"") != std::string::npos;
   }));
   kill(pid, SIGINT);
@@ -1216,7 +1219,7 @@ TEST_F(TraceToolTest, RateZeroKeepsNoTrace) {
   auto [rc, out] = Trace("--rate 0 --duration 1 --json //home/fwd/x");
   ASSERT_EQ(rc, 0) << out;
   EXPECT_EQ(PathOf(out).ios(), 0u) << out;
-  std::tie(rc, out) = Ctl(Host() + " traces");
+  std::tie(rc, out) = Ctl(EmbeddedHost() + " traces");
   ASSERT_EQ(rc, 0) << out;
   EXPECT_EQ(out.find("//home/fwd/x"), std::string::npos) << out;
 }
@@ -1227,7 +1230,7 @@ TEST_F(TraceToolTest, LiveDrawsTheHopsInATerminal) {
   Writer writer(mnt_ / "fwd/x");
   const std::string cmd =
       std::string("TERM=xterm COLUMNS=200 LINES=40 script -qfec '") +
-      SROUTE_TRACE_BINARY + " " + Host() +
+      SROUTE_TRACE_BINARY + " " + EmbeddedHost() +
       " --live --interval-ms 200 --duration 2 //home/fwd/x' /dev/null";
   auto [rc, out] = RunCommand(cmd);
   ASSERT_EQ(rc, 0) << out;
@@ -1341,7 +1344,7 @@ TEST_F(TraceToolTest, AUsersWritesAreTracedWhileTheRulesChange) {
   // to `next` (the tool collects the same records, and once more as it
   // ends).
   auto sampled_via = [&](const std::string& next) {
-    auto [trc, json] = Ctl(Host() + " traces --json");
+    auto [trc, json] = Ctl(EmbeddedHost() + " traces --json");
     if (trc != 0) return false;
     const proto::CtlTraces traces = FromJson<proto::CtlTraces>(json);
     for (const proto::CtlTrace& t : traces.traces()) {
@@ -1354,7 +1357,7 @@ TEST_F(TraceToolTest, AUsersWritesAreTracedWhileTheRulesChange) {
     return false;
   };
   EXPECT_TRUE(Eventually([&] { return sampled_via("//S1/fwd/x"); }));
-  std::tie(rc, out) = Ctl(Host() +
+  std::tie(rc, out) = Ctl(EmbeddedHost() +
                           " rules add '@10 <*, w, //home/fwd/x> -> <IO, "
                           "//home/direct/x>'");
   EXPECT_EQ(rc, 0) << out;
@@ -1375,7 +1378,7 @@ TEST_F(TraceToolTest, AUsersWritesAreTracedWhileTheRulesChange) {
       << out;
   EXPECT_FALSE(ReadWholeFile(home_ / "direct/x").empty());  // routed there
   EXPECT_EQ(ToolRules(), 0);
-  std::tie(rc, out) = Ctl(Host() + " rules ls");
+  std::tie(rc, out) = Ctl(EmbeddedHost() + " rules ls");
   EXPECT_NE(out.find("//home/direct/x"), std::string::npos) << out;
 }
 
@@ -1467,7 +1470,7 @@ TEST_F(ServerTest, AWaitForAConnectionIsItsOwnHop) {
   o.secret = kSecret;
   auto ep = RemoteEndpoint::Create(&threads, o);
   ASSERT_TRUE(ep.ok()) << ep.status();
-  sroute::Host host("probe");
+  sroute::EmbeddedHost host("probe");
   ASSERT_TRUE(host.AddEndpoint("S1", *ep).ok());
   auto traced_read = [&] {
     Io io;
@@ -1551,7 +1554,7 @@ TEST_F(TraceToolTest, ASaturatedServerRaisesItsQueueNotTheDevice) {
   o.secret = kSecret;
   auto ep = RemoteEndpoint::Create(&threads, o);
   ASSERT_TRUE(ep.ok()) << ep.status();
-  sroute::Host host("load");
+  sroute::EmbeddedHost host("load");
   ASSERT_TRUE(host.AddEndpoint("S1", *ep).ok());
   // Own times (avg ns) of S1's queue and of its read of the file.
   auto segments = [&](int depth) {

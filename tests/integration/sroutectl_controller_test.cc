@@ -20,8 +20,8 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "proto/cli_json.pb.h"
 #include "proto/controller.pb.h"
-#include "proto/ctl.pb.h"
 #include "tests/util/ctl_json.h"
 #include "tests/util/mounted_volume.h"
 #include "tests/util/run_command.h"

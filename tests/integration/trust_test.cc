@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
+// Over 1 000 lines: independent cases on one fixture (volumes used as
+// other users), which each file of a split would repeat.
 // The trust suite: what a user of the volume may rely on, tested as users
 // are. POSIX parity as other users and with several users on one tree,
 // locally and through a storage server; the model-based exerciser on plain
@@ -30,9 +32,9 @@
 #include <tuple>
 #include <vector>
 
-#include "control/control_client.h"
 #include "gtest/gtest.h"
-#include "proto/ctl.pb.h"
+#include "hostctl/control_client.h"
+#include "proto/cli_json.pb.h"
 #include "tests/integration/posix_scenarios.h"
 #include "tests/util/ctl_json.h"
 #include "tests/util/mounted_volume.h"

@@ -22,7 +22,7 @@ quiet() {
 
 quiet env DESTDIR="$tmp/root" cmake --install "$build"
 for f in bin/sroutectl "$libdir/libsroute_sswitch.a" \
-         include/sroute/sswitch/host.h include/sroute/proto/config.pb.h \
+         include/sroute/embed/embedded_host.h include/sroute/proto/config.pb.h \
          "$libdir/cmake/sroute/sroute-config.cmake" \
          "$libdir/cmake/sroute/sroute-config-version.cmake" \
          "$libdir/cmake/sroute/sroute-targets.cmake" \

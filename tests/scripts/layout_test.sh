@@ -4,6 +4,7 @@
 # repository, every stage kind's folder under stages/, every compiled-in
 # control app under controller/apps/ and every folder of tools/ and
 # examples/, and names no folder that is gone. (Its list went stale once.)
+# And no source file grows past 1 000 lines without saying why at its top.
 # usage: layout_test.sh SOURCE_DIR
 set -euo pipefail
 src=$1
@@ -45,5 +46,15 @@ for h in "$src"/controller/apps/*.h; do
   app=$(basename "$h" .h)
   grep -qw "$app" <<<"$apps" || say "controller/apps/$app is not named in the controller/ entry"
 done
-[ "$bad" = 0 ] && echo "layout.md: every folder of the tree, and no other"
+
+# No source file over 1 000 lines without a reason at its top: a line
+# "// Over 1 000 lines: WHY" among its first five.
+while IFS= read -r f; do
+  lines=$(wc -l <"$src/$f")
+  [ "$lines" -le 1000 ] && continue
+  head -5 "$src/$f" | grep -q '^// Over 1 000 lines: ' ||
+    { echo "$f: $lines lines and no '// Over 1 000 lines: WHY' at its top"; bad=1; }
+done < <(cd "$src" && git ls-files '*.cc' '*.h' '*.c' 2>/dev/null ||
+  find . -name '*.cc' -o -name '*.h' -o -name '*.c' | grep -v '^./build' | sed 's|^./||')
+[ "$bad" = 0 ] && echo "layout.md: every folder of the tree, and no other; no source file over 1 000 lines without its reason"
 exit "$bad"

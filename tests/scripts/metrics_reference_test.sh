@@ -7,7 +7,7 @@
 #
 # The families come from the source, not from scraping live daemons: every
 # family is declared with a string literal (Exposition::Declare, or the
-# counter/gauge helpers around it in host/metrics.cc and fuse/daemon.cc),
+# counter/gauge helpers around it in host/host_metrics.cc and fuse/run_volume.cc),
 # so the source names them all, whereas a scrape needs a FUSE mount, a
 # storage server and a controller (and a host with --controller) to show
 # them all. The script reads every C++ file outside tests/ and build

@@ -9,7 +9,7 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "proto/control.pb.h"
+#include "proto/hostctl.pb.h"
 
 namespace sroute::testing {
 

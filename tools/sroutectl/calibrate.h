@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "proto/ctl.pb.h"
+#include "proto/cli_json.pb.h"
 
 namespace sroute::ctl {
 

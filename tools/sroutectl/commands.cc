@@ -7,8 +7,8 @@
 
 #include "check/checker.h"
 #include "check/report_proto.h"
+#include "endpoints/remote_endpoint.h"
 #include "host/config.h"
-#include "rpc/remote_endpoint.h"
 #include "rules/parser.h"
 #include "tools/sroutectl/format.h"
 #include "tools/sroutectl/json_output.h"

@@ -8,13 +8,13 @@
 #include <utility>
 #include <vector>
 
-#include "control/control_client.h"
-#include "control/control_handler.h"
-#include "proto/control.pb.h"
+#include "endpoints/remote_endpoint.h"
+#include "hostctl/control_client.h"
+#include "hostctl/control_handler.h"
+#include "proto/hostctl.pb.h"
 #include "rpc/channel.h"
 #include "rpc/handshake.h"
 #include "rpc/io_threads.h"
-#include "rpc/remote_endpoint.h"
 #include "stages/steering/sweep_wait.h"
 #include "tools/sroutectl/format.h"
 #include "tools/sroutectl/json_output.h"

@@ -2,9 +2,9 @@
 // The --json output of sroutectl and sroute-trace: every command prints one
 // protobuf message, by ToJson, so that a script parses it back into that
 // message (docs/reference/json.md names each command's). The messages are
-// those of proto/ctl.proto, or a wire message itself where it holds no
+// those of proto/cli_json.proto, or a wire message itself where it holds no
 // text as `bytes` (AppList, AppInfo, StageStats, GcEvent); the functions
-// below turn the wire messages that do into ctl.proto's, text as string.
+// below turn the wire messages that do into cli_json.proto's, text as string.
 #ifndef SROUTE_TOOLS_SROUTECTL_JSON_OUTPUT_H_
 #define SROUTE_TOOLS_SROUTECTL_JSON_OUTPUT_H_
 
@@ -12,9 +12,9 @@
 #include <string_view>
 
 #include "google/protobuf/message.h"
-#include "proto/control.pb.h"
+#include "proto/cli_json.pb.h"
 #include "proto/controller.pb.h"
-#include "proto/ctl.pb.h"
+#include "proto/hostctl.pb.h"
 
 namespace sroute::ctl {
 

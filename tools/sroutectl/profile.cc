@@ -7,8 +7,8 @@
 #include <iostream>
 
 #include "absl/time/time.h"
+#include "endpoints/flash_profile.h"
 #include "google/protobuf/text_format.h"
-#include "stages/flash/flash_profile.h"
 #include "stages/steering/profile.h"
 #include "tools/sroutectl/format.h"
 #include "tools/sroutectl/json_output.h"

@@ -3,7 +3,7 @@
 // congestion watch hosts keep with them. `measure` runs a sweep on a host
 // (calls of stages/steering/sweep.h until it is done, its progress on
 // stderr); `model` computes an emulated flash preset's offline
-// (stages/flash/flash_profile.h); `set`, `clear` and `ls` act on the
+// (endpoints/flash_profile.h); `set`, `clear` and `ls` act on the
 // host's watches. Profiles are saved and read as protobuf text
 // (DeviceProfile).
 #ifndef SROUTE_TOOLS_SROUTECTL_PROFILE_H_

@@ -26,7 +26,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "controller/client.h"
-#include "proto/control.pb.h"
+#include "proto/hostctl.pb.h"
 
 namespace sroute::ctl {
 

@@ -25,8 +25,8 @@
 #include <tuple>
 #include <vector>
 
-#include "proto/control.pb.h"
-#include "proto/ctl.pb.h"
+#include "proto/cli_json.pb.h"
+#include "proto/hostctl.pb.h"
 
 namespace sroute::trace {
 

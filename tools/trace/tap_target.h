@@ -27,7 +27,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "proto/control.pb.h"
+#include "proto/hostctl.pb.h"
 
 namespace sroute::trace {
 

@@ -9,10 +9,10 @@
 #include <mutex>
 #include <set>
 
+#include "embed/embedded_host.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "rules/parser.h"
-#include "sswitch/host.h"
 #include "util/strings.h"
 
 namespace sroute::check {
@@ -140,7 +140,7 @@ class RealSwitch {
     }
     return out;
   }
-  Host host_;
+  EmbeddedHost host_;
   std::map<std::string, std::shared_ptr<RecordingEndpoint>> endpoints_;
 };
 
@@ -288,7 +288,7 @@ TEST(CheckerTest, BlackHoles) {
 
   // A real sSwitch refuses the first two (it knows its own endpoints and
   // stages); the others route their witnesses into the hole.
-  Host check("S1");
+  EmbeddedHost check("S1");
   ASSERT_TRUE(
       check.AddEndpoint("S1", std::make_shared<RecordingEndpoint>()).ok());
   EXPECT_FALSE(check.sswitch().Insert(s1.rules[0].rule).ok());

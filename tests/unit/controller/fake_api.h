@@ -13,7 +13,7 @@
 #include <utility>
 #include <vector>
 
-#include "controller/control_app.h"
+#include "controller/app_api.h"
 
 namespace sroute::testing {
 

@@ -15,11 +15,11 @@
 
 #include "controller/controller.h"
 #include "controller/store.h"
+#include "embed/embedded_host.h"
 #include "gtest/gtest.h"
 #include "host/agent.h"
 #include "rpc/io_threads.h"
 #include "rules/parser.h"
-#include "sswitch/host.h"
 #include "tests/util/temp_dir.h"
 
 namespace sroute {
@@ -134,7 +134,7 @@ struct TestHost {
     return out;
   }
 
-  Host host;
+  EmbeddedHost host;
   std::shared_ptr<HoldingEndpoint> slow = std::make_shared<HoldingEndpoint>();
   std::unique_ptr<ControllerAgent> agent;
   std::vector<std::thread> io;

@@ -12,11 +12,11 @@
 #include <vector>
 
 #include "controller/controller.h"
+#include "embed/embedded_host.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "rpc/io_threads.h"
 #include "rules/parser.h"
-#include "sswitch/host.h"
 #include "tests/util/delay_proxy.h"
 #include "tests/util/holding_endpoint.h"
 #include "tests/util/temp_dir.h"
@@ -44,7 +44,7 @@ TEST(ControllerAgentTest, StatsFlowWhileAnUpdateDrains) {
   o.stats_interval = absl::Milliseconds(100);
   auto controller = Controller::Start(o);
   ASSERT_TRUE(controller.ok()) << controller.status();
-  Host host("h0");
+  EmbeddedHost host("h0");
   auto slow = std::make_shared<HoldingEndpoint>(/*hold=*/true);
   ASSERT_TRUE(host.AddEndpoint("slow", slow).ok());
   IoThreads threads(2);
@@ -106,7 +106,7 @@ TEST(ControllerAgentTest, ASecondHostOfTheSameNameIsRefusedNotSwapped) {
   auto controller = Controller::Start(o);
   ASSERT_TRUE(controller.ok()) << controller.status();
   IoThreads threads(2);
-  Host first("dup"), second("dup");
+  EmbeddedHost first("dup"), second("dup");
   std::filesystem::create_directories(dir / "e1");
   std::filesystem::create_directories(dir / "e2");
   ASSERT_TRUE(first.AddLocalEndpoint("e", dir / "e1").ok());
@@ -167,7 +167,7 @@ TEST(ControllerAgentTest,
 
   // h0 reaches the controller through `link`; h1 directly, with an IO held
   // in flight on the update's flow so that the update waits in its drain.
-  Host h0("h0"), h1("h1");
+  EmbeddedHost h0("h0"), h1("h1");
   std::filesystem::create_directories(dir / "e");
   std::ofstream(dir / "e/f") << "";
   ASSERT_TRUE(h0.AddLocalEndpoint("e", dir / "e").ok());

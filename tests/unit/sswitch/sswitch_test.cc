@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
+// Over 1 000 lines: independent cases on one fixture (an sSwitch over
+// scratch endpoints), which each file of a split would repeat.
 #include "sswitch/sswitch.h"
 
 #include <fcntl.h>
@@ -14,11 +16,11 @@
 #include <set>
 #include <thread>
 
+#include "embed/embedded_host.h"
+#include "endpoints/local_endpoint.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "rules/parser.h"
-#include "sswitch/host.h"
-#include "sswitch/local_endpoint.h"
 #include "tests/util/rule_text.h"
 #include "tests/util/temp_dir.h"
 #include "util/errno_status.h"
@@ -39,7 +41,7 @@ std::span<const char> Bytes(const std::string& s) {
   return std::span<const char>(s.data(), s.size());
 }
 
-std::string ReadAll(Host& host, const std::string& file, size_t n,
+std::string ReadAll(EmbeddedHost& host, const std::string& file, size_t n,
                     uint64_t offset = 0, std::string_view source = "t") {
   std::string buf(n, '\0');
   auto got = host.Read(source, file, offset, std::span<char>(buf));
@@ -127,7 +129,7 @@ class SSwitchTest : public ::testing::Test {
   }
 
   TempDir a_, b_;
-  Host host_{"test"};
+  EmbeddedHost host_{"test"};
   uint64_t extra_before_ = 0;
 };
 
@@ -682,7 +684,7 @@ TEST_F(SSwitchTest, QuiesceParksIosFromOtherThreads) {
   ASSERT_TRUE(sw.Quiesce(P("<*, *, //A/q>"), true).ok());
   std::atomic<bool> done{false};
   std::thread writer([&] {
-    // Host::Write blocks this thread until the IO completes.
+    // EmbeddedHost::Write blocks this thread until the IO completes.
     EXPECT_TRUE(host_.Write("t", "//A/q", 0, Bytes("late")).ok());
     done = true;
   });
@@ -1012,7 +1014,7 @@ TEST(TrackWritesRestoreTest, RecordsRebuildTheSameReadRules) {
   WriteWholeFile(a / "vhd", model);
   WriteWholeFile(b / "tmp", "");
   auto ea = KeepingRecords(a.path()), eb = KeepingRecords(b.path());
-  Host first("fuse-1");
+  EmbeddedHost first("fuse-1");
   ASSERT_TRUE(first.AddEndpoint("A", ea).ok());
   ASSERT_TRUE(first.AddEndpoint("B", eb).ok());
   auto& sw = first.sswitch();
@@ -1041,7 +1043,7 @@ TEST(TrackWritesRestoreTest, RecordsRebuildTheSameReadRules) {
   EXPECT_GT(records.size(), 300u);
   EXPECT_LT(records.size(), 600u);
 
-  Host second("fuse-1");
+  EmbeddedHost second("fuse-1");
   ASSERT_TRUE(second.AddLocalEndpoint("A", a.path()).ok());
   ASSERT_TRUE(second.AddLocalEndpoint("B", b.path()).ok());
   ASSERT_TRUE(second.sswitch().Insert(R(away ? kAway : kHome)).ok());
@@ -1053,7 +1055,7 @@ TEST(TrackWritesRestoreTest, RecordsRebuildTheSameReadRules) {
   EXPECT_EQ(DelegateRules(second.sswitch()), want);
   EXPECT_EQ(ReadAll(second, "//A/vhd", kSize), model);
   // Records of a rule that is gone are skipped.
-  Host third("fuse-1");
+  EmbeddedHost third("fuse-1");
   ASSERT_TRUE(third.AddLocalEndpoint("A", a.path()).ok());
   ASSERT_TRUE(third.AddLocalEndpoint("B", b.path()).ok());
   ASSERT_TRUE(third.sswitch().RestoreDelegateRules(records, &skipped).ok());
@@ -1071,7 +1073,7 @@ TEST(TrackWritesRenameTest, ReadRulesFollowTheNewName) {
   std::filesystem::create_directories(a / "d");
   std::filesystem::create_directories(b / "t");
   auto eb = KeepingRecords(b.path());
-  Host host("fuse-1");
+  EmbeddedHost host("fuse-1");
   ASSERT_TRUE(host.AddLocalEndpoint("A", a.path()).ok());
   ASSERT_TRUE(host.AddEndpoint("B", eb).ok());
   auto& sw = host.sswitch();
@@ -1126,7 +1128,7 @@ TEST(TrackWritesRenameTest, ReadRulesFollowTheNewName) {
   std::vector<DelegateRuleRecord> records = eb->kept;
   std::mt19937_64 rng(3);
   std::shuffle(records.begin(), records.end(), rng);
-  Host second("fuse-1");
+  EmbeddedHost second("fuse-1");
   ASSERT_TRUE(second.AddLocalEndpoint("A", a.path()).ok());
   ASSERT_TRUE(second.AddLocalEndpoint("B", b.path()).ok());
   ASSERT_TRUE(second.sswitch().Insert(R(kAway)).ok());
@@ -1142,7 +1144,7 @@ TEST(TrackWritesRenameTest, ReadRulesFollowTheNewName) {
   EXPECT_FALSE(std::filesystem::exists(b / "t/z"));
   WriteWholeFile(a / "d/z", std::string(8192, 'n'));
   EXPECT_EQ(ReadAll(host, "//A/d/z", 8192), std::string(8192, 'n'));
-  Host third("fuse-1");
+  EmbeddedHost third("fuse-1");
   ASSERT_TRUE(third.AddLocalEndpoint("A", a.path()).ok());
   ASSERT_TRUE(third.AddLocalEndpoint("B", b.path()).ok());
   ASSERT_TRUE(third.sswitch().Insert(R(kAway)).ok());
@@ -1200,7 +1202,7 @@ TEST(TrackWritesRestoreTest, WritesHomeToTheFlowsTargetRetireRanges) {
   constexpr size_t kSize = 64 * 1024;
   WriteWholeFile(a / "home", std::string(kSize, 'o'));
   auto ea = KeepingRecords(a.path()), eb = KeepingRecords(b.path());
-  Host first("fuse-1");
+  EmbeddedHost first("fuse-1");
   ASSERT_TRUE(first.AddEndpoint("A", ea).ok());
   ASSERT_TRUE(first.AddEndpoint("B", eb).ok());
   ASSERT_TRUE(first.AddLocalEndpoint("V", a.path()).ok());
@@ -1213,7 +1215,7 @@ TEST(TrackWritesRestoreTest, WritesHomeToTheFlowsTargetRetireRanges) {
   auto away = sw.Insert(R(kAway));
   ASSERT_TRUE(away.ok());
   std::string model(kSize, 'o');
-  auto write = [&](Host& h, uint64_t off, uint64_t len, char c) {
+  auto write = [&](EmbeddedHost& h, uint64_t off, uint64_t len, char c) {
     const std::string data(len, c);
     ASSERT_TRUE(h.Write("t", "//V/vhd", off, Bytes(data)).ok());
     model.replace(off, len, data);
@@ -1233,7 +1235,7 @@ TEST(TrackWritesRestoreTest, WritesHomeToTheFlowsTargetRetireRanges) {
   EXPECT_EQ(records.size(), 1u);
   records.insert(records.end(), eb->kept.begin(), eb->kept.end());
 
-  Host second("fuse-1");
+  EmbeddedHost second("fuse-1");
   ASSERT_TRUE(second.AddLocalEndpoint("A", a.path()).ok());
   ASSERT_TRUE(second.AddLocalEndpoint("B", b.path()).ok());
   ASSERT_TRUE(second.AddLocalEndpoint("V", a.path()).ok());
@@ -1388,8 +1390,8 @@ TEST_F(SSwitchTest, ConcurrentTrackWritesOnDisjointRegions) {
 
 // --- Files whose bytes live in several places (whole_file.cc) ---
 
-absl::StatusOr<uint64_t> Seek(Host& host, const std::string& file, uint64_t off,
-                              int whence) {
+absl::StatusOr<uint64_t> Seek(EmbeddedHost& host, const std::string& file,
+                              uint64_t off, int whence) {
   Io io;
   io.header.source = "t";
   io.header.op = Op::kLseek;

@@ -11,10 +11,10 @@
 #include <thread>
 #include <vector>
 
+#include "embed/embedded_host.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "rules/parser.h"
-#include "sswitch/host.h"
 #include "sswitch/sswitch.h"
 #include "tests/util/holding_endpoint.h"
 #include "tests/util/temp_dir.h"
@@ -66,7 +66,7 @@ class StageChangeTest : public ::testing::Test {
     return stages.empty() ? SSwitch::StageInfo{} : stages[0];
   }
 
-  Host host_{"h"};
+  EmbeddedHost host_{"h"};
   std::shared_ptr<HoldingEndpoint> held_ =
       std::make_shared<HoldingEndpoint>(/*hold=*/true);
   std::shared_ptr<PassStage> stage_ = std::make_shared<PassStage>();
@@ -276,7 +276,7 @@ TEST_F(StageChangeTest, AnIoSentToAStageParksAtAQuiesce) {
 
 TEST(ChangeObserverTest,
      SeesByteChangingIosBeforeAnEndpointAndBeforeTheCaller) {
-  Host host("h");
+  EmbeddedHost host("h");
   auto held = std::make_shared<HoldingEndpoint>(/*hold=*/true);
   ASSERT_TRUE(host.AddEndpoint("H", held).ok());
   struct Seen {
@@ -361,7 +361,7 @@ namespace {
 // files in the table) moves it, and loses nothing.
 TEST(StageRouteTest, RenameThroughAWaypointMovesTheFile) {
   ::sroute::testing::TempDir dir;
-  Host host("h");
+  EmbeddedHost host("h");
   ASSERT_TRUE(host.AddLocalEndpoint("home", dir.path()).ok());
   ASSERT_TRUE(host.AddStage("c", std::make_shared<PassStage>()).ok());
   ASSERT_TRUE(host.LoadRules("<bob, w, //home/*> -> <IO, //home/*>\n"

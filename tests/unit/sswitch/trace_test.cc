@@ -14,10 +14,10 @@
 #include <thread>
 #include <vector>
 
+#include "embed/embedded_host.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "rules/parser.h"
-#include "sswitch/host.h"
 #include "sswitch/sswitch.h"
 #include "tests/util/holding_endpoint.h"
 #include "tests/util/temp_dir.h"
@@ -55,7 +55,7 @@ class TraceTest : public ::testing::Test {
   }
 
   TempDir dir_;
-  Host host_{"h"};
+  EmbeddedHost host_{"h"};
 };
 
 // Every hop's segment lies inside the IO's and the hops end in order.
@@ -344,7 +344,7 @@ class SlowOpsTest : public ::testing::Test {
   void Write(const std::string& file) {
     ASSERT_TRUE(host_.Write("t", file, 0, std::span<const char>("x", 1)).ok());
   }
-  Host host_{"h"};
+  EmbeddedHost host_{"h"};
   std::shared_ptr<SlowEndpoint> endpoint_ = std::make_shared<SlowEndpoint>();
 };
 
@@ -435,7 +435,7 @@ class HoldingStage : public Stage {
 // before, with where they wait; fast IOs never do.
 TEST(StaleIosTest, StuckAndParkedIosShowFromTheSecondLook) {
   TempDir dir;
-  Host host("h");
+  EmbeddedHost host("h");
   auto held = std::make_shared<testing::HoldingEndpoint>(/*hold=*/true);
   ASSERT_TRUE(host.AddEndpoint("H", held).ok());
   ASSERT_TRUE(host.AddLocalEndpoint("A", dir.path()).ok());
@@ -502,7 +502,7 @@ TEST(StaleIosTest, StuckAndParkedIosShowFromTheSecondLook) {
 // its copies (each copy keeps its own place: one may outlive the IO).
 TEST(StaleIosTest, AScatterWaitsForItsCopies) {
   TempDir dir;
-  Host host("h");
+  EmbeddedHost host("h");
   auto held = std::make_shared<testing::HoldingEndpoint>(/*hold=*/true);
   ASSERT_TRUE(host.AddEndpoint("H", held).ok());
   ASSERT_TRUE(host.AddLocalEndpoint("A", dir.path()).ok());

@@ -14,9 +14,9 @@
 #include <thread>
 #include <vector>
 
+#include "embed/embedded_host.h"
+#include "endpoints/flash_endpoint.h"
 #include "gtest/gtest.h"
-#include "sswitch/host.h"
-#include "stages/flash/flash_endpoint.h"
 #include "stages/stage.h"
 #include "tests/util/gc_passes.h"
 #include "tests/util/temp_dir.h"
@@ -32,7 +32,7 @@ constexpr uint64_t kPage = 4096;
 class GcCoordinationTest : public ::testing::Test {
  protected:
   void Start(const std::string& gc) {
-    host_ = std::make_unique<Host>("h");
+    host_ = std::make_unique<EmbeddedHost>("h");
     for (int i = 0; i < 2; ++i) {
       FlashEndpoint::Options o;
       auto model = FlashModel::Preset("small");
@@ -130,7 +130,7 @@ class GcCoordinationTest : public ::testing::Test {
   TempDir state_;
   std::shared_ptr<FlashEndpoint> ssd_[2];
   std::shared_ptr<HostStage> stage_;
-  std::unique_ptr<Host> host_;
+  std::unique_ptr<EmbeddedHost> host_;
 };
 
 // Under write pressure both devices need GC again and again: the stage
@@ -193,7 +193,7 @@ TEST_F(GcCoordinationTest, RedirectionAloneSeesTheDevicesOwnGc) {
 
 // A mode or poll interval the stage does not know is refused, naming it.
 TEST_F(GcCoordinationTest, BadModesAreRefused) {
-  Host host("h");
+  EmbeddedHost host("h");
   StageEnv env;
   env.sswitch = &host.sswitch();
   env.state_dir = state_.path();

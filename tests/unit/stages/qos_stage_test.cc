@@ -10,10 +10,10 @@
 #include <thread>
 #include <vector>
 
+#include "embed/embedded_host.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "sswitch/host.h"
-#include "stages/stage_control.h"
+#include "stages/host_stages.h"
 #include "stages/stage_spec.h"
 #include "tests/util/temp_dir.h"
 #include "tests/util/wait.h"
@@ -52,7 +52,7 @@ TEST(QosStageSpecTest, TenantsOnOneLine) {
 }
 
 TEST(QosStageSpecTest, BadOptionsAreRefusedNamingThem) {
-  Host host("h");
+  EmbeddedHost host("h");
   const struct {
     std::string spec, says;
   } cases[] = {
@@ -116,7 +116,7 @@ class QosStageTest : public ::testing::Test {
 
   static constexpr int kFiles = 40;
   TempDir dir_;
-  Host host_{"h"};
+  EmbeddedHost host_{"h"};
 };
 
 // A device of 50 tokens/s with 40 reserved for "lc": 40 reads queued by a

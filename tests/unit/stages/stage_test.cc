@@ -7,13 +7,13 @@
 #include <thread>
 #include <vector>
 
+#include "embed/embedded_host.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "rules/parser.h"
-#include "sswitch/host.h"
 #include "stages/cache/shards.h"
 #include "stages/cache/shards_delegate.h"
-#include "stages/stage_control.h"
+#include "stages/host_stages.h"
 #include "stages/stage_spec.h"
 #include "tests/util/temp_dir.h"
 
@@ -146,7 +146,7 @@ class StageControlTest : public ::testing::Test {
     return HandleStagesRequest(host_.sswitch(), req, resp, origin_);
   }
   TempDir dir_;
-  Host host_{"h"};
+  EmbeddedHost host_{"h"};
   ControlOrigin origin_ = ControlOrigin::kLocal;
 };
 

@@ -2,11 +2,11 @@
 // Load-latency profiles (stages/steering/profile.h): checks with the mix
 // and point named, interpolation in load, write shares rounded up,
 // saturation past the top, capacity as the inverse; and the flash presets'
-// profiles in model time (stages/flash/flash_profile.h): the pool is as
+// profiles in model time (endpoints/flash_profile.h): the pool is as
 // heterogeneous as Sandook's (0.28 : 0.36 : 0.99 at a 1 ms p90 with 10 %
 // writes), writes cost reads, and a sweep is deterministic.
+#include "endpoints/flash_profile.h"
 #include "gtest/gtest.h"
-#include "stages/flash/flash_profile.h"
 #include "stages/steering/profile.h"
 
 namespace sroute {
