@@ -195,6 +195,16 @@ class CacheStage : public HostStage {
 
   // --- write_back.cc
   void WriteBack(Io* io, const Forward& forward);
+  // WriteBack's phases, in order.
+  void FillEdges(const Io& io, FileState* fs, Part* part)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool WaitForDirtyRoom(const Io& io, FileState* fs, Part* part)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool PinDirty(FileState* fs, Part* part, uint64_t first, uint64_t last,
+                std::vector<Block*>* blocks) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void CopyIn(const Io& io, FileState* fs, Part* part,
+              const std::vector<Block*>& blocks)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Fsync(Io* io, const Forward& forward);
   // Adds the hook that shows the file's size with its dirty bytes.
   void ShowDirtySize(Io* io);

@@ -45,6 +45,10 @@ struct CacheStage::Flush {
   uint64_t seq = 0;  // flush_seq_ at its issue
 };
 
+// A write the cache takes: its blocks' missing edges read in, room for
+// its new dirty bytes waited for, its blocks pinned dirty and its bytes
+// copied in; otherwise (too large, old bytes unknown, dirty in another
+// partition, no room) it goes on to the backend, held against flushes.
 void CacheStage::WriteBack(Io* io, const Forward& forward) {
   const uint64_t off = io->header.offset;
   const uint64_t len = io->header.length;
@@ -75,9 +79,34 @@ void CacheStage::WriteBack(Io* io, const Forward& forward) {
   const uint64_t last = (end - 1) / bs;
   if ((last - first + 1) * 2 > part->blocks->capacity()) return go_on();
 
-  // The edge blocks the write covers in part need their other bytes:
-  // read them first (behind the stage, like flushes), unless a change to
-  // the file raced with the read.
+  FillEdges(*io, fs, part);
+  if (!WaitForDirtyRoom(*io, fs, part)) return go_on();
+  std::vector<Block*> blocks;
+  if (!PinDirty(fs, part, first, last, &blocks)) return go_on();
+  // Other partitions' clean copies are stale now; so is an end of file
+  // this write passes.
+  DropClean(fs, off, end, part);
+  FixShort(fs, end);
+  CopyIn(*io, fs, part, blocks);
+  if (dirty_total_ >= opts_.dirty_high) {
+    background_ = true;
+    StartFlusher();
+    work_.Signal();
+  }
+  io->bytes = len;
+  l.Unlock();
+  io->Complete();
+}
+
+// The edge blocks the write covers in part need their other bytes: read
+// them first (behind the stage, like flushes), unless a change to the file
+// raced with the read. Unlocks mu_ while each read runs.
+void CacheStage::FillEdges(const Io& io, FileState* fs, Part* part) {
+  const uint64_t bs = opts_.block_size;
+  const uint64_t off = io.header.offset;
+  const uint64_t end = off + io.header.length;
+  const uint64_t first = off / bs;
+  const uint64_t last = (end - 1) / bs;
   const std::vector<uint64_t> edges = first == last
                                           ? std::vector<uint64_t>{first}
                                           : std::vector<uint64_t>{first, last};
@@ -91,7 +120,7 @@ void CacheStage::WriteBack(Io* io, const Forward& forward) {
     const uint64_t gen = fs->gen;
     std::string buf(bs, '\0');
     Io child;
-    child.header = io->header;
+    child.header = io.header;
     child.header.stage = config_.name();
     child.header.op = Op::kRead;
     child.header.offset = bstart;
@@ -104,14 +133,14 @@ void CacheStage::WriteBack(Io* io, const Forward& forward) {
       flushed_.SignalAll();
     });
     ++fs->users;
-    l.Unlock();
+    mu_.Unlock();
     sswitch_->Route(&child);
-    l.Lock();
+    mu_.Lock();
     while (!read) flushed_.Wait(&mu_);
     --fs->users;
     if (!child.status.ok() || fs->gen != gen || stopped_ ||
         part->blocks->Find(fs->id, i) != nullptr) {
-      continue;  // the plan below sends the write on if still missing
+      continue;  // the plan sends the write on if still missing
     }
     Block* b = InsertBlock(part, fs, i);
     if (b == nullptr) continue;
@@ -126,8 +155,17 @@ void CacheStage::WriteBack(Io* io, const Forward& forward) {
     SetLen(part, b, static_cast<uint32_t>(len));
     ++read_fills_;
   }
+}
 
-  // Plan, waiting while the new dirty bytes would pass the limit.
+// Plans the write, waiting while its new dirty bytes would pass the limit.
+// False if the cache cannot take it (its old bytes unknown, dirty in
+// another partition, more than the limit, the stage stopping).
+bool CacheStage::WaitForDirtyRoom(const Io& io, FileState* fs, Part* part) {
+  const uint64_t bs = opts_.block_size;
+  const uint64_t off = io.header.offset;
+  const uint64_t end = off + io.header.length;
+  const uint64_t first = off / bs;
+  const uint64_t last = (end - 1) / bs;
   bool waited = false;
   for (;;) {
     uint64_t grow = 0;  // new dirty bytes
@@ -137,18 +175,18 @@ void CacheStage::WriteBack(Io* io, const Forward& forward) {
       Block* mine = part->blocks->Find(fs->id, i);
       Part* where = nullptr;
       if (DirtyBlock(fs, i, &where) != nullptr && where != part) {
-        return go_on();  // dirty in another partition
+        return false;  // dirty in another partition
       }
-      if (mine == nullptr && !whole) return go_on();  // old bytes unknown
+      if (mine == nullptr && !whole) return false;  // old bytes unknown
       uint64_t new_len = std::max<uint64_t>(mine != nullptr ? mine->len : 0,
                                             std::min(bs, end - bstart));
-      if (fs->dirty_size > bstart + new_len) {  // as the write below does
+      if (fs->dirty_size > bstart + new_len) {  // as CopyIn does
         new_len = std::min<uint64_t>(bs, fs->dirty_size - bstart);
       }
       grow += new_len - (mine != nullptr && mine->dirty ? mine->len : 0);
     }
-    if (grow > opts_.dirty_limit) return go_on();
-    if (dirty_total_ + grow <= opts_.dirty_limit) break;
+    if (grow > opts_.dirty_limit) return false;
+    if (dirty_total_ + grow <= opts_.dirty_limit) return true;
     if (!waited) ++writes_waited_;
     waited = true;
     background_ = true;
@@ -159,41 +197,51 @@ void CacheStage::WriteBack(Io* io, const Forward& forward) {
     flushed_.Wait(&mu_);
     --fs->users;
     --writers_waiting_;
-    if (stopped_) return go_on();
+    if (stopped_) return false;
   }
+}
 
-  // Pin the blocks there and the new ones (dirty blocks are never
-  // evicted, so adding one cannot evict another of this write).
-  std::vector<Block*> blocks;
+// Pins blocks [first, last] of part dirty, those there and new ones (dirty
+// blocks are never evicted, so adding one cannot evict another of this
+// write). False if there is no room (the partition is all dirty): the new
+// blocks are undone; the pinned ones stay dirty with their bytes (a
+// harmless extra flush).
+bool CacheStage::PinDirty(FileState* fs, Part* part, uint64_t first,
+                          uint64_t last, std::vector<Block*>* blocks) {
   std::vector<bool> added;
   for (uint64_t i = first; i <= last; ++i) {
     Block* b = part->blocks->Lookup(fs->id, i);
     if (b != nullptr) MarkDirty(part, fs, b);
-    blocks.push_back(b);
+    blocks->push_back(b);
     added.push_back(false);
   }
   for (uint64_t i = first; i <= last; ++i) {
-    if (blocks[i - first] != nullptr) continue;
+    if ((*blocks)[i - first] != nullptr) continue;
     Block* b = InsertBlock(part, fs, i);
     if (b == nullptr) {
-      // No room (the partition is all dirty): undo the new blocks; the
-      // pinned ones stay dirty with their bytes (a harmless extra flush).
       for (uint64_t j = first; j < i; ++j) {
-        if (added[j - first]) EraseBlock(part, blocks[j - first]);
+        if (added[j - first]) EraseBlock(part, (*blocks)[j - first]);
       }
-      return go_on();
+      return false;
     }
     MarkDirty(part, fs, b);
-    blocks[i - first] = b;
+    (*blocks)[i - first] = b;
     added[i - first] = true;
   }
-  // Other partitions' clean copies are stale now; so is an end of file
-  // this write passes.
-  DropClean(fs, off, end, part);
-  FixShort(fs, end);
-  for (uint64_t i = first; i <= last; ++i) {
-    Block* b = blocks[i - first];
-    const uint64_t bstart = i * bs;
+  return true;
+}
+
+// Copies the write's bytes into its pinned blocks and records the file's
+// new dirty end, time and writer.
+void CacheStage::CopyIn(const Io& io, FileState* fs, Part* part,
+                        const std::vector<Block*>& blocks) {
+  const uint64_t bs = opts_.block_size;
+  const uint64_t off = io.header.offset;
+  const uint64_t end = off + io.header.length;
+  const uint64_t first = off / bs;
+  for (size_t k = 0; k < blocks.size(); ++k) {
+    Block* b = blocks[k];
+    const uint64_t bstart = (first + k) * bs;
     const uint64_t s = std::max(off, bstart);
     const uint64_t e = std::min(end, bstart + bs);
     if (b->len < s - bstart) {
@@ -202,7 +250,7 @@ void CacheStage::WriteBack(Io* io, const Forward& forward) {
       // block's memory held before.
       std::memset(b->data() + b->len, 0, (s - bstart) - b->len);
     }
-    std::memcpy(b->data() + (s - bstart), io->write_data.data() + (s - off),
+    std::memcpy(b->data() + (s - bstart), io.write_data.data() + (s - off),
                 e - s);
     MarkDirty(part, fs, b);
     // The block ends where the write does only if nothing lies further
@@ -220,17 +268,9 @@ void CacheStage::WriteBack(Io* io, const Forward& forward) {
   ++fs->gen;  // fills in flight read the backend's older bytes
   fs->dirty_size = std::max(fs->dirty_size, end);
   clock_gettime(CLOCK_REALTIME, &fs->dirty_mtime);
-  fs->writer = io->header.source;
+  fs->writer = io.header.source;
   // Its done=true (if the sSwitch announced it) must not undo it.
-  if (observed_.contains(io)) own_.insert(io);
-  if (dirty_total_ >= opts_.dirty_high) {
-    background_ = true;
-    StartFlusher();
-    work_.Signal();
-  }
-  io->bytes = len;
-  l.Unlock();
-  io->Complete();
+  if (observed_.contains(&io)) own_.insert(&io);
 }
 
 void CacheStage::Fsync(Io* io, const Forward& forward) {
