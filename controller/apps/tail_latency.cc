@@ -183,9 +183,22 @@ void TailLatency::Note(const std::string& decision) {
 
 void TailLatency::OnStats(const StatsSnapshot& stats) { Decide(stats); }
 
+// The phases of one report, in order: Measure, EndOffLoads,
+// OffLoadBursts, UpdateLongRun.
 void TailLatency::Decide(const StatsSnapshot& stats) {
+  const Interval in = Measure(stats);
+  const absl::Time now = Now();
+  EndOffLoads(now);
+  OffLoadBursts(in, now);
+  UpdateLongRun(in);
+}
+
+// Each server's demand, service and queue over the report's interval, and
+// the flows (single-target write rules of other owners) that could move.
+TailLatency::Interval TailLatency::Measure(const StatsSnapshot& stats) {
   // Servers each host reaches, by endpoint name.
-  std::map<std::string, std::set<std::string>> reach;
+  Interval in;
+  auto& reach = in.reach;
   for (const TopologyHost& h : api_->Topology()) {
     for (const proto::EndpointInfo& e : h.info.endpoints()) {
       if (e.kind() == "server") reach[h.info.sswitch()].insert(e.name());
@@ -199,8 +212,8 @@ void TailLatency::Decide(const StatsSnapshot& stats) {
   // Demand and service of every server over the interval.
   std::map<std::string, double> demand, served;
   std::map<std::string, int64_t> queued;
-  std::vector<Flow> flows;
-  double secs = 1;
+  std::vector<Flow>& flows = in.flows;
+  double& secs = in.secs;
   for (const HostStats& h : stats.hosts) {
     if (!wanted(h.sswitch) || !reach.contains(h.sswitch)) continue;
     secs = std::max(1e-3, absl::ToDoubleSeconds(h.interval));
@@ -253,8 +266,7 @@ void TailLatency::Decide(const StatsSnapshot& stats) {
       flows.push_back(std::move(f));
     }
   }
-  const absl::Time now = Now();
-  std::set<std::string> names;
+  std::set<std::string>& names = in.names;
   for (const auto& [name, set] : reach) names.insert(set.begin(), set.end());
   for (const std::string& name : names) {
     Server& s = servers_[name];
@@ -267,6 +279,10 @@ void TailLatency::Decide(const StatsSnapshot& stats) {
     }
   }
 
+  return in;
+}
+
+void TailLatency::EndOffLoads(absl::Time now) {
   // Off-loads that can end, and reclaims under way.
   for (size_t i = 0; i < moved_.size();) {
     Moved& m = moved_[i];
@@ -293,7 +309,11 @@ void TailLatency::Decide(const StatsSnapshot& stats) {
     }
     ++i;
   }
+}
 
+void TailLatency::OffLoadBursts(const Interval& in, absl::Time now) {
+  const auto& names = in.names;
+  const auto& flows = in.flows;
   // Bursts. A server that bursts, or whose flows are away, takes no
   // other's: it has no headroom whatever it served.
   auto by_rate_of = [&](const Server& s) {
@@ -333,7 +353,7 @@ void TailLatency::Decide(const StatsSnapshot& stats) {
       // choked server's own rate when only its queue tells the burst); the
       // least loaded first, up to `spread` of them.
       std::vector<std::pair<double, std::string>> idle;
-      for (const std::string& t : reach[f->sswitch]) {
+      for (const std::string& t : in.reach.at(f->sswitch)) {
         const double load = servers_[t].served;
         if (t != name && !busy.contains(t) &&
             load * (by_rate ? options_.alpha : 1) < s.recent) {
@@ -371,12 +391,14 @@ void TailLatency::Decide(const StatsSnapshot& stats) {
       }
     }
   }
+}
 
+void TailLatency::UpdateLongRun(const Interval& in) {
   // The interval joins the long-run averages after the decisions (a burst
   // is judged against what came before it), except where flows are away.
   const double weight =
-      std::min(1.0, secs / absl::ToDoubleSeconds(options_.window));
-  for (const std::string& name : names) {
+      std::min(1.0, in.secs / absl::ToDoubleSeconds(options_.window));
+  for (const std::string& name : in.names) {
     Server& s = servers_[name];
     if (s.long_run >= 0 &&
         std::none_of(moved_.begin(), moved_.end(),

@@ -31,7 +31,7 @@
 //   @P+1 <SRC, w, //home/vol/*> -> track_writes(home); <IO, //S1/vol/*>
 // (new writes go home and retire the ranges they cover), then the host
 // rewrites every range still away through its rules, a chunk at a time
-// with the applications' writes to it held (proto/control.proto Copy
+// with the applications' writes to it held (proto/hostctl.proto Copy
 // RECLAIM, at `rate` bytes per second), the servers drop the records,
 // the home rule goes and the temporary folder is removed. The server is
 // left alone for `cooldown` after that.
@@ -68,12 +68,13 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "controller/control_app.h"
+#include "controller/app_api.h"
 
 namespace sroute {
 
@@ -155,8 +156,20 @@ class TailLatency : public ControlApp {
     double writes = 0;          // per second, last interval
   };
 
+  // What one stats report says, for the decisions it leads to.
+  struct Interval {
+    std::map<std::string, std::set<std::string>> reach;  // by sswitch
+    std::set<std::string> names;  // every server some host reaches
+    std::vector<Flow> flows;
+    double secs = 1;  // the report's interval
+  };
+
   absl::Time Now() const;
   void Decide(const StatsSnapshot& stats);
+  Interval Measure(const StatsSnapshot& stats);
+  void EndOffLoads(absl::Time now);
+  void OffLoadBursts(const Interval& in, absl::Time now);
+  void UpdateLongRun(const Interval& in);
   absl::Status OffLoad(const Flow& flow,
                        const std::vector<std::string>& targets,
                        const std::string& reason);
