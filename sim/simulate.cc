@@ -23,19 +23,11 @@
 #include "sim/storage.h"
 #include "sim/workload.h"
 #include "util/errno_status.h"
+#include "util/quantile.h"
 #include "util/strings.h"
 
 namespace sroute::sim {
 namespace {
-
-double Percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  const size_t i =
-      std::min(v.size() - 1,
-               static_cast<size_t>(p / 100 * static_cast<double>(v.size())));
-  std::nth_element(v.begin(), v.begin() + static_cast<long>(i), v.end());
-  return v[i];
-}
 
 double Mean(const std::vector<double>& v) {
   double sum = 0;
@@ -270,10 +262,10 @@ void Report(const Layout& layout, const std::vector<Request>& requests,
     fr->set_errors(sums.errors);
     fr->set_iops(static_cast<double>(sums.reads.size() + sums.writes.size()) /
                  s.duration_s());
-    fr->set_read_p50_us(Percentile(sums.reads, 50));
-    fr->set_read_p99_us(Percentile(sums.reads, 99));
-    fr->set_write_p50_us(Percentile(sums.writes, 50));
-    fr->set_write_p99_us(Percentile(sums.writes, 99));
+    fr->set_read_p50_us(Quantile(sums.reads, 0.50));
+    fr->set_read_p99_us(Quantile(sums.reads, 0.99));
+    fr->set_write_p50_us(Quantile(sums.writes, 0.50));
+    fr->set_write_p99_us(Quantile(sums.writes, 0.99));
     fr->set_network_share(sums.total_ns > 0 ? sums.network_ns / sums.total_ns
                                             : 0);
     if (!options.curves) continue;
@@ -283,8 +275,8 @@ void Report(const Layout& layout, const std::vector<Request>& requests,
       proto::SimInterval* in = fr->add_intervals();
       in->set_from_s(static_cast<double>(at) * interval_s);
       in->set_iops(static_cast<double>(sums.intervals[at].size()) / interval_s);
-      in->set_p50_us(Percentile(sums.intervals[at], 50));
-      in->set_p99_us(Percentile(sums.intervals[at], 99));
+      in->set_p50_us(Quantile(sums.intervals[at], 0.50));
+      in->set_p99_us(Quantile(sums.intervals[at], 0.99));
     }
   }
   AddOutages(layout, requests, p, io_end, io_failed, out);
@@ -294,8 +286,8 @@ void Report(const Layout& layout, const std::vector<Request>& requests,
       proto::SimDeviceReport* dr = out->add_devices();
       dr->set_name(StrCat(layout.servers[sv].name, "/d", d));
       dr->set_requests(v.size());
-      dr->set_p50_us(Percentile(v, 50));
-      dr->set_p99_us(Percentile(v, 99));
+      dr->set_p50_us(Quantile(v, 0.50));
+      dr->set_p99_us(Quantile(v, 0.99));
       if (first_device[sv] + d < p.counts.devices.size()) {
         const FlashState& st = p.counts.devices[first_device[sv] + d];
         dr->set_gc_passes(st.gc_passes);
@@ -873,8 +865,8 @@ absl::StatusOr<proto::SimReport> SimulateHere(const Layout& layout,
     proto::SimIterationReport* ir = report.add_iterations();
     ir->set_iteration(i);
     ir->set_mean_mbps(Mean(p.mbps));
-    ir->set_median_mbps(Percentile(p.mbps, 50));
-    ir->set_p90_mbps(Percentile(p.mbps, 90));
+    ir->set_median_mbps(Quantile(p.mbps, 0.50));
+    ir->set_p90_mbps(Quantile(p.mbps, 0.90));
     if (i > 0) {
       const proto::SimIterationReport& before =
           report.iterations(static_cast<int>(i) - 1);
