@@ -41,17 +41,26 @@ std::vector<TableRule> TableRulesOf(const ParsedRules& parsed,
 
 absl::StatusOr<std::vector<TableRule>> NewRules(
     const std::vector<std::string>& texts, std::string_view where) {
-  std::vector<TableRule> out;
+  std::vector<Rule> rules;
   for (size_t i = 0; i < texts.size(); ++i) {
     absl::StatusOr<Rule> r = ParseRule(texts[i]);
     if (!r.ok()) {
       return absl::InvalidArgumentError(
           StrCat("rule ", i + 1, ": ", r.status().message()));
     }
+    rules.push_back(*std::move(r));
+  }
+  return NewRules(rules, where);
+}
+
+std::vector<TableRule> NewRules(const std::vector<Rule>& rules,
+                                std::string_view where) {
+  std::vector<TableRule> out;
+  for (size_t i = 0; i < rules.size(); ++i) {
     TableRule t;
-    t.order.priority = r->priority;
+    t.order.priority = rules[i].priority;
     t.order.seq = (uint64_t{1} << 62) + i;  // after every installed rule
-    t.rule = *std::move(r);
+    t.rule = rules[i];
     t.origin = where.empty() ? StrCat("new rule ", i + 1)
                              : StrCat("new rule ", i + 1, " on ", where);
     out.push_back(std::move(t));

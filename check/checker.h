@@ -191,6 +191,9 @@ std::vector<TableRule> TableRulesOf(const ParsedRules& parsed,
 // rule, naming it.
 absl::StatusOr<std::vector<TableRule>> NewRules(
     const std::vector<std::string>& texts, std::string_view where = "");
+// The same of rules already parsed.
+std::vector<TableRule> NewRules(const std::vector<Rule>& rules,
+                                std::string_view where = "");
 
 // A witness header as reports show it: "<SOURCE, OP, FILE[, OFFSET,
 // LENGTH]>" ("stage:NAME (TENANT)" for hand-backs; control characters in

@@ -6,7 +6,7 @@
 
 #include "check/report_proto.h"
 #include "controller/controller_impl.h"
-#include "rules/parser.h"
+#include "rpc/rule_codec.h"
 #include "util/log.h"
 #include "util/strings.h"
 
@@ -88,7 +88,7 @@ std::vector<check::SwitchView> Controller::Impl::CheckerViews(bool with_rules) {
                             : absl::StatusOr<std::vector<proto::ManagedRule>>();
     if (with_rules && rules.ok()) {
       for (const proto::ManagedRule& m : *rules) {
-        auto rule = ParseRule(m.text());
+        auto rule = RuleOf(m);
         if (rule.ok()) v.rules.push_back(TableRuleOf(m, *rule));
       }
     }
@@ -152,14 +152,14 @@ absl::Status Controller::Impl::CheckPlan(const UpdatePlan& plan, bool force,
   CurrentChecker();
   std::vector<check::Checker::Change> changes;
   for (const UpdatePlan::Change& c : plan.changes) {
-    std::vector<std::string> texts;
-    for (const proto::ManagedRule& m : c.insert) texts.push_back(m.text());
-    // PlanUpdate parsed them all; their cids come later, so they go after
-    // every persisted rule.
-    absl::StatusOr<std::vector<check::TableRule>> add =
-        check::NewRules(texts, c.sswitch);
-    if (!add.ok()) return add.status();
-    changes.push_back({c.sswitch, *std::move(add), c.remove});
+    std::vector<Rule> rules;
+    for (const proto::ManagedRule& m : c.insert) {
+      auto rule = RuleOf(m);  // as PlanUpdate parsed it
+      if (!rule.ok()) return rule.status();
+      rules.push_back(*std::move(rule));
+    }
+    // Their cids come later, so they go after every persisted rule.
+    changes.push_back({c.sswitch, check::NewRules(rules, c.sswitch), c.remove});
   }
   const check::Report r = checker->CheckChanges(changes);
   report->clear();
@@ -183,7 +183,7 @@ void Controller::Impl::CheckerFollows(const UpdatePlan& plan,
   for (const UpdatePlan::Change& c : plan.changes) {
     std::vector<check::TableRule> add;
     for (const proto::ManagedRule& m : c.insert) {
-      auto rule = ParseRule(m.text());
+      auto rule = RuleOf(m);
       if (rule.ok()) add.push_back(TableRuleOf(m, *rule));
     }
     checker->Apply(c.sswitch, add, c.remove);

@@ -4,6 +4,7 @@
 #include <set>
 
 #include "controller/controller_impl.h"
+#include "rpc/rule_codec.h"
 #include "rules/parser.h"
 #include "util/clock.h"
 #include "util/log.h"
@@ -79,10 +80,9 @@ absl::StatusOr<Controller::Impl::UpdatePlan> Controller::Impl::PlanUpdate(
         return absl::InvalidArgumentError(
             StrCat(c.sswitch, ": rule ", i + 1, ": ", rule.status().message()));
       }
-      proto::ManagedRule m;
-      m.set_text(FormatRule(*rule));
-      m.set_owner(owner);
-      it->insert.push_back(std::move(m));
+      // Read here, once: the store, the checker and the hosts take the
+      // parsed form (rpc/rule_codec.h).
+      it->insert.push_back(ManagedRuleOf(*rule, owner));
     }
     for (uint64_t cid : c.remove) {
       auto where = store->SSwitchOf(cid);

@@ -12,6 +12,7 @@
 #include "hostctl/control_handler.h"
 #include "rpc/channel.h"
 #include "rpc/controller_channels.h"
+#include "rpc/rule_codec.h"
 #include "rules/parser.h"
 #include "sswitch/stats.h"
 #include "stages/host_stages.h"
@@ -214,6 +215,7 @@ absl::Status ControllerAgent::Impl::Register(bool fresh,
       auto it = id_to_cid.find(info.id);
       m->set_cid(it == id_to_cid.end() ? 0 : it->second);
       m->set_text(FormatRule(info.rule));
+      RuleToMsg(info.rule, m->mutable_rule());
       m->set_owner(info.owner.empty() ? "config" : info.owner);
     }
   }
@@ -286,25 +288,24 @@ absl::Status ControllerAgent::Impl::Reconcile(
     for (const HeaderPattern& pat : parked) (void)sw->Quiesce(pat, false);
   };
   std::vector<uint64_t> current_ids;
-  std::vector<std::pair<uint64_t, std::string>> current;
+  std::vector<std::pair<uint64_t, Rule>> current;
   for (const RuleInfo& info : sw->ListRules()) {
     if (IsDelegateRule(info.owner)) continue;
     current_ids.push_back(info.id);
     auto it = id_to_cid.find(info.id);
-    current.emplace_back(it == id_to_cid.end() ? 0 : it->second,
-                         FormatRule(info.rule));
+    current.emplace_back(it == id_to_cid.end() ? 0 : it->second, info.rule);
   }
-  std::vector<std::pair<uint64_t, std::string>> want;
+  std::vector<std::pair<uint64_t, Rule>> want;
   std::vector<Rule> rules;
   std::vector<std::string> owners;
   for (const proto::ManagedRule& m : desired) {
-    auto rule = ParseRule(m.text());
+    auto rule = RuleOf(m);  // as the controller parsed it
     if (!rule.ok()) {
       release();
       return absl::InvalidArgumentError(
           StrCat("rule ", m.cid(), ": ", rule.status().message()));
     }
-    want.emplace_back(m.cid(), FormatRule(*rule));
+    want.emplace_back(m.cid(), *rule);
     rules.push_back(*std::move(rule));
     owners.push_back(m.owner());
   }
@@ -336,7 +337,17 @@ absl::Status ControllerAgent::Impl::Reconcile(
 
 absl::Status ControllerAgent::Impl::Prepare(const proto::Prepare& p) {
   Prepared held;
-  std::vector<std::string> patterns(p.flows().begin(), p.flows().end());
+  // The flows to park: the update's own (patterns as text, which the
+  // controller checked) and the changed rules' patterns, de-duplicated.
+  std::vector<HeaderPattern> patterns;
+  for (const std::string& text : p.flows()) {
+    auto pat = ParsePattern(text);
+    if (!pat.ok()) {
+      return absl::InvalidArgumentError(
+          StrCat("flow ", text, ": ", pat.status().message()));
+    }
+    patterns.push_back(*std::move(pat));
+  }
   {
     MutexLock cl(&control_mu);
     if (prepared.contains(p.update()) || preparing.contains(p.update())) {
@@ -344,12 +355,12 @@ absl::Status ControllerAgent::Impl::Prepare(const proto::Prepare& p) {
           StrCat("update ", p.update(), " is held"));
     }
     for (const proto::ManagedRule& m : p.insert()) {
-      auto rule = ParseRule(m.text());
+      auto rule = RuleOf(m);  // as the controller parsed it
       if (!rule.ok()) {
         return absl::InvalidArgumentError(
             StrCat("rule ", m.text(), ": ", rule.status().message()));
       }
-      patterns.push_back(FormatPattern(rule->pattern));
+      patterns.push_back(rule->pattern);
       held.insert.push_back(*std::move(rule));
       held.owners.push_back(m.owner());
       held.insert_cids.push_back(m.cid());
@@ -361,7 +372,7 @@ absl::Status ControllerAgent::Impl::Prepare(const proto::Prepare& p) {
       }
       auto info = sw->GetRule(it->second);
       if (!info.ok()) return info.status();
-      patterns.push_back(FormatPattern(info->rule.pattern));
+      patterns.push_back(info->rule.pattern);
       held.remove_ids.push_back(it->second);
       held.remove_cids.push_back(cid);
     }
@@ -379,14 +390,9 @@ absl::Status ControllerAgent::Impl::Prepare(const proto::Prepare& p) {
     preparing.erase(p.update());
     return s;
   };
-  for (const std::string& text : patterns) {
-    auto pat = ParsePattern(text);
-    if (!pat.ok()) {
-      return fail(absl::InvalidArgumentError(
-          StrCat("flow ", text, ": ", pat.status().message())));
-    }
-    if (absl::Status s = sw->Quiesce(*pat, true); !s.ok()) return fail(s);
-    held.parked.push_back(*std::move(pat));
+  for (const HeaderPattern& pat : patterns) {
+    if (absl::Status s = sw->Quiesce(pat, true); !s.ok()) return fail(s);
+    held.parked.push_back(pat);
   }
   const absl::Duration drain = absl::Milliseconds(
       p.drain_timeout_ms() == 0 ? 10000 : p.drain_timeout_ms());

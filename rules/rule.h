@@ -3,6 +3,7 @@
 #ifndef SROUTE_RULES_RULE_H_
 #define SROUTE_RULES_RULE_H_
 
+#include <compare>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -18,7 +19,7 @@ struct ByteRange {
   uint64_t start = 0;
   uint64_t end = 0;
   bool Overlaps(uint64_t a, uint64_t b) const { return start < b && a < end; }
-  bool operator==(const ByteRange&) const = default;
+  auto operator<=>(const ByteRange&) const = default;
 };
 
 struct SourcePattern {
@@ -41,7 +42,7 @@ struct SourcePattern {
     }
     return false;
   }
-  bool operator==(const SourcePattern&) const = default;
+  auto operator<=>(const SourcePattern&) const = default;
 };
 
 struct FilePattern {
@@ -58,14 +59,15 @@ struct FilePattern {
   // False for kRegex: that takes the compiled RE2 (RuleTable,
   // PatternMatcher).
   bool MatchesName(std::string_view file) const;
-  bool operator==(const FilePattern&) const = default;
+  auto operator<=>(const FilePattern&) const = default;
 };
 
 struct HeaderPattern {
   SourcePattern source;
   OpClassMask ops = kAllOpClasses;
   FilePattern file;
-  bool operator==(const HeaderPattern&) const = default;
+  // Ordered (field by field) for sorting and de-duplication.
+  auto operator<=>(const HeaderPattern&) const = default;
 };
 
 struct Target {

@@ -6,6 +6,7 @@
 #include <set>
 #include <utility>
 
+#include "rpc/rule_codec.h"
 #include "rules/parser.h"
 #include "util/log.h"
 #include "util/strings.h"
@@ -220,7 +221,7 @@ absl::Status WearLevel::Swap(const std::string& sswitch, const std::string& hot,
   std::map<std::string, std::string> folders;  // old -> new
   std::vector<std::pair<std::string, std::string>> copies;
   for (const proto::ManagedRule& m : *rules) {
-    auto rule = ParseRule(m.text());
+    auto rule = RuleOf(m);
     if (!rule.ok()) continue;
     std::vector<std::string> on_hot = DataFoldersOn(*rule, hot);
     std::vector<std::string> on_cold = DataFoldersOn(*rule, cold);

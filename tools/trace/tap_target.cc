@@ -8,6 +8,7 @@
 
 #include "controller/client.h"
 #include "rpc/handshake.h"
+#include "rpc/rule_codec.h"
 #include "rules/parser.h"
 #include "tools/sroutectl/target.h"
 #include "util/strings.h"
@@ -196,7 +197,7 @@ class ControllerTaps : public TapTarget {
       PathStep step{sswitch, f, {}, entries.contains(sswitch) && f == file};
       const proto::HostInfo& info = by_name[sswitch];
       for (const proto::ManagedRule& m : *rules) {
-        auto rule = ParseRule(m.text());
+        auto rule = RuleOf(m);
         if (!rule.ok() || rule->is_tap() ||
             (rule->pattern.ops & Ops(ops)) == 0 ||
             !MayRouteFile(FormatPattern(rule->pattern), f)) {
@@ -311,7 +312,7 @@ class ControllerTaps : public TapTarget {
     if (!managed.ok()) return Classify(managed.status());
     std::map<std::pair<std::string, std::string>, uint64_t> cid_of;
     for (const proto::ManagedRule& m : *managed) {
-      auto r = ParseRule(m.text());
+      auto r = RuleOf(m);
       cid_of[{r.ok() ? FormatRule(*r) : m.text(), m.owner()}] = m.cid();
     }
     for (const proto::RuleRecord& r : stats->rules()) {
