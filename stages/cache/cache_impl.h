@@ -195,6 +195,12 @@ class CacheStage : public HostStage {
 
   // --- write_back.cc
   void WriteBack(Io* io, const Forward& forward);
+  // A write's block size, its bytes [off, end) and the blocks [first,
+  // last] they touch (REQUIRES: a length of 1 or more).
+  struct WriteSpan {
+    uint64_t bs, off, end, first, last;
+  };
+  WriteSpan SpanOf(const Io& io) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // WriteBack's phases, in order.
   void FillEdges(const Io& io, FileState* fs, Part* part)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

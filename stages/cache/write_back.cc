@@ -45,6 +45,13 @@ struct CacheStage::Flush {
   uint64_t seq = 0;  // flush_seq_ at its issue
 };
 
+CacheStage::WriteSpan CacheStage::SpanOf(const Io& io) const {
+  const uint64_t bs = opts_.block_size;
+  const uint64_t off = io.header.offset;
+  const uint64_t end = off + io.header.length;
+  return {bs, off, end, off / bs, (end - 1) / bs};
+}
+
 // A write the cache takes: its blocks' missing edges read in, room for
 // its new dirty bytes waited for, its blocks pinned dirty and its bytes
 // copied in; otherwise (too large, old bytes unknown, dirty in another
@@ -102,11 +109,7 @@ void CacheStage::WriteBack(Io* io, const Forward& forward) {
 // them first (behind the stage, like flushes), unless a change to the file
 // raced with the read. Unlocks mu_ while each read runs.
 void CacheStage::FillEdges(const Io& io, FileState* fs, Part* part) {
-  const uint64_t bs = opts_.block_size;
-  const uint64_t off = io.header.offset;
-  const uint64_t end = off + io.header.length;
-  const uint64_t first = off / bs;
-  const uint64_t last = (end - 1) / bs;
+  const auto [bs, off, end, first, last] = SpanOf(io);
   const std::vector<uint64_t> edges = first == last
                                           ? std::vector<uint64_t>{first}
                                           : std::vector<uint64_t>{first, last};
@@ -161,11 +164,7 @@ void CacheStage::FillEdges(const Io& io, FileState* fs, Part* part) {
 // False if the cache cannot take it (its old bytes unknown, dirty in
 // another partition, more than the limit, the stage stopping).
 bool CacheStage::WaitForDirtyRoom(const Io& io, FileState* fs, Part* part) {
-  const uint64_t bs = opts_.block_size;
-  const uint64_t off = io.header.offset;
-  const uint64_t end = off + io.header.length;
-  const uint64_t first = off / bs;
-  const uint64_t last = (end - 1) / bs;
+  const auto [bs, off, end, first, last] = SpanOf(io);
   bool waited = false;
   for (;;) {
     uint64_t grow = 0;  // new dirty bytes
@@ -235,10 +234,7 @@ bool CacheStage::PinDirty(FileState* fs, Part* part, uint64_t first,
 // new dirty end, time and writer.
 void CacheStage::CopyIn(const Io& io, FileState* fs, Part* part,
                         const std::vector<Block*>& blocks) {
-  const uint64_t bs = opts_.block_size;
-  const uint64_t off = io.header.offset;
-  const uint64_t end = off + io.header.length;
-  const uint64_t first = off / bs;
+  const auto [bs, off, end, first, last] = SpanOf(io);
   for (size_t k = 0; k < blocks.size(); ++k) {
     Block* b = blocks[k];
     const uint64_t bstart = (first + k) * bs;
