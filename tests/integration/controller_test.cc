@@ -683,7 +683,14 @@ void TailLatencyTest::Scenario(const Crash& crash) {
                       controller_->address() + " --secret-file " + secret_ +
                       " offload status");
   };
-  auto [src, status] = offload_status();
+  // The rule is stored before the update that makes it returns to the app,
+  // which then records the off-load: wait for that record.
+  int src = -1;
+  std::string status;
+  EXPECT_TRUE(Eventually([&] {
+    std::tie(src, status) = offload_status();
+    return status.find("  away  fuse-test") != std::string::npos;
+  })) << status;
   EXPECT_EQ(src, 0) << status;
   EXPECT_NE(
       status.find(StrCat(
