@@ -96,14 +96,19 @@ class HaControllerTest : public testing::ClusterFixture {
   std::string AllControllers() const {
     return ControllerAddress(0) + "," + ControllerAddress(1);
   }
-  void StartController(int i, int ttl_s = 2) {
+  // `startup`: how long it may take to listen (it waits for its store first,
+  // up to its --store-wait-s, 30 s).
+  void StartController(
+      int i, int ttl_s = 2,
+      std::chrono::seconds startup = std::chrono::seconds(15)) {
     controllers_[i] = std::make_unique<ServerProcess>(
         SROUTE_CONTROLLER_BINARY,
         std::vector<std::string>{
             "--store", "etcd://" + etcd_.endpoints() + "/ha-test/",
             "--secret-file", secret_, "--listen", ControllerAddress(i), "--id",
             "c" + std::to_string(i), "--leader-ttl-s", std::to_string(ttl_s),
-            "--stats-interval-ms", "200"});
+            "--stats-interval-ms", "200"},
+        startup);
     ASSERT_TRUE(controllers_[i]->ok()) << "controller " << i;
   }
   std::unique_ptr<ControllerClient> Client(const std::string& address,
@@ -319,7 +324,9 @@ TEST_F(HaControllerTest, BadStoresAndAppsAreClearErrorsAtStart) {
 // where all start at once) waits for them, then leads.
 TEST_F(HaControllerTest, AControllerStartedBeforeEtcdWaitsForIt) {
   for (size_t i = 0; i < etcd_.size(); ++i) etcd_.Kill(i);
-  std::thread start([&] { StartController(0); });
+  // It listens once its store answers: three members coming back and
+  // electing a leader took over 15 s once in CI beside other tests.
+  std::thread start([&] { StartController(0, 2, std::chrono::seconds(40)); });
   for (size_t i = 0; i < etcd_.size(); ++i) etcd_.Restart(i);
   start.join();
   EXPECT_EQ(Leader(), 0);

@@ -53,7 +53,9 @@ inline std::string WriteSecretFile(
 
 class ServerProcess {
  public:
-  ServerProcess(const std::string& binary, std::vector<std::string> args) {
+  // Waits up to `startup` for the process to say it listens.
+  ServerProcess(const std::string& binary, std::vector<std::string> args,
+                std::chrono::seconds startup = std::chrono::seconds(15)) {
     int out[2];
     if (pipe2(out, O_CLOEXEC) != 0) return;
     pid_ = fork();
@@ -70,8 +72,7 @@ class ServerProcess {
     close(out[1]);
     // The first line is "listening on HOST:PORT".
     std::string line;
-    const auto deadline =
-        std::chrono::steady_clock::now() + std::chrono::seconds(15);
+    const auto deadline = std::chrono::steady_clock::now() + startup;
     while (std::chrono::steady_clock::now() < deadline) {
       pollfd p{out[0], POLLIN, 0};
       if (poll(&p, 1, 100) <= 0) continue;
