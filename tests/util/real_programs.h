@@ -32,11 +32,12 @@ inline std::string SqliteValue(sqlite3* db, const char* sql) {
 // and their count, then transactions of two rows each while go_on(rows
 // committed) says so (two minutes at most); "ok" if every transaction
 // committed and the database checks whole with every row, else what went
-// wrong.
+// wrong. It runs on a thread of the user's (RunAsThread), not in a forked
+// child: tests run it beside threads of their own.
 inline std::string SqliteSessionAs(const User& user, const std::string& path,
                                    const std::string& mode,
                                    const std::function<bool(int)>& go_on) {
-  return RunAs(user, [&]() -> std::string {
+  return RunAsThread(user, [&]() -> std::string {
     sqlite3* db = nullptr;
     if (sqlite3_open(path.c_str(), &db) != SQLITE_OK) return "open failed";
     auto exec = [&](const std::string& sql) -> std::string {

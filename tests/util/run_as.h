@@ -9,6 +9,7 @@
 
 #include <grp.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -16,6 +17,7 @@
 #include <functional>
 #include <locale>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -95,6 +97,30 @@ inline std::string RunAs(const User& user,
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
     out += "<child failed: status " + std::to_string(status) + ">";
   }
+  return out;
+}
+
+// Runs fn() as `user` on a thread of its own, whose credentials alone change:
+// raw setgroups/setresgid/setresuid calls (the kernel keeps credentials per
+// thread; glibc's wrappers would change every thread's). No fork, so no lock
+// another thread held at a fork (an allocator's, under ASan, where clang 14
+// has no fork handlers) can leave fn waiting for good, as it did an SQLite
+// session beside a thread running sroutectl. The umask is the process's and
+// stays; POSIX record locks are the process's too, so fn must not share
+// files with locks another thread of the test holds.
+inline std::string RunAsThread(const User& user,
+                               const std::function<std::string()>& fn) {
+  std::string out;
+  std::thread t([&] {
+    if (syscall(SYS_setgroups, user.groups.size(), user.groups.data()) != 0 ||
+        syscall(SYS_setresgid, user.gid, user.gid, user.gid) != 0 ||
+        syscall(SYS_setresuid, user.uid, user.uid, user.uid) != 0) {
+      out = "<thread failed: cannot become the user>";
+      return;
+    }
+    out = fn();
+  });
+  t.join();
   return out;
 }
 
