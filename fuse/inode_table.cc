@@ -119,6 +119,7 @@ bool InodeTable::Forget(uint64_t ino, uint64_t count) {
   for (const Link& link : n.links) by_link_.erase({link.parent, link.name});
   auto f = by_file_.find({n.dev, n.file_ino});
   if (f != by_file_.end() && f->second == ino) by_file_.erase(f);
+  hidden_nodes_.erase(ino);
   nodes_.erase(it);
   NamesChangedLocked();
   return true;
@@ -224,6 +225,7 @@ std::optional<std::string> InodeTable::Released(uint64_t ino) {
     for (const Link& link : n.links) by_link_.erase({link.parent, link.name});
     auto f = by_file_.find({n.dev, n.file_ino});
     if (f != by_file_.end() && f->second == ino) by_file_.erase(f);
+    hidden_nodes_.erase(ino);
     nodes_.erase(it);
     NamesChangedLocked();
   }
@@ -266,7 +268,9 @@ std::vector<std::pair<uint64_t, std::string>> InodeTable::HiddenIn(
   MutexLock l(&mu_);
   std::vector<std::pair<uint64_t, std::string>> out;
   for (uint64_t ino : hidden_nodes_) {  // few: not every node (an rmdir's)
-    const Node& n = nodes_.at(ino);
+    auto it = nodes_.find(ino);
+    if (it == nodes_.end()) continue;
+    const Node& n = it->second;
     if (!n.links.empty() && n.links[0].parent == dir) {
       out.emplace_back(ino, n.links[0].name);
     }
