@@ -54,7 +54,9 @@ bool ToEnum(uint32_t value, uint32_t count, E* out) {
 
 absl::Status Bad(std::string_view what, uint32_t value) {
   return absl::InvalidArgumentError(
-      StrCat("rule message: ", what, " ", value, " is not one there is"));
+      StrCat("rule message: ", what, " ", value,
+             " is not one this sroute knows (a peer of another version? "
+             "send the rule as text)"));
 }
 
 }  // namespace
