@@ -7,10 +7,15 @@
 #include <map>
 #include <thread>
 
+#include "rules/parser.h"
 #include "util/mutex.h"
 #include "util/strings.h"
 
 namespace sroute {
+
+std::string RuleToInsert::Text() const {
+  return rule ? FormatRule(*rule) : text;
+}
 
 absl::StatusOr<uint64_t> ControllerApi::Insert(const std::string& sswitch,
                                                const std::string& rule) {

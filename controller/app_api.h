@@ -28,6 +28,7 @@
 #include "absl/time/time.h"
 #include "proto/controller.pb.h"
 #include "rules/io_header.h"
+#include "rules/rule.h"
 
 namespace sroute {
 
@@ -107,11 +108,27 @@ struct TopologyHost {
   uint64_t version = 0;
 };
 
+// A rule to insert: text in the rule language, which the controller reads
+// (naming the column of an error), or a Rule read where it was written
+// (sroutectl's parse, an app's own Rule), which the controller checks
+// (rules/validate.h) and does not parse again.
+struct RuleToInsert {
+  RuleToInsert(std::string text) : text(std::move(text)) {}  // NOLINT
+  RuleToInsert(const char* text) : text(text) {}             // NOLINT
+  RuleToInsert(Rule rule) : rule(std::move(rule)) {}         // NOLINT
+
+  // The text for people: `text`, or the rule printed.
+  std::string Text() const;
+
+  std::string text;  // when `rule` is empty
+  std::optional<Rule> rule;
+};
+
 // Changes to one sSwitch's rules.
 struct RuleChanges {
   std::string sswitch;
-  std::vector<std::string> insert;  // rules in the rule language
-  std::vector<uint64_t> remove;     // cids
+  std::vector<RuleToInsert> insert;
+  std::vector<uint64_t> remove;  // cids
 };
 
 // A consistent update (docs/design.md §6): flows are parked and drained on

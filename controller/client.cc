@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "rpc/leader.h"
+#include "rpc/rule_codec.h"
 #include "stages/steering/sweep_wait.h"
 #include "util/mutex.h"
 #include "util/strings.h"
@@ -143,7 +144,20 @@ absl::StatusOr<UpdateOutcome> ControllerClient::Update(const UpdateSpec& spec) {
   for (const RuleChanges& c : spec.changes) {
     proto::Change* ch = u->add_changes();
     ch->set_sswitch(c.sswitch);
-    for (const std::string& r : c.insert) ch->add_insert(r);
+    // Parsed rules travel parsed; in a change that mixes them with text
+    // (which the controller reads first) all go as text, to keep the order.
+    const bool mixed =
+        std::any_of(c.insert.begin(), c.insert.end(),
+                    [](const RuleToInsert& r) { return !r.rule; }) &&
+        std::any_of(c.insert.begin(), c.insert.end(),
+                    [](const RuleToInsert& r) { return r.rule.has_value(); });
+    for (const RuleToInsert& r : c.insert) {
+      if (r.rule && !mixed) {
+        RuleToMsg(*r.rule, ch->add_rules());
+      } else {
+        ch->add_insert(r.Text());
+      }
+    }
     for (uint64_t cid : c.remove) ch->add_remove(cid);
   }
   for (const std::string& f : spec.flows) u->add_flows(f);

@@ -6,6 +6,7 @@
 #include <map>
 
 #include "controller/controller_impl.h"
+#include "rpc/rule_codec.h"
 #include "util/strings.h"
 
 namespace sroute {
@@ -260,10 +261,21 @@ void Controller::Impl::HandleUpdate(Call& call) {
   const proto::Update& u = call.request().controller().update();
   UpdateSpec spec;
   for (const proto::Change& ch : u.changes()) {
-    spec.changes.push_back(RuleChanges{
+    RuleChanges& c = spec.changes.emplace_back(RuleChanges{
         ch.sswitch(),
-        std::vector<std::string>(ch.insert().begin(), ch.insert().end()),
+        std::vector<RuleToInsert>(ch.insert().begin(), ch.insert().end()),
         std::vector<uint64_t>(ch.remove().begin(), ch.remove().end())});
+    // Parsed by the sender, after its texts: PlanUpdate checks them.
+    for (const proto::RuleMsg& m : ch.rules()) {
+      auto rule = RuleFromMsg(m);
+      if (!rule.ok()) {
+        call.ReplyStatus(absl::InvalidArgumentError(
+            StrCat(ch.sswitch(), ": rule ", c.insert.size() + 1, ": ",
+                   rule.status().message())));
+        return;
+      }
+      c.insert.push_back(*std::move(rule));
+    }
   }
   spec.flows.assign(u.flows().begin(), u.flows().end());
   if (u.timeout_ms() > 0) spec.timeout = absl::Milliseconds(u.timeout_ms());

@@ -10,7 +10,9 @@
 #include "endpoints/remote_endpoint.h"
 #include "hostctl/copy_tree.h"
 #include "rpc/io_codec.h"
+#include "rpc/rule_codec.h"
 #include "rules/parser.h"
+#include "rules/validate.h"
 #include "stages/host_stages.h"
 #include "stages/steering/steering_control.h"
 #include "util/strings.h"
@@ -147,14 +149,25 @@ absl::Status HandleStats(Request& r) {
 
 absl::Status HandleAddRules(Request& r) {
   const proto::AddRules& add = r.req.add_rules();
+  const int count = add.text_size() + add.rules_size();
   std::vector<Rule> rules;
   for (int i = 0; i < add.text_size(); ++i) {
     auto rule = ParseRule(add.text(i));
     if (!rule.ok()) {
       return absl::InvalidArgumentError(
-          add.text_size() > 1
-              ? StrCat("rule ", i + 1, ": ", rule.status().message())
-              : std::string(rule.status().message()));
+          count > 1 ? StrCat("rule ", i + 1, ": ", rule.status().message())
+                    : std::string(rule.status().message()));
+    }
+    rules.push_back(*std::move(rule));
+  }
+  // Parsed by the sender: checked, not parsed again.
+  for (const proto::RuleMsg& m : add.rules()) {
+    auto rule = RuleFromMsg(m);
+    absl::Status s = rule.ok() ? ValidateRule(*rule) : rule.status();
+    if (!s.ok()) {
+      return absl::InvalidArgumentError(
+          count > 1 ? StrCat("rule ", rules.size() + 1, ": ", s.message())
+                    : std::string(s.message()));
     }
     rules.push_back(*std::move(rule));
   }

@@ -4,39 +4,13 @@
 #include <charconv>
 #include <limits>
 
-#include "re2/re2.h"
+#include "rules/validate.h"
 #include "util/strings.h"
 
 namespace sroute {
 namespace {
 
-bool IsNameChar(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-         (c >= '0' && c <= '9') || c == '_' || c == '.' || c == '-';
-}
 bool IsHostChar(char c) { return IsNameChar(c); }
-bool IsPathChar(char c) {
-  switch (c) {
-    case ' ':
-    case '\t':
-    case '\r':
-    case '\n':
-    case ',':
-    case '<':
-    case '>':
-    case '[':
-    case ']':
-    case '*':
-    case '"':
-    case '#':
-      return false;
-    default:
-      return static_cast<unsigned char>(c) >= 0x20;
-  }
-}
-bool IsValueChar(char c) {
-  return IsNameChar(c) || c == ':' || c == '+' || c == '/';
-}
 
 // Thrown nowhere: errors are recorded in `error_` and parsing stops.
 class LineParser {
@@ -71,11 +45,8 @@ class LineParser {
       rule->delegate = std::move(d);
       SkipWs();
       if (AtEndOrComment()) {  // a tap: observes, routes nothing
-        if (!IsTapDelegate(rule->delegate->name)) {
-          return Fail(delegate_pos,
-                      StrCat("a rule without detours is a tap, and only "
-                             "trace(...) can be one; '",
-                             rule->delegate->name, "' needs ';' and detours"));
+        if (auto fault = CrossPartFault(*rule)) {
+          return Fail(delegate_pos, std::move(fault->reason));
         }
         return true;
       }
@@ -249,23 +220,6 @@ class LineParser {
     return true;
   }
 
-  // PATH after "//HOST/": components must be real names.
-  bool CheckPath(std::string_view path, size_t at) {
-    if (path.empty()) return true;
-    size_t off = 0;
-    for (std::string_view comp : StrSplit(path, '/')) {
-      if (comp.empty() && off + comp.size() < path.size()) {
-        return Fail(at + off, "empty path component ('//')");
-      }
-      if (comp == "." || comp == "..") {
-        return Fail(at + off,
-                    StrCat("path component '", comp, "' is not allowed"));
-      }
-      off += comp.size() + 1;
-    }
-    return true;
-  }
-
   // "//HOST/PATH" with optional trailing '*'. Leaves the text in `out`.
   bool ParseFileName(std::string* out, bool* star) {
     size_t start = pos_;
@@ -281,11 +235,9 @@ class LineParser {
     size_t path_start = pos_;
     std::string_view path = TakeWhile(IsPathChar);
     *star = Peek() == '*';
-    // Before a '*' the last component is only the start of a name: "//S/.*"
-    // matches hidden files, so '.' and '..' are fine there.
-    std::string_view whole = path;
-    if (*star) whole = path.substr(0, path.rfind('/') + 1);
-    if (!CheckPath(whole, path_start)) return false;
+    if (auto fault = PathFault(path, *star)) {
+      return Fail(path_start + fault->offset, std::move(fault->reason));
+    }
     if (*star) ++pos_;
     *out = std::string(s_.substr(start, pos_ - start - (*star ? 1 : 0)));
     return true;
@@ -347,11 +299,8 @@ class LineParser {
         }
         f->text = std::string(re);
       }
-      if (f->text.empty()) return Fail(start + 3, "empty regular expression");
-      RE2 compiled(f->text, RE2::Quiet);
-      if (!compiled.ok()) {
-        return Fail(start + 3,
-                    StrCat("bad regular expression: ", compiled.error()));
+      if (std::string why = RegexFault(f->text); !why.empty()) {
+        return Fail(start + 3, std::move(why));
       }
     } else {
       bool star = false;
@@ -545,31 +494,14 @@ class LineParser {
     return true;
   }
 
+  // The checks across parts (rules/validate.h), at the detour at fault or
+  // at the first detour.
   bool Validate(const Rule& r, size_t first_detour,
                 const std::vector<size_t>& target_pos) {
-    size_t io_detours = 0;
-    for (size_t i = 0; i < r.detours.size(); ++i) {
-      const Detour& d = r.detours[i];
-      if (d.what == Detour::What::kIo) ++io_detours;
-      if (d.target.keeps_suffix() &&
-          r.pattern.file.kind == FilePattern::Kind::kExact) {
-        return Fail(target_pos[i],
-                    "a target ending in '*' needs a pattern that matches "
-                    "many files ('*', a prefix or a regex)");
-      }
-      if (d.what != Detour::What::kIo && d.target.kind == Target::Kind::kFile) {
-        return Fail(target_pos[i],
-                    "IOHeader and F detours go to the controller or a stage");
-      }
-      if (d.what == Detour::What::kF && !r.delegate) {
-        return Fail(target_pos[i], "an F detour needs a delegate");
-      }
-    }
-    if (r.ack > 0 && r.ack > io_detours) {
-      return Fail(first_detour, StrCat("ack=", r.ack, " but the rule has only ",
-                                       io_detours, " IO detour(s)"));
-    }
-    return true;
+    std::optional<RuleFault> fault = CrossPartFault(r);
+    if (!fault) return true;
+    return Fail(fault->detour < 0 ? first_detour : target_pos[fault->detour],
+                std::move(fault->reason));
   }
 
   std::string_view s_;

@@ -131,13 +131,15 @@ fi
 # Sanitizer builds with clang at -O1 with line tables only (the reports keep
 # file and line), batched into unity translation units: half the time of GCC
 # at -O2 -g. The ASan+UBSan build is also the check of the lock
-# annotations of util/mutex.h (-Wthread-safety, warnings as errors).
+# annotations of util/mutex.h (-Wthread-safety, warnings as errors), and
+# builds the libFuzzer targets, each of which then fuzzes for 10 s.
 sanitizer_args=(-DCMAKE_CXX_COMPILER=clang++ -DSROUTE_BUILD_BENCH=OFF
   -DCMAKE_UNITY_BUILD=ON -DCMAKE_UNITY_BUILD_BATCH_SIZE=8
   "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG")
 begin "build (clang ASan+UBSan, -Wthread-safety)"
 scripts/build.sh build-asan "${sanitizer_args[@]}" \
-  -DSROUTE_SANITIZE=address,undefined -DSROUTE_THREAD_SAFETY=ON
+  -DSROUTE_SANITIZE=address,undefined -DSROUTE_THREAD_SAFETY=ON \
+  -DSROUTE_BUILD_FUZZ=ON
 begin "tests under ASan+UBSan"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \

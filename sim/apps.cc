@@ -9,6 +9,7 @@
 
 #include "controller/app_api.h"
 #include "rules/parser.h"
+#include "rules/validate.h"
 #include "sim/engine.h"
 #include "util/log.h"
 #include "util/strings.h"
@@ -163,10 +164,12 @@ class SimController : public ControllerApi {
     for (const RuleChanges& c : spec.changes) {
       auto h = host_of_.find(c.sswitch);
       if (h == host_of_.end()) return NoHost(c.sswitch);
-      for (const std::string& text : c.insert) {
-        if (auto r = ParseRule(text); !r.ok()) {
+      for (const RuleToInsert& in : c.insert) {
+        absl::Status s =
+            in.rule ? ValidateRule(*in.rule) : ParseRule(in.text).status();
+        if (!s.ok()) {
           return absl::InvalidArgumentError(
-              StrCat(text, ": ", r.status().message()));
+              StrCat(in.Text(), ": ", s.message()));
         }
       }
       for (uint64_t cid : c.remove) {
@@ -185,7 +188,8 @@ class SimController : public ControllerApi {
       change.host = host_of_[c.sswitch];
       change.app = apps_[current_].name;
       change.remove = c.remove;
-      for (const std::string& text : c.insert) {
+      for (const RuleToInsert& in : c.insert) {
+        const std::string text = in.Text();
         const uint64_t cid = next_cid_++;
         change.insert.push_back({cid, text, owner, apps_[current_].name});
         texts_[cid] = {text, owner};

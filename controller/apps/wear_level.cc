@@ -318,7 +318,7 @@ absl::Status WearLevel::Swap(const std::string& sswitch, const std::string& hot,
   std::string owner;
   for (const auto& [m, rule] : moved) {
     changes.remove.push_back(m.cid());
-    changes.insert.push_back(FormatRule(RetargetRule(rule, folders)));
+    changes.insert.push_back(RetargetRule(rule, folders));
     owner = owner.empty() || owner == m.owner() ? m.owner() : "wear_level";
   }
   spec.changes.push_back(std::move(changes));

@@ -17,6 +17,7 @@
 #include "rules/parser.h"
 #include "rules/rule.h"
 #include "rules/rule_table.h"
+#include "rules/validate.h"
 #include "util/strings.h"
 
 namespace sroute {
@@ -140,6 +141,11 @@ inline std::string CheckRuleParserInput(std::string_view input) {
   for (const Rule& rule : parsed.rules) {
     std::string err = CheckRoundTrip(rule);
     if (!err.empty()) return err;
+    // What the parser gives is what a receiver of parsed rules accepts.
+    if (absl::Status s = ValidateRule(rule); !s.ok()) {
+      return StrCat("ValidateRule refuses a parsed rule '", FormatRule(rule),
+                    "': ", std::string(s.message()));
+    }
   }
 
   // A single line parses the same way through ParseRule and ParseRules.

@@ -28,9 +28,11 @@
 #include <vector>
 
 #include "controller/client.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/cli_json.pb.h"
 #include "proto/controller.pb.h"
+#include "rules/parser.h"
 #include "tests/util/block_writers.h"
 #include "tests/util/cluster_fixture.h"
 #include "tests/util/controller_fixture.h"
@@ -110,6 +112,18 @@ TEST_F(ControllerTest, RulesSurviveVolumeAndControllerRestarts) {
   auto cid =
       Client().Insert(kFuse, "<*, *, //home/moved/*> -> <IO, //S2/moved/*>");
   ASSERT_TRUE(cid.ok()) << cid.status();
+  // A rule read where it was written travels parsed and is checked at the
+  // controller, not parsed: one no text could spell is refused, named, and
+  // nothing changes.
+  Rule escaping = *ParseRule("<*, *, //home/esc/*> -> <IO, //S2/esc/*>");
+  escaping.detours[0].target.file = "//S2/../esc/*";
+  UpdateSpec refused;
+  refused.changes.push_back(RuleChanges{kFuse, {escaping}, {}});
+  auto no = Client().Update(refused);
+  EXPECT_EQ(no.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(no.status().message()),
+              ::testing::HasSubstr("rule 1: detour 1: path component '..'"));
+  ASSERT_EQ(Client().Rules(kFuse)->size(), 1u);
   std::filesystem::create_directories(home_ / "moved");
   WriteWholeFile(mnt_ / "moved/a", "first");
   EXPECT_EQ(ReadWholeFile(r2_ / "moved/a"), "first");

@@ -254,8 +254,24 @@ int Load(const std::string& path, const std::string& owner, bool force,
   if (parsed.rules.empty()) {
     return Fail(absl::InvalidArgumentError(path + " holds no rules"));
   }
-  std::vector<std::string> rules;
-  for (const Rule& r : parsed.rules) rules.push_back(FormatRule(r));
+  return ShowIds(target.AddRules(parsed.rules, owner, force));
+}
+
+// `rules add`: each argument one rule, read here; a malformed one is named
+// ("rule 2: 14: ...") and nothing is sent.
+int Add(const std::vector<std::string>& texts, const std::string& owner,
+        bool force, ControlTarget& target) {
+  std::vector<Rule> rules;
+  for (size_t i = 0; i < texts.size(); ++i) {
+    absl::StatusOr<Rule> rule = ParseRule(texts[i]);
+    if (!rule.ok()) {
+      return Fail(absl::InvalidArgumentError(
+          texts.size() > 1
+              ? StrCat("rule ", i + 1, ": ", rule.status().message())
+              : std::string(rule.status().message())));
+    }
+    rules.push_back(*std::move(rule));
+  }
   return ShowIds(target.AddRules(rules, owner, force));
 }
 
@@ -322,7 +338,7 @@ const std::vector<Command>& Commands() {
            },
        .run =
            [](const Args& a, ControlTarget& t) {
-             return ShowIds(t.AddRules(a.items, a.owner, a.force));
+             return Add(a.items, a.owner, a.force, t);
            }},
       {.path = "rules load",
        .help = "install every rule of a rules file (all or nothing)",

@@ -141,13 +141,14 @@ class ControllerTarget : public ControlTarget {
   }
 
   // In one consistent update.
-  absl::StatusOr<std::vector<uint64_t>> AddRules(
-      const std::vector<std::string>& rules, const std::string& owner,
-      bool force) override {
+  absl::StatusOr<std::vector<uint64_t>> AddRules(const std::vector<Rule>& rules,
+                                                 const std::string& owner,
+                                                 bool force) override {
     auto sswitch = SSwitch();
     if (!sswitch.ok()) return sswitch.status();
     UpdateSpec spec;
-    spec.changes.push_back(RuleChanges{*sswitch, rules, {}});
+    spec.changes.push_back(
+        RuleChanges{*sswitch, {rules.begin(), rules.end()}, {}});
     spec.owner = owner;
     spec.force = force;
     auto r = client_->Update(spec);

@@ -15,6 +15,7 @@
 #include "rpc/channel.h"
 #include "rpc/handshake.h"
 #include "rpc/io_threads.h"
+#include "rpc/rule_codec.h"
 #include "stages/steering/sweep_wait.h"
 #include "tools/sroutectl/format.h"
 #include "tools/sroutectl/json_output.h"
@@ -174,11 +175,12 @@ class HostTarget : public ControlTarget {
   }
 
   // A host installs what it is given (the checker runs at the controller).
-  absl::StatusOr<std::vector<uint64_t>> AddRules(
-      const std::vector<std::string>& rules, const std::string& owner,
-      bool) override {
+  absl::StatusOr<std::vector<uint64_t>> AddRules(const std::vector<Rule>& rules,
+                                                 const std::string& owner,
+                                                 bool) override {
     proto::ControlRequest req;
-    for (const std::string& r : rules) req.mutable_add_rules()->add_text(r);
+    for (const Rule& r : rules)
+      RuleToMsg(r, req.mutable_add_rules()->add_rules());
     req.mutable_add_rules()->set_owner(owner);
     auto resp = Call(req);
     if (!resp.ok()) return resp.status();

@@ -27,6 +27,7 @@
 #include "absl/time/time.h"
 #include "controller/client.h"
 #include "proto/hostctl.pb.h"
+#include "rules/rule.h"
 
 namespace sroute::ctl {
 
@@ -57,13 +58,12 @@ class ControlTarget {
   // The rules installed (at the controller with --host: that sSwitch's,
   // without it every sSwitch's).
   virtual absl::StatusOr<Report> ListRules() = 0;
-  // Installs `rules` (canonical rule texts) all or nothing, recording
+  // Installs `rules` (parsed here, sent parsed) all or nothing, recording
   // `owner`; returns their ids in order. At the controller the rule checker
   // runs first: an update it finds an error in is refused unless `force`;
   // what it reports is printed on stderr.
   virtual absl::StatusOr<std::vector<uint64_t>> AddRules(
-      const std::vector<std::string>& rules, const std::string& owner,
-      bool force) = 0;
+      const std::vector<Rule>& rules, const std::string& owner, bool force) = 0;
   // The rule checker on the live table (the controller's: every sSwitch's,
   // or --host's): with `add`, what inserting those rules would introduce.
   virtual absl::StatusOr<proto::CheckResult> CheckRules(

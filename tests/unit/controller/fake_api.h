@@ -47,10 +47,10 @@ class FakeApi : public ControllerApi {
         return std::find(c.remove.begin(), c.remove.end(), r.cid()) !=
                c.remove.end();
       });
-      for (const std::string& text : c.insert) {
+      for (const RuleToInsert& in : c.insert) {
         proto::ManagedRule m;
         m.set_cid(next_cid);
-        m.set_text(text);
+        m.set_text(in.Text());
         m.set_owner(spec.owner);
         rules.push_back(m);
         out.cids.push_back(next_cid++);

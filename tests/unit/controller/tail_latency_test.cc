@@ -5,6 +5,7 @@
 // effects on real hosts: tests/integration/controller_test.cc).
 #include "controller/apps/tail_latency.h"
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -85,7 +86,7 @@ class TailLatencyAppTest : public ::testing::Test {
       h.rules.push_back(r);
     };
     const uint64_t half = static_cast<uint64_t>(s1 / 2);
-    const std::string* ours = OurRule();
+    const std::optional<std::string> ours = OurRule();
     add(kFlow, "admin", half, ours ? 0 : half, s1_in_flight);
     if (ours) add(*ours, "tail_latency", 0, half);
     add("<*, *, //home/b/*> -> <IO, //S2/b/*>", "admin",
@@ -95,17 +96,18 @@ class TailLatencyAppTest : public ::testing::Test {
     app_->OnStats(snap);
   }
   // The app's rule installed last, if it still stands.
-  const std::string* OurRule() {
-    if (api_.updates.empty()) return nullptr;
+  std::optional<std::string> OurRule() {
+    if (api_.updates.empty()) return std::nullopt;
     const RuleChanges& c = api_.updates.back().changes[0];
-    return c.insert.empty() ? nullptr : &c.insert[0];
+    if (c.insert.empty()) return std::nullopt;
+    return c.insert[0].Text();
   }
   int Offloads() {
     int n = 0;
     for (const UpdateSpec& u : api_.updates) {
       const RuleChanges& c = u.changes[0];
       if (!c.insert.empty() &&
-          c.insert[0].find("track_writes()") != std::string::npos) {
+          c.insert[0].Text().find("track_writes()") != std::string::npos) {
         ++n;
       }
     }
@@ -138,7 +140,7 @@ TEST_F(TailLatencyAppTest, OffLoadsABurstToTheLeastLoadedAndReclaims) {
   // Reclaim: the home rule replaces the off-load, the bytes come home, the
   // home rule goes, the folder is removed.
   ASSERT_EQ(api_.updates.size(), 3u);
-  EXPECT_EQ(api_.updates[1].changes[0].insert[0],
+  EXPECT_EQ(api_.updates[1].changes[0].insert[0].Text(),
             "@1 <*, w, //home/a/*> -> track_writes(home); <IO, //S1/a/*>");
   EXPECT_TRUE(api_.updates[2].changes[0].insert.empty());
   EXPECT_THAT(api_.log, ::testing::Contains("copy RECLAIM //home/a/"));

@@ -165,7 +165,9 @@ TEST_F(WearLevelAppTest, SwapsCopiesParksSyncsMovesTheRulesAndRemovesTheOld) {
   ASSERT_EQ(api_.updates.size(), 1u);
   const RuleChanges& c = api_.updates[0].changes.at(0);
   EXPECT_EQ(c.remove, (std::vector<uint64_t>{1, 2}));
-  EXPECT_EQ(c.insert,
+  ASSERT_EQ(c.insert.size(), 2u);
+  EXPECT_TRUE(c.insert[0].rule && c.insert[1].rule) << "sent parsed";
+  EXPECT_EQ((std::vector<std::string>{c.insert[0].Text(), c.insert[1].Text()}),
             (std::vector<std::string>{
                 FormatRule(*ParseRule(
                     "<*, *, //S1/hot/*> -> <IO, //ssd.v1/.sroute-wl-1/hot/*>")),

@@ -19,6 +19,7 @@
 #include "hostctl/control_server.h"
 #include "proto/rpc.pb.h"
 #include "rpc/fd_frames.h"
+#include "rpc/rule_codec.h"
 #include "rules/parser.h"
 #include "sswitch/sswitch.h"
 #include "tests/util/holding_endpoint.h"
@@ -119,6 +120,32 @@ class ControlTest : public ::testing::Test {
   std::unique_ptr<ControlClient> client_;
   std::atomic<bool> done_{false};
 };
+
+// Rules the sender parsed (sroutectl) are checked (rules/validate.h), not
+// parsed: good ones are added after the texts, in order; one no text could
+// spell is refused by number, and nothing is added.
+TEST_F(ControlTest, ParsedRulesAreCheckedNotParsed) {
+  proto::ControlRequest req;
+  req.mutable_add_rules()->add_text("<*, w, //A/x> -> <IO, //B/x>");
+  RuleToMsg(*ParseRule("<*, w, //A/y> -> <IO, //B/y>"),
+            req.mutable_add_rules()->add_rules());
+  auto added = client_->Call(req, absl::Seconds(10));
+  ASSERT_TRUE(added.ok()) << added.status();
+  ASSERT_EQ(added->ids_size(), 2);
+  ASSERT_EQ(List().rules_size(), 2);
+  EXPECT_EQ(List().rules(1).text(), "<*, w, //A/y> -> <IO, //B/y>");
+
+  Rule escaping = *ParseRule("<*, w, //A/z> -> <IO, //B/z>");
+  escaping.detours[0].target.file = "//B/../z";
+  RuleToMsg(escaping, req.mutable_add_rules()->add_rules());
+  auto refused = client_->Call(req, absl::Seconds(10));
+  ASSERT_TRUE(refused.ok()) << refused.status();
+  EXPECT_EQ(refused->code(),
+            static_cast<int>(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(refused->message(),
+              ::testing::HasSubstr("rule 3: detour 1: path component '..'"));
+  EXPECT_EQ(List().rules_size(), 2);
+}
 
 TEST_F(ControlTest, SocketIsPrivate) {
   struct stat st {};
