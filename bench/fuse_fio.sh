@@ -120,6 +120,10 @@ mount_system() {
       mergerfs -f -o cache.files=off,category.create=ff,minfreespace=0 "$data" "$mnt" & ;;
     mergerfs-partial)
       mergerfs -f -o cache.files=partial,category.create=ff,minfreespace=0 "$data" "$mnt" & ;;
+    # Kernel passthrough (passthrough.io, mergerfs 2.40 and later; Debian
+    # 12's 2.33.5 has none): MERGERFS_NEW=PATH names a newer build.
+    mergerfs-pt)
+      "${MERGERFS_NEW:-mergerfs}" -f -o cache.files=auto-full,passthrough.io=rw,category.create=ff,minfreespace=0 "$data" "$mnt" & ;;
     ptll-never) "$ptll" -f -o cache=never,source="$data" "$mnt" & ;;
     ptll-default) "$ptll" -f -o source="$data" "$mnt" & ;;
     *) echo "unknown system $sys" >&2; exit 2 ;;
@@ -308,6 +312,13 @@ for wl in ["randread4k-1", "randread4k-4", "randwrite4k-1", "randwrite4k-4"]:
            "sroute-off-poll", ["mergerfs-off", "ptll-never"])
     target("off, --io-uring >= best of mergerfs-off, ptll-never", wl,
            "sroute-off-uring", ["mergerfs-off", "ptll-never"])
+# Issue 51: kernel passthrough for an unrouted file.
+for wl in ["randread4k-1", "randread4k-4", "randwrite4k-1", "randwrite4k-4"]:
+    target("passthrough >= 0.9x raw", wl, "sroute-pt", ["raw"], 0.9)
+    target("passthrough >= mergerfs passthrough.io=rw", wl, "sroute-pt",
+           ["mergerfs-pt"])
+    target("default (no passthrough) >= 1.5x mergerfs-off", wl, "sroute-nopt",
+           ["mergerfs-off"], 1.5)
 for s in ["sroute-auto", "sroute-auto-uring"]:
     for wl in ["randread4k-1", "randread4k-4"]:
         target(f"{s[7:]}: warm random reads >= 0.9x raw", wl, s, ["raw"], 0.9)
