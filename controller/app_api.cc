@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "rules/parser.h"
+#include "rules/validate.h"
 #include "util/mutex.h"
 #include "util/strings.h"
 
@@ -15,6 +16,12 @@ namespace sroute {
 
 std::string RuleToInsert::Text() const {
   return rule ? FormatRule(*rule) : text;
+}
+
+absl::StatusOr<Rule> RuleToInsert::Read() const {
+  if (!rule) return ParseRule(text);
+  if (absl::Status s = ValidateRule(*rule); !s.ok()) return s;
+  return *rule;
 }
 
 absl::StatusOr<uint64_t> ControllerApi::Insert(const std::string& sswitch,

@@ -119,6 +119,10 @@ struct RuleToInsert {
 
   // The text for people: `text`, or the rule printed.
   std::string Text() const;
+  // The rule: `text` parsed ("COL: reason" if it does not), or `rule`
+  // checked against the language (ValidateRule: one built by hand may
+  // break it).
+  absl::StatusOr<Rule> Read() const;
 
   std::string text;  // when `rule` is empty
   std::optional<Rule> rule;

@@ -6,7 +6,6 @@
 #include "controller/controller_impl.h"
 #include "rpc/rule_codec.h"
 #include "rules/parser.h"
-#include "rules/validate.h"
 #include "util/clock.h"
 #include "util/log.h"
 #include "util/strings.h"
@@ -76,18 +75,13 @@ absl::StatusOr<Controller::Impl::UpdatePlan> Controller::Impl::PlanUpdate(
       it = plan.changes.end() - 1;
     }
     for (size_t i = 0; i < c.insert.size(); ++i) {
-      // Text is read here, once; a rule read at its edge is checked, since
-      // one built by hand may break the language. From here the store, the
-      // checker and the hosts take the parsed form (rpc/rule_codec.h).
-      const RuleToInsert& in = c.insert[i];
-      absl::StatusOr<Rule> rule =
-          in.rule ? absl::StatusOr<Rule>(*in.rule) : ParseRule(in.text);
-      absl::Status valid =
-          !rule.ok() ? rule.status()
-                     : (in.rule ? ValidateRule(*rule) : absl::OkStatus());
-      if (!valid.ok()) {
+      // Text is read here, once; a rule read at its edge is checked. From
+      // here the store, the checker and the hosts take the parsed form
+      // (rpc/rule_codec.h).
+      absl::StatusOr<Rule> rule = c.insert[i].Read();
+      if (!rule.ok()) {
         return absl::InvalidArgumentError(
-            StrCat(c.sswitch, ": rule ", i + 1, ": ", valid.message()));
+            StrCat(c.sswitch, ": rule ", i + 1, ": ", rule.status().message()));
       }
       it->insert.push_back(ManagedRuleOf(*rule, owner));
     }

@@ -80,7 +80,7 @@ class LineParser {
           auto [p, ec] =
               std::from_chars(value.data(), value.data() + value.size(), n);
           if (ec != std::errc() || p != value.data() + value.size() || n == 0 ||
-              n > 1024) {
+              n > kMaxAck) {
             return Fail(vstart, "ack must be 'all' or a count of 1 or more");
           }
           rule->ack = static_cast<uint32_t>(n);

@@ -99,9 +99,6 @@ std::optional<RuleFault> CrossPartFault(const Rule& r) {
 
 namespace {
 
-// The most an `ack=` option says (the parser's bound).
-constexpr uint32_t kMaxAck = 1024;
-
 bool AllOf(std::string_view s, bool (*pred)(char)) {
   for (char c : s) {
     if (!pred(c)) return false;

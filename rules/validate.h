@@ -16,6 +16,7 @@
 #define SROUTE_RULES_VALIDATE_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -24,6 +25,9 @@
 #include "rules/rule.h"
 
 namespace sroute {
+
+// The most an `ack=` option may say.
+inline constexpr uint32_t kMaxAck = 1024;
 
 // The rule language's character classes.
 bool IsNameChar(char c);   // names of tenants, stages, delegates, hosts

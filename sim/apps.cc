@@ -8,8 +8,6 @@
 #include <utility>
 
 #include "controller/app_api.h"
-#include "rules/parser.h"
-#include "rules/validate.h"
 #include "sim/engine.h"
 #include "util/log.h"
 #include "util/strings.h"
@@ -165,11 +163,9 @@ class SimController : public ControllerApi {
       auto h = host_of_.find(c.sswitch);
       if (h == host_of_.end()) return NoHost(c.sswitch);
       for (const RuleToInsert& in : c.insert) {
-        absl::Status s =
-            in.rule ? ValidateRule(*in.rule) : ParseRule(in.text).status();
-        if (!s.ok()) {
+        if (auto r = in.Read(); !r.ok()) {
           return absl::InvalidArgumentError(
-              StrCat(in.Text(), ": ", s.message()));
+              StrCat(in.Text(), ": ", r.status().message()));
         }
       }
       for (uint64_t cid : c.remove) {

@@ -124,6 +124,26 @@ TEST_F(ControllerTest, RulesSurviveVolumeAndControllerRestarts) {
   EXPECT_THAT(std::string(no.status().message()),
               ::testing::HasSubstr("rule 1: detour 1: path component '..'"));
   ASSERT_EQ(Client().Rules(kFuse)->size(), 1u);
+  // Text and parsed rules in one change are installed in their order.
+  UpdateSpec mixed;
+  mixed.changes.push_back(
+      RuleChanges{kFuse,
+                  {"<*, r, //home/m1/*> -> <IO, //S2/m1/*>",
+                   *ParseRule("<*, r, //home/m2/*> -> <IO, //S2/m2/*>")},
+                  {}});
+  auto both = Client().Update(mixed);
+  ASSERT_TRUE(both.ok()) << both.status();
+  ASSERT_EQ(both->cids.size(), 2u);
+  auto listed = Client().Rules(kFuse);
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  std::map<uint64_t, std::string> text_of;
+  for (const proto::ManagedRule& m : *listed) text_of[m.cid()] = m.text();
+  EXPECT_EQ(text_of[both->cids[0]], "<*, r, //home/m1/*> -> <IO, //S2/m1/*>");
+  EXPECT_EQ(text_of[both->cids[1]], "<*, r, //home/m2/*> -> <IO, //S2/m2/*>");
+  UpdateSpec undo;
+  undo.changes.push_back(RuleChanges{kFuse, {}, both->cids});
+  ASSERT_TRUE(Client().Update(undo).ok());
+  ASSERT_EQ(Client().Rules(kFuse)->size(), 1u);
   std::filesystem::create_directories(home_ / "moved");
   WriteWholeFile(mnt_ / "moved/a", "first");
   EXPECT_EQ(ReadWholeFile(r2_ / "moved/a"), "first");

@@ -244,6 +244,17 @@ TEST_F(SroutectlControllerTest, RulesAddTakesEffectAndRulesLsShowsIt) {
   auto [none_rc, none] = Ctl("rules add --host nosuch " + Quote(kMoveRule));
   EXPECT_EQ(none_rc, 1);
   EXPECT_NE(none.find("no sSwitch 'nosuch'"), std::string::npos) << none;
+  // sroutectl reads the rules: a malformed one is named by number and
+  // column, and nothing is sent (the good one before it is not installed).
+  auto [bad_rc, bad] =
+      Ctl("rules add --host " + kFuse + " " + Quote(kMoveRule) + " " +
+          Quote("<*, w, //home/a/../b> -> <IO, //S2/b>"));
+  EXPECT_EQ(bad_rc, 1);
+  EXPECT_NE(bad.find("rule 2: 17: path component '..' is not allowed"),
+            std::string::npos)
+      << bad;
+  EXPECT_EQ(Ctl("rules ls --host " + kFuse + " --json").second,
+            "{\"rules\":[]}\n");
 
   const uint64_t cid = AddToVolume(kMoveRule, "--owner alice");
   ASSERT_NE(cid, 0u);
