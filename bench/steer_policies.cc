@@ -12,6 +12,7 @@
 //                  [presets=worn,healthy,healthy,fast] [dilation=50]
 //                  [write_percent=0] [target_us=1000] [step_s=2]
 //                  [warmup_s=1] [start=0.3] [threads=64] [threshold=25]
+//                  [max_baseline=300]
 //                  [zipf=0.99] [profiles=route|model] [segregate=0|1]
 //                  [epoch_ms=200] [profile_dir=DIR] [floor=PCT]
 //                  [refine=1] [derate=1]
@@ -73,6 +74,7 @@ struct Options {
   double start = 0.3;  // of the ideal
   int threads = 64;
   uint32_t threshold = 25;
+  uint32_t max_baseline = 300;      // percent: the watches' calm ratio at most
   double zipf = 0.99;               // 0: uniform addresses
   bool route_profiles = true;       // profiles=route|model
   bool segregate = false;           // placement=anywhere, copies=2
@@ -449,6 +451,7 @@ PolicyResult RunPolicy(const std::string& policy, const Options& o,
   std::vector<std::string> members;
   std::vector<std::shared_ptr<FlashEndpoint>> endpoints;
   std::vector<std::shared_ptr<const Profile>> profiles;
+  std::vector<std::shared_ptr<CongestionWatch>> watches;
   for (size_t i = 0; i < o.presets.size(); ++i) {
     FlashEndpoint::Options eo;
     eo.model = *FlashModel::Preset(o.presets[i]);
@@ -474,9 +477,10 @@ PolicyResult RunPolicy(const std::string& policy, const Options& o,
     if (policy == "gimbal" || policy == "sandook") {  // not "plan"
       CongestionOptions co;
       co.threshold = o.threshold / 100.0;
-      (void)host.sswitch().WatchEndpoint(
-          name, std::make_shared<CongestionWatch>("bench", name,
-                                                  profiles.back(), co));
+      co.max_baseline = o.max_baseline / 100.0;
+      watches.push_back(std::make_shared<CongestionWatch>("bench", name,
+                                                          profiles.back(), co));
+      (void)host.sswitch().WatchEndpoint(name, watches.back());
     }
   }
   rs->set_ack("all");
@@ -682,6 +686,11 @@ PolicyResult RunPolicy(const std::string& policy, const Options& o,
       StrAppend(&members_text, " ", m, ":", c("reads"), "/", c("congested"),
                 "/", c("aimd_permille"));
     }
+    // The watches' learned calm ratios (x100).
+    for (const auto& w : watches) {
+      StrAppend(&members_text, " b",
+                std::llround(100 * w->detector().view().baseline));
+    }
     std::fprintf(stderr,
                  "%s: offered %.0f/s served %.0f/s p50 %.0f us p90 %.0f us;"
                  "%s\n",
@@ -775,6 +784,8 @@ int main(int argc, char** argv) {
       o.zipf = std::stod(value);
     } else if (key == "threshold") {
       o.threshold = static_cast<uint32_t>(std::stoi(value));
+    } else if (key == "max_baseline") {
+      o.max_baseline = static_cast<uint32_t>(std::stoi(value));
     } else {
       std::cerr << "steer_policies: unknown argument " << a << "\n";
       return 2;

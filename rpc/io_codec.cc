@@ -165,6 +165,7 @@ absl::Status DecodeIoReply(const proto::RpcReply& reply,
   io->bytes = r.bytes();
   io->change_stamp = r.change_stamp();
   io->congested = r.congested();
+  io->congested_window = r.congested_window();
   if (r.has_attr()) FromMsg(r.attr(), &io->attr);
   switch (io->header.op) {
     case Op::kRead: {
@@ -292,6 +293,7 @@ void EncodeIoReply(const Io& io, proto::RpcReply* out) {
   r->set_bytes(io.bytes);
   if (!io.target.empty()) r->set_target(io.target);
   if (io.congested) r->set_congested(true);
+  if (io.congested_window != 0) r->set_congested_window(io.congested_window);
   const Op op = io.header.op;
   if (HasAttr(op)) ToMsg(io.attr, r->mutable_attr());
   switch (op) {

@@ -39,6 +39,7 @@ void Io::AdoptResults(const Io& child) {
   target = child.target;
   change_stamp = child.change_stamp;
   congested = child.congested;
+  congested_window = child.congested_window;
 }
 
 void Io::AddResponseHook(ResponseHook hook) {

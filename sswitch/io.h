@@ -161,6 +161,10 @@ class Io {
   // says at its load: stages/steering/congestion.h), as its host judged;
   // replica sets shift reads away from it (issue 49).
   bool congested = false;
+  // Which of the host's judged windows marked it (0: not said). The mark
+  // is refreshed once a window (10 ms or more), not once a reply: callers
+  // cut once per window they see (stages/steering/aimd.h).
+  uint32_t congested_window = 0;
   // The op's arguments. Last of the public fields: most IOs (reads and
   // writes) use none of them, and the fields every IO touches then share
   // their cache lines as before IoArgs gave each meaning a field of its own

@@ -54,12 +54,16 @@ absl::StatusOr<SteeringAppOptions> ParseSteeringArgs(const std::string& args) {
       o.move = x;
     } else if (key == "threshold_percent" && number && x >= 1 && x <= 1000) {
       o.threshold_percent = static_cast<uint32_t>(x);
+    } else if (key == "max_baseline_percent" && number && x >= 100 &&
+               x <= 10'000) {
+      o.max_baseline_percent = static_cast<uint32_t>(x);
     } else {
       return absl::InvalidArgumentError(
           StrCat("steering: '", kv,
                  "' is not one of epoch_ms=10..60000, target_us=N, "
                  "percentile=p50|p90|p99, move=0..1, "
-                 "threshold_percent=1..1000"));
+                 "threshold_percent=1..1000, "
+                 "max_baseline_percent=100..10000"));
     }
   }
   return o;
@@ -176,6 +180,7 @@ absl::Status SteeringApp::PushWatch(const proto::DeviceProfile& p) {
   proto::SetProfiles set;
   *set.add_profile() = p;
   set.set_threshold_percent(options_.threshold_percent);
+  set.set_max_baseline_percent(options_.max_baseline_percent);
   return api_->SetProfiles(p.sswitch(), set).status();
 }
 

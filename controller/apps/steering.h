@@ -36,7 +36,9 @@
 // target_us (default 1000), percentile (p50, p90, p99; default p90), move
 // (a weight changes when a share moves by this much, default 0.01),
 // threshold_percent (the watches': congested this far above the profile,
-// default 10; more where latency is noisy, as on emulated devices).
+// default 10; more where latency is noisy, as on emulated devices),
+// max_baseline_percent (the watches' learned calm latency at most this
+// share of the profile's, default 300; 100: the profile alone).
 #ifndef SROUTE_CONTROLLER_APPS_STEERING_H_
 #define SROUTE_CONTROLLER_APPS_STEERING_H_
 
@@ -58,7 +60,8 @@ struct SteeringAppOptions {
   double target_us = 1000;
   Percentile percentile = Percentile::kP90;
   double move = 0.01;
-  uint32_t threshold_percent = 10;  // of the hosts' congestion watches
+  uint32_t threshold_percent = 10;      // of the hosts' congestion watches
+  uint32_t max_baseline_percent = 300;  // of the watches
 };
 
 absl::StatusOr<SteeringAppOptions> ParseSteeringArgs(const std::string& args);

@@ -540,7 +540,7 @@ void ReplicaSetStage::ReadFrom(const std::shared_ptr<Read>& state, bool hedge) {
       }
       // A round trip: the member's recent read time (50 us at least).
       load.aimd.OnReply(now, std::max<uint64_t>(load.AgedEwmaNs(now), 50'000),
-                        cut);
+                        cut, a.congested_window);
     }
     const bool failed = IsMemberFailure(a.status);
     if (failed) {

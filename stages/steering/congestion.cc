@@ -19,10 +19,11 @@ void CongestionDetector::Note(uint64_t now_ns, bool write, uint64_t latency_ns,
   if (pages == 1) latencies_.push_back(latency_ns);
 }
 
-bool CongestionDetector::Congested(uint64_t now_ns) {
+uint64_t CongestionDetector::Mark(uint64_t now_ns) {
   MutexLock l(&mu_);
   if (now_ns >= window_start_ns_ + o_.window_ns) CloseWindowLocked(now_ns);
-  return view_.congested && now_ns >= quiet_until_ns_;
+  return view_.congested && now_ns >= quiet_until_ns_ ? view_.marked_windows
+                                                      : 0;
 }
 
 void CongestionDetector::ModeSwitched(uint64_t now_ns) {
@@ -55,9 +56,10 @@ void CongestionDetector::CloseWindowLocked(uint64_t now_ns) {
   const bool far_over =
       latencies_.size() < o_.min_samples &&
       latencies_.size() >= std::max<uint32_t>(1, o_.min_samples / 4) &&
-      WindowLatencyUsLocked() >
-          o_.far_over * profile_->LatencyUs(view_.iops, view_.write_fraction,
-                                            o_.percentile);
+      WindowLatencyUsLocked() > o_.far_over * view_.baseline *
+                                    profile_->LatencyUs(view_.iops,
+                                                        view_.write_fraction,
+                                                        o_.percentile);
   if (latencies_.size() < o_.min_samples && !far_over) {
     // Too few to judge: the window goes on (a light load is judged over
     // a longer one), up to `forget_windows` windows; past that, callers
@@ -87,16 +89,29 @@ void CongestionDetector::CloseWindowLocked(uint64_t now_ns) {
   view_.latency_us = a * latency_us + (1 - a) * view_.latency_us;
   view_.expected_us =
       profile_->LatencyUs(view_.iops, view_.write_fraction, o_.percentile);
-  const double over = view_.latency_us / view_.expected_us - 1;
+  const double ratio = latency_us / view_.expected_us;  // this window's own
+  const double max_baseline = std::max(1.0, o_.max_baseline);
+  if (!learned_) {
+    view_.baseline = std::clamp(ratio, 1.0, max_baseline);
+    learned_ = true;
+  }
+  const double calm_us = view_.expected_us * view_.baseline;
+  const double over = view_.latency_us / calm_us - 1;
   // Windows in a row whose own latency is over: a scheduling hiccup of
   // the host is one window (the EWMA carries it a while), a GC pass many.
-  over_streak_ = latency_us > view_.expected_us * (1 + o_.threshold)
-                     ? over_streak_ + 1
-                     : 0;
+  over_streak_ =
+      latency_us > calm_us * (1 + o_.threshold) ? over_streak_ + 1 : 0;
   if (view_.congested) {
     view_.congested = over > o_.threshold / 2;
   } else {
     view_.congested = over > o_.threshold && over_streak_ >= o_.confirm_windows;
+  }
+  if (!view_.congested) {
+    // A window over the threshold counts as at it: the ratio drifts, it
+    // does not jump to what a congested device shows.
+    const double sample = std::min(ratio, view_.baseline * (1 + o_.threshold));
+    view_.baseline = std::clamp(
+        (1 - o_.learn) * view_.baseline + o_.learn * sample, 1.0, max_baseline);
   }
   if (view_.congested) ++view_.marked_windows;
 }

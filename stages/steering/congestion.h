@@ -18,6 +18,18 @@
 // `forget_windows` windows (callers moved away from it) is not congested any
 // more: callers then probe it again.
 //
+// The expectation is the profile's latency times the device's *calm ratio*,
+// learned: a profile is measured one device at a time, with uniform
+// addresses, on an idle host; in production a skewed workload (a hot page
+// on one die) or the host's own scheduling make a healthy device steadily
+// slower than it by some factor, which would mark it all the time. The
+// first judged window sets the ratio (observed over profile, within 1 ..
+// `max_baseline`); each unmarked window moves it by `learn`, counting a
+// window over the threshold as at the threshold, so the ratio follows a
+// drift of a few percent a window and never a jump: a GC pass (20x) or a
+// noisy neighbour arriving is marked as before. `max_baseline` 1 judges
+// against the profile alone.
+//
 //   CongestionDetector d(profile, CongestionOptions());
 //   d.Note(now, /*write=*/false, latency_ns);     // each completion
 //   if (d.Congested(now)) reply.congested = true;
@@ -54,6 +66,10 @@ struct CongestionOptions {
   // Judged windows in a row above the threshold before the mark (1: at
   // once). A host's own scheduling delays last a window; a GC pass lasts.
   uint32_t confirm_windows = 2;
+  // The calm ratio (above): learned at this weight per unmarked window,
+  // within 1 .. max_baseline.
+  double learn = 0.05;
+  double max_baseline = 3;
 };
 
 class CongestionDetector {
@@ -68,7 +84,11 @@ class CongestionDetector {
             uint32_t pages = 1);
   // Whether replies leaving at `now_ns` are marked (closes the window if
   // it is over).
-  bool Congested(uint64_t now_ns);
+  bool Congested(uint64_t now_ns) { return Mark(now_ns) != 0; }
+  // The same, as the number of the judged window that marks them (1, 2,
+  // ...; 0: not marked): one number per window, so a caller reacts once
+  // to each refresh of the signal, not once to each reply.
+  uint64_t Mark(uint64_t now_ns);
   // The endpoint changed mode: the windows so far are forgotten, and none
   // is judged until `quiet_ns` have passed.
   void ModeSwitched(uint64_t now_ns);
@@ -78,6 +98,8 @@ class CongestionDetector {
     double write_fraction = 0;  // EWMA
     double latency_us = 0;      // EWMA of the windows' percentile
     double expected_us = 0;     // the profile's at iops and write_fraction
+    double baseline = 1;        // the calm ratio: judged against
+                                // expected_us * baseline
     bool congested = false;
     uint64_t marked_windows = 0;  // windows judged congested so far
   };
@@ -98,6 +120,8 @@ class CongestionDetector {
   uint64_t write_pages_ ABSL_GUARDED_BY(mu_) = 0;         // of which written
   bool seen_ ABSL_GUARDED_BY(mu_) = false;  // a window has been judged
   uint32_t over_streak_ ABSL_GUARDED_BY(mu_) = 0;
+  bool learned_ ABSL_GUARDED_BY(mu_) = false;  // baseline set (kept across
+                                               // mode switches)
   View view_ ABSL_GUARDED_BY(mu_);
 };
 

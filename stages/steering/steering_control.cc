@@ -27,6 +27,14 @@ absl::Status HandleSetProfiles(SSwitch& sw, const proto::SetProfiles& request,
     }
     options.window_ns = uint64_t{request.window_ms()} * 1'000'000;
   }
+  if (request.max_baseline_percent() > 0) {
+    if (request.max_baseline_percent() < 100 ||
+        request.max_baseline_percent() > 10'000) {
+      return absl::InvalidArgumentError(
+          "max_baseline_percent is 100..10000 (100: the profile alone)");
+    }
+    options.max_baseline = request.max_baseline_percent() / 100.0;
+  }
   // Checked first, all of them: nothing changes unless everything can.
   std::vector<std::pair<std::string, std::shared_ptr<EndpointWatch>>> set;
   for (const proto::DeviceProfile& p : request.profile()) {

@@ -2,6 +2,7 @@
 #include "stages/steering/watch.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "sswitch/trace.h"
 #include "util/clock.h"
@@ -28,8 +29,11 @@ void CongestionWatch::Sending(Io* io) {
     const uint32_t pages = static_cast<uint32_t>(
         std::max<uint64_t>(1, (uint64_t{done.header.length} + 4095) / 4096));
     self->detector_.Note(now, done.header.op == Op::kWrite, now - start, pages);
-    if (!self->detector_.Congested(now)) return;
+    const uint64_t mark = self->detector_.Mark(now);
+    if (mark == 0) return;
     done.congested = true;
+    // (wraps after 4 G windows, a year of 10 ms ones: only equality counts)
+    done.congested_window = static_cast<uint32_t>(mark);
     self->marked_replies_.fetch_add(1, std::memory_order_relaxed);
     if (done.trace != nullptr) {
       TraceHop hop;
@@ -51,6 +55,7 @@ void CongestionWatch::Gauges(
   add(p + "congested", v.congested ? 1 : 0);
   add(p + "latency_us", static_cast<int64_t>(v.latency_us));
   add(p + "expected_us", static_cast<int64_t>(v.expected_us));
+  add(p + "baseline_permille", std::llround(v.baseline * 1000));
   add(p + "iops", static_cast<int64_t>(v.iops));
   add(p + "write_permille", static_cast<int64_t>(v.write_fraction * 1000));
   add(p + "marked_windows", static_cast<int64_t>(v.marked_windows));

@@ -28,7 +28,8 @@ class CongestionWatch : public EndpointWatch,
                   CongestionOptions options);
 
   void Sending(Io* io) override;
-  // steer.NAME.congested (0|1), latency_us, expected_us, iops,
+  // steer.NAME.congested (0|1), latency_us, expected_us,
+  // baseline_permille (the learned calm ratio), iops,
   // write_permille, marked_windows, marked_replies.
   void Gauges(
       std::string_view name,

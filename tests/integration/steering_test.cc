@@ -207,6 +207,14 @@ TEST_F(SteeringTest, WeightsFollowProfilesAndCongestedDevicesShedReads) {
   // cuts S2's weight by itself.
   proto::SetProfiles too_fast;
   *too_fast.add_profile() = testing::UnmeetableProfile("ssd");
+  // (A calm ratio below the profile's is no setting: refused, named.)
+  too_fast.set_max_baseline_percent(50);
+  auto refused = Client().SetProfiles("S2", too_fast);
+  EXPECT_TRUE(absl::IsInvalidArgument(refused.status())) << refused.status();
+  EXPECT_NE(refused.status().message().find("max_baseline_percent"),
+            std::string::npos)
+      << refused.status();
+  too_fast.clear_max_baseline_percent();
   ASSERT_TRUE(Client().SetProfiles("S2", too_fast).ok());
   // (Reads until the first cut: a busy machine fills the watch's windows
   // more slowly.)
@@ -220,6 +228,22 @@ TEST_F(SteeringTest, WeightsFollowProfilesAndCongestedDevicesShedReads) {
   EXPECT_GT(Counter("member.S2.aimd_cuts"), 0);
   EXPECT_LT(Counter("member.S2.aimd_permille"), 1000);
   EXPECT_EQ(Counter("member.S1.congested"), 0);
+  // Each cut answered a window S2's watch judged congested, named on the
+  // replies across the wire: never more cuts than windows, however many
+  // marked replies come (cut once a round trip, S2's replies of one window
+  // would cut many times).
+  ASSERT_EQ(
+      RunAs(User{1001, 1001, {}, 022}, [&] { return ReadBlocks(file, 400); }),
+      "");
+  EXPECT_GT(Counter("member.S2.congested"), Counter("member.S2.aimd_cuts"));
+  const int64_t cuts = Counter("member.S2.aimd_cuts");
+  proto::ControlRequest stats;
+  stats.mutable_stats();
+  auto s2 = Client().ControlAt("S2", stats);
+  ASSERT_TRUE(s2.ok()) << s2.status();
+  const auto windows = s2->gauges().find("steer.ssd.marked_windows");
+  ASSERT_NE(windows, s2->gauges().end());
+  EXPECT_LE(cuts, windows->second);
 }
 
 }  // namespace

@@ -61,6 +61,7 @@ struct Args {
     bool watch = false;
     uint32_t threshold_percent = 0;
     uint32_t window_ms = 0;
+    uint32_t max_baseline_percent = 0;
     double dilation = 1;
   } profile;
 };

@@ -175,6 +175,7 @@ int ProfileSet(const Args& a, ControlTarget& target) {
   *set.add_profile() = *p;
   set.set_threshold_percent(a.profile.threshold_percent);
   set.set_window_ms(a.profile.window_ms);
+  set.set_max_baseline_percent(a.profile.max_baseline_percent);
   return ShowProfiles(a, target.SetProfiles(set));
 }
 

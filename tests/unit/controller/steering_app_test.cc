@@ -198,6 +198,10 @@ TEST_F(SteeringAppFixture, ProfilesOutliveARestartAndBadOnesAreRefused) {
   again.OnStats(Snapshot());
   EXPECT_EQ(api_.profiles["sa"].count("ssd"), 1u);
   EXPECT_FALSE(ParseSteeringArgs("epoch_ms=5").ok());
+  EXPECT_FALSE(ParseSteeringArgs("max_baseline_percent=50").ok());
+  auto calm = ParseSteeringArgs("max_baseline_percent=100");
+  ASSERT_TRUE(calm.ok());
+  EXPECT_EQ(calm->max_baseline_percent, 100u);
   EXPECT_TRUE(
       ParseSteeringArgs("epoch_ms=100,target_us=500,percentile=p99").ok());
 }

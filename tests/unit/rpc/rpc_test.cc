@@ -184,6 +184,36 @@ TEST(IoCodecTest, ArgsCrossTheWireFieldForField) {
   EXPECT_TRUE(absl::IsInvalidArgument(DecodeIoRequest(req, "S1", &bad)));
 }
 
+// A write's reply carries the congestion mark and the window that made it
+// (the replica set cuts once per window: stages/steering/aimd.h); an
+// unmarked reply carries neither.
+TEST(IoCodecTest, TheCongestionMarkAndItsWindowCrossTheWire) {
+  Io done;
+  done.header.op = Op::kWrite;
+  done.bytes = 4096;
+  done.congested = true;
+  done.congested_window = 42;
+  proto::RpcReply reply;
+  EncodeIoReply(done, &reply);
+  Io caller;
+  caller.header.op = Op::kWrite;
+  ASSERT_TRUE(DecodeIoReply(reply, {}, &caller).ok());
+  EXPECT_TRUE(caller.congested);
+  EXPECT_EQ(caller.congested_window, 42u);
+  EXPECT_EQ(caller.bytes, 4096u);
+  Io calm;
+  calm.header.op = Op::kWrite;
+  reply.Clear();
+  EncodeIoReply(calm, &reply);
+  EXPECT_FALSE(reply.io().congested());
+  EXPECT_EQ(reply.io().congested_window(), 0u);
+  Io back;
+  back.header.op = Op::kWrite;
+  ASSERT_TRUE(DecodeIoReply(reply, {}, &back).ok());
+  EXPECT_FALSE(back.congested);
+  EXPECT_EQ(back.congested_window, 0u);
+}
+
 // A server whose handler echoes the payload back, and can hold calls
 // without answering.
 class RpcTest : public ::testing::Test {

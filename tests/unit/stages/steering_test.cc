@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Steering's logic (stages/steering/): congestion detection on a scripted
-// clock (windows, EWMA, threshold, hysteresis, quiet after a mode switch),
+// clock (windows, EWMA, threshold, hysteresis, quiet after a mode switch,
+// the learned calm ratio),
 // client-side AIMD, and the plan: the write-mode window against Sandook's
 // Figure 7b (2 -> 3 -> 4 write-mode devices of ten as write demand grows),
 // hill-climbing against the min-max optimum on Figure 2a's devices (0.28,
@@ -143,6 +144,65 @@ TEST(SteeringTest, OneSlowWindowIsNotCongestionTwoAre) {
   EXPECT_EQ(d.view().marked_windows, 1u);
 }
 
+// A device steadily 40 % slower than its profile (a skewed workload, a
+// busy host) is its normal: the first window sets the calm ratio and it is
+// never marked, and a slow drift (0.4 % a window, 50 % a second) is
+// followed. A jump to twice
+// that (a noisy neighbour) is marked after two windows as before, and the
+// ratio does not learn it. Judged against the profile alone
+// (max_baseline 1), the same device is marked at its second window.
+TEST(SteeringTest, ASteadyOffsetIsLearnedAJumpIsStillMarked) {
+  CongestionDetector d(Linear(1'000'000), CongestionOptions());
+  uint64_t t = 0;
+  auto window = [&](CongestionDetector& det, double us) {
+    Window(det, t, 40, static_cast<uint64_t>(us));
+    t += 10 * kOneMs;
+    return det.Congested(t);
+  };
+  for (int i = 0; i < 30; ++i) ASSERT_FALSE(window(d, 266)) << i;
+  EXPECT_NEAR(d.view().baseline, 1.4, 0.01);
+  double us = 266;
+  for (int i = 0; i < 50; ++i) ASSERT_FALSE(window(d, us *= 1.004)) << i;
+  EXPECT_GT(d.view().baseline, 1.5);
+  const double learned = d.view().baseline;
+  EXPECT_FALSE(window(d, 2 * us));
+  EXPECT_TRUE(window(d, 2 * us));
+  EXPECT_EQ(d.view().marked_windows, 1u);
+  for (int i = 0; i < 10; ++i) window(d, 2 * us);
+  EXPECT_TRUE(d.Congested(t));
+  EXPECT_LT(d.view().baseline, learned * 1.11);
+
+  CongestionOptions profile_only;
+  profile_only.max_baseline = 1;
+  CongestionDetector p(Linear(1'000'000), profile_only);
+  EXPECT_FALSE(window(p, 266));
+  EXPECT_TRUE(window(p, 266));
+  EXPECT_EQ(p.view().baseline, 1);
+}
+
+// A device that starts far over its profile (collecting from the first
+// window) learns at most max_baseline (3x): a GC pass's 20x is still
+// marked, and once it ends the ratio falls back to what the device shows.
+TEST(SteeringTest, TheCalmRatioIsBoundedSoGcIsAlwaysSeen) {
+  CongestionDetector d(Linear(1'000'000), CongestionOptions());
+  uint64_t t = 0;
+  auto window = [&](double us) {
+    Window(d, t, 40, static_cast<uint64_t>(us));
+    t += 10 * kOneMs;
+    return d.Congested(t);
+  };
+  EXPECT_FALSE(window(3800));
+  EXPECT_EQ(d.view().baseline, 3);
+  EXPECT_TRUE(window(3800));
+  // GC over: the EWMA falls, the mark clears, the ratio follows the
+  // device down to 1.
+  for (int i = 0; i < 100; ++i) window(190);
+  EXPECT_FALSE(d.Congested(t));
+  EXPECT_NEAR(d.view().baseline, 1, 0.02);
+  EXPECT_FALSE(window(3800));
+  EXPECT_TRUE(window(3800));
+}
+
 TEST(SteeringTest, LargeIosLoadButAreNotTimedAndSilenceClearsTheMark) {
   CongestionOptions once;
   once.confirm_windows = 1;
@@ -202,6 +262,25 @@ TEST(SteeringTest, AimdHalvesOncePerRoundTripAndClimbsBack) {
   EXPECT_NEAR(a.multiplier(), 0.16, 1e-12);
   a.OnReply(t + 200 * rtt, rtt, false);
   EXPECT_DOUBLE_EQ(a.multiplier(), 1.0);
+}
+
+// Replies marked by one judged window of the watch cut once, however many
+// round trips they span; each new window cuts again (still at most once a
+// round trip). Late replies of the window already cut for do not cut again.
+TEST(SteeringTest, AimdCutsOncePerMarkedWindow) {
+  Aimd a(AimdOptions{});
+  const uint64_t rtt = kOneMs;
+  for (int i = 0; i < 10; ++i) a.OnReply((1 + i) * kOneMs, rtt, true, 7);
+  EXPECT_DOUBLE_EQ(a.multiplier(), 0.5);
+  a.OnReply(11 * kOneMs, rtt, true, 8);
+  EXPECT_DOUBLE_EQ(a.multiplier(), 0.25);
+  a.OnReply(11 * kOneMs + rtt / 2, rtt, true, 9);  // within the round trip
+  EXPECT_DOUBLE_EQ(a.multiplier(), 0.25);
+  a.OnReply(12 * kOneMs + 1, rtt, true, 8);  // the cut window, late
+  EXPECT_DOUBLE_EQ(a.multiplier(), 0.25);
+  a.OnReply(12 * kOneMs + 2, rtt, true, 9);
+  EXPECT_DOUBLE_EQ(a.multiplier(), 0.125);
+  EXPECT_EQ(a.cuts(), 3u);
 }
 
 std::vector<SteeringDevice> Ten(double write_capacity) {
