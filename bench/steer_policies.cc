@@ -19,13 +19,17 @@
 //                  [drill=gc load=0.6 drill_s=8 gc_at_s=2.5 gc_s=2
 //                   gc_member=3 drill_out=DIR]
 //                  [drill=segregation load=0.6 write_steps=2,5,10,20,30]
+//                  [gc_every_s=0 gc_s=2]
 //
 // Every member holds every byte (the replica set writes each change to
 // all of them): a write loads every device. Policies (ReplicaSetOptions
 // .steer): fds (a region's reads to one member by hash), reflex (weights
 // by peak IOPS), gimbal (even weights times AIMD on congestion marks),
 // sandook (the steering app's plan at the offered load, times AIMD), plan
-// (sandook without congestion marks: the plan alone). The
+// (sandook without congestion marks: the plan alone). gc_every_s=N: during
+// the ramp, every N seconds the next member in turn collects for gc_s
+// (FlashEndpoint::HoldForGc: devices that do not keep their profiles, as
+// in a rack; the ideal is still the profiles'). The
 // profiles are the presets' model profiles, dilated.
 #include <algorithm>
 #include <atomic>
@@ -90,6 +94,9 @@ struct Options {
   double load = 0.6;  // of the ideal
   double drill_s = 8, gc_at_s = 2.5, gc_s = 2;
   size_t gc_member = 3;
+  // The ramp with GC spells: every gc_every_s the next member collects for
+  // gc_s (0: none).
+  double gc_every_s = 0;
   std::string drill_out;  // a directory for gc-POLICY.dat (gnuplot)
 };
 
@@ -666,6 +673,25 @@ PolicyResult RunPolicy(const std::string& policy, const Options& o,
     (void)(*stage)->Stop();
     return out;
   }
+  // gc_every_s: GC spells on the members in turn while the ramp runs.
+  std::thread spells;
+  if (o.gc_every_s > 0) {
+    spells = std::thread([&] {
+      const auto every = std::chrono::duration<double>(o.gc_every_s);
+      auto next = std::chrono::steady_clock::now() + every;
+      for (size_t member = 0; !stop.load();
+           member = (member + 1) % members.size()) {
+        while (!stop.load() && std::chrono::steady_clock::now() < next) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        }
+        if (stop.load()) break;
+        endpoints[member]->HoldForGc(
+            static_cast<uint64_t>(o.gc_s * 1e9 / o.dilation));
+        next += std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+            every);
+      }
+    });
+  }
   // Steps of 10 % until the target is missed, then (`refine`) steps of
   // 3 % from the last load that kept it: the table's resolution is 3 %.
   double growth = 1.1;
@@ -706,6 +732,7 @@ PolicyResult RunPolicy(const std::string& policy, const Options& o,
   }
   stop.store(true);
   if (epochs.joinable()) epochs.join();
+  if (spells.joinable()) spells.join();
   (void)(*stage)->Stop();
   return out;
 }
@@ -766,6 +793,8 @@ int main(int argc, char** argv) {
       o.gc_at_s = std::stod(value);
     } else if (key == "gc_s") {
       o.gc_s = std::stod(value);
+    } else if (key == "gc_every_s") {
+      o.gc_every_s = std::stod(value);
     } else if (key == "gc_member") {
       o.gc_member = static_cast<size_t>(std::stoul(value));
     } else if (key == "drill_out") {
