@@ -361,7 +361,37 @@ void SteeringApp::SteerStage(const StageKey& key, StageState& st,
     st.note = StrCat("weights not set: ", done.status().message());
     return;
   }
+  if (anywhere) {
+    // Before any window every member takes writes.
+    std::vector<std::string> before(o.write_member().begin(),
+                                    o.write_member().end());
+    if (before.empty()) before = members;
+    SwitchModes(members, before, window);
+  }
   st.config = set.stage();
+}
+
+void SteeringApp::SwitchModes(const std::vector<std::string>& members,
+                              const std::vector<std::string>& before,
+                              const std::vector<std::string>& after) {
+  auto in = [](const std::vector<std::string>& v, const std::string& m) {
+    return std::find(v.begin(), v.end(), m) != v.end();
+  };
+  std::map<std::string, proto::SetProfiles> per_host;
+  for (const std::string& m : members) {
+    if (in(before, m) == in(after, m)) continue;
+    auto p = profiles_.find(m);
+    if (p == profiles_.end()) continue;
+    per_host[p->second.sswitch()].add_mode_switched(p->second.endpoint());
+  }
+  for (const auto& [host, request] : per_host) {
+    // Best effort: a host that misses it judges the next windows on the
+    // mixed queue (the hysteresis still needs two of them).
+    if (absl::Status s = api_->SetProfiles(host, request).status(); !s.ok()) {
+      LogWarning("steering: mode switches not told to ", host, ": ",
+                 s.message());
+    }
+  }
 }
 
 absl::Status SteeringApp::SaveProfiles() {

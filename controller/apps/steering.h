@@ -38,7 +38,7 @@
 // threshold_percent (the watches': congested this far above the profile,
 // default 10; more where latency is noisy, as on emulated devices),
 // max_baseline_percent (the watches' learned calm latency at most this
-// share of the profile's, default 300; 100: the profile alone).
+// share of the profile's, default 100: the profile alone).
 #ifndef SROUTE_CONTROLLER_APPS_STEERING_H_
 #define SROUTE_CONTROLLER_APPS_STEERING_H_
 
@@ -61,7 +61,7 @@ struct SteeringAppOptions {
   Percentile percentile = Percentile::kP90;
   double move = 0.01;
   uint32_t threshold_percent = 10;      // of the hosts' congestion watches
-  uint32_t max_baseline_percent = 300;  // of the watches
+  uint32_t max_baseline_percent = 100;  // of the watches
 };
 
 absl::StatusOr<SteeringAppOptions> ParseSteeringArgs(const std::string& args);
@@ -114,6 +114,12 @@ class SteeringApp : public ControlApp {
   void SteerStage(const StageKey& key, StageState& st,
                   const proto::StageStats& now);
   absl::Status PushWatch(const proto::DeviceProfile& p);
+  // Tells the hosts of the members that moved between read and write mode
+  // (in `before`'s window and not in `after`'s, or the reverse): their
+  // watches judge nothing for a millisecond (SetProfiles.mode_switched).
+  void SwitchModes(const std::vector<std::string>& members,
+                   const std::vector<std::string>& before,
+                   const std::vector<std::string>& after);
   absl::Status SaveProfiles();
   absl::StatusOr<proto::AppAnswer> PutProfile(const proto::AppCall& call);
   absl::StatusOr<proto::AppAnswer> RemoveProfile(const proto::AppCall& call);

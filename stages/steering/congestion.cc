@@ -35,6 +35,7 @@ void CongestionDetector::ModeSwitched(uint64_t now_ns) {
   view_.congested = false;
   quiet_until_ns_ = now_ns + o_.quiet_ns;
   window_start_ns_ = quiet_until_ns_;
+  ++view_.mode_switches;
 }
 
 double CongestionDetector::WindowLatencyUsLocked() {

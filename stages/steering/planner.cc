@@ -57,6 +57,9 @@ namespace {
 double ShareOf(const SteeringDevice& d) {
   return std::clamp(d.capacity_share, 0.01, 1.0);
 }
+// Under this share of its capacity a member is congested (AIMD cut it at
+// least once and it has not recovered): it joins the write window last.
+constexpr double kCongestedShare = 0.5;
 double PeakOf(const SteeringDevice& d, double write_fraction) {
   return d.profile->PeakIops(write_fraction) * ShareOf(d);
 }
@@ -165,15 +168,24 @@ SteeringPlan PlanSteering(const std::vector<SteeringDevice>& devices,
     return plan;
   }
   // The window: around the ring from `start`, members that are up, until
-  // their write capacity covers the writes (and at least k).
+  // their write capacity covers the writes (and at least k). Members
+  // congested now (their share under half: collecting) come last: every
+  // write waits for each of its copies, and one on a collecting member
+  // waits for its erases.
   double capacity = 0;
   uint32_t size = 0;
-  for (uint32_t j = 0; j < n && (size < o.k || capacity < device_writes); ++j) {
-    const uint32_t i = (plan.window_start + j) % n;
-    if (!up[i]) continue;
-    plan.write_mode[i] = true;
-    ++size;
-    capacity += CapacityOf(devices[i], 1.0, o);
+  for (const bool congested : {false, true}) {
+    for (uint32_t j = 0; j < n && (size < o.k || capacity < device_writes);
+         ++j) {
+      const uint32_t i = (plan.window_start + j) % n;
+      if (!up[i] || plan.write_mode[i] ||
+          (ShareOf(devices[i]) < kCongestedShare) != congested) {
+        continue;
+      }
+      plan.write_mode[i] = true;
+      ++size;
+      capacity += CapacityOf(devices[i], 1.0, o);
+    }
   }
   plan.window_size = size;
   std::vector<bool> readers(n);

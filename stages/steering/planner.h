@@ -9,7 +9,9 @@
 //    write demand times k (each write lands on k of them). The app moves
 //    `start` by one every epoch, so that every device takes its turn at
 //    writes (wear). With too little capacity anywhere, every member is in
-//    it (no segregation). Beyond Sandook: when the segregated plan is
+//    it (no segregation). A member congested now (its capacity share
+//    under half) joins the window only when the others do not cover it:
+//    a write waits for every copy. Beyond Sandook: when the segregated plan is
 //    expected to miss the target and every member taking both is expected
 //    to do better (a small pool, where the window is half of it), every
 //    member takes both.

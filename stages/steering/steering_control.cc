@@ -6,6 +6,7 @@
 
 #include "stages/steering/sweep.h"
 #include "stages/steering/watch.h"
+#include "util/clock.h"
 #include "util/strings.h"
 
 namespace sroute {
@@ -56,6 +57,12 @@ absl::Status HandleSetProfiles(SSwitch& sw, const proto::SetProfiles& request,
           StrCat("no endpoint named '", name, "' on ", sw.name()));
     }
   }
+  for (const std::string& name : request.mode_switched()) {
+    if (!endpoints.contains(name)) {
+      return absl::NotFoundError(
+          StrCat("no endpoint named '", name, "' on ", sw.name()));
+    }
+  }
   for (auto& [name, watch] : set) {
     if (absl::Status s = sw.WatchEndpoint(name, std::move(watch)); !s.ok()) {
       return s;  // an endpoint removed meanwhile: not with this host's API
@@ -63,6 +70,15 @@ absl::Status HandleSetProfiles(SSwitch& sw, const proto::SetProfiles& request,
   }
   for (const std::string& name : request.clear()) {
     if (absl::Status s = sw.WatchEndpoint(name, nullptr); !s.ok()) return s;
+  }
+  // After the profiles set: a watch set with them starts afresh anyway.
+  const std::set<std::string> switched(request.mode_switched().begin(),
+                                       request.mode_switched().end());
+  for (const auto& [name, watch] : sw.EndpointWatches()) {
+    auto* w = dynamic_cast<CongestionWatch*>(watch.get());
+    if (w != nullptr && switched.contains(name)) {
+      w->detector().ModeSwitched(MonotonicNanos());
+    }
   }
   for (const auto& [name, watch] : sw.EndpointWatches()) {
     if (auto* w = dynamic_cast<const CongestionWatch*>(watch.get())) {

@@ -59,6 +59,7 @@ void CongestionWatch::Gauges(
   add(p + "iops", static_cast<int64_t>(v.iops));
   add(p + "write_permille", static_cast<int64_t>(v.write_fraction * 1000));
   add(p + "marked_windows", static_cast<int64_t>(v.marked_windows));
+  add(p + "mode_switches", static_cast<int64_t>(v.mode_switches));
   add(p + "marked_replies",
       static_cast<int64_t>(marked_replies_.load(std::memory_order_relaxed)));
 }

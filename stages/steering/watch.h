@@ -30,7 +30,7 @@ class CongestionWatch : public EndpointWatch,
   void Sending(Io* io) override;
   // steer.NAME.congested (0|1), latency_us, expected_us,
   // baseline_permille (the learned calm ratio), iops,
-  // write_permille, marked_windows, marked_replies.
+  // write_permille, marked_windows, mode_switches, marked_replies.
   void Gauges(
       std::string_view name,
       const absl::FunctionRef<void(std::string, int64_t)>& add) const override;

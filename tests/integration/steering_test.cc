@@ -168,6 +168,22 @@ TEST_F(SteeringTest, WeightsFollowProfilesAndCongestedDevicesShedReads) {
   ASSERT_TRUE(watched.ok()) << watched.status();
   ASSERT_EQ(watched->size(), 1u);
   EXPECT_EQ((*watched)[0].endpoint(), "ssd");
+  // The app tells a host when one of its devices changes mode (its watch
+  // judges nothing for a millisecond); an endpoint the host lacks is
+  // named in the refusal.
+  proto::SetProfiles switched;
+  switched.add_mode_switched("nope");
+  auto unknown = Client().SetProfiles("S2", switched);
+  EXPECT_TRUE(absl::IsNotFound(unknown.status())) << unknown.status();
+  EXPECT_NE(unknown.status().message().find("'nope'"), std::string::npos);
+  switched.clear_mode_switched();
+  switched.add_mode_switched("ssd");
+  ASSERT_TRUE(Client().SetProfiles("S2", switched).ok());
+  proto::ControlRequest gauges;
+  gauges.mutable_stats();
+  auto told = Client().ControlAt("S2", gauges);
+  ASSERT_TRUE(told.ok()) << told.status();
+  EXPECT_EQ(told->gauges().at("steer.ssd.mode_switches"), 1);
 
   // A user writes the file, then reads it: the app weighs the fast device
   // above the healthy one (2.7:1 by the model within the target, idle).

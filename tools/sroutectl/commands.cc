@@ -859,9 +859,8 @@ const std::vector<Command>& Commands() {
                           "the watch's window (default 10)");
              c.add_option("--max-baseline-percent",
                           a.profile.max_baseline_percent,
-                          "the device's learned calm latency at most this "
-                          "share of the profile's (default 300; 100: the "
-                          "profile alone)");
+                          "learn a calm latency of at most this share of "
+                          "the profile's (default 100: the profile alone)");
              JsonFlag(c, a, "SetProfiles");
            },
        .run = [](const Args& a, ControlTarget& t) { return ProfileSet(a, t); }},

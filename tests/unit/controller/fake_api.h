@@ -101,6 +101,8 @@ class FakeApi : public ControllerApi {
   }
   // Each sSwitch's profiles, as SetProfiles leaves them.
   std::map<std::string, std::map<std::string, proto::DeviceProfile>> profiles;
+  // "sswitch/endpoint" of each mode switch told, in order.
+  std::vector<std::string> mode_switched;
   absl::StatusOr<std::vector<proto::DeviceProfile>> SetProfiles(
       const std::string& sswitch, const proto::SetProfiles& r) override {
     if (unreachable.count(sswitch) > 0) {
@@ -110,6 +112,9 @@ class FakeApi : public ControllerApi {
     auto& mine = profiles[sswitch];
     for (const proto::DeviceProfile& p : r.profile()) mine[p.endpoint()] = p;
     for (const std::string& name : r.clear()) mine.erase(name);
+    for (const std::string& name : r.mode_switched()) {
+      mode_switched.push_back(sswitch + "/" + name);
+    }
     std::vector<proto::DeviceProfile> out;
     for (const auto& [name, p] : mine) out.push_back(p);
     return out;

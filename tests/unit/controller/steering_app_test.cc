@@ -237,7 +237,7 @@ TEST(SteeringWindowTest, TheWindowSlidesEveryEpochAndReadsAvoidIt) {
     proto::AppCall call;
     call.set_command("profile-put");
     for (const std::string& a :
-         {std::string(m), std::string("s"), std::string("ssd"), text}) {
+         {std::string(m), std::string("s"), std::string("ssd") + m, text}) {
       call.add_args(a);
     }
     ASSERT_TRUE(app.OnCall(call).ok());
@@ -250,8 +250,11 @@ TEST(SteeringWindowTest, TheWindowSlidesEveryEpochAndReadsAvoidIt) {
   snap.hosts.push_back(h);
   app.OnStats(snap);
   std::vector<std::vector<std::string>> windows;
+  std::vector<std::vector<std::string>> switched;
   for (int epoch = 0; epoch < 3; ++epoch) {
+    api.mode_switched.clear();
     api.timers[0]();
+    switched.push_back(api.mode_switched);
     const auto& c = api.stages["h"][0].config().replica_set();
     windows.emplace_back(c.write_member().begin(), c.write_member().end());
     ASSERT_EQ(c.weight_size(), 4);
@@ -266,6 +269,13 @@ TEST(SteeringWindowTest, TheWindowSlidesEveryEpochAndReadsAvoidIt) {
   EXPECT_EQ(windows[0], (std::vector<std::string>{"A", "B"}));
   EXPECT_EQ(windows[1], (std::vector<std::string>{"B", "C"}));
   EXPECT_EQ(windows[2], (std::vector<std::string>{"C", "D"}));
+  // The hosts of the members that changed mode are told, so their
+  // watches do not judge a queue left from the mode before: at first
+  // every member took writes (C and D stop), then one leaves and one
+  // joins each epoch.
+  EXPECT_EQ(switched[0], (std::vector<std::string>{"s/ssdC", "s/ssdD"}));
+  EXPECT_EQ(switched[1], (std::vector<std::string>{"s/ssdA", "s/ssdC"}));
+  EXPECT_EQ(switched[2], (std::vector<std::string>{"s/ssdB", "s/ssdD"}));
 }
 
 }  // namespace

@@ -150,9 +150,12 @@ TEST(SteeringTest, OneSlowWindowIsNotCongestionTwoAre) {
 // followed. A jump to twice
 // that (a noisy neighbour) is marked after two windows as before, and the
 // ratio does not learn it. Judged against the profile alone
-// (max_baseline 1), the same device is marked at its second window.
+// (max_baseline 1, the default), the same device is marked at its second
+// window.
 TEST(SteeringTest, ASteadyOffsetIsLearnedAJumpIsStillMarked) {
-  CongestionDetector d(Linear(1'000'000), CongestionOptions());
+  CongestionOptions learning;
+  learning.max_baseline = 3;
+  CongestionDetector d(Linear(1'000'000), learning);
   uint64_t t = 0;
   auto window = [&](CongestionDetector& det, double us) {
     Window(det, t, 40, static_cast<uint64_t>(us));
@@ -172,9 +175,7 @@ TEST(SteeringTest, ASteadyOffsetIsLearnedAJumpIsStillMarked) {
   EXPECT_TRUE(d.Congested(t));
   EXPECT_LT(d.view().baseline, learned * 1.11);
 
-  CongestionOptions profile_only;
-  profile_only.max_baseline = 1;
-  CongestionDetector p(Linear(1'000'000), profile_only);
+  CongestionDetector p(Linear(1'000'000), CongestionOptions());
   EXPECT_FALSE(window(p, 266));
   EXPECT_TRUE(window(p, 266));
   EXPECT_EQ(p.view().baseline, 1);
@@ -184,7 +185,9 @@ TEST(SteeringTest, ASteadyOffsetIsLearnedAJumpIsStillMarked) {
 // window) learns at most max_baseline (3x): a GC pass's 20x is still
 // marked, and once it ends the ratio falls back to what the device shows.
 TEST(SteeringTest, TheCalmRatioIsBoundedSoGcIsAlwaysSeen) {
-  CongestionDetector d(Linear(1'000'000), CongestionOptions());
+  CongestionOptions learning;
+  learning.max_baseline = 3;
+  CongestionDetector d(Linear(1'000'000), learning);
   uint64_t t = 0;
   auto window = [&](double us) {
     Window(d, t, 40, static_cast<uint64_t>(us));
@@ -320,6 +323,21 @@ TEST(SteeringTest, TheWriteWindowGrowsWithWriteDemandAsInSandooksFigure7b) {
   EXPECT_FALSE(q.write_mode[0]);
   EXPECT_TRUE(q.write_mode[1]);
   EXPECT_DOUBLE_EQ(q.read_share[0], 0);
+  // A member collecting (its AIMD multiplier under half) is passed over
+  // while the others cover the writes, and taken last when they do not.
+  auto collecting = devices;
+  collecting[9].capacity_share = 0.3;
+  const SteeringPlan r = PlanSteering(collecting, 90'000, 10'000, 9, o);
+  EXPECT_FALSE(r.write_mode[9]);
+  EXPECT_TRUE(r.write_mode[0]);
+  EXPECT_TRUE(r.write_mode[1]);
+  EXPECT_EQ(r.window_size, 2u);
+  for (auto& d : collecting) d.capacity_share = 0.3;
+  collecting[5].capacity_share = 1;
+  const SteeringPlan all = PlanSteering(collecting, 90'000, 10'000, 9, o);
+  EXPECT_TRUE(all.write_mode[5]);
+  EXPECT_TRUE(all.write_mode[9]);
+  EXPECT_EQ(all.window_size, 2u);
   // Without segregation every member takes both.
   o.segregate = false;
   EXPECT_EQ(PlanSteering(devices, 90'000, 10'000, 0, o).window_size, 10u);
